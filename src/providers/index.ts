@@ -1,0 +1,10 @@
+export { providerIds, tasks } from './types.js';
+export type {
+  ProviderId,
+  Task,
+  ChatMessage,
+  GenerationRequest,
+  TokenUsage,
+  ProviderAnswer,
+  ProviderAdapter,
+} from './types.js';
