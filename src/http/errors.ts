@@ -1,0 +1,50 @@
+/**
+ * The one registry of error codes the HTTP API answers with (API.md). `docs/errors.md` lists every
+ * code here; a test keeps the two in step. Body of every error: `{"error":{"code","message",…}}`.
+ */
+export const errorCodes = {
+  INVALID_REQUEST: { status: 400, description: 'The request breaks the schema: malformed JSON, wrong or extra fields, unknown provider id or task, both or neither of text/documentId.' },
+  NO_PROVIDER_KEY: { status: 400, description: 'No requested provider has a key header.' },
+  NOT_FOUND: { status: 404, description: 'No such route.' },
+  JOB_NOT_FOUND: { status: 404, description: 'Unknown or expired job id.' },
+  PROVIDER_NOT_FOUND: { status: 404, description: 'Unknown provider id in the path.' },
+  DOCUMENT_NOT_FOUND: { status: 404, description: 'Unknown or expired document id.' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, description: 'The upload is not a PDF by its bytes, or the request is not multipart/form-data.' },
+  FILE_TOO_LARGE: { status: 413, description: 'The upload is over MAX_UPLOAD_MB (checked while streaming).' },
+  INVALID_PDF: { status: 400, description: 'The PDF is corrupt.' },
+  ENCRYPTED_PDF: { status: 400, description: 'The PDF needs a password.' },
+  NO_EXTRACTABLE_TEXT: { status: 422, description: 'The PDF has no text layer (scanned).' },
+  ADMIN_AUTH_REQUIRED: { status: 401, description: 'Missing or wrong admin bearer token.' },
+  PROVIDER_AUTH_FAILED: { status: 401, description: 'Every attempt failed with auth (the user key was refused).' },
+  PROVIDER_PERMISSION_DENIED: { status: 403, description: 'Every attempt failed with permission.' },
+  PROVIDER_QUOTA_EXHAUSTED: { status: 402, description: 'Every attempt failed with quota_exhausted (credit balance, spend limit).' },
+  PROVIDER_RATE_LIMITED: { status: 429, description: 'Every attempt was rate limited; Retry-After when the upstream gave one.' },
+  DOCUMENT_TOO_LONG: { status: 413, description: 'Every attempt failed with context_too_long.' },
+  INVALID_PROVIDER_OUTPUT: { status: 502, description: 'Every attempt answered output that failed validation.' },
+  PROVIDERS_UNAVAILABLE: { status: 503, description: 'Provider-side failures or open breakers: no provider could answer. Retry-After when known.' },
+  PROVIDER_BAD_REQUEST: { status: 400, description: 'The provider refused the request as malformed (bad_request).' },
+  PROVIDER_MODEL_NOT_FOUND: { status: 404, description: 'The configured model is unknown to the provider (not_found).' },
+  REQUEST_ABORTED: { status: 499, description: 'The caller went away before the answer (never sent to a live client).' },
+  INTERNAL_ERROR: { status: 500, description: 'A bug: the service failed in a way it did not expect.' },
+} as const satisfies Record<string, { status: number; description: string }>;
+
+export type ErrorCode = keyof typeof errorCodes;
+
+/** An error the service answers with on purpose: a stable code, the registry's status, a clear message. */
+export class ApiError extends Error {
+  readonly code: ErrorCode;
+  readonly statusCode: number;
+  readonly details: Readonly<Record<string, unknown>>;
+
+  constructor(code: ErrorCode, message: string, details: Readonly<Record<string, unknown>> = {}) {
+    super(message);
+    this.name = 'ApiError';
+    this.code = code;
+    this.statusCode = errorCodes[code].status;
+    this.details = details;
+  }
+
+  toBody(): { error: { code: ErrorCode; message: string } & Record<string, unknown> } {
+    return { error: { code: this.code, message: this.message, ...this.details } };
+  }
+}
