@@ -1,0 +1,42 @@
+import { setup, type ActorRefFrom } from 'xstate';
+import type { ProviderId } from '../providers/index.js';
+import { providerMachine, type ProviderInput } from './provider.machine.js';
+
+export interface GatewayInput {
+  readonly providers: readonly ProviderInput[];
+}
+
+export interface GatewayContext {
+  readonly providers: Readonly<Partial<Record<ProviderId, ActorRefFrom<typeof providerMachine>>>>;
+}
+
+/**
+ * The root of the actor system: it spawns one provider actor per provider (each spawning its own
+ * breaker), under system ids `provider.<id>` and `breaker.<id>`.
+ */
+export const gatewayMachine = setup({
+  types: {
+    input: {} as GatewayInput,
+    context: {} as GatewayContext,
+  },
+  actors: { provider: providerMachine },
+}).createMachine({
+  id: 'gateway',
+  context: ({ input, spawn }) => ({
+    providers: Object.fromEntries(
+      input.providers.map((provider) => [
+        provider.providerId,
+        spawn('provider', {
+          id: `provider.${provider.providerId}`,
+          systemId: `provider.${provider.providerId}`,
+          input: provider,
+        }),
+      ]),
+    ),
+  }),
+  initial: 'running',
+  states: {
+    /** Serving; the provider actors live as long as the gateway. */
+    running: {},
+  },
+});

@@ -1,0 +1,187 @@
+import { randomUUID } from 'node:crypto';
+import { createActor, type ActorRefFrom, type InspectionEvent, type Observer } from 'xstate';
+import { fallbackMachine, type FallbackLink, type FallbackOutput } from '../machines/fallback.machine.js';
+import { providerIds, type ProviderAdapter, type ProviderId } from '../providers/index.js';
+import { Secret } from '../security/secret.js';
+import { breakerStateName, breakerView } from './breaker-view.js';
+import { createCallUpstream } from './call-upstream.js';
+import { gatewayMachine } from './gateway.machine.js';
+import { providerMachine } from './provider.machine.js';
+import type {
+  BreakerAction,
+  BreakerTransition,
+  CallRecord,
+  FallbackPolicy,
+  Gateway,
+  GenerateInput,
+  GenerateOutcome,
+  ProviderStatus,
+} from './types.js';
+
+export interface GatewayOptions {
+  readonly adapters: Readonly<Record<ProviderId, ProviderAdapter>>;
+  readonly breaker: { readonly threshold: number; readonly recoveryMs: number };
+  readonly retry: { readonly max: number; readonly backoffMs: readonly number[] };
+  readonly policy: FallbackPolicy;
+  /** Overall deadline of one upstream call (PROVIDER_TIMEOUT_MS). */
+  readonly providerTimeoutMs: number;
+  /** Receives every inspection event of every actor (INSPECT, Stately). */
+  readonly inspect?: Observer<InspectionEvent> | ((event: InspectionEvent) => void);
+}
+
+type ProviderRef = ActorRefFrom<typeof providerMachine>;
+
+/** Starts the actor system and answers for it: the one object the HTTP layer talks to. */
+export function createGateway(options: GatewayOptions): Gateway {
+  const machine = gatewayMachine.provide({
+    actors: {
+      provider: providerMachine.provide({
+        actors: {
+          callUpstream: createCallUpstream({ adapters: options.adapters, timeoutMs: options.providerTimeoutMs }),
+        },
+      }),
+    },
+  });
+  const root = createActor(machine, {
+    input: {
+      providers: providerIds.map((providerId) => ({
+        providerId,
+        model: options.adapters[providerId].model,
+        threshold: options.breaker.threshold,
+        recoveryMs: options.breaker.recoveryMs,
+      })),
+    },
+    ...(options.inspect === undefined ? {} : { inspect: options.inspect }),
+  });
+  root.start();
+
+  const transitionListeners = new Set<(transition: BreakerTransition) => void>();
+  const callListeners = new Set<(record: CallRecord) => void>();
+  const fallbackListeners = new Set<(from: ProviderId, to: ProviderId) => void>();
+  const running = new Set<{ abort: () => void }>();
+
+  function providerRef(id: ProviderId): ProviderRef {
+    const ref = root.getSnapshot().context.providers[id];
+    if (ref === undefined) throw new Error(`No provider actor for ${id}`);
+    return ref;
+  }
+
+  for (const id of providerIds) {
+    const provider = providerRef(id);
+    provider.on('call.finished', ({ record }) => callListeners.forEach((listener) => listener(record)));
+    const breaker = provider.getSnapshot().context.breaker;
+    let last = breakerStateName(breaker.getSnapshot());
+    breaker.subscribe((snapshot) => {
+      const next = breakerStateName(snapshot);
+      if (next === last) return;
+      const transition: BreakerTransition = { provider: id, from: last, to: next, at: Date.now() };
+      last = next;
+      transitionListeners.forEach((listener) => listener(transition));
+    });
+  }
+
+  function status(id: ProviderId): ProviderStatus {
+    const snapshot = providerRef(id).getSnapshot();
+    const breaker = snapshot.context.breaker.getSnapshot();
+    return {
+      id,
+      model: snapshot.context.model,
+      breaker: breakerView(breaker),
+      stats: { ...snapshot.context.stats, opens: breaker.context.opens },
+    };
+  }
+
+  function generate<T>(input: GenerateInput<T>): Promise<GenerateOutcome<T>> {
+    if (input.signal?.aborted) return Promise.resolve({ status: 'aborted', attempts: [] });
+    const links: FallbackLink[] = input.chain.map((link) => ({
+      provider: link.provider,
+      model: options.adapters[link.provider].model,
+      apiKey: new Secret(link.apiKey),
+      ref: providerRef(link.provider),
+    }));
+    if (links.length === 0) {
+      return Promise.resolve({
+        status: 'failed',
+        httpStatus: 400,
+        code: 'NO_PROVIDER_KEY',
+        message: 'No requested provider has a key.',
+        attempts: [],
+      });
+    }
+    const run = createActor(fallbackMachine, {
+      input: {
+        runId: randomUUID(),
+        links,
+        request: input.request,
+        validate: input.validate,
+        policy: input.policy ?? options.policy,
+        retryMax: options.retry.max,
+        backoffMs: options.retry.backoffMs,
+      },
+      ...(options.inspect === undefined ? {} : { inspect: options.inspect }),
+    });
+    if (input.onAttempt !== undefined) {
+      const onAttempt = input.onAttempt;
+      run.on('attempt.recorded', ({ attempt }) => onAttempt(attempt));
+    }
+    run.on('fallback.taken', ({ from, to }) => fallbackListeners.forEach((listener) => listener(from, to)));
+
+    return new Promise<GenerateOutcome<T>>((resolve, reject) => {
+      const handle = { abort: () => run.send({ type: 'request.aborted' }) };
+      const onAbort = () => handle.abort();
+      const finish = () => {
+        input.signal?.removeEventListener('abort', onAbort);
+        running.delete(handle);
+      };
+      run.subscribe({
+        complete: () => {
+          finish();
+          resolve(toOutcome<T>(run.getSnapshot().output));
+        },
+        error: (error) => {
+          finish();
+          reject(error instanceof Error ? error : new Error(String(error)));
+        },
+      });
+      input.signal?.addEventListener('abort', onAbort, { once: true });
+      running.add(handle);
+      run.start();
+    });
+  }
+
+  return {
+    generate,
+    providers: () => providerIds.map(status),
+    provider: status,
+    controlBreaker(id: ProviderId, action: BreakerAction) {
+      providerRef(id).send({ type: 'breaker.control', action, at: Date.now() });
+      return status(id);
+    },
+    onBreakerTransition(listener) {
+      transitionListeners.add(listener);
+      return () => transitionListeners.delete(listener);
+    },
+    onCall(listener) {
+      callListeners.add(listener);
+      return () => callListeners.delete(listener);
+    },
+    onFallback(listener) {
+      fallbackListeners.add(listener);
+      return () => fallbackListeners.delete(listener);
+    },
+    async stop() {
+      running.forEach((handle) => handle.abort());
+      root.stop();
+    },
+  };
+}
+
+/**
+ * The fallback machine holds the study layer's value as `unknown`; it is the value that
+ * `input.validate` (typed `Validation<T>`) accepted, so it is a `T`.
+ */
+function toOutcome<T>(output: FallbackOutput | undefined): GenerateOutcome<T> {
+  if (output === undefined) throw new Error('The fallback run ended without an output');
+  if (output.status === 'succeeded') return { ...output, value: output.value as T };
+  return output;
+}

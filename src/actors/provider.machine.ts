@@ -1,0 +1,307 @@
+import {
+  assertEvent,
+  assign,
+  emit,
+  fromCallback,
+  sendTo,
+  setup,
+  spawnChild,
+  stopChild,
+  type ActorRefFrom,
+  type AnyActorRef,
+  type EventObject,
+} from 'xstate';
+import { isCountedErrorClass, type ProviderFailure } from '../errors/index.js';
+import { breakerMachine, type BreakerEvent } from '../machines/breaker.machine.js';
+import type { GenerationRequest, ProviderAnswer, ProviderId } from '../providers/index.js';
+import type { Secret } from '../security/secret.js';
+import type { CallUpstreamInput, UpstreamEvent } from './call-upstream.js';
+import type { BreakerAction, CallRecord, ProviderStats } from './types.js';
+
+export interface ProviderInput {
+  readonly providerId: ProviderId;
+  readonly model: string;
+  readonly threshold: number;
+  readonly recoveryMs: number;
+}
+
+interface PendingCall {
+  readonly replyTo: AnyActorRef;
+  readonly startedAt: number;
+}
+
+export interface ProviderContext {
+  readonly providerId: ProviderId;
+  readonly model: string;
+  readonly breaker: ActorRefFrom<typeof breakerMachine>;
+  /** Calls in flight, by call id: who asked, so the answer goes back to them. */
+  readonly pending: Readonly<Record<string, PendingCall>>;
+  readonly stats: ProviderStats;
+}
+
+/** Requests the provider actor serves. */
+export type ProviderRequestEvent =
+  | {
+      type: 'call.requested';
+      callId: string;
+      request: GenerationRequest;
+      apiKey: Secret;
+      replyTo: AnyActorRef;
+      at: number;
+    }
+  | { type: 'call.cancelled'; callId: string; at: number }
+  | { type: 'breaker.control'; action: BreakerAction; at: number };
+
+export type ProviderEvent = ProviderRequestEvent | UpstreamEvent;
+
+/** What the provider actor answers the caller of `call.requested`, exactly once per call. */
+export type ProviderReply =
+  | { type: 'provider.succeeded'; callId: string; providerId: ProviderId; answer: ProviderAnswer; durationMs: number }
+  | {
+      type: 'provider.failed';
+      callId: string;
+      providerId: ProviderId;
+      failure: ProviderFailure;
+      countedByBreaker: boolean;
+      durationMs: number;
+    }
+  | { type: 'provider.rejected'; callId: string; providerId: ProviderId; retryAt: number | null };
+
+export type ProviderEmitted = { type: 'call.finished'; record: CallRecord };
+
+const emptyStats: ProviderStats = { calls: 0, successes: 0, failures: 0, ignored: 0, rejected: 0, opens: 0 };
+
+const breakerEventFor = {
+  reset: 'breaker.reset',
+  forceOpen: 'breaker.forceOpen',
+  release: 'breaker.release',
+} as const;
+
+/**
+ * One provider: it spawns its breaker and serves call requests. A call is admitted only while the
+ * breaker says so; each outcome is classified and told to the breaker as a typed event, where only a
+ * provider-side class can be a counted failure.
+ */
+export const providerMachine = setup({
+  types: {
+    input: {} as ProviderInput,
+    context: {} as ProviderContext,
+    events: {} as ProviderEvent,
+    emitted: {} as ProviderEmitted,
+    children: {} as { breaker: 'breaker' },
+  },
+  actors: {
+    breaker: breakerMachine,
+    /** Replaced per deployment (`.provide`) by `createCallUpstream` with the real adapters. */
+    callUpstream: fromCallback<EventObject, CallUpstreamInput, UpstreamEvent>(() => undefined),
+  },
+  guards: {
+    /** The breaker admits this call: closed, or half-open with its probe slot free. */
+    isBreakerAdmitting: ({ context }) => context.breaker.getSnapshot().hasTag('admitting'),
+    /** The event answers a call still waiting for it (not cancelled). */
+    isPendingCall: ({ context, event }) => 'callId' in event && event.callId in context.pending,
+    /** The failure is the provider's, so it counts toward the breaker (ERRORS.md column B). */
+    isCountedFailure: ({ event }) => event.type === 'upstream.failed' && isCountedErrorClass(event.failure.errorClass),
+  },
+  actions: {
+    notifyBreaker: sendTo(({ context }) => context.breaker, (_, params: BreakerEvent) => params),
+    reply: sendTo(
+      (_, params: { to: AnyActorRef; reply: ProviderReply }) => params.to,
+      (_, params: { to: AnyActorRef; reply: ProviderReply }) => params.reply,
+    ),
+    trackCall: assign({
+      pending: ({ context }, params: { callId: string; call: PendingCall }) => ({
+        ...context.pending,
+        [params.callId]: params.call,
+      }),
+    }),
+    untrackCall: assign({
+      pending: ({ context }, params: { callId: string }) => {
+        const { [params.callId]: _finished, ...rest } = context.pending;
+        return rest;
+      },
+    }),
+    countStat: assign({
+      stats: ({ context }, params: { stat: keyof ProviderStats }) => ({
+        ...context.stats,
+        [params.stat]: context.stats[params.stat] + 1,
+      }),
+    }),
+    recordCall: emit((_, params: CallRecord) => ({ type: 'call.finished' as const, record: params })),
+  },
+}).createMachine({
+  id: 'provider',
+  context: ({ input, spawn }) => ({
+    providerId: input.providerId,
+    model: input.model,
+    breaker: spawn('breaker', {
+      id: 'breaker',
+      systemId: `breaker.${input.providerId}`,
+      input: { providerId: input.providerId, threshold: input.threshold, recoveryMs: input.recoveryMs },
+    }),
+    pending: {},
+    stats: emptyStats,
+  }),
+  initial: 'serving',
+  on: {
+    'breaker.control': {
+      actions: {
+        type: 'notifyBreaker',
+        params: ({ event }) => ({ type: breakerEventFor[event.action], at: event.at }),
+      },
+    },
+  },
+  states: {
+    /** Always serving: calls run concurrently as children; the breaker decides each admission. */
+    serving: {
+      on: {
+        'call.requested': [
+          {
+            guard: 'isBreakerAdmitting',
+            actions: [
+              { type: 'notifyBreaker', params: ({ event }) => ({ type: 'call.started', callId: event.callId, at: event.at }) },
+              {
+                type: 'trackCall',
+                params: ({ event }) => ({ callId: event.callId, call: { replyTo: event.replyTo, startedAt: event.at } }),
+              },
+              { type: 'countStat', params: { stat: 'calls' } },
+              spawnChild('callUpstream', {
+                id: ({ event }) => event.callId,
+                input: ({ context, event }) => {
+                  assertEvent(event, 'call.requested');
+                  return {
+                    providerId: context.providerId,
+                    callId: event.callId,
+                    request: event.request,
+                    apiKey: event.apiKey,
+                  };
+                },
+              }),
+            ],
+          },
+          {
+            actions: [
+              {
+                type: 'reply',
+                params: ({ context, event }) => ({
+                  to: event.replyTo,
+                  reply: {
+                    type: 'provider.rejected',
+                    callId: event.callId,
+                    providerId: context.providerId,
+                    retryAt: context.breaker.getSnapshot().context.retryAt,
+                  },
+                }),
+              },
+              { type: 'countStat', params: { stat: 'rejected' } },
+              {
+                type: 'recordCall',
+                params: ({ context }) => ({
+                  provider: context.providerId,
+                  outcome: 'rejected',
+                  errorClass: 'circuit_open',
+                  durationMs: 0,
+                }),
+              },
+            ],
+          },
+        ],
+        'upstream.succeeded': {
+          guard: 'isPendingCall',
+          actions: [
+            { type: 'notifyBreaker', params: ({ event }) => ({ type: 'call.succeeded', callId: event.callId, at: event.at }) },
+            {
+              type: 'reply',
+              params: ({ context, event }) => ({
+                to: pendingCall(context, event.callId).replyTo,
+                reply: {
+                  type: 'provider.succeeded',
+                  callId: event.callId,
+                  providerId: context.providerId,
+                  answer: event.answer,
+                  durationMs: event.durationMs,
+                },
+              }),
+            },
+            { type: 'countStat', params: { stat: 'successes' } },
+            {
+              type: 'recordCall',
+              params: ({ context, event }) => ({
+                provider: context.providerId,
+                outcome: 'succeeded',
+                durationMs: event.durationMs,
+                usage: event.answer.usage,
+              }),
+            },
+            stopChild(({ event }) => event.callId),
+            { type: 'untrackCall', params: ({ event }) => ({ callId: event.callId }) },
+          ],
+        },
+        'upstream.failed': [
+          {
+            guard: { type: 'isPendingCall' },
+            actions: [
+              {
+                type: 'notifyBreaker',
+                params: ({ event }) =>
+                  isCountedErrorClass(event.failure.errorClass)
+                    ? { type: 'call.failed', callId: event.callId, errorClass: event.failure.errorClass, at: event.at }
+                    : { type: 'call.ignored', callId: event.callId, errorClass: event.failure.errorClass, at: event.at },
+              },
+              {
+                type: 'reply',
+                params: ({ context, event }) => ({
+                  to: pendingCall(context, event.callId).replyTo,
+                  reply: {
+                    type: 'provider.failed',
+                    callId: event.callId,
+                    providerId: context.providerId,
+                    failure: event.failure,
+                    countedByBreaker: isCountedErrorClass(event.failure.errorClass),
+                    durationMs: event.durationMs,
+                  },
+                }),
+              },
+              {
+                type: 'countStat',
+                params: ({ event }) => ({ stat: isCountedErrorClass(event.failure.errorClass) ? 'failures' : 'ignored' }),
+              },
+              {
+                type: 'recordCall',
+                params: ({ context, event }) => ({
+                  provider: context.providerId,
+                  outcome: 'failed',
+                  errorClass: event.failure.errorClass,
+                  durationMs: event.durationMs,
+                }),
+              },
+              stopChild(({ event }) => event.callId),
+              { type: 'untrackCall', params: ({ event }) => ({ callId: event.callId }) },
+            ],
+          },
+        ],
+        /** The caller went away: abort the call; the breaker hears `aborted`, which never counts. */
+        'call.cancelled': {
+          guard: 'isPendingCall',
+          actions: [
+            stopChild(({ event }) => event.callId),
+            {
+              type: 'notifyBreaker',
+              params: ({ event }) => ({ type: 'call.ignored', callId: event.callId, errorClass: 'aborted', at: event.at }),
+            },
+            { type: 'countStat', params: { stat: 'ignored' } },
+            { type: 'untrackCall', params: ({ event }) => ({ callId: event.callId }) },
+          ],
+        },
+      },
+    },
+  },
+});
+
+function pendingCall(context: ProviderContext, callId: string): PendingCall {
+  const call = context.pending[callId];
+  if (call === undefined) throw new Error(`No pending call ${callId}`);
+  return call;
+}
+
+export type ProviderMachine = typeof providerMachine;

@@ -1,0 +1,359 @@
+import { assign, emit, sendTo, setup, type AnyActorRef } from 'xstate';
+import { errorPolicy, type ErrorClass } from '../errors/index.js';
+import type { Attempt, FallbackPolicy, Validation } from '../actors/types.js';
+import type { ProviderReply } from '../actors/provider.machine.js';
+import type { GenerationRequest, ProviderAnswer, ProviderId } from '../providers/index.js';
+import type { Secret } from '../security/secret.js';
+import { failureVerdict, type FailureVerdict } from './failure-verdict.js';
+
+/** One provider of the chain, in the user's order. */
+export interface FallbackLink {
+  readonly provider: ProviderId;
+  readonly model: string;
+  readonly apiKey: Secret;
+  /** The provider actor that serves calls to this provider. */
+  readonly ref: AnyActorRef;
+}
+
+export interface FallbackInput {
+  readonly runId: string;
+  readonly links: readonly FallbackLink[];
+  readonly request: GenerationRequest;
+  readonly validate: (answer: ProviderAnswer) => Validation<unknown>;
+  readonly policy: FallbackPolicy;
+  /** Retries of a provider-side failure on the same provider (RETRY_MAX, default 2). */
+  readonly retryMax: number;
+  /** One delay per retry; the last repeats (RETRY_BACKOFF_MS, default 1000,2000). */
+  readonly backoffMs: readonly number[];
+}
+
+interface LastFailure {
+  readonly errorClass: ErrorClass;
+  readonly answerText?: string;
+  readonly validationErrors?: readonly string[];
+}
+
+export interface FallbackContext extends FallbackInput {
+  /** Position in `links` of the provider being tried. */
+  readonly index: number;
+  /** Calls to the current provider so far (re-asks included): the next attempt's `retry`. */
+  readonly calls: number;
+  /** Backoff retries used on the current provider. */
+  readonly retries: number;
+  readonly reasked: boolean;
+  /** The request sent next: the original, or the re-ask carrying the validation errors. */
+  readonly nextRequest: GenerationRequest;
+  readonly callSeq: number;
+  readonly callId: string;
+  readonly attempts: readonly Attempt[];
+  /** `retry-after` hints known so far, in ms: upstream values and times to the next half-open. */
+  readonly retryAfterMs: readonly number[];
+  readonly lastFailure: LastFailure | null;
+  readonly answer: ProviderAnswer | null;
+  readonly verdict: Validation<unknown> | null;
+  readonly inputTokens: number | null;
+  readonly outputTokens: number | null;
+  readonly status: 'running' | 'succeeded' | 'failed' | 'aborted';
+}
+
+export type FallbackEvent = ProviderReply | { type: 'request.aborted' };
+
+export type FallbackEmitted =
+  | { type: 'attempt.recorded'; attempt: Attempt }
+  | { type: 'fallback.taken'; from: ProviderId; to: ProviderId };
+
+export type FallbackOutput =
+  | {
+      status: 'succeeded';
+      value: unknown;
+      provider: ProviderId;
+      model: string;
+      fallback: boolean;
+      attempts: readonly Attempt[];
+      usage: { inputTokens: number | null; outputTokens: number | null };
+    }
+  | ({ status: 'failed'; attempts: readonly Attempt[] } & FailureVerdict)
+  | { status: 'aborted'; attempts: readonly Attempt[] };
+
+function currentLink(context: FallbackContext): FallbackLink {
+  const link = context.links[context.index];
+  if (link === undefined) throw new Error(`No provider at position ${context.index}`);
+  return link;
+}
+
+function hasNextProvider(context: FallbackContext): boolean {
+  return context.index + 1 < context.links.length;
+}
+
+/** fallback-first (seed 004) never retries a provider while another one remains. */
+function isSameProviderRetryAllowed(context: FallbackContext): boolean {
+  return context.policy === 'retry-then-fallback' || !hasNextProvider(context);
+}
+
+function addUsage(total: number | null, more: number | null): number | null {
+  if (more === null) return total;
+  return (total ?? 0) + more;
+}
+
+/** The re-ask after `invalid_output`: the model sees its answer and what was wrong with it. */
+export function withValidationErrors(
+  request: GenerationRequest,
+  answerText: string,
+  errors: readonly string[],
+): GenerationRequest {
+  return {
+    ...request,
+    messages: [
+      ...request.messages,
+      { role: 'assistant', content: answerText },
+      {
+        role: 'user',
+        content: `Your answer failed validation:\n- ${errors.join('\n- ')}\nAnswer again with only the corrected JSON.`,
+      },
+    ],
+  };
+}
+
+/**
+ * The retry-and-fallback run of one generation. Tries the chain in order; a provider whose breaker
+ * refuses is skipped at once; retries (after named backoff delays) and the single re-ask follow
+ * ERRORS.md's policy table; every call and skip is recorded as an Attempt, in order.
+ */
+export const fallbackMachine = setup({
+  types: {
+    input: {} as FallbackInput,
+    context: {} as FallbackContext,
+    events: {} as FallbackEvent,
+    emitted: {} as FallbackEmitted,
+    output: {} as FallbackOutput,
+  },
+  guards: {
+    /** The reply belongs to the call in flight, not to one this run already gave up on. */
+    isCurrentCall: ({ context, event }) => 'callId' in event && event.callId === context.callId,
+    isAnswerValid: ({ context }) => context.verdict?.ok === true,
+    /** `invalid_output` gets exactly one re-ask with the validation errors. */
+    isReaskDue: ({ context }) =>
+      context.lastFailure !== null &&
+      errorPolicy[context.lastFailure.errorClass].retry === 'once' &&
+      !context.reasked &&
+      isSameProviderRetryAllowed(context),
+    /** A provider-side class, retries left, and the policy lets this provider be retried now. */
+    isRetryDue: ({ context }) =>
+      context.lastFailure !== null &&
+      errorPolicy[context.lastFailure.errorClass].retry === 'yes' &&
+      context.retries < context.retryMax &&
+      isSameProviderRetryAllowed(context),
+    /** The class allows falling back, and a provider remains. */
+    canFallBack: ({ context }) =>
+      context.lastFailure !== null && errorPolicy[context.lastFailure.errorClass].fallback && hasNextProvider(context),
+  },
+  actions: {
+    requestCall: assign(({ context }) => ({
+      callSeq: context.callSeq + 1,
+      callId: `${context.runId}:${context.callSeq + 1}`,
+    })),
+    sendCallRequest: sendTo(
+      ({ context }) => currentLink(context).ref,
+      ({ context, self }) => ({
+        type: 'call.requested' as const,
+        callId: context.callId,
+        request: context.nextRequest,
+        apiKey: currentLink(context).apiKey,
+        replyTo: self,
+        at: Date.now(),
+      }),
+    ),
+    cancelCall: sendTo(
+      ({ context }) => currentLink(context).ref,
+      ({ context }) => ({ type: 'call.cancelled' as const, callId: context.callId, at: Date.now() }),
+    ),
+    storeAnswer: assign(({ context, event }) => {
+      if (event.type !== 'provider.succeeded') return {};
+      const answer = event.answer;
+      const verdict: Validation<unknown> = answer.truncated
+        ? { ok: false, errors: ['The answer was cut off (max tokens reached) before the JSON was complete.'] }
+        : context.validate(answer);
+      return {
+        answer,
+        verdict,
+        inputTokens: addUsage(context.inputTokens, answer.usage.inputTokens),
+        outputTokens: addUsage(context.outputTokens, answer.usage.outputTokens),
+      };
+    }),
+    recordAttempt: assign(({ context, event }) => {
+      const link = currentLink(context);
+      const base = { provider: link.provider, retry: context.calls, task: context.request.task };
+      let attempt: Attempt;
+      let lastFailure: LastFailure | null = null;
+      let hint: number | undefined;
+      if (event.type === 'provider.rejected') {
+        attempt = {
+          ...base,
+          model: link.model,
+          outcome: 'skipped',
+          errorClass: 'circuit_open',
+          reason: 'circuit_open',
+          countedByBreaker: false,
+          durationMs: 0,
+        };
+        lastFailure = { errorClass: 'circuit_open' };
+        hint = event.retryAt === null ? undefined : Math.max(0, event.retryAt - Date.now());
+      } else if (event.type === 'provider.failed') {
+        attempt = {
+          ...base,
+          model: link.model,
+          outcome: 'failed',
+          errorClass: event.failure.errorClass,
+          ...(event.failure.httpStatus === undefined ? {} : { httpStatus: event.failure.httpStatus }),
+          countedByBreaker: event.countedByBreaker,
+          durationMs: event.durationMs,
+          message: event.failure.message,
+        };
+        lastFailure = { errorClass: event.failure.errorClass };
+        hint = event.failure.retryAfterMs;
+      } else if (context.answer !== null && context.verdict !== null) {
+        const durationMs = 'durationMs' in event ? event.durationMs : 0;
+        const valid = context.verdict.ok;
+        attempt = valid
+          ? { ...base, model: context.answer.model, outcome: 'succeeded', countedByBreaker: false, durationMs }
+          : {
+              ...base,
+              model: context.answer.model,
+              outcome: 'failed',
+              errorClass: 'invalid_output',
+              countedByBreaker: false,
+              durationMs,
+              message: 'The output failed validation.',
+            };
+        if (context.verdict.ok === false) {
+          lastFailure = {
+            errorClass: 'invalid_output',
+            answerText: context.answer.text,
+            validationErrors: context.verdict.errors,
+          };
+        }
+      } else {
+        return {};
+      }
+      const called = attempt.outcome !== 'skipped';
+      return {
+        attempts: [...context.attempts, attempt],
+        calls: called ? context.calls + 1 : context.calls,
+        lastFailure,
+        retryAfterMs: hint === undefined ? context.retryAfterMs : [...context.retryAfterMs, hint],
+      };
+    }),
+    announceAttempt: emit(({ context }) => ({
+      type: 'attempt.recorded' as const,
+      attempt: context.attempts[context.attempts.length - 1] as Attempt,
+    })),
+    prepareReask: assign(({ context }) => ({
+      reasked: true,
+      nextRequest: withValidationErrors(
+        context.nextRequest,
+        context.lastFailure?.answerText ?? '',
+        context.lastFailure?.validationErrors ?? [],
+      ),
+    })),
+    settle: assign((_, params: { status: 'succeeded' | 'failed' | 'aborted' }) => ({ status: params.status })),
+    countRetry: assign(({ context }) => ({ retries: context.retries + 1 })),
+    nextProvider: assign(({ context }) => ({
+      index: context.index + 1,
+      calls: 0,
+      retries: 0,
+      reasked: false,
+      nextRequest: context.request,
+      answer: null,
+      verdict: null,
+    })),
+    announceFallback: emit(({ context }) => ({
+      type: 'fallback.taken' as const,
+      from: currentLink(context).provider,
+      to: (context.links[context.index + 1] ?? currentLink(context)).provider,
+    })),
+  },
+  delays: {
+    /** RETRY_BACKOFF_MS: one delay per retry, the last repeats. */
+    retryBackoff: ({ context }) =>
+      context.backoffMs[Math.min(context.retries, context.backoffMs.length - 1)] ?? 0,
+  },
+}).createMachine({
+  id: 'fallback',
+  context: ({ input }) => ({
+    ...input,
+    index: 0,
+    calls: 0,
+    retries: 0,
+    reasked: false,
+    nextRequest: input.request,
+    callSeq: 0,
+    callId: '',
+    attempts: [],
+    retryAfterMs: [],
+    lastFailure: null,
+    answer: null,
+    verdict: null,
+    inputTokens: null,
+    outputTokens: null,
+    status: 'running',
+  }),
+  initial: 'calling',
+  states: {
+    /** One call is in flight to the current provider (or its breaker is about to refuse it). */
+    calling: {
+      entry: ['requestCall', 'sendCallRequest'],
+      on: {
+        'provider.succeeded': { guard: 'isCurrentCall', target: 'validating', actions: 'storeAnswer' },
+        'provider.failed': { guard: 'isCurrentCall', target: 'deciding', actions: ['recordAttempt', 'announceAttempt'] },
+        'provider.rejected': {
+          guard: 'isCurrentCall',
+          target: 'deciding',
+          actions: ['recordAttempt', 'announceAttempt'],
+        },
+        'request.aborted': { target: 'aborted', actions: 'cancelCall' },
+      },
+    },
+    /** The provider answered: the study material's validation decides between success and `invalid_output`. */
+    validating: {
+      entry: ['recordAttempt', 'announceAttempt'],
+      always: [{ guard: 'isAnswerValid', target: 'succeeded' }, { target: 'deciding' }],
+    },
+    /** After a failure or a skip: re-ask, retry after a backoff, fall back, or give up — the policy table decides. */
+    deciding: {
+      always: [
+        { guard: 'isReaskDue', target: 'calling', actions: 'prepareReask' },
+        { guard: 'isRetryDue', target: 'backingOff' },
+        { guard: 'canFallBack', target: 'calling', actions: ['announceFallback', 'nextProvider'] },
+        { target: 'failed' },
+      ],
+    },
+    /** Waiting out the named backoff before retrying the same provider; never a sleep. */
+    backingOff: {
+      after: { retryBackoff: { target: 'calling', actions: 'countRetry' } },
+      on: { 'request.aborted': 'aborted' },
+    },
+    /** A provider answered valid material. */
+    succeeded: { type: 'final', entry: { type: 'settle', params: { status: 'succeeded' } } },
+    /** Every provider failed or was skipped; the output carries API.md's status and code. */
+    failed: { type: 'final', entry: { type: 'settle', params: { status: 'failed' } } },
+    /** The caller went away; the in-flight call was cancelled and counts nowhere. */
+    aborted: { type: 'final', entry: { type: 'settle', params: { status: 'aborted' } } },
+  },
+  output: ({ context }): FallbackOutput => {
+    if (context.status === 'succeeded' && context.answer !== null && context.verdict?.ok === true) {
+      return {
+        status: 'succeeded',
+        value: context.verdict.value,
+        provider: currentLink(context).provider,
+        model: context.answer.model,
+        fallback: context.index > 0,
+        attempts: context.attempts,
+        usage: { inputTokens: context.inputTokens, outputTokens: context.outputTokens },
+      };
+    }
+    if (context.status === 'aborted') return { status: 'aborted', attempts: context.attempts };
+    return { status: 'failed', attempts: context.attempts, ...failureVerdict(context.attempts, context.retryAfterMs) };
+  },
+});
+
+export type FallbackMachine = typeof fallbackMachine;

@@ -1,0 +1,40 @@
+import { createHash, randomBytes } from 'node:crypto';
+
+/** Salt for this process's key fingerprints: a fingerprint cannot be compared across runs or reversed offline. */
+const processSalt = randomBytes(16);
+
+/** A short salted fingerprint of a key, safe for logs (never for metric labels). */
+export function fingerprint(value: string): string {
+  return createHash('sha256').update(processSalt).update(value).digest('hex').slice(0, 10);
+}
+
+/**
+ * A user's API key as it travels through the actor system. The value sits in a private field, so
+ * snapshots and events sent to an inspector, a logger or `JSON.stringify` show only the fingerprint.
+ */
+export class Secret {
+  readonly #value: string;
+  readonly fingerprint: string;
+
+  constructor(value: string) {
+    this.#value = value;
+    this.fingerprint = fingerprint(value);
+  }
+
+  /** The key itself, for the one place that needs it: the adapter's upstream call. */
+  reveal(): string {
+    return this.#value;
+  }
+
+  toJSON(): string {
+    return `[secret ${this.fingerprint}]`;
+  }
+
+  toString(): string {
+    return this.toJSON();
+  }
+
+  [Symbol.for('nodejs.util.inspect.custom')](): string {
+    return this.toJSON();
+  }
+}
