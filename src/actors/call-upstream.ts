@@ -44,7 +44,13 @@ export function createCallUpstream(options: CallUpstreamOptions) {
           if (settled) return;
           settled = true;
           const at = now();
-          sendBack({ type: 'upstream.succeeded', callId: input.callId, answer, durationMs: at - startedAt, at });
+          sendBack({
+            type: 'upstream.succeeded',
+            callId: input.callId,
+            answer,
+            durationMs: at - startedAt,
+            at,
+          });
         },
         (error: unknown) => {
           if (settled) return;
@@ -56,7 +62,13 @@ export function createCallUpstream(options: CallUpstreamOptions) {
             (e) => adapter.classify(e),
             options.timeoutMs,
           );
-          sendBack({ type: 'upstream.failed', callId: input.callId, failure, durationMs: at - startedAt, at });
+          sendBack({
+            type: 'upstream.failed',
+            callId: input.callId,
+            failure,
+            durationMs: at - startedAt,
+            at,
+          });
         },
       )
       .finally(() => clearTimeout(timer));

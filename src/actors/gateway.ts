@@ -37,7 +37,10 @@ export function createGateway(options: GatewayOptions): Gateway {
     actors: {
       provider: providerMachine.provide({
         actors: {
-          callUpstream: createCallUpstream({ adapters: options.adapters, timeoutMs: options.providerTimeoutMs }),
+          callUpstream: createCallUpstream({
+            adapters: options.adapters,
+            timeoutMs: options.providerTimeoutMs,
+          }),
         },
       }),
     },

@@ -1,17 +1,23 @@
 import {
   assertEvent,
+  and,
   assign,
   emit,
+  enqueueActions,
   fromCallback,
   sendTo,
   setup,
   spawnChild,
-  stopChild,
   type ActorRefFrom,
   type AnyActorRef,
   type EventObject,
 } from 'xstate';
-import { isCountedErrorClass, type ProviderFailure } from '../errors/index.js';
+import {
+  isCountedErrorClass,
+  type CountedErrorClass,
+  type IgnoredErrorClass,
+  type ProviderFailure,
+} from '../errors/index.js';
 import { breakerMachine, type BreakerEvent } from '../machines/breaker.machine.js';
 import type { GenerationRequest, ProviderAnswer, ProviderId } from '../providers/index.js';
 import type { Secret } from '../security/secret.js';
@@ -56,7 +62,13 @@ export type ProviderEvent = ProviderRequestEvent | UpstreamEvent;
 
 /** What the provider actor answers the caller of `call.requested`, exactly once per call. */
 export type ProviderReply =
-  | { type: 'provider.succeeded'; callId: string; providerId: ProviderId; answer: ProviderAnswer; durationMs: number }
+  | {
+      type: 'provider.succeeded';
+      callId: string;
+      providerId: ProviderId;
+      answer: ProviderAnswer;
+      durationMs: number;
+    }
   | {
       type: 'provider.failed';
       callId: string;
@@ -101,10 +113,14 @@ export const providerMachine = setup({
     /** The event answers a call still waiting for it (not cancelled). */
     isPendingCall: ({ context, event }) => 'callId' in event && event.callId in context.pending,
     /** The failure is the provider's, so it counts toward the breaker (ERRORS.md column B). */
-    isCountedFailure: ({ event }) => event.type === 'upstream.failed' && isCountedErrorClass(event.failure.errorClass),
+    isCountedFailure: ({ event }) =>
+      event.type === 'upstream.failed' && isCountedErrorClass(event.failure.errorClass),
   },
   actions: {
-    notifyBreaker: sendTo(({ context }) => context.breaker, (_, params: BreakerEvent) => params),
+    notifyBreaker: sendTo(
+      ({ context }) => context.breaker,
+      (_, params: BreakerEvent) => params,
+    ),
     reply: sendTo(
       (_, params: { to: AnyActorRef; reply: ProviderReply }) => params.to,
       (_, params: { to: AnyActorRef; reply: ProviderReply }) => params.reply,
@@ -115,12 +131,6 @@ export const providerMachine = setup({
         [params.callId]: params.call,
       }),
     }),
-    untrackCall: assign({
-      pending: ({ context }, params: { callId: string }) => {
-        const { [params.callId]: _finished, ...rest } = context.pending;
-        return rest;
-      },
-    }),
     countStat: assign({
       stats: ({ context }, params: { stat: keyof ProviderStats }) => ({
         ...context.stats,
@@ -128,6 +138,36 @@ export const providerMachine = setup({
       }),
     }),
     recordCall: emit((_, params: CallRecord) => ({ type: 'call.finished' as const, record: params })),
+    replyFailed: enqueueActions(
+      (
+        { context, enqueue },
+        params: { callId: string; failure: ProviderFailure; counted: boolean; durationMs: number },
+      ) => {
+        enqueue.sendTo(pendingCall(context, params.callId).replyTo, {
+          type: 'provider.failed',
+          callId: params.callId,
+          providerId: context.providerId,
+          failure: params.failure,
+          countedByBreaker: params.counted,
+          durationMs: params.durationMs,
+        } satisfies ProviderReply);
+        enqueue.emit({
+          type: 'call.finished',
+          record: {
+            provider: context.providerId,
+            outcome: 'failed',
+            errorClass: params.failure.errorClass,
+            durationMs: params.durationMs,
+          },
+        });
+      },
+    ),
+    /** The call's child actor is done: stop it and forget the call. */
+    finishCall: enqueueActions(({ context, enqueue }, params: { callId: string }) => {
+      enqueue.stopChild(params.callId);
+      const { [params.callId]: _finished, ...pending } = context.pending;
+      enqueue.assign({ pending });
+    }),
   },
 }).createMachine({
   id: 'provider',
@@ -159,10 +199,16 @@ export const providerMachine = setup({
           {
             guard: 'isBreakerAdmitting',
             actions: [
-              { type: 'notifyBreaker', params: ({ event }) => ({ type: 'call.started', callId: event.callId, at: event.at }) },
+              {
+                type: 'notifyBreaker',
+                params: ({ event }) => ({ type: 'call.started', callId: event.callId, at: event.at }),
+              },
               {
                 type: 'trackCall',
-                params: ({ event }) => ({ callId: event.callId, call: { replyTo: event.replyTo, startedAt: event.at } }),
+                params: ({ event }) => ({
+                  callId: event.callId,
+                  call: { replyTo: event.replyTo, startedAt: event.at },
+                }),
               },
               { type: 'countStat', params: { stat: 'calls' } },
               spawnChild('callUpstream', {
@@ -209,7 +255,10 @@ export const providerMachine = setup({
         'upstream.succeeded': {
           guard: 'isPendingCall',
           actions: [
-            { type: 'notifyBreaker', params: ({ event }) => ({ type: 'call.succeeded', callId: event.callId, at: event.at }) },
+            {
+              type: 'notifyBreaker',
+              params: ({ event }) => ({ type: 'call.succeeded', callId: event.callId, at: event.at }),
+            },
             {
               type: 'reply',
               params: ({ context, event }) => ({
@@ -233,50 +282,59 @@ export const providerMachine = setup({
                 usage: event.answer.usage,
               }),
             },
-            stopChild(({ event }) => event.callId),
-            { type: 'untrackCall', params: ({ event }) => ({ callId: event.callId }) },
+            { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
           ],
         },
         'upstream.failed': [
           {
-            guard: { type: 'isPendingCall' },
+            guard: and(['isPendingCall', 'isCountedFailure']),
             actions: [
               {
                 type: 'notifyBreaker',
-                params: ({ event }) =>
-                  isCountedErrorClass(event.failure.errorClass)
-                    ? { type: 'call.failed', callId: event.callId, errorClass: event.failure.errorClass, at: event.at }
-                    : { type: 'call.ignored', callId: event.callId, errorClass: event.failure.errorClass, at: event.at },
-              },
-              {
-                type: 'reply',
-                params: ({ context, event }) => ({
-                  to: pendingCall(context, event.callId).replyTo,
-                  reply: {
-                    type: 'provider.failed',
-                    callId: event.callId,
-                    providerId: context.providerId,
-                    failure: event.failure,
-                    countedByBreaker: isCountedErrorClass(event.failure.errorClass),
-                    durationMs: event.durationMs,
-                  },
+                // isCountedFailure admitted only the provider-side classes of ERRORS.md column B.
+                params: ({ event }) => ({
+                  type: 'call.failed',
+                  callId: event.callId,
+                  errorClass: event.failure.errorClass as CountedErrorClass,
+                  at: event.at,
                 }),
               },
               {
-                type: 'countStat',
-                params: ({ event }) => ({ stat: isCountedErrorClass(event.failure.errorClass) ? 'failures' : 'ignored' }),
-              },
-              {
-                type: 'recordCall',
-                params: ({ context, event }) => ({
-                  provider: context.providerId,
-                  outcome: 'failed',
-                  errorClass: event.failure.errorClass,
+                type: 'replyFailed',
+                params: ({ event }) => ({
+                  callId: event.callId,
+                  failure: event.failure,
+                  counted: true,
                   durationMs: event.durationMs,
                 }),
               },
-              stopChild(({ event }) => event.callId),
-              { type: 'untrackCall', params: ({ event }) => ({ callId: event.callId }) },
+              { type: 'countStat', params: { stat: 'failures' } },
+              { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
+            ],
+          },
+          {
+            guard: 'isPendingCall',
+            actions: [
+              {
+                type: 'notifyBreaker',
+                params: ({ event }) => ({
+                  type: 'call.ignored',
+                  callId: event.callId,
+                  errorClass: event.failure.errorClass as IgnoredErrorClass,
+                  at: event.at,
+                }),
+              },
+              {
+                type: 'replyFailed',
+                params: ({ event }) => ({
+                  callId: event.callId,
+                  failure: event.failure,
+                  counted: false,
+                  durationMs: event.durationMs,
+                }),
+              },
+              { type: 'countStat', params: { stat: 'ignored' } },
+              { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
             ],
           },
         ],
@@ -284,13 +342,17 @@ export const providerMachine = setup({
         'call.cancelled': {
           guard: 'isPendingCall',
           actions: [
-            stopChild(({ event }) => event.callId),
             {
               type: 'notifyBreaker',
-              params: ({ event }) => ({ type: 'call.ignored', callId: event.callId, errorClass: 'aborted', at: event.at }),
+              params: ({ event }) => ({
+                type: 'call.ignored',
+                callId: event.callId,
+                errorClass: 'aborted',
+                at: event.at,
+              }),
             },
             { type: 'countStat', params: { stat: 'ignored' } },
-            { type: 'untrackCall', params: ({ event }) => ({ callId: event.callId }) },
+            { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
           ],
         },
       },

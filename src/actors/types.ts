@@ -22,7 +22,8 @@ export type FallbackPolicy = 'retry-then-fallback' | 'fallback-first';
 export const fallbackPolicies = ['retry-then-fallback', 'fallback-first'] as const;
 
 /** What the study layer says of an answer: the typed value, or why it is `invalid_output`. */
-export type Validation<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly errors: readonly string[] };
+export type Validation<T> =
+  { readonly ok: true; readonly value: T } | { readonly ok: false; readonly errors: readonly string[] };
 
 export interface ChainLink {
   readonly provider: ProviderId;

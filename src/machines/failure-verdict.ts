@@ -33,8 +33,16 @@ const verdictByClass: Readonly<Record<ErrorClass, Omit<FailureVerdict, 'retryAft
     code: 'INVALID_PROVIDER_OUTPUT',
     message: 'The model answered, but its output failed validation.',
   },
-  bad_request: { httpStatus: 400, code: 'PROVIDER_BAD_REQUEST', message: 'The provider refused the request as malformed.' },
-  not_found: { httpStatus: 404, code: 'PROVIDER_MODEL_NOT_FOUND', message: 'The provider does not know the model.' },
+  bad_request: {
+    httpStatus: 400,
+    code: 'PROVIDER_BAD_REQUEST',
+    message: 'The provider refused the request as malformed.',
+  },
+  not_found: {
+    httpStatus: 404,
+    code: 'PROVIDER_MODEL_NOT_FOUND',
+    message: 'The provider does not know the model.',
+  },
   aborted: { httpStatus: 499, code: 'REQUEST_ABORTED', message: 'The request was cancelled.' },
   server_error: { httpStatus: 503, code: 'PROVIDERS_UNAVAILABLE', message: 'No provider could answer.' },
   overloaded: { httpStatus: 503, code: 'PROVIDERS_UNAVAILABLE', message: 'No provider could answer.' },
@@ -57,13 +65,22 @@ function classOf(attempt: Attempt): ErrorClass {
  * mix → 503; any other mix → the first provider's class. `retryAfterMs` are the hints known
  * (upstream `retry-after`, time to the earliest half-open), of which the earliest is answered.
  */
-export function failureVerdict(attempts: readonly Attempt[], retryAfterMs: readonly number[]): FailureVerdict {
+export function failureVerdict(
+  attempts: readonly Attempt[],
+  retryAfterMs: readonly number[],
+): FailureVerdict {
   const failed = attempts.filter((attempt) => attempt.outcome !== 'succeeded');
   const classes = failed.map(classOf);
   const first = classes[0] ?? 'circuit_open';
   const uniform = classes.every((errorClass) => errorClass === first);
-  const providerSide = classes.some((errorClass) => errorClass === 'circuit_open' || isCountedErrorClass(errorClass));
-  const base = uniform ? verdictByClass[first] : providerSide ? verdictByClass.server_error : verdictByClass[first];
+  const providerSide = classes.some(
+    (errorClass) => errorClass === 'circuit_open' || isCountedErrorClass(errorClass),
+  );
+  const base = uniform
+    ? verdictByClass[first]
+    : providerSide
+      ? verdictByClass.server_error
+      : verdictByClass[first];
   const hints = retryAfterMs.filter((ms) => Number.isFinite(ms) && ms > 0);
   const retryAfterSeconds = hints.length > 0 ? Math.max(1, Math.ceil(Math.min(...hints) / 1000)) : undefined;
   const answersRetryAfter = base.httpStatus === 429 || base.httpStatus === 503;

@@ -145,7 +145,9 @@ export const fallbackMachine = setup({
       isSameProviderRetryAllowed(context),
     /** The class allows falling back, and a provider remains. */
     canFallBack: ({ context }) =>
-      context.lastFailure !== null && errorPolicy[context.lastFailure.errorClass].fallback && hasNextProvider(context),
+      context.lastFailure !== null &&
+      errorPolicy[context.lastFailure.errorClass].fallback &&
+      hasNextProvider(context),
   },
   actions: {
     requestCall: assign(({ context }) => ({
@@ -215,7 +217,13 @@ export const fallbackMachine = setup({
         const durationMs = 'durationMs' in event ? event.durationMs : 0;
         const valid = context.verdict.ok;
         attempt = valid
-          ? { ...base, model: context.answer.model, outcome: 'succeeded', countedByBreaker: false, durationMs }
+          ? {
+              ...base,
+              model: context.answer.model,
+              outcome: 'succeeded',
+              countedByBreaker: false,
+              durationMs,
+            }
           : {
               ...base,
               model: context.answer.model,
@@ -255,7 +263,9 @@ export const fallbackMachine = setup({
         context.lastFailure?.validationErrors ?? [],
       ),
     })),
-    settle: assign((_, params: { status: 'succeeded' | 'failed' | 'aborted' }) => ({ status: params.status })),
+    settle: assign((_, params: { status: 'succeeded' | 'failed' | 'aborted' }) => ({
+      status: params.status,
+    })),
     countRetry: assign(({ context }) => ({ retries: context.retries + 1 })),
     nextProvider: assign(({ context }) => ({
       index: context.index + 1,
@@ -304,7 +314,11 @@ export const fallbackMachine = setup({
       entry: ['requestCall', 'sendCallRequest'],
       on: {
         'provider.succeeded': { guard: 'isCurrentCall', target: 'validating', actions: 'storeAnswer' },
-        'provider.failed': { guard: 'isCurrentCall', target: 'deciding', actions: ['recordAttempt', 'announceAttempt'] },
+        'provider.failed': {
+          guard: 'isCurrentCall',
+          target: 'deciding',
+          actions: ['recordAttempt', 'announceAttempt'],
+        },
         'provider.rejected': {
           guard: 'isCurrentCall',
           target: 'deciding',
@@ -352,7 +366,11 @@ export const fallbackMachine = setup({
       };
     }
     if (context.status === 'aborted') return { status: 'aborted', attempts: context.attempts };
-    return { status: 'failed', attempts: context.attempts, ...failureVerdict(context.attempts, context.retryAfterMs) };
+    return {
+      status: 'failed',
+      attempts: context.attempts,
+      ...failureVerdict(context.attempts, context.retryAfterMs),
+    };
   },
 });
 
