@@ -22,7 +22,7 @@ import { breakerMachine, type BreakerEvent } from '../machines/breaker.machine.j
 import type { GenerationRequest, ProviderAnswer, ProviderId } from '../providers/index.js';
 import type { Secret } from '../security/secret.js';
 import type { CallUpstreamInput, UpstreamEvent } from './call-upstream.js';
-import type { BreakerAction, CallRecord, ProviderStats } from './types.js';
+import type { BreakerAction, CallRecord, ProviderStats, Validation } from './types.js';
 
 export interface ProviderInput {
   readonly providerId: ProviderId;
@@ -53,6 +53,7 @@ export type ProviderRequestEvent =
       request: GenerationRequest;
       apiKey: Secret;
       replyTo: AnyActorRef;
+      validate: (answer: ProviderAnswer) => Validation<unknown>;
       at: number;
     }
   | { type: 'call.cancelled'; callId: string; at: number }
@@ -67,6 +68,8 @@ export type ProviderReply =
       callId: string;
       providerId: ProviderId;
       answer: ProviderAnswer;
+      /** The study layer's verdict, judged next to the call; `ok: false` is `invalid_output`. */
+      verdict: Validation<unknown>;
       durationMs: number;
     }
   | {
@@ -112,6 +115,8 @@ export const providerMachine = setup({
     isBreakerAdmitting: ({ context }) => context.breaker.getSnapshot().hasTag('admitting'),
     /** The event answers a call still waiting for it (not cancelled). */
     isPendingCall: ({ context, event }) => 'callId' in event && event.callId in context.pending,
+    /** The study layer accepted the answer (validated next to the call). */
+    isAnswerValid: ({ event }) => event.type === 'upstream.succeeded' && event.verdict.ok,
     /** The failure is the provider's, so it counts toward the breaker (ERRORS.md column B). */
     isCountedFailure: ({ event }) =>
       event.type === 'upstream.failed' && isCountedErrorClass(event.failure.errorClass),
@@ -138,6 +143,29 @@ export const providerMachine = setup({
       }),
     }),
     recordCall: emit((_, params: CallRecord) => ({ type: 'call.finished' as const, record: params })),
+    replyAnswered: enqueueActions(
+      ({ context, enqueue }, params: { event: Extract<UpstreamEvent, { type: 'upstream.succeeded' }> }) => {
+        const { event } = params;
+        enqueue.sendTo(pendingCall(context, event.callId).replyTo, {
+          type: 'provider.succeeded',
+          callId: event.callId,
+          providerId: context.providerId,
+          answer: event.answer,
+          verdict: event.verdict,
+          durationMs: event.durationMs,
+        } satisfies ProviderReply);
+        enqueue.emit({
+          type: 'call.finished',
+          record: {
+            provider: context.providerId,
+            outcome: event.verdict.ok ? 'succeeded' : 'failed',
+            ...(event.verdict.ok ? {} : { errorClass: 'invalid_output' as const }),
+            durationMs: event.durationMs,
+            usage: event.answer.usage,
+          },
+        });
+      },
+    ),
     replyFailed: enqueueActions(
       (
         { context, enqueue },
@@ -220,6 +248,7 @@ export const providerMachine = setup({
                     callId: event.callId,
                     request: event.request,
                     apiKey: event.apiKey,
+                    validate: event.validate,
                   };
                 },
               }),
@@ -252,39 +281,38 @@ export const providerMachine = setup({
             ],
           },
         ],
-        'upstream.succeeded': {
-          guard: 'isPendingCall',
-          actions: [
-            {
-              type: 'notifyBreaker',
-              params: ({ event }) => ({ type: 'call.succeeded', callId: event.callId, at: event.at }),
-            },
-            {
-              type: 'reply',
-              params: ({ context, event }) => ({
-                to: pendingCall(context, event.callId).replyTo,
-                reply: {
-                  type: 'provider.succeeded',
+        'upstream.succeeded': [
+          {
+            guard: and(['isPendingCall', 'isAnswerValid']),
+            actions: [
+              {
+                type: 'notifyBreaker',
+                params: ({ event }) => ({ type: 'call.succeeded', callId: event.callId, at: event.at }),
+              },
+              { type: 'replyAnswered', params: ({ event }) => ({ event }) },
+              { type: 'countStat', params: { stat: 'successes' } },
+              { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
+            ],
+          },
+          {
+            /** An answer that fails validation proves nothing about the provider: `invalid_output` never counts. */
+            guard: 'isPendingCall',
+            actions: [
+              {
+                type: 'notifyBreaker',
+                params: ({ event }) => ({
+                  type: 'call.ignored',
                   callId: event.callId,
-                  providerId: context.providerId,
-                  answer: event.answer,
-                  durationMs: event.durationMs,
-                },
-              }),
-            },
-            { type: 'countStat', params: { stat: 'successes' } },
-            {
-              type: 'recordCall',
-              params: ({ context, event }) => ({
-                provider: context.providerId,
-                outcome: 'succeeded',
-                durationMs: event.durationMs,
-                usage: event.answer.usage,
-              }),
-            },
-            { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
-          ],
-        },
+                  errorClass: 'invalid_output',
+                  at: event.at,
+                }),
+              },
+              { type: 'replyAnswered', params: ({ event }) => ({ event }) },
+              { type: 'countStat', params: { stat: 'ignored' } },
+              { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
+            ],
+          },
+        ],
         'upstream.failed': [
           {
             guard: and(['isPendingCall', 'isCountedFailure']),

@@ -24,6 +24,8 @@ export const errorCodes = {
   PROVIDERS_UNAVAILABLE: { status: 503, description: 'Provider-side failures or open breakers: no provider could answer. Retry-After when known.' },
   PROVIDER_BAD_REQUEST: { status: 400, description: 'The provider refused the request as malformed (bad_request).' },
   PROVIDER_MODEL_NOT_FOUND: { status: 404, description: 'The configured model is unknown to the provider (not_found).' },
+  REQUEST_TOO_LARGE: { status: 413, description: 'The JSON body is over the size limit (MAX_UPLOAD_MB).' },
+  SHUTTING_DOWN: { status: 503, description: 'The service is shutting down; retry against another instance.' },
   REQUEST_ABORTED: { status: 499, description: 'The caller went away before the answer (never sent to a live client).' },
   INTERNAL_ERROR: { status: 500, description: 'A bug: the service failed in a way it did not expect.' },
 } as const satisfies Record<string, { status: number; description: string }>;

@@ -134,7 +134,8 @@ export const breakerMachine = setup({
             'call.failed': {
               guard: 'isProbeResult',
               target: '#breaker.open',
-              actions: ['countFailure', 'markOpened'],
+              // The count stays at the threshold that opened it: bounded, and still true.
+              actions: 'markOpened',
             },
             /** A user-side class or an abort proves nothing about the provider: free the slot. */
             'call.ignored': { guard: 'isProbeResult', target: 'awaitingProbe', actions: 'freeProbe' },

@@ -162,6 +162,7 @@ export const fallbackMachine = setup({
         request: context.nextRequest,
         apiKey: currentLink(context).apiKey,
         replyTo: self,
+        validate: context.validate,
         at: Date.now(),
       }),
     ),
@@ -171,15 +172,11 @@ export const fallbackMachine = setup({
     ),
     storeAnswer: assign(({ context, event }) => {
       if (event.type !== 'provider.succeeded') return {};
-      const answer = event.answer;
-      const verdict: Validation<unknown> = answer.truncated
-        ? { ok: false, errors: ['The answer was cut off (max tokens reached) before the JSON was complete.'] }
-        : context.validate(answer);
       return {
-        answer,
-        verdict,
-        inputTokens: addUsage(context.inputTokens, answer.usage.inputTokens),
-        outputTokens: addUsage(context.outputTokens, answer.usage.outputTokens),
+        answer: event.answer,
+        verdict: event.verdict,
+        inputTokens: addUsage(context.inputTokens, event.answer.usage.inputTokens),
+        outputTokens: addUsage(context.outputTokens, event.answer.usage.outputTokens),
       };
     }),
     recordAttempt: assign(({ context, event }) => {
@@ -327,7 +324,7 @@ export const fallbackMachine = setup({
         'request.aborted': { target: 'aborted', actions: 'cancelCall' },
       },
     },
-    /** The provider answered: the study material's validation decides between success and `invalid_output`. */
+    /** The provider answered; the verdict judged next to the call decides between success and `invalid_output`. */
     validating: {
       entry: ['recordAttempt', 'announceAttempt'],
       always: [{ guard: 'isAnswerValid', target: 'succeeded' }, { target: 'deciding' }],

@@ -8,3 +8,12 @@ export type {
   ProviderAnswer,
   ProviderAdapter,
 } from './types.js';
+export { createClaudeAdapter, classifyClaudeError } from './claude.js';
+export type { ClaudeAdapterOptions } from './claude.js';
+export { createGptAdapter, classifyGptError } from './gpt.js';
+export type { GptAdapterOptions } from './gpt.js';
+export { createTimelyGptAdapter, classifyTimelyGptError } from './timelygpt/index.js';
+export type { TimelyGptAdapter, TimelyGptAdapterOptions } from './timelygpt/index.js';
+export { createAdapters } from './create-adapters.js';
+export type { AdaptersConfig } from './create-adapters.js';
+export { scrubSecrets } from './scrub.js';

@@ -1,9 +1,19 @@
 import type { ProviderFailure } from '../../src/errors/index.js';
-import type { GenerationRequest, ProviderAdapter, ProviderAnswer, ProviderId } from '../../src/providers/index.js';
+import type {
+  GenerationRequest,
+  ProviderAdapter,
+  ProviderAnswer,
+  ProviderId,
+} from '../../src/providers/index.js';
 
 /** What a scripted upstream does on one call. */
 export type Step =
-  | { readonly kind: 'answer'; readonly text?: string; readonly truncated?: boolean; readonly delayMs?: number }
+  | {
+      readonly kind: 'answer';
+      readonly text?: string;
+      readonly truncated?: boolean;
+      readonly delayMs?: number;
+    }
   | { readonly kind: 'fail'; readonly failure: ProviderFailure; readonly delayMs?: number }
   | { readonly kind: 'hang' };
 

@@ -1,0 +1,341 @@
+/**
+ * Core micro-benchmark (issue 2 "Performance"): what the breaker and the provider actor add to one
+ * upstream call, and what a whole `generate()` (with its per-request fallback actor) adds.
+ *
+ * The upstream is the scripted adapter answering through a microtask, so the figures are pure
+ * bookkeeping. Variants run A/B alternating over several rounds; each round's overhead is
+ * (variant − direct adapter call) per call, and the report takes the median round.
+ */
+import { performance } from 'node:perf_hooks';
+import {
+  assign,
+  createActor,
+  fromCallback,
+  fromTransition,
+  setup,
+  type AnyActorRef,
+  type EventObject,
+} from 'xstate';
+import {
+  createCallUpstream,
+  type CallUpstreamInput,
+  type UpstreamEvent,
+} from '../src/actors/call-upstream.js';
+import { breakerMachine } from '../src/machines/breaker.machine.js';
+import { createGateway } from '../src/actors/gateway.js';
+import { providerMachine, type ProviderReply } from '../src/actors/provider.machine.js';
+import type { GenerationRequest, ProviderAnswer } from '../src/providers/index.js';
+import type { Validation } from '../src/actors/types.js';
+import { Secret } from '../src/security/secret.js';
+import { scriptedAdapter } from '../test/core/scripted-adapter.js';
+import { machineInfo, median, round, writeBenchmarkSection } from './report.js';
+
+const rounds = Number(process.env.BENCH_ROUNDS ?? 7);
+const callsPerRound = Number(process.env.BENCH_CALLS ?? 10_000);
+const goalMicroseconds = 5;
+
+const request: GenerationRequest = {
+  task: 'notes',
+  system: 'bench',
+  messages: [{ role: 'user', content: 'bench' }],
+  jsonSchema: { type: 'object' },
+  maxOutputTokens: 64,
+};
+const apiKey = 'bench-fake-key-0001';
+const secret = new Secret(apiKey);
+
+const adapters = {
+  claude: scriptedAdapter('claude'),
+  gpt: scriptedAdapter('gpt'),
+  timelygpt: scriptedAdapter('timelygpt'),
+};
+/** The scripted adapter records every request; a benchmark must not grow the heap per call. */
+function forgetRequests(): void {
+  for (const adapter of Object.values(adapters)) adapter.requests.length = 0;
+}
+
+// ---- baseline: the same upstream called directly
+const signal = new AbortController().signal;
+async function directCalls(count: number): Promise<void> {
+  for (let i = 0; i < count; i += 1) await adapters.claude.generate(request, apiKey, signal);
+}
+
+// ---- breaker + provider actor: call.requested → provider.succeeded
+const provider = createActor(
+  providerMachine.provide({
+    actors: { callUpstream: createCallUpstream({ adapters, timeoutMs: 60_000 }) },
+  }),
+  { input: { providerId: 'claude', model: 'claude-model', threshold: 5, recoveryMs: 60_000 } },
+).start();
+const waiting = new Map<string, (reply: ProviderReply) => void>();
+const caller: AnyActorRef = createActor(
+  fromTransition((state: number, reply: ProviderReply) => {
+    waiting.get(reply.callId)?.(reply);
+    waiting.delete(reply.callId);
+    return state;
+  }, 0),
+).start();
+let callSeq = 0;
+/** Accepts every answer: the bench measures bookkeeping, not validation. */
+const acceptAll = (answer: ProviderAnswer): Validation<unknown> => ({ ok: true, value: answer.text });
+function providerCall(): Promise<ProviderReply> {
+  callSeq += 1;
+  const callId = `bench:${callSeq}`;
+  return new Promise((resolve) => {
+    waiting.set(callId, resolve);
+    provider.send({
+      type: 'call.requested',
+      callId,
+      request,
+      apiKey: secret,
+      replyTo: caller,
+      validate: acceptAll,
+      at: Date.now(),
+    });
+  });
+}
+async function providerCalls(count: number): Promise<void> {
+  for (let i = 0; i < count; i += 1) {
+    const reply = await providerCall();
+    if (reply.type !== 'provider.succeeded') throw new Error(`unexpected ${reply.type}`);
+  }
+}
+
+// ---- diagnostics: where the provider actor's time goes
+/** The same provider actor with an upstream actor stripped of the deadline timer and abort signals. */
+const bareUpstream = fromCallback<EventObject, CallUpstreamInput, UpstreamEvent>(({ input, sendBack }) => {
+  void adapters.claude
+    .generate(input.request, apiKey, signal)
+    .then((answer) =>
+      sendBack({
+        type: 'upstream.succeeded',
+        callId: input.callId,
+        answer,
+        verdict: { ok: true, value: answer.text },
+        durationMs: 0,
+        at: 0,
+      }),
+    );
+});
+const bareProvider = createActor(providerMachine.provide({ actors: { callUpstream: bareUpstream } }), {
+  input: { providerId: 'claude', model: 'claude-model', threshold: 5, recoveryMs: 60_000 },
+}).start();
+function bareProviderCall(): Promise<ProviderReply> {
+  callSeq += 1;
+  const callId = `bare:${callSeq}`;
+  return new Promise((resolve) => {
+    waiting.set(callId, resolve);
+    bareProvider.send({
+      type: 'call.requested',
+      callId,
+      request,
+      apiKey: secret,
+      replyTo: caller,
+      validate: acceptAll,
+      at: 0,
+    });
+  });
+}
+async function bareProviderCalls(count: number): Promise<void> {
+  for (let i = 0; i < count; i += 1) await bareProviderCall();
+}
+
+/** What call-upstream adds per call besides XState: two controllers, AbortSignal.any, a timer. */
+async function abortPlumbing(count: number): Promise<void> {
+  for (let i = 0; i < count; i += 1) {
+    const caller = new AbortController();
+    const deadline = new AbortController();
+    const timer = setTimeout(() => deadline.abort(), 60_000);
+    await adapters.claude.generate(request, apiKey, AbortSignal.any([caller.signal, deadline.signal]));
+    clearTimeout(timer);
+  }
+}
+
+/** The breaker alone: `call.started` then `call.succeeded`, as the provider actor sends them. */
+const breaker = createActor(breakerMachine, {
+  input: { providerId: 'claude', threshold: 5, recoveryMs: 60_000 },
+}).start();
+async function breakerCalls(count: number): Promise<void> {
+  for (let i = 0; i < count; i += 1) {
+    breaker.send({ type: 'call.started', callId: 'b', at: 0 });
+    breaker.send({ type: 'call.succeeded', callId: 'b', at: 0 });
+  }
+}
+
+// ---- the whole generate(): fallback actor + provider actor + breaker
+const gateway = createGateway({
+  adapters,
+  breaker: { threshold: 5, recoveryMs: 60_000 },
+  retry: { max: 2, backoffMs: [1000, 2000] },
+  policy: 'retry-then-fallback',
+  providerTimeoutMs: 60_000,
+});
+const validate = (answer: ProviderAnswer) => ({ ok: true as const, value: answer.text });
+async function generateCalls(count: number): Promise<void> {
+  for (let i = 0; i < count; i += 1) {
+    const outcome = await gateway.generate({ request, validate, chain: [{ provider: 'claude', apiKey }] });
+    if (outcome.status !== 'succeeded') throw new Error(`unexpected ${outcome.status}`);
+  }
+}
+
+// ---- XState bare send(): one assign per event, no children
+const counter = createActor(
+  setup({ types: { context: {} as { count: number }, events: {} as { type: 'tick' } } }).createMachine({
+    context: { count: 0 },
+    on: { tick: { actions: assign({ count: ({ context }) => context.count + 1 }) } },
+  }),
+).start();
+async function sends(count: number): Promise<void> {
+  for (let i = 0; i < count; i += 1) counter.send({ type: 'tick' });
+}
+
+type Variant = {
+  readonly name: string;
+  readonly run: (count: number) => Promise<void>;
+  readonly calls: number;
+};
+
+/**
+ * Calls run in chunks with a macrotask turn between them, as real upstream answers (I/O) give.
+ * Without it every call of a run happens inside one microtask checkpoint, where V8 keeps each
+ * `AbortSignal.any` WeakRef target alive until the checkpoint ends: the heap grows ~3 KB per call
+ * and GC dominates (measured; not a leak in production, where answers arrive as I/O events).
+ */
+const chunk = 200;
+async function timePerCall(variant: Variant): Promise<number> {
+  forgetRequests();
+  const started = performance.now();
+  for (let done = 0; done < variant.calls; done += chunk) {
+    await variant.run(Math.min(chunk, variant.calls - done));
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+  return ((performance.now() - started) * 1000) / variant.calls;
+}
+
+/** Where the time goes (from the diagnostics above and a --cpu-prof of the provider loop). */
+const analysis = `
+Where the time goes (profiled with \`node --cpu-prof\`): the breaker itself is about two \`send()\`s.
+The rest is per-call actor machinery in the provider actor: \`spawnChild('callUpstream')\` creates,
+starts and registers a new actor for every call and \`stopChild\` tears it down; each of the provider
+actor's two transitions per call runs several \`assign\`s that copy \`pending\` and \`stats\`, plus
+\`emit\`, \`sendTo\` to the breaker and to the caller. The deadline plumbing in call-upstream
+(two AbortControllers, \`AbortSignal.any\`, a timer) costs the figure in the diagnostics on its own.
+Options, not applied (src belongs to the lead): run the upstream call as a plain promise owned by the
+provider actor's implementation instead of a spawned child per call; one AbortController per call
+aborted by either the deadline timer or the cancel, with a flag saying which fired (no
+\`AbortSignal.any\`); fold the per-call \`assign\`s into one \`enqueueActions\`. Against real
+upstream latencies (hundreds of ms to seconds) the measured bookkeeping is below 0.1 %.
+`;
+
+async function main(): Promise<void> {
+  const direct: Variant = { name: 'direct adapter call', run: directCalls, calls: callsPerRound };
+  const actor: Variant = { name: 'provider actor + breaker', run: providerCalls, calls: callsPerRound };
+  const full: Variant = {
+    name: 'gateway.generate()',
+    run: generateCalls,
+    calls: Math.max(1000, callsPerRound / 4),
+  };
+  const send: Variant = { name: 'XState send()', run: sends, calls: callsPerRound * 5 };
+  const bare: Variant = { name: 'bare provider', run: bareProviderCalls, calls: callsPerRound };
+  const plumbing: Variant = { name: 'abort plumbing', run: abortPlumbing, calls: callsPerRound };
+  const breakerOnly: Variant = { name: 'breaker alone', run: breakerCalls, calls: callsPerRound * 5 };
+  const variants = [direct, actor, full, send, bare, plumbing, breakerOnly];
+
+  // Warm-up round, discarded (JIT).
+  for (const variant of variants) await timePerCall({ ...variant, calls: Math.min(variant.calls, 5000) });
+
+  const samples = new Map<string, number[]>(variants.map((v) => [v.name, []]));
+  const actorOverhead: number[] = [];
+  const fullOverhead: number[] = [];
+  const bareOverhead: number[] = [];
+  const plumbingOverhead: number[] = [];
+  for (let r = 0; r < rounds; r += 1) {
+    // A/B alternating: the baseline runs right before each variant it is subtracted from.
+    const a1 = await timePerCall(direct);
+    const b1 = await timePerCall(actor);
+    const a2 = await timePerCall(direct);
+    const b2 = await timePerCall(full);
+    const s = await timePerCall(send);
+    const a3 = await timePerCall(direct);
+    const b3 = await timePerCall(bare);
+    const a4 = await timePerCall(direct);
+    const b4 = await timePerCall(plumbing);
+    samples.get(breakerOnly.name)?.push(await timePerCall(breakerOnly));
+    bareOverhead.push(b3 - a3);
+    plumbingOverhead.push(b4 - a4);
+    samples.get(direct.name)?.push(a1, a2);
+    samples.get(actor.name)?.push(b1);
+    samples.get(full.name)?.push(b2);
+    samples.get(send.name)?.push(s);
+    actorOverhead.push(b1 - a1);
+    fullOverhead.push(b2 - a2);
+    process.stdout.write(
+      `round ${r + 1}/${rounds}: direct ${round(a1)} µs, provider ${round(b1)} µs (+${round(b1 - a1)}), ` +
+        `generate ${round(b2)} µs (+${round(b2 - a2)}), send ${round(s, 3)} µs\n`,
+    );
+  }
+
+  const actorMedian = median(actorOverhead);
+  const fullMedian = median(fullOverhead);
+  const sendMedian = median(samples.get(send.name) ?? []);
+  const verdict = actorMedian <= goalMicroseconds ? 'met' : 'missed';
+  const rows = [
+    ['direct adapter call (baseline)', median(samples.get(direct.name) ?? []), undefined],
+    [
+      'provider actor + breaker: `call.requested` → `provider.succeeded`',
+      median(samples.get(actor.name) ?? []),
+      actorMedian,
+    ],
+    [
+      'full `gateway.generate()` (adds the per-request fallback actor)',
+      median(samples.get(full.name) ?? []),
+      fullMedian,
+    ],
+    ['XState bare `send()` (one assign)', sendMedian, undefined],
+  ] as const;
+  const diagnostics = [
+    ['provider actor + breaker, upstream actor without deadline timer / abort signals', median(bareOverhead)],
+    ['deadline timer + 2 AbortControllers + `AbortSignal.any` alone (no XState)', median(plumbingOverhead)],
+    [
+      'breaker actor alone: `call.started` + `call.succeeded` (2 sends)',
+      median(samples.get(breakerOnly.name) ?? []),
+    ],
+  ] as const;
+  const diagnosticTable = diagnostics.map(([name, value]) => `| ${name} | ${round(value)} |`).join('\n');
+  const table = rows
+    .map(
+      ([name, total, overhead]) =>
+        `| ${name} | ${round(total)} | ${overhead === undefined ? '—' : round(overhead)} |`,
+    )
+    .join('\n');
+  const markdown = `## Core: breaker and actor bookkeeping per call
+
+Command: \`npm run bench -- core\` (bench/core.bench.ts; \`BENCH_ROUNDS\`=${rounds}, \`BENCH_CALLS\`=${callsPerRound}).
+Machine: ${machineInfo()}. Measured ${new Date().toISOString().slice(0, 10)}.
+
+Sequential calls (each awaited, a macrotask turn every ${chunk} calls) to a scripted upstream that
+answers through a microtask, so only the bookkeeping is measured. Overhead = variant − direct adapter call, A/B alternating per round, median of
+${rounds} rounds (a warm-up round discarded).
+
+| per call | µs per call | overhead µs |
+| --- | ---: | ---: |
+${table}
+
+Where the provider actor's time goes (same rounds, medians):
+
+| diagnostic | µs per call |
+| --- | ---: |
+${diagnosticTable}
+
+Goal (issue 2): breaker + provider-actor bookkeeping ≤ ${goalMicroseconds} µs per call — **${verdict}**
+(${round(actorMedian)} µs, ${round(actorMedian / sendMedian, 1)}× one bare \`send()\`).
+${verdict === 'missed' ? analysis : ''}`;
+  writeBenchmarkSection('core', markdown);
+  process.stdout.write(`\n${markdown}`);
+  await gateway.stop();
+  provider.stop();
+  bareProvider.stop();
+  breaker.stop();
+}
+
+await main();

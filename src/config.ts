@@ -1,0 +1,194 @@
+/**
+ * The service's configuration, read once from the environment at start-up (API.md "Configuration").
+ * A bad value stops the start with a `ConfigError` naming the variable; a provider name the service does
+ * not know in `PROVIDERS_DEFAULT_ORDER` only warns (SPEC.md §3: server-side configuration degrades gracefully).
+ */
+import { z } from 'zod';
+import { fallbackPolicies } from './actors/types.js';
+import type { FallbackPolicy } from './actors/types.js';
+import { providerIds } from './providers/index.js';
+import type { ProviderId } from './providers/index.js';
+
+export const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof logLevels)[number];
+
+export interface Config {
+  readonly port: number;
+  readonly host: string;
+  readonly breaker: { readonly threshold: number; readonly recoveryMs: number };
+  readonly retry: { readonly max: number; readonly backoffMs: readonly number[] };
+  readonly fallbackMode: FallbackPolicy;
+  readonly providerTimeoutMs: number;
+  readonly providersDefaultOrder: readonly ProviderId[];
+  readonly timelygptTokenTtlMs: number;
+  /** Unset: breaker state and documents live in this process. */
+  readonly redisUrl: string | undefined;
+  readonly redisPrefix: string;
+  readonly maxUploadMb: number;
+  readonly maxPdfPages: number;
+  readonly documentTtlSeconds: number;
+  /** Unset: the operator breaker route answers 404. */
+  readonly adminToken: string | undefined;
+  readonly baseUrls: Readonly<Record<ProviderId, string>>;
+  readonly models: Readonly<Record<ProviderId, string>>;
+  readonly logLevel: LogLevel;
+  /** Publish the live actors to the Stately inspector. */
+  readonly inspect: boolean;
+  /** Running with the built-in emulator (`npm run demo`). */
+  readonly demo: boolean;
+  /** What start-up should log at warn level (unknown provider names and the like). */
+  readonly warnings: readonly string[];
+}
+
+export const defaultProviderOrder: readonly ProviderId[] = providerIds;
+
+export const defaultBaseUrls: Readonly<Record<ProviderId, string>> = {
+  claude: 'https://api.anthropic.com',
+  gpt: 'https://api.openai.com/v1',
+  timelygpt: 'https://hello.timelygpt.co.kr/api/v2/chat',
+};
+
+/** The models seed 004 defaults to; override per deployment with CLAUDE_MODEL / GPT_MODEL / TIMELYGPT_MODEL. */
+export const defaultModels: Readonly<Record<ProviderId, string>> = {
+  claude: 'claude-sonnet-4-6',
+  gpt: 'gpt-5.2',
+  timelygpt: 'gpt-5.2',
+};
+
+/** A configuration value that cannot be used; the message names the variable. */
+export class ConfigError extends Error {
+  readonly variable: string;
+
+  constructor(variable: string, message: string) {
+    super(`Invalid configuration: ${variable} ${message}`);
+    this.name = 'ConfigError';
+    this.variable = variable;
+  }
+}
+
+const integer = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+
+const booleanFlag = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .pipe(z.enum(['1', '0', 'true', 'false', 'yes', 'no', 'on', 'off', '']))
+  .transform((value) => ['1', 'true', 'yes', 'on'].includes(value));
+
+const httpUrl = z
+  .string()
+  .trim()
+  .pipe(z.url({ protocol: /^https?$/ }))
+  .transform((value) => value.replace(/\/+$/, ''));
+
+const backoffList = z
+  .string()
+  .trim()
+  .min(1)
+  .transform((value) => value.split(',').map((part) => (/^\d+$/.test(part.trim()) ? Number(part.trim()) : Number.NaN)))
+  .pipe(z.array(z.number('must be a comma list of whole milliseconds').int().min(0).max(600_000)).min(1));
+
+/** Each variable: its schema and default (as the string the environment would hold). */
+const variables = {
+  PORT: { schema: integer(0, 65_535), fallback: '3000' },
+  HOST: { schema: z.string().trim().min(1), fallback: '127.0.0.1' },
+  BREAKER_FAILURE_THRESHOLD: { schema: integer(1, 1000), fallback: '5' },
+  BREAKER_RECOVERY_MS: { schema: integer(1, 86_400_000), fallback: '60000' },
+  RETRY_MAX: { schema: integer(0, 10), fallback: '2' },
+  RETRY_BACKOFF_MS: { schema: backoffList, fallback: '1000,2000' },
+  FALLBACK_MODE: { schema: z.enum(fallbackPolicies), fallback: 'retry-then-fallback' },
+  PROVIDER_TIMEOUT_MS: { schema: integer(1, 3_600_000), fallback: '60000' },
+  TIMELYGPT_TOKEN_TTL_MS: { schema: integer(1, 86_400_000), fallback: '3300000' },
+  REDIS_URL: { schema: z.string().trim().pipe(z.url({ protocol: /^rediss?$/ })).optional(), fallback: undefined },
+  REDIS_PREFIX: { schema: z.string().min(1), fallback: 'study-helper:' },
+  MAX_UPLOAD_MB: { schema: z.coerce.number().positive().max(1024), fallback: '20' },
+  MAX_PDF_PAGES: { schema: integer(1, 10_000), fallback: '50' },
+  DOCUMENT_TTL_SECONDS: { schema: integer(1, 31_536_000), fallback: '7200' },
+  ADMIN_TOKEN: { schema: z.string().min(1).optional(), fallback: undefined },
+  ANTHROPIC_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.claude },
+  OPENAI_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.gpt },
+  TIMELYGPT_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.timelygpt },
+  CLAUDE_MODEL: { schema: z.string().trim().min(1), fallback: defaultModels.claude },
+  GPT_MODEL: { schema: z.string().trim().min(1), fallback: defaultModels.gpt },
+  TIMELYGPT_MODEL: { schema: z.string().trim().min(1), fallback: defaultModels.timelygpt },
+  LOG_LEVEL: { schema: z.enum(logLevels), fallback: 'info' },
+  INSPECT: { schema: booleanFlag, fallback: 'false' },
+  DEMO: { schema: booleanFlag, fallback: 'false' },
+} as const;
+
+type Variables = typeof variables;
+type VariableName = keyof Variables;
+type Parsed = { [K in VariableName]: z.output<Variables[K]['schema']> };
+
+function read<K extends VariableName>(env: NodeJS.ProcessEnv, name: K): Parsed[K] {
+  const { fallback } = variables[name];
+  const schema: z.ZodType = variables[name].schema;
+  const raw = env[name];
+  // An empty variable (`FOO=`) means "unset", as in most deployment tools.
+  const value = raw === undefined || raw === '' ? fallback : raw;
+  const result = schema.safeParse(value);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    const shown = value === undefined ? '' : ` (got ${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)})`;
+    // These can hold secrets (a token, a Redis password): never echo them.
+    const got = name === 'ADMIN_TOKEN' || name === 'REDIS_URL' ? '' : shown;
+    throw new ConfigError(name, `${issue?.message ?? 'is invalid'}${got}`);
+  }
+  // Safe: `schema` is `variables[name].schema`, whose output type is `Parsed[K]` by definition.
+  return result.data as Parsed[K];
+}
+
+/** PROVIDERS_DEFAULT_ORDER: known ids in the given order; unknown names are dropped with a warning. */
+function readProviderOrder(env: NodeJS.ProcessEnv, warnings: string[]): readonly ProviderId[] {
+  const raw = env.PROVIDERS_DEFAULT_ORDER;
+  if (raw === undefined || raw.trim() === '') return defaultProviderOrder;
+  const names = raw.split(',').map((name) => name.trim().toLowerCase()).filter((name) => name !== '');
+  const order: ProviderId[] = [];
+  for (const name of names) {
+    const known = providerIds.find((id) => id === name);
+    if (known === undefined) {
+      warnings.push(`PROVIDERS_DEFAULT_ORDER names an unknown provider ${JSON.stringify(name)}; it is ignored (known: ${providerIds.join(', ')})`);
+    } else if (!order.includes(known)) {
+      order.push(known);
+    }
+  }
+  if (order.length === 0) {
+    warnings.push(`PROVIDERS_DEFAULT_ORDER names no known provider; using the default ${defaultProviderOrder.join(',')}`);
+    return defaultProviderOrder;
+  }
+  return order;
+}
+
+/** Reads and validates every variable; throws `ConfigError` naming the first bad one. */
+export function loadConfig(env: NodeJS.ProcessEnv): Config {
+  const warnings: string[] = [];
+  return {
+    port: read(env, 'PORT'),
+    host: read(env, 'HOST'),
+    breaker: { threshold: read(env, 'BREAKER_FAILURE_THRESHOLD'), recoveryMs: read(env, 'BREAKER_RECOVERY_MS') },
+    retry: { max: read(env, 'RETRY_MAX'), backoffMs: read(env, 'RETRY_BACKOFF_MS') },
+    fallbackMode: read(env, 'FALLBACK_MODE'),
+    providerTimeoutMs: read(env, 'PROVIDER_TIMEOUT_MS'),
+    providersDefaultOrder: readProviderOrder(env, warnings),
+    timelygptTokenTtlMs: read(env, 'TIMELYGPT_TOKEN_TTL_MS'),
+    redisUrl: read(env, 'REDIS_URL'),
+    redisPrefix: read(env, 'REDIS_PREFIX'),
+    maxUploadMb: read(env, 'MAX_UPLOAD_MB'),
+    maxPdfPages: read(env, 'MAX_PDF_PAGES'),
+    documentTtlSeconds: read(env, 'DOCUMENT_TTL_SECONDS'),
+    adminToken: read(env, 'ADMIN_TOKEN'),
+    baseUrls: {
+      claude: read(env, 'ANTHROPIC_BASE_URL'),
+      gpt: read(env, 'OPENAI_BASE_URL'),
+      timelygpt: read(env, 'TIMELYGPT_BASE_URL'),
+    },
+    models: { claude: read(env, 'CLAUDE_MODEL'), gpt: read(env, 'GPT_MODEL'), timelygpt: read(env, 'TIMELYGPT_MODEL') },
+    logLevel: read(env, 'LOG_LEVEL'),
+    inspect: read(env, 'INSPECT'),
+    demo: read(env, 'DEMO'),
+    warnings,
+  };
+}
+
+/** The names of every variable `loadConfig` reads (docs/configuration.md is checked against it). */
+export const configVariableNames: readonly string[] = [...Object.keys(variables), 'PROVIDERS_DEFAULT_ORDER'].sort();

@@ -1,0 +1,103 @@
+/**
+ * Anthropic Messages, as the emulator speaks it: `POST /v1/messages` with `x-api-key` (or
+ * `Authorization: Bearer`, as SDK 1.x sends it) and `anthropic-version`; bodies as https://docs.anthropic.com/en/api/errors and ERRORS.md show them.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { FaultBoard } from './faults.js';
+import { serveGeneration, type GenerationOptions, type ProviderWire, type WireErrorKind } from './generation.js';
+import { bearerToken, headerValue, parseJsonObject, readBody, send, type WireResponse } from './http-io.js';
+
+function requestId(sequence: number): string {
+  return `req_emu${sequence.toString(16).padStart(20, '0')}`;
+}
+
+function anthropicError(status: number, type: string, message: string, sequence = 0): WireResponse {
+  return { status, body: { type: 'error', error: { type, message }, request_id: requestId(sequence) } };
+}
+
+const errors: Readonly<Record<WireErrorKind, (message: string | undefined, inputTokens: number | undefined) => WireResponse>> = {
+  auth: () => anthropicError(401, 'authentication_error', 'invalid x-api-key'),
+  permission: () => anthropicError(403, 'permission_error', 'Your API key does not have permission to use the specified resource.'),
+  quota: () =>
+    anthropicError(
+      400,
+      'invalid_request_error',
+      'Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.',
+    ),
+  rateLimit: () => ({
+    ...anthropicError(
+      429,
+      'rate_limit_error',
+      'This request would exceed the rate limit for your organization of 50 requests per minute. Please try again later.',
+    ),
+    headers: { 'retry-after': '7', 'anthropic-ratelimit-requests-limit': '50', 'anthropic-ratelimit-requests-remaining': '0' },
+  }),
+  http500: () => anthropicError(500, 'api_error', 'Internal server error'),
+  http503: () => anthropicError(503, 'api_error', 'Service temporarily unavailable'),
+  overloaded: () => anthropicError(529, 'overloaded_error', 'Overloaded'),
+  badRequest: (message) => anthropicError(400, 'invalid_request_error', message ?? 'Invalid request'),
+  notFound: (message) => anthropicError(404, 'not_found_error', `model: ${message ?? 'unknown'}`),
+  contextTooLong: (_message, inputTokens) =>
+    anthropicError(400, 'invalid_request_error', `prompt is too long: ${inputTokens ?? 0} tokens > 200000 maximum`),
+};
+
+export const anthropicWire: ProviderWire = {
+  provider: 'claude',
+  error: (kind, detail) => errors[kind](detail.message, detail.inputTokens),
+  commonHeaders: (sequence) => ({ 'request-id': requestId(sequence) }),
+  success: ({ model, text, truncated, inputTokens, outputTokens, sequence }) => ({
+    status: 200,
+    body: {
+      id: `msg_emu${sequence.toString(16).padStart(20, '0')}`,
+      type: 'message',
+      role: 'assistant',
+      model,
+      content: [{ type: 'text', text }],
+      stop_reason: truncated ? 'max_tokens' : 'end_turn',
+      stop_sequence: null,
+      usage: { input_tokens: inputTokens, output_tokens: outputTokens },
+    },
+  }),
+};
+
+/** Text of a `system` or message `content` that is a string or an array of text blocks. */
+export function textOfContent(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (Array.isArray(content)) {
+    return content
+      .map((block: unknown) =>
+        typeof block === 'object' && block !== null && typeof (block as { text?: unknown }).text === 'string'
+          ? (block as { text: string }).text
+          : '',
+      )
+      .join('\n');
+  }
+  return '';
+}
+
+export async function handleAnthropicMessages(
+  request: IncomingMessage,
+  response: ServerResponse,
+  board: FaultBoard,
+  options: GenerationOptions,
+): Promise<void> {
+  const raw = await readBody(request);
+  // The API takes `x-api-key`; @anthropic-ai/sdk 1.x sends the key as `Authorization: Bearer` instead.
+  const key = headerValue(request, 'x-api-key') ?? bearerToken(request);
+  board.countCall('claude', key);
+  if (!key) return send(response, anthropicError(401, 'authentication_error', 'x-api-key header is required'));
+  if (!headerValue(request, 'anthropic-version')) {
+    return send(response, anthropicError(400, 'invalid_request_error', 'anthropic-version: header is required'));
+  }
+  const body = parseJsonObject(raw);
+  if (!body) return send(response, anthropicError(400, 'invalid_request_error', 'There was an issue with the request body: invalid JSON'));
+  const missing = ['model', 'max_tokens', 'messages'].find((field) => body[field] === undefined);
+  if (missing) return send(response, anthropicError(400, 'invalid_request_error', `${missing}: Field required`));
+  const messages = Array.isArray(body['messages']) ? (body['messages'] as unknown[]) : [];
+  const userText = messages
+    .map((message) => textOfContent(typeof message === 'object' && message !== null ? (message as { content?: unknown }).content : ''))
+    .join('\n');
+  const call = { key, model: String(body['model']), system: textOfContent(body['system']), userText };
+  serveGeneration(anthropicWire, board, options, response, call);
+  return undefined;
+}

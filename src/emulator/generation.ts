@@ -1,0 +1,164 @@
+/**
+ * The part of a generation call every emulated provider shares: key-prefix faults, provider-wide
+ * faults, then a deterministic study answer in that provider's envelope.
+ */
+import type { ServerResponse } from 'node:http';
+import type { EmulatedProvider, FaultBoard, FaultSpec } from './faults.js';
+import { approximateTokens, cutMidBody, garbageBody, send, stallAfterHeaders, type WireHeaders, type WireResponse } from './http-io.js';
+import { invalidStudyAnswer, numbersAsStrings, studyAnswer } from './study-answers.js';
+import { parseTaskMarker } from './task-marker.js';
+
+export type WireErrorKind =
+  | 'auth'
+  | 'permission'
+  | 'quota'
+  | 'rateLimit'
+  | 'http500'
+  | 'http503'
+  | 'overloaded'
+  | 'badRequest'
+  | 'notFound'
+  | 'contextTooLong';
+
+export interface ErrorDetail {
+  readonly key?: string;
+  readonly message?: string;
+  readonly inputTokens?: number;
+}
+
+export interface SuccessDetail {
+  readonly model: string;
+  readonly text: string;
+  readonly truncated: boolean;
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+  readonly sequence: number;
+}
+
+/** What one emulated provider looks like on the wire. */
+export interface ProviderWire {
+  readonly provider: EmulatedProvider;
+  error(kind: WireErrorKind, detail: ErrorDetail): WireResponse;
+  success(detail: SuccessDetail): WireResponse;
+  /** Headers every response of this provider carries (request ids). */
+  commonHeaders(sequence: number): WireHeaders;
+}
+
+/** A generation call, already parsed and authenticated by the provider's route. */
+export interface GenerationCall {
+  readonly key: string;
+  readonly model: string;
+  readonly system: string;
+  readonly userText: string;
+}
+
+export interface GenerationOptions {
+  readonly slowMs: number;
+  readonly maxInputChars: number;
+  /** Pending timers and hanging responses, cleared on close. */
+  readonly pending: Set<NodeJS.Timeout>;
+  nextSequence(): number;
+}
+
+/** Key prefixes that pick a per-key behaviour (docs/emulator.md). */
+export function keyFault(key: string): WireErrorKind | undefined {
+  if (key.startsWith('emu-bad-')) return 'auth';
+  if (key.startsWith('emu-ratelimit-')) return 'rateLimit';
+  if (key.startsWith('emu-quota-')) return 'quota';
+  if (key.startsWith('emu-forbidden-')) return 'permission';
+  return undefined;
+}
+
+export function withHeaders(wire: WireResponse, headers: WireHeaders): WireResponse {
+  return { ...wire, headers: { ...headers, ...wire.headers } };
+}
+
+/** The answer's text for a call and a content fault. */
+function answerText(call: GenerationCall, fault: FaultSpec | undefined): string {
+  const marker = parseTaskMarker(call.system) ?? parseTaskMarker(call.userText);
+  switch (fault?.fault) {
+    case 'invalidOutput':
+      return JSON.stringify(invalidStudyAnswer(marker));
+    case 'stringNumbers':
+      return JSON.stringify(numbersAsStrings(studyAnswer(marker, call.userText)));
+    case 'fenced':
+      return `Here is the study material you asked for:\n\n\`\`\`json\n${JSON.stringify(studyAnswer(marker, call.userText), null, 2)}\n\`\`\`\n\nLet me know if you need anything else.`;
+    case 'truncated': {
+      const full = JSON.stringify(studyAnswer(marker, call.userText));
+      return full.slice(0, Math.floor(full.length / 2));
+    }
+    default:
+      return JSON.stringify(studyAnswer(marker, call.userText));
+  }
+}
+
+/**
+ * Serves one generation call, using up one call of the provider-wide fault once the key passed.
+ * Faults that never answer (`hang`, `stall`) leave the response open until the client goes away.
+ */
+export function serveGeneration(
+  wire: ProviderWire,
+  board: FaultBoard,
+  options: GenerationOptions,
+  response: ServerResponse,
+  call: GenerationCall,
+): void {
+  const sequence = options.nextSequence();
+  const headers = wire.commonHeaders(sequence);
+  const reply = (wireResponse: WireResponse): void => send(response, withHeaders(wireResponse, headers));
+
+  const perKey = keyFault(call.key);
+  if (perKey) return reply(wire.error(perKey, { key: call.key }));
+
+  const inputChars = call.system.length + call.userText.length;
+  const inputTokens = approximateTokens(call.system + call.userText);
+  if (inputChars > options.maxInputChars) return reply(wire.error('contextTooLong', { inputTokens }));
+  if (call.model.startsWith('emu-unknown')) return reply(wire.error('notFound', { message: call.model }));
+  const fault = board.consume(wire.provider);
+
+  const success = (): WireResponse => {
+    const text = answerText(call, fault);
+    return wire.success({
+      model: call.model,
+      text,
+      truncated: fault?.fault === 'truncated',
+      inputTokens,
+      outputTokens: approximateTokens(text),
+      sequence,
+    });
+  };
+
+  switch (fault?.fault) {
+    case 'http500':
+    case 'http503':
+    case 'overloaded':
+      return reply(wire.error(fault.fault, {}));
+    case 'respond':
+      return reply({ status: fault.status ?? 500, body: fault.body ?? '', headers: fault.headers ?? {} });
+    case 'garbage':
+      return reply({ status: 200, body: garbageBody });
+    case 'reset':
+      response.socket?.destroy();
+      return undefined;
+    case 'cut':
+      return cutMidBody(response, success().body, headers);
+    case 'stall':
+      return stallAfterHeaders(response, headers);
+    case 'hang':
+      return undefined;
+    case 'slow': {
+      const timer = setTimeout(() => {
+        options.pending.delete(timer);
+        if (!response.destroyed) reply(success());
+      }, fault.ms ?? options.slowMs);
+      options.pending.add(timer);
+      response.on('close', () => {
+        clearTimeout(timer);
+        options.pending.delete(timer);
+      });
+      return undefined;
+    }
+    default:
+      return reply(success());
+  }
+}

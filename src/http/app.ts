@@ -1,0 +1,126 @@
+/**
+ * The HTTP service, built apart from `listen` (tests drive it through `app.inject()`).
+ * Every route is an encapsulated plugin with zod schemas through fastify-type-provider-zod; the OpenAPI
+ * document is generated from those schemas. `app.close()` lets in-flight requests finish, then stops the
+ * gateway's actors and closes the document store.
+ */
+import fastifySwagger from '@fastify/swagger';
+import fastifySwaggerUi from '@fastify/swagger-ui';
+import Fastify from 'fastify';
+import type { FastifyInstance } from 'fastify';
+import { jsonSchemaTransform, serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { Gateway } from '../actors/types.js';
+import type { Config } from '../config.js';
+import type { DocumentStore } from '../documents/index.js';
+import { createProviderMetrics } from '../metrics/index.js';
+import { clientErrorHandler, errorHandler, frameworkErrors, notFoundHandler } from './error-handler.js';
+import { ApiError } from './errors.js';
+import { keyHeaders } from './keys.js';
+import { loggerOptions } from './logger.js';
+import type { LogOptions } from './logger.js';
+import { documentsRoutes } from './routes/documents.js';
+import { generateRoutes } from './routes/generate.js';
+import { healthRoutes } from './routes/health.js';
+import type { Readiness } from './routes/health.js';
+import { metricsRoutes } from './routes/metrics.js';
+import { providersRoutes } from './routes/providers.js';
+
+export interface AppOptions {
+  readonly config: Config;
+  readonly gateway: Gateway;
+  readonly documentStore: DocumentStore;
+  /** Log level and destination; `config.logLevel` to stdout when absent. */
+  readonly log?: Partial<LogOptions>;
+  /** Running with the built-in emulator: shown in the OpenAPI description. */
+  readonly demo?: { readonly emulatorUrl: string };
+  /** What `/readyz` reports; the in-process store when absent. */
+  readonly readiness?: () => Promise<Readiness>;
+  /** Process metrics in `/metrics` (default true; tests building many apps turn them off). */
+  readonly processMetrics?: boolean;
+}
+
+const mebibyte = 1024 * 1024;
+
+/**
+ * The service. `app.close()` is the graceful shutdown: from its start new requests get 503
+ * `SHUTTING_DOWN`, in-flight ones finish, then the gateway stops and the document store closes.
+ */
+export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
+  const { config, gateway, documentStore } = options;
+  const app = Fastify({
+    logger: loggerOptions({ level: options.log?.level ?? config.logLevel, ...(options.log?.stream ? { stream: options.log.stream } : {}) }),
+    // We answer 503 ourselves during shutdown, with the contract body (Fastify's own would not be).
+    return503OnClosing: false,
+    // Idle keep-alive sockets close at once on shutdown; requests in flight still finish.
+    forceCloseConnections: 'idle',
+    clientErrorHandler,
+    frameworkErrors,
+    bodyLimit: mebibyte,
+    requestIdHeader: false,
+  }).withTypeProvider<ZodTypeProvider>();
+
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  app.setErrorHandler(errorHandler);
+  app.setNotFoundHandler(notFoundHandler);
+  // JSON in, JSON out: a text/plain body is refused (400) rather than handed to a schema as a string.
+  app.removeContentTypeParser('text/plain');
+
+  let shuttingDown = false;
+  app.addHook('preClose', async () => {
+    shuttingDown = true;
+  });
+  app.addHook('onRequest', async () => {
+    if (shuttingDown) throw new ApiError('SHUTTING_DOWN', 'The service is shutting down; retry against another instance.');
+  });
+  // A keep-alive socket whose request was in flight when shutdown began would otherwise hold
+  // `close()` open until the keep-alive timeout: answer it and close it.
+  app.addHook('onSend', async (_request, reply) => {
+    if (shuttingDown) void reply.header('connection', 'close');
+  });
+
+  await app.register(fastifySwagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: {
+        title: 'study-helper',
+        version: '1',
+        description:
+          'PDF to study notes and quizzes through your own LLM provider keys, resilient to provider failure. ' +
+          `Keys travel in the headers ${Object.values(keyHeaders).join(', ')}.` +
+          (options.demo ? ` Demo mode: providers are emulated at ${options.demo.emulatorUrl}.` : ''),
+      },
+      components: {
+        securitySchemes: { adminToken: { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN' } },
+      },
+    },
+    transform: jsonSchemaTransform,
+  });
+  await app.register(fastifySwaggerUi, { routePrefix: '/docs' });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  const metrics = createProviderMetrics(gateway, { processMetrics: options.processMetrics ?? true });
+  const readiness = options.readiness ?? (async (): Promise<Readiness> => ({ store: 'memory', storeReachable: true }));
+
+  await app.register(healthRoutes, { readiness });
+  await app.register(metricsRoutes, { metrics });
+  await app.register(providersRoutes, { gateway, adminToken: config.adminToken });
+  await app.register(documentsRoutes, { store: documentStore, maxUploadMb: config.maxUploadMb, maxPdfPages: config.maxPdfPages });
+  await app.register(generateRoutes, {
+    gateway,
+    documentStore,
+    defaultOrder: config.providersDefaultOrder,
+    fallbackMode: config.fallbackMode,
+    bodyLimit: Math.ceil(config.maxUploadMb * mebibyte),
+  });
+  // Jobs (POST/GET/DELETE /v1/jobs, SSE events) register here: `await app.register(jobsRoutes, {...})`.
+
+  app.addHook('onClose', async () => {
+    metrics.stop();
+    await gateway.stop();
+    await documentStore.close?.();
+  });
+
+  return app;
+}

@@ -1,0 +1,168 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { basename } from 'node:path';
+import multipart from '@fastify/multipart';
+import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
+import { type ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import {
+  createPdfExtractor,
+  looksLikePdf,
+  PdfRejectedError,
+  type DocumentStore,
+  type PdfExtractor,
+  type StoredDocument,
+} from '../../documents/index.js';
+import { ApiError } from '../errors.js';
+
+/** Options of the documents plugin. */
+export interface DocumentsRoutesOptions {
+  store: DocumentStore;
+  /** MAX_UPLOAD_MB: bigger uploads are refused (413) while they stream in. */
+  maxUploadMb: number;
+  /** MAX_PDF_PAGES: pages past it are left out with a warning. */
+  maxPdfPages: number;
+  /** Defaults to a worker-thread extractor owned (and closed) by the plugin. */
+  extractor?: PdfExtractor;
+}
+
+/** The 201 body of `POST /v1/documents` (API.md). */
+export const documentUploadResponseSchema = z.object({
+  documentId: z.string(),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/u),
+  fileName: z.string(),
+  pageCount: z.number().int().nonnegative(),
+  pagesUsed: z.number().int().nonnegative(),
+  wordCount: z.number().int().nonnegative(),
+  charCount: z.number().int().nonnegative(),
+  warnings: z.array(z.string()),
+});
+
+const errorBodySchema = z.object({ error: z.object({ code: z.string(), message: z.string() }).loose() });
+
+/**
+ * `POST /v1/documents`: a PDF as multipart field `file` → text extracted and stored. Encapsulated:
+ * it registers @fastify/multipart for itself, so the app only registers this plugin.
+ */
+export const documentsRoutes: FastifyPluginAsync<DocumentsRoutesOptions> = async (fastify, options) => {
+  const maxBytes = Math.floor(options.maxUploadMb * 1024 * 1024);
+  await fastify.register(multipart, {
+    // busboy stops taking file bytes past fileSize: an oversize upload is never held in memory.
+    limits: { fileSize: maxBytes, files: 1, fields: 20, fieldSize: 64 * 1024, parts: 40 },
+    throwFileSizeLimit: true,
+  });
+  const extractor = options.extractor ?? createPdfExtractor();
+  if (options.extractor === undefined) fastify.addHook('onClose', async () => extractor.close());
+
+  fastify.withTypeProvider<ZodTypeProvider>().post(
+    '/v1/documents',
+    {
+      schema: {
+        summary: 'Upload a PDF; its text is extracted and kept for DOCUMENT_TTL_SECONDS',
+        tags: ['documents'],
+        consumes: ['multipart/form-data'],
+        response: {
+          201: documentUploadResponseSchema,
+          400: errorBodySchema,
+          413: errorBodySchema,
+          415: errorBodySchema,
+          422: errorBodySchema,
+        },
+      },
+      // Refuse anything but multipart before a body parser reads a byte of it.
+      onRequest: async (request) => {
+        const contentType = request.headers['content-type'] ?? '';
+        if (!/^multipart\/form-data\s*(?:;|$)/iu.test(contentType)) {
+          throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'Send the PDF as multipart/form-data in the field "file".');
+        }
+      },
+    },
+    async (request, reply) => {
+      const upload = await readUpload(fastify, request, maxBytes, options.maxUploadMb);
+      if (!looksLikePdf(upload.bytes)) {
+        throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'The file is not a PDF: its first 1024 bytes hold no %PDF- header.');
+      }
+      const sha256 = createHash('sha256').update(upload.bytes).digest('hex');
+      const extracted = await extractOrThrow(extractor, upload.bytes, options.maxPdfPages);
+      const document: StoredDocument = {
+        documentId: randomUUID(),
+        sha256,
+        fileName: upload.fileName,
+        ...extracted,
+        createdAt: Date.now(),
+      };
+      await options.store.put(document);
+      const { text: _text, createdAt: _createdAt, ...summary } = document;
+      return reply.code(201).send(summary);
+    },
+  );
+};
+
+interface Upload {
+  bytes: Buffer;
+  fileName: string;
+}
+
+async function readUpload(
+  fastify: FastifyInstance,
+  request: FastifyRequest,
+  maxBytes: number,
+  maxUploadMb: number,
+): Promise<Upload> {
+  const errors = fastify.multipartErrors;
+  let upload: Upload | undefined;
+  try {
+    for await (const part of request.parts()) {
+      if (part.type !== 'file') continue;
+      if (part.fieldname !== 'file' || upload !== undefined) {
+        part.file.resume();
+        continue;
+      }
+      const bytes = await part.toBuffer();
+      if (part.file.truncated || bytes.byteLength > maxBytes) throw new errors.RequestFileTooLargeError();
+      upload = { bytes, fileName: cleanFileName(part.filename) };
+    }
+  } catch (error) {
+    if (error instanceof errors.RequestFileTooLargeError) {
+      throw new ApiError('FILE_TOO_LARGE', `The file is larger than MAX_UPLOAD_MB (${maxUploadMb} MB).`, { maxUploadMb });
+    }
+    if (error instanceof errors.FilesLimitError) {
+      throw new ApiError('INVALID_REQUEST', 'Send exactly one file, in the field "file".');
+    }
+    if (error instanceof errors.PartsLimitError || error instanceof errors.FieldsLimitError) {
+      throw new ApiError('INVALID_REQUEST', 'The form has too many parts; send only the field "file".');
+    }
+    if (error instanceof errors.InvalidMultipartContentTypeError) {
+      throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'Send the PDF as multipart/form-data in the field "file".');
+    }
+    if (error instanceof ApiError) throw error;
+    throw new ApiError('INVALID_REQUEST', `The multipart body could not be read: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  if (upload === undefined) throw new ApiError('INVALID_REQUEST', 'The form has no file in the field "file".');
+  if (upload.bytes.byteLength === 0) throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'The file is empty, not a PDF.');
+  return upload;
+}
+
+async function extractOrThrow(extractor: PdfExtractor, bytes: Buffer, maxPdfPages: number): ReturnType<PdfExtractor['extract']> {
+  try {
+    return await extractor.extract(bytes, { maxPdfPages });
+  } catch (error) {
+    if (error instanceof PdfRejectedError) throw new ApiError(error.code, error.message);
+    throw error;
+  }
+}
+
+/** The client's file name without any path, control characters or excess length. */
+function cleanFileName(fileName: string): string {
+  // eslint-disable-next-line no-control-regex
+  const name = basename(fileName.replace(/\\/gu, '/')).replace(/[\u0000-\u001f\u007f]/gu, '').trim().slice(0, 255);
+  return name.length > 0 ? name : 'document.pdf';
+}
+
+/** The stored document, or 404 DOCUMENT_NOT_FOUND when the id is unknown or expired. */
+export async function loadDocumentOrThrow(store: DocumentStore, documentId: string): Promise<StoredDocument> {
+  const document = await store.get(documentId);
+  if (document === undefined) {
+    throw new ApiError('DOCUMENT_NOT_FOUND', `No document ${JSON.stringify(documentId.slice(0, 100))}: it is unknown or has expired (DOCUMENT_TTL_SECONDS).`);
+  }
+  return document;
+}

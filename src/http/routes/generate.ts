@@ -1,0 +1,177 @@
+/**
+ * `POST /v1/generate`: one synchronous generation through the retry-and-fallback machine (API.md).
+ * The chain is the requested (or default) provider order with every provider that has no key header left
+ * out; a client that goes away aborts the run, and an aborted run never counts toward a breaker.
+ */
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { Attempt, FallbackPolicy, Gateway } from '../../actors/types.js';
+import type { DocumentStore } from '../../documents/index.js';
+import type { ProviderId } from '../../providers/index.js';
+import { fillResultSchema, generateStudyTask, mcqResultSchema, notesResultSchema } from '../../study/index.js';
+import type { StudyLang } from '../../study/index.js';
+import { ApiError, errorCodes } from '../errors.js';
+import type { ErrorCode } from '../errors.js';
+import { buildChain, keyHeaders, readProviderKeys, redactKeys } from '../keys.js';
+import { attemptSchema, errorBodySchema, generationErrorBodySchema, providerIdSchema, taskSchema } from '../schemas.js';
+
+export interface GenerateRoutesOptions {
+  readonly gateway: Gateway;
+  readonly documentStore: DocumentStore;
+  readonly defaultOrder: readonly ProviderId[];
+  readonly fallbackMode: FallbackPolicy;
+  /** Largest JSON body accepted, in bytes. */
+  readonly bodyLimit: number;
+}
+
+export const generateBodySchema = z
+  .strictObject({
+    task: taskSchema.describe('notes, mcq or fill.'),
+    documentId: z.string().min(1).max(200).optional().describe('An id from POST /v1/documents. Exactly one of documentId / text.'),
+    text: z.string().trim().min(1).optional().describe('The source text. Exactly one of documentId / text.'),
+    providers: z
+      .array(providerIdSchema)
+      .min(1)
+      .max(3)
+      .refine((ids) => new Set(ids).size === ids.length, 'Provider ids must be unique.')
+      .optional()
+      .describe('Priority order; the configured default order without it. Providers without a key header are left out.'),
+    options: z
+      .strictObject({
+        lang: z.enum(['ko', 'en']).optional().describe('Output language; detected from the text when absent.'),
+        count: z.int().min(1).max(50).optional().describe('Questions asked for (mcq, fill).'),
+        notes: notesResultSchema.optional().describe('A notes result that grounds mcq/fill; generated first when absent.'),
+      })
+      .optional(),
+  })
+  .superRefine((body, context) => {
+    const sources = (body.documentId === undefined ? 0 : 1) + (body.text === undefined ? 0 : 1);
+    if (sources !== 1) {
+      context.addIssue({
+        code: 'custom',
+        message: sources === 0 ? 'One of "text" or "documentId" is required.' : 'Give either "text" or "documentId", not both.',
+        path: [],
+      });
+    }
+  });
+
+const usageSchema = z.object({ inputTokens: z.number().nullable(), outputTokens: z.number().nullable() });
+
+const generateResponseSchema = z.object({
+  task: taskSchema,
+  result: z.union([notesResultSchema, mcqResultSchema, fillResultSchema]),
+  meta: z.object({
+    provider: providerIdSchema,
+    model: z.string(),
+    fallback: z.boolean(),
+    attempts: z.array(attemptSchema),
+    usage: usageSchema,
+  }),
+});
+
+/** Hangul syllables outnumbering Latin letters → Korean. */
+function detectLang(text: string): StudyLang {
+  const sample = text.slice(0, 20_000);
+  const hangul = sample.match(/[\uac00-\ud7a3]/g)?.length ?? 0;
+  const latin = sample.match(/[A-Za-z]/g)?.length ?? 0;
+  return hangul * 2 >= latin && hangul > 0 ? 'ko' : 'en';
+}
+
+function isErrorCode(code: string): code is ErrorCode {
+  return Object.hasOwn(errorCodes, code);
+}
+
+function scrubAttempt(attempt: Attempt, keys: readonly string[]): Attempt {
+  return attempt.message === undefined ? attempt : { ...attempt, message: redactKeys(attempt.message, keys) };
+}
+
+export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = async (app, options) => {
+  const { gateway, documentStore } = options;
+
+  app.post(
+    '/v1/generate',
+    {
+      bodyLimit: options.bodyLimit,
+      schema: {
+        tags: ['generate'],
+        summary: 'Generate notes, MCQ or fill-in-the-blank questions through the first provider that answers.',
+        description: `Provider keys travel in the headers ${Object.values(keyHeaders).join(', ')}.`,
+        body: generateBodySchema,
+        response: {
+          200: generateResponseSchema,
+          400: errorBodySchema,
+          401: generationErrorBodySchema,
+          402: generationErrorBodySchema,
+          403: generationErrorBodySchema,
+          404: errorBodySchema,
+          413: generationErrorBodySchema,
+          429: generationErrorBodySchema,
+          502: generationErrorBodySchema,
+          503: generationErrorBodySchema,
+        },
+      },
+    },
+    async (request, reply) => {
+      const body = request.body;
+      const keys = readProviderKeys(request.headers);
+      const order = body.providers ?? options.defaultOrder;
+      const chain = buildChain(order, keys);
+      if (chain.length === 0) {
+        const wanted = order.map((id) => keyHeaders[id]).join(', ');
+        throw new ApiError('NO_PROVIDER_KEY', `No requested provider has a key: send one of the headers ${wanted}.`);
+      }
+      const secrets = chain.map((link) => link.apiKey);
+
+      let text = body.text;
+      if (text === undefined) {
+        const documentId = body.documentId ?? '';
+        const document = await documentStore.get(documentId);
+        if (document === undefined) throw new ApiError('DOCUMENT_NOT_FOUND', 'Unknown or expired documentId.');
+        text = document.text;
+      }
+
+      // The client going away (socket closed before the answer was written) aborts the run.
+      const controller = new AbortController();
+      const onClose = (): void => {
+        if (!reply.raw.writableFinished) controller.abort();
+      };
+      reply.raw.on('close', onClose);
+      let outcome;
+      try {
+        outcome = await generateStudyTask(gateway, {
+          task: body.task,
+          text,
+          lang: body.options?.lang ?? detectLang(text),
+          ...(body.options?.count === undefined ? {} : { count: body.options.count }),
+          ...(body.options?.notes === undefined ? {} : { notes: body.options.notes }),
+          chain,
+          policy: options.fallbackMode,
+          signal: controller.signal,
+        });
+      } finally {
+        reply.raw.off('close', onClose);
+      }
+
+      const attempts = outcome.attempts.map((attempt) => scrubAttempt(attempt, secrets));
+      if (outcome.status === 'succeeded') {
+        return reply.code(200).send({
+          task: body.task,
+          result: outcome.value,
+          meta: { provider: outcome.provider, model: outcome.model, fallback: outcome.fallback, attempts, usage: outcome.usage },
+        });
+      }
+      if (outcome.status === 'aborted') {
+        request.log.info({ attempts: attempts.length }, 'client went away: generation aborted');
+        throw new ApiError('REQUEST_ABORTED', 'The client went away before the answer.', { attempts });
+      }
+      const code: ErrorCode = isErrorCode(outcome.code) ? outcome.code : 'PROVIDERS_UNAVAILABLE';
+      const error = new ApiError(code, redactKeys(outcome.message, secrets), {
+        attempts,
+        ...(outcome.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: Math.ceil(outcome.retryAfterSeconds) }),
+      });
+      // The error handler renders the body; headers set on the reply survive it.
+      if (outcome.retryAfterSeconds !== undefined) void reply.header('retry-after', String(Math.ceil(outcome.retryAfterSeconds)));
+      throw error;
+    },
+  );
+};

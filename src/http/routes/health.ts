@@ -1,0 +1,50 @@
+/**
+ * `GET /healthz` (the process is alive) and `GET /readyz` (ready to serve; reports the state store).
+ */
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+
+export interface Readiness {
+  /** Where breaker state and documents live. */
+  readonly store: 'memory' | 'redis';
+  /** False when the store is configured but unreachable (the service falls back to in-process state). */
+  readonly storeReachable: boolean;
+}
+
+export interface HealthRoutesOptions {
+  readonly readiness: () => Promise<Readiness>;
+}
+
+const healthSchema = z.object({ status: z.literal('ok'), uptimeSeconds: z.number() });
+const readySchema = z.looseObject({
+  status: z.enum(['ready', 'degraded']),
+  store: z.enum(['memory', 'redis']),
+  storeReachable: z.boolean(),
+});
+
+export const healthRoutes: FastifyPluginAsyncZod<HealthRoutesOptions> = async (app, options) => {
+  app.get(
+    '/healthz',
+    { schema: { tags: ['health'], summary: 'The process is alive.', response: { 200: healthSchema } } },
+    async () => ({ status: 'ok' as const, uptimeSeconds: Math.round(process.uptime()) }),
+  );
+
+  app.get(
+    '/readyz',
+    {
+      schema: {
+        tags: ['health'],
+        summary: 'Ready to serve; reports the state store ("degraded": the store is unreachable and state is in-process).',
+        response: { 200: readySchema },
+      },
+    },
+    async () => {
+      const readiness = await options.readiness();
+      return {
+        status: readiness.storeReachable ? ('ready' as const) : ('degraded' as const),
+        store: readiness.store,
+        storeReachable: readiness.storeReachable,
+      };
+    },
+  );
+};

@@ -1,0 +1,78 @@
+/**
+ * The zod schemas of API.md shared by several routes: the error body, an Attempt, a provider's status.
+ * Response schemas list every field the client gets: a field missing here is stripped from the answer.
+ */
+import { z } from 'zod';
+import { errorClasses } from '../errors/index.js';
+import { providerIds, tasks } from '../providers/index.js';
+
+export const providerIdSchema = z.enum(providerIds).describe('A provider id.');
+export const taskSchema = z.enum(tasks);
+
+/** `{"error":{"code","message",…}}`: the body of every error response. */
+export const errorBodySchema = z
+  .object({
+    error: z.looseObject({
+      code: z.string().describe('A stable UPPER_SNAKE code from docs/errors.md.'),
+      message: z.string(),
+    }),
+  })
+  .describe('Error');
+
+export const attemptSchema = z
+  .object({
+    provider: providerIdSchema,
+    model: z.string(),
+    outcome: z.enum(['succeeded', 'failed', 'skipped']),
+    errorClass: z.enum(errorClasses).optional(),
+    httpStatus: z.number().int().optional(),
+    reason: z.literal('circuit_open').optional(),
+    countedByBreaker: z.boolean(),
+    retry: z.number().int().min(0),
+    durationMs: z.number().min(0),
+    task: taskSchema.optional(),
+    message: z.string().optional(),
+  })
+  .describe('One upstream generation call, or one provider skipped.');
+
+/** The error body of a generation every provider failed (API.md "When every provider fails"). */
+export const generationErrorBodySchema = z
+  .object({
+    error: z.looseObject({
+      code: z.string(),
+      message: z.string(),
+      attempts: z.array(attemptSchema).optional(),
+      retryAfterSeconds: z.number().int().min(0).optional(),
+    }),
+  })
+  .describe('Error, with every attempt when the providers failed');
+
+const breakerStateSchema = z.enum(['closed', 'open', 'halfOpen']);
+
+export const providerStatusSchema = z.object({
+  id: providerIdSchema,
+  model: z.string(),
+  breaker: z.object({
+    state: breakerStateSchema,
+    consecutiveFailures: z.number().int().min(0),
+    openedAt: z.string().nullable(),
+    retryAt: z.string().nullable(),
+    threshold: z.number().int(),
+    recoveryMs: z.number().int(),
+    forced: z.boolean().optional(),
+  }),
+  stats: z.object({
+    calls: z.number().int(),
+    successes: z.number().int(),
+    failures: z.number().int(),
+    ignored: z.number().int(),
+    rejected: z.number().int(),
+    opens: z.number().int(),
+  }),
+});
+
+/** Responses every route may answer besides its own (the error handler's). */
+export const commonErrorResponses = {
+  400: errorBodySchema,
+  500: errorBodySchema,
+} as const;

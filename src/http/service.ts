@@ -1,0 +1,101 @@
+/**
+ * The running service: configuration → provider adapters → actor system (gateway) → document store →
+ * HTTP app listening on HOST:PORT. `npm start` and `npm run demo` both start it through here.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { InspectionEvent } from 'xstate';
+import { createGateway } from '../actors/index.js';
+import type { Config } from '../config.js';
+import { createMemoryDocumentStore } from '../documents/index.js';
+import { createAdapters } from '../providers/index.js';
+import { buildApp } from './app.js';
+import type { LogOptions } from './logger.js';
+
+export interface Service {
+  readonly app: FastifyInstance;
+  /** `http://host:port` the service listens on. */
+  readonly url: string;
+  /** Graceful: in-flight requests finish, then the actors stop. */
+  close(): Promise<void>;
+}
+
+export interface ServiceOptions {
+  readonly log?: Partial<LogOptions>;
+  readonly demo?: { readonly emulatorUrl: string };
+}
+
+/** INSPECT: the live actors to Stately's inspector (loaded only when asked for). */
+async function inspector(config: Config): Promise<((event: InspectionEvent) => void) | undefined> {
+  if (!config.inspect) return undefined;
+  const { createSkyInspector } = await import('@statelyai/inspect');
+  const sky = createSkyInspector({ onerror: (error) => console.error(`Stately inspector: ${error.message}`) });
+  return (event) => sky.inspect.next?.(event);
+}
+
+export async function startService(config: Config, options: ServiceOptions = {}): Promise<Service> {
+  const adapters = createAdapters({
+    anthropicBaseUrl: config.baseUrls.claude,
+    openaiBaseUrl: config.baseUrls.gpt,
+    timelygptBaseUrl: config.baseUrls.timelygpt,
+    claudeModel: config.models.claude,
+    gptModel: config.models.gpt,
+    timelygptModel: config.models.timelygpt,
+    timelygptTokenTtlMs: config.timelygptTokenTtlMs,
+  });
+  const inspect = await inspector(config);
+  const gateway = createGateway({
+    adapters,
+    breaker: config.breaker,
+    retry: config.retry,
+    policy: config.fallbackMode,
+    providerTimeoutMs: config.providerTimeoutMs,
+    ...(inspect === undefined ? {} : { inspect }),
+  });
+  const documentStore = createMemoryDocumentStore({ ttlSeconds: config.documentTtlSeconds });
+  const app = await buildApp({
+    config,
+    gateway,
+    documentStore,
+    ...(options.log === undefined ? {} : { log: options.log }),
+    ...(options.demo === undefined ? {} : { demo: options.demo }),
+  });
+  for (const warning of config.warnings) app.log.warn(warning);
+  if (config.redisUrl !== undefined) {
+    app.log.warn('REDIS_URL is set, but this build keeps breaker state and documents in process memory');
+  }
+  const address = await app.listen({ port: config.port, host: config.host });
+  return { app, url: address, close: () => app.close() };
+}
+
+/**
+ * SIGINT/SIGTERM: graceful shutdown, bounded by `deadlineMs`; a second signal exits at once.
+ * `onClosed` runs after the service closed (the demo stops its emulator there).
+ */
+export function closeOnSignals(service: Service, options: { deadlineMs?: number; onClosed?: () => Promise<void> } = {}): void {
+  let closing = false;
+  const handle = (signal: NodeJS.Signals): void => {
+    if (closing) {
+      service.app.log.warn({ signal }, 'second signal: exiting now');
+      process.exit(1);
+    }
+    closing = true;
+    service.app.log.info({ signal }, 'shutting down: finishing in-flight requests');
+    const deadline = setTimeout(() => {
+      service.app.log.error('shutdown deadline passed: exiting with requests still in flight');
+      process.exit(1);
+    }, options.deadlineMs ?? 30_000);
+    deadline.unref();
+    service
+      .close()
+      .then(() => options.onClosed?.())
+      .then(
+        () => process.exit(0),
+        (error: unknown) => {
+          service.app.log.error({ error: error instanceof Error ? error.message : String(error) }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
+  };
+  process.on('SIGINT', handle);
+  process.on('SIGTERM', handle);
+}

@@ -1,0 +1,62 @@
+/**
+ * Removes anything key-like from a message before it can leave an adapter (error bodies, logs,
+ * metrics). Upstreams echo key fragments, e.g. OpenAI's "Incorrect API key provided: sk-ab***wxyz".
+ */
+
+const redacted = '[redacted]';
+
+/** Patterns of secrets with their replacement, most specific first. */
+const secretPatterns: readonly (readonly [RegExp, string])[] = [
+  // OpenAI's 401 echoes a masked fragment of the key it was given.
+  [/(Incorrect API key provided:\s*)\S+/gi, `$1${redacted}`],
+  [/\bBearer\s+[^\s,;"']+/gi, `Bearer ${redacted}`],
+  [/\b(x-api-key|x-timely-api|api[_-]?key|access[_-]?token|authorization)(["']?\s*[:=]\s*["']?)[^\s,;"'}]+/gi, `$1$2${redacted}`],
+  // JWTs (TimelyGPT access tokens).
+  [/\beyJ[\w-]*\.[\w-]+\.[\w-]*/g, redacted],
+  // Provider key formats: Anthropic sk-ant-…, OpenAI sk-…/sk-proj-…, and masked fragments of either.
+  [/\bsk-[\w*.-]{4,}/gi, redacted],
+  // Any word with a run of mask characters in it is a masked secret.
+  [/[^\s"']*\*{3,}[^\s"',.;)]*/g, redacted],
+];
+
+/** Long opaque token-like words (32+ chars of letters, digits, `_`/`-`, with both letters and digits). */
+const tokenLike = /[A-Za-z0-9_-]{32,}/g;
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/**
+ * `text` without key-like content. `knownKeys` (the keys this call used) are removed wherever they
+ * appear, and so are their longer fragments (first or last 8+ characters).
+ */
+export function scrubSecrets(text: string, knownKeys: readonly string[] = []): string {
+  let result = text;
+  for (const key of knownKeys) {
+    if (key.length < 6) continue;
+    result = result.replace(new RegExp(escapeRegExp(key), 'g'), redacted);
+    if (key.length >= 16) {
+      for (const fragment of [key.slice(0, 8), key.slice(-8)]) {
+        result = result.replace(new RegExp(escapeRegExp(fragment), 'g'), redacted);
+      }
+    }
+  }
+  for (const [pattern, replacement] of secretPatterns) result = result.replace(pattern, replacement);
+  result = result.replace(tokenLike, (word) => (/[0-9]/.test(word) && /[A-Za-z]/.test(word) ? redacted : word));
+  return result;
+}
+
+/**
+ * The key each failed call used, held only as long as the error object lives, so that the pure
+ * classifier can scrub the exact key too without the key travelling on the error.
+ */
+const keysOfErrors = new WeakMap<object, string>();
+
+export function rememberKeyOf(error: unknown, apiKey: string): void {
+  if (typeof error === 'object' && error !== null) keysOfErrors.set(error, apiKey);
+}
+
+export function knownKeysOf(error: unknown): readonly string[] {
+  const key = typeof error === 'object' && error !== null ? keysOfErrors.get(error) : undefined;
+  return key === undefined ? [] : [key];
+}

@@ -1,0 +1,85 @@
+/**
+ * TimelyGPT over plain fetch (SPEC.md §4): the token exchange and one completion.
+ * Default base: https://hello.timelygpt.co.kr/api/v2/chat
+ */
+import { UnexpectedResponseError } from '../upstream-errors.js';
+import { TimelyGptHttpError, type TimelyGptEndpoint } from './errors.js';
+
+export interface TimelyCompletionBody {
+  readonly session_id: string;
+  readonly messages: readonly { readonly role: string; readonly content: string }[];
+  readonly model: string;
+  readonly instructions?: string;
+  readonly output_type?: 'TEXT' | 'JSON';
+  readonly stream: false;
+  readonly locale: string;
+}
+
+export interface TimelyCompletion {
+  readonly text: string;
+  readonly model: string | undefined;
+  readonly inputTokens: number | null;
+  readonly outputTokens: number | null;
+}
+
+async function readJson(endpoint: TimelyGptEndpoint, response: Response): Promise<unknown> {
+  const text = await response.text();
+  let body: unknown = text;
+  try {
+    body = text.length > 0 ? JSON.parse(text) : undefined;
+  } catch {
+    if (response.ok) throw new UnexpectedResponseError(`TimelyGPT ${endpoint} answered ${response.status} with a body that is not JSON`, response.status);
+  }
+  if (!response.ok) throw new TimelyGptHttpError(endpoint, response.status, body, response.headers);
+  return body;
+}
+
+/** `GET {base}/sdk-auth/authenticate` with `X-Timely-API: <key>` → the access token. */
+export async function fetchAccessToken(baseUrl: string, apiKey: string, signal: AbortSignal): Promise<string> {
+  const response = await fetch(`${baseUrl}/sdk-auth/authenticate`, {
+    method: 'GET',
+    headers: { 'X-Timely-API': apiKey, accept: 'application/json' },
+    signal,
+  });
+  const body = (await readJson('authenticate', response)) as { success?: unknown; data?: { access_token?: unknown } } | undefined;
+  const token = body?.data?.access_token;
+  if (body?.success !== true || typeof token !== 'string' || token.length === 0) {
+    throw new UnexpectedResponseError('TimelyGPT authenticate answered 2xx without an access token', response.status);
+  }
+  return token;
+}
+
+function numberOrNull(value: unknown): number | null {
+  return typeof value === 'number' && Number.isFinite(value) ? value : null;
+}
+
+/** `POST {base}/llm-completion` with the bearer token. A 2xx `{"type":"error"}` is a provider failure. */
+export async function postCompletion(
+  baseUrl: string,
+  token: string,
+  body: TimelyCompletionBody,
+  signal: AbortSignal,
+): Promise<TimelyCompletion> {
+  const response = await fetch(`${baseUrl}/llm-completion`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json' },
+    body: JSON.stringify(body),
+    signal,
+  });
+  const answer = (await readJson('completion', response)) as
+    | { type?: unknown; message?: unknown; error?: unknown; model?: unknown; usage?: { input_tokens?: unknown; output_tokens?: unknown } }
+    | undefined;
+  if (answer?.type === 'error') {
+    const detail = typeof answer.error === 'string' ? answer.error : JSON.stringify(answer.error ?? null);
+    throw new UnexpectedResponseError(`TimelyGPT answered an error inside a ${response.status}: ${detail.slice(0, 200)}`, response.status);
+  }
+  if (answer?.type !== 'final_response' || answer.message === undefined || answer.message === null) {
+    throw new UnexpectedResponseError(`TimelyGPT answered ${response.status} without a final_response`, response.status);
+  }
+  return {
+    text: typeof answer.message === 'string' ? answer.message : JSON.stringify(answer.message),
+    model: typeof answer.model === 'string' ? answer.model : undefined,
+    inputTokens: numberOrNull(answer.usage?.input_tokens),
+    outputTokens: numberOrNull(answer.usage?.output_tokens),
+  };
+}

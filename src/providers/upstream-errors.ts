@@ -1,0 +1,43 @@
+/**
+ * Errors the adapters raise themselves, for failures the SDKs pass through untyped or not at all.
+ * The classifiers read these with `instanceof`, like the SDKs' own classes.
+ */
+
+/** A 2xx whose body is not a valid API response (HTML from a proxy, broken JSON, a missing envelope). */
+export class UnexpectedResponseError extends Error {
+  override readonly name = 'UnexpectedResponseError';
+  readonly httpStatus: number;
+
+  constructor(message: string, httpStatus = 200, options?: { cause?: unknown }) {
+    super(message, options);
+    this.httpStatus = httpStatus;
+  }
+}
+
+/**
+ * The call's signal fired. `timedOut` is true when its reason is a `TimeoutError`
+ * (an `AbortSignal.timeout` deadline); anything else is the caller going away.
+ */
+export class UpstreamAbortError extends Error {
+  override readonly name = 'UpstreamAbortError';
+  readonly timedOut: boolean;
+
+  constructor(reason: unknown, options?: { cause?: unknown }) {
+    const timedOut = isTimeoutReason(reason);
+    super(timedOut ? 'The call reached its deadline' : 'The call was aborted by the caller', options);
+    this.timedOut = timedOut;
+  }
+}
+
+export function isTimeoutReason(reason: unknown): boolean {
+  return typeof reason === 'object' && reason !== null && (reason as { name?: unknown }).name === 'TimeoutError';
+}
+
+/**
+ * Wraps a rejection of an upstream call: when the call's signal fired, the SDK or fetch error is
+ * replaced by one that says which kind of abort it was (the SDKs report both as "user abort").
+ */
+export function upstreamFailure(error: unknown, signal: AbortSignal): unknown {
+  if (signal.aborted && !(error instanceof UpstreamAbortError)) return new UpstreamAbortError(signal.reason, { cause: error });
+  return error;
+}

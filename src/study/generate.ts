@@ -1,0 +1,328 @@
+import type { Attempt, ChainLink, FallbackPolicy, Gateway, GenerateOutcome, Validation } from '../actors/types.js';
+import type { GenerationRequest, ProviderAnswer, ProviderId, Task, TokenUsage } from '../providers/index.js';
+import { sha256Hex, studyCacheKey, type CachedStudyResult, type ResultCache } from './cache.js';
+import { mapConcurrent } from './limit.js';
+import { buildMergeNotesRequest, buildNotesRequest, buildQuestionsRequest, conceptList } from './prompts.js';
+import type { FillResult, McqResult, NotesResult, StudyLang, StudyResult, StudyResultByTask } from './schemas.js';
+import { defaultPartBudgetTokens, estimateTokens, splitText } from './split.js';
+import { studyValidator, validateStudyValue, type QualityContext } from './validate.js';
+
+/**
+ * One study task end to end: notes (map-reduce over parts when the document is over the budget),
+ * or MCQ/fill grounded on notes (generated first when the caller has none), through the gateway.
+ * Every provider call of every step is one `gateway.generate`; the outcome carries all their
+ * attempts, each tagged with its step's task.
+ */
+
+export interface StudyProgress {
+  readonly stage: Task;
+  /** Parts of this stage finished so far (1-based, only grows). */
+  readonly part: number;
+  readonly parts: number;
+}
+
+export interface StudyTaskInput {
+  readonly task: Task;
+  readonly text: string;
+  readonly lang: StudyLang;
+  /** Questions asked for (mcq/fill); default 10. */
+  readonly count?: number;
+  /** Grounding for mcq/fill; without it notes are generated first. */
+  readonly notes?: NotesResult;
+  readonly chain: readonly ChainLink[];
+  readonly policy?: FallbackPolicy;
+  readonly signal?: AbortSignal;
+  readonly onAttempt?: (attempt: Attempt) => void;
+  readonly onProgress?: (progress: StudyProgress) => void;
+  /** Most document tokens in one prompt; above it the text is split (default 6000). */
+  readonly budgetTokens?: number;
+  /** Parts in flight at once (default 2). */
+  readonly concurrency?: number;
+  /** Finished results by document, task, language and options. */
+  readonly cache?: ResultCache;
+  /** The document's identity for the cache (its sha256); default a hash of `text`. */
+  readonly cacheKey?: string;
+}
+
+type Succeeded<T> = Extract<GenerateOutcome<T>, { status: 'succeeded' }>;
+type NotSucceeded = Exclude<GenerateOutcome<unknown>, { status: 'succeeded' }>;
+
+/** `cached` is true when the result came from the cache (no provider call, usage zero). */
+export type StudyTaskOutcome = (Succeeded<StudyResult> & { readonly cached?: boolean }) | NotSucceeded;
+
+export const defaultQuestionCount = 10;
+export const defaultConcurrency = 2;
+
+class StepFailed extends Error {
+  constructor(readonly outcome: NotSucceeded) {
+    super(outcome.status === 'failed' ? outcome.message : 'aborted');
+  }
+}
+
+interface Answered {
+  readonly provider: ProviderId;
+  readonly model: string;
+}
+
+function sumUsage(usages: readonly TokenUsage[]): TokenUsage {
+  const sum = (field: keyof TokenUsage): number | null => {
+    const known = usages.map((usage) => usage[field]).filter((value): value is number => value !== null);
+    return known.length === 0 ? null : known.reduce((total, value) => total + value, 0);
+  };
+  return { inputTokens: sum('inputTokens'), outputTokens: sum('outputTokens') };
+}
+
+/** Splits `count` over parts in proportion to their size (largest remainder). */
+export function allocateCount(count: number, weights: readonly number[]): number[] {
+  const total = weights.reduce((sum, weight) => sum + weight, 0);
+  if (weights.length === 0) return [];
+  if (total <= 0) return weights.map((_, index) => (index === 0 ? count : 0));
+  const exact = weights.map((weight) => (count * weight) / total);
+  const counts = exact.map(Math.floor);
+  let left = count - counts.reduce((sum, value) => sum + value, 0);
+  const byRemainder = exact.map((value, index) => ({ index, remainder: value - Math.floor(value) })).sort((a, b) => b.remainder - a.remainder || a.index - b.index);
+  for (const { index } of byRemainder) {
+    if (left <= 0) break;
+    counts[index] = (counts[index] ?? 0) + 1;
+    left -= 1;
+  }
+  return counts;
+}
+
+class StudyRun {
+  readonly attempts: Attempt[] = [];
+  readonly usages: TokenUsage[] = [];
+  fallback = false;
+  answered: Answered | undefined;
+  readonly controller = new AbortController();
+  readonly budget: number;
+  readonly concurrency: number;
+
+  constructor(
+    private readonly gateway: Gateway,
+    readonly input: StudyTaskInput,
+  ) {
+    this.budget = Math.max(64, input.budgetTokens ?? defaultPartBudgetTokens);
+    this.concurrency = Math.max(1, input.concurrency ?? defaultConcurrency);
+  }
+
+  /** One `gateway.generate`; throws StepFailed when it did not succeed. */
+  async step<T>(request: GenerationRequest, validate: (answer: ProviderAnswer) => Validation<T>): Promise<T> {
+    const task = request.task;
+    const onAttempt = this.input.onAttempt;
+    const outcome = await this.gateway.generate<T>({
+      request,
+      validate,
+      chain: this.input.chain,
+      ...(this.input.policy === undefined ? {} : { policy: this.input.policy }),
+      signal: this.controller.signal,
+      ...(onAttempt === undefined ? {} : { onAttempt: (attempt: Attempt) => onAttempt({ ...attempt, task }) }),
+    });
+    this.attempts.push(...outcome.attempts.map((attempt) => ({ ...attempt, task })));
+    if (outcome.status !== 'succeeded') throw new StepFailed(outcome);
+    this.usages.push(outcome.usage);
+    this.fallback ||= outcome.fallback;
+    this.answered = { provider: outcome.provider, model: outcome.model };
+    return outcome.value;
+  }
+
+  /** Parts in flight at most `concurrency`; the first failure aborts the others. */
+  parallel<I, O>(items: readonly I[], run: (item: I, index: number) => Promise<O>): Promise<O[]> {
+    return mapConcurrent(items, this.concurrency, run, () => this.controller.abort());
+  }
+
+  progress(stage: Task, part: number, parts: number): void {
+    this.input.onProgress?.({ stage, part, parts });
+  }
+
+  cacheKey(task: Task, notes?: NotesResult): string {
+    return studyCacheKey({
+      source: this.input.cacheKey ?? `text:${sha256Hex(this.input.text)}`,
+      task,
+      lang: this.input.lang,
+      ...(task === 'notes' ? {} : { count: this.input.count ?? defaultQuestionCount }),
+      ...(notes === undefined ? {} : { notes }),
+      budgetTokens: this.budget,
+    });
+  }
+
+  remember(key: string, task: Task, value: StudyResult, conceptIds?: readonly string[]): void {
+    if (this.input.cache === undefined || this.answered === undefined) return;
+    this.input.cache.set(key, {
+      task,
+      value,
+      provider: this.answered.provider,
+      model: this.answered.model,
+      fallback: this.fallback,
+      usage: sumUsage(this.usages),
+      ...(conceptIds === undefined ? {} : { conceptIds }),
+    });
+  }
+}
+
+function cachedContext(entry: CachedStudyResult, count: number): QualityContext {
+  return { count, conceptIds: entry.conceptIds ?? [] };
+}
+
+async function generateNotes(run: StudyRun): Promise<NotesResult> {
+  const { input } = run;
+  const key = run.cacheKey('notes');
+  const hit = input.cache?.get(key, (entry) => validateStudyValue('notes', entry.value));
+  if (hit !== undefined) {
+    run.progress('notes', 1, 1);
+    return hit.value;
+  }
+  const parts = splitText(input.text, { budgetTokens: run.budget });
+  let notes: NotesResult;
+  if (parts.length <= 1) {
+    notes = await run.step(buildNotesRequest({ text: parts[0] ?? input.text, lang: input.lang }), studyValidator('notes'));
+    run.progress('notes', 1, 1);
+  } else {
+    // Map: notes per part. Reduce: merge them; the merge counts as the stage's last part.
+    const total = parts.length + 1;
+    let done = 0;
+    const partials = await run.parallel(parts, async (text, index) => {
+      const partNotes = await run.step(buildNotesRequest({ text, lang: input.lang, part: { index: index + 1, total: parts.length } }), studyValidator('notes'));
+      done += 1;
+      run.progress('notes', done, total);
+      return partNotes;
+    });
+    notes = await mergeNotes(run, partials);
+    run.progress('notes', total, total);
+  }
+  run.remember(key, 'notes', notes);
+  return notes;
+}
+
+/**
+ * The reduce step. Per-part notes are small, but many parts can still exceed the budget together:
+ * then groups that fit are merged first (a merge tree), and their results merged once more.
+ */
+async function mergeNotes(run: StudyRun, partials: readonly NotesResult[]): Promise<NotesResult> {
+  const merge = (group: readonly NotesResult[]): Promise<NotesResult> =>
+    run.step(buildMergeNotesRequest({ partials: group, lang: run.input.lang }), studyValidator('notes'));
+  let level = partials;
+  for (;;) {
+    const groups = groupWithinBudget(level, run.budget);
+    if (groups.length <= 1 || groups.every((group) => group.length === 1)) return merge(level);
+    level = await run.parallel(groups, (group) => (group.length === 1 && group[0] !== undefined ? Promise.resolve(group[0]) : merge(group)));
+  }
+}
+
+function groupWithinBudget(partials: readonly NotesResult[], budget: number): NotesResult[][] {
+  const groups: NotesResult[][] = [];
+  let current: NotesResult[] = [];
+  let tokens = 0;
+  for (const notes of partials) {
+    const size = estimateTokens(JSON.stringify(notes));
+    if (current.length > 0 && tokens + size > budget) {
+      groups.push(current);
+      current = [];
+      tokens = 0;
+    }
+    current.push(notes);
+    tokens += size;
+  }
+  if (current.length > 0) groups.push(current);
+  return groups;
+}
+
+async function generateQuestions(run: StudyRun, task: 'mcq' | 'fill', notes: NotesResult): Promise<McqResult | FillResult> {
+  const { input } = run;
+  const count = input.count ?? defaultQuestionCount;
+  const conceptIds = notes.keyConcepts.map((concept) => concept.id);
+  const context: QualityContext = { count, conceptIds };
+  // The concept list travels with every part: the document part gets what is left of the budget.
+  const partBudget = Math.max(Math.floor(run.budget / 2), run.budget - estimateTokens(conceptList(notes)));
+  const parts = splitText(input.text, { budgetTokens: partBudget });
+  if (parts.length <= 1) {
+    const value = await run.step(buildQuestionsRequest({ task, text: parts[0] ?? input.text, lang: input.lang, count, notes }), studyValidator(task, context));
+    run.progress(task, 1, 1);
+    return value;
+  }
+  const counts = allocateCount(count, parts.map(estimateTokens));
+  const jobs = parts.map((text, index) => ({ text, index, count: counts[index] ?? 0 })).filter((job) => job.count > 0);
+  let done = 0;
+  const results = await run.parallel(jobs, async (job) => {
+    const value = await run.step(
+      buildQuestionsRequest({ task, text: job.text, lang: input.lang, count: job.count, notes, part: { index: job.index + 1, total: parts.length } }),
+      studyValidator(task, { count: job.count, conceptIds }),
+    );
+    done += 1;
+    run.progress(task, done, jobs.length);
+    return value;
+  });
+  // Every part numbers its questions from q1: renumber, then drop near-duplicates across parts.
+  const questions: (McqResult['questions'][number] | FillResult['questions'][number])[] = [];
+  for (const result of results) for (const question of result.questions) questions.push({ ...question, id: `q${questions.length + 1}` });
+  const combined = validateStudyValue(task, { questions }, context);
+  if (!combined.ok) {
+    throw new StepFailed({
+      status: 'failed',
+      httpStatus: 502,
+      code: 'INVALID_PROVIDER_OUTPUT',
+      message: `questions from the document's parts failed the checks when combined: ${combined.errors.join('; ')}`,
+      attempts: [],
+    });
+  }
+  return combined.value;
+}
+
+async function runTask(run: StudyRun): Promise<StudyResult> {
+  const { input } = run;
+  if (input.task === 'notes') return generateNotes(run);
+  const notes = input.notes ?? (await generateNotes(run));
+  const key = run.cacheKey(input.task, input.notes);
+  const value = await generateQuestions(run, input.task, notes);
+  run.remember(key, input.task, value, notes.keyConcepts.map((concept) => concept.id));
+  return value;
+}
+
+function cachedOutcome(run: StudyRun): StudyTaskOutcome | undefined {
+  const { input } = run;
+  if (input.cache === undefined) return undefined;
+  const count = input.count ?? defaultQuestionCount;
+  const key = input.task === 'notes' ? run.cacheKey('notes') : run.cacheKey(input.task, input.notes);
+  const hit = input.cache.get(key, (entry) =>
+    entry.task === input.task ? validateStudyValue(input.task, entry.value, cachedContext(entry, count)) : { ok: false, errors: ['task mismatch'] },
+  );
+  if (hit === undefined) return undefined;
+  return {
+    status: 'succeeded',
+    value: hit.value as StudyResultByTask[typeof input.task],
+    provider: hit.entry.provider,
+    model: hit.entry.model,
+    fallback: hit.entry.fallback,
+    attempts: [],
+    usage: { inputTokens: 0, outputTokens: 0 },
+    cached: true,
+  };
+}
+
+/**
+ * Generates one study task (conventions: `generateStudyTask(gateway, input)`). Succeeds with the
+ * final step's provider and model, `fallback` if any step fell back, usage summed over steps
+ * (`null` when no step reported it); fails with the failing step's status, code and retry-after
+ * and every attempt so far; `aborted` when the caller's signal fired.
+ */
+export async function generateStudyTask(gateway: Gateway, input: StudyTaskInput): Promise<StudyTaskOutcome> {
+  const run = new StudyRun(gateway, input);
+  const cached = cachedOutcome(run);
+  if (cached !== undefined) return cached;
+  if (input.signal?.aborted) return { status: 'aborted', attempts: [] };
+  const onAbort = (): void => run.controller.abort(input.signal?.reason);
+  input.signal?.addEventListener('abort', onAbort, { once: true });
+  try {
+    const value = await runTask(run);
+    const answered = run.answered;
+    if (answered === undefined) throw new Error('study task finished without a provider answer');
+    return { status: 'succeeded', value, provider: answered.provider, model: answered.model, fallback: run.fallback, attempts: run.attempts, usage: sumUsage(run.usages) };
+  } catch (error) {
+    if (input.signal?.aborted) return { status: 'aborted', attempts: run.attempts };
+    if (!(error instanceof StepFailed)) throw error;
+    if (error.outcome.status === 'aborted') return { status: 'aborted', attempts: run.attempts };
+    return { ...error.outcome, attempts: run.attempts };
+  } finally {
+    input.signal?.removeEventListener('abort', onAbort);
+  }
+}

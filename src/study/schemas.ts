@@ -1,0 +1,91 @@
+import { z } from 'zod';
+import type { Task } from '../providers/index.js';
+
+/**
+ * The study material of SPEC.md §5 as zod 4 schemas. These are the shapes after normalization
+ * (normalize.ts); the JSON schemas handed to providers are derived from them with `z.toJSONSchema`.
+ */
+
+export const studyLangs = ['ko', 'en'] as const;
+export type StudyLang = (typeof studyLangs)[number];
+
+export const optionLetters = ['A', 'B', 'C', 'D'] as const;
+export type OptionLetter = (typeof optionLetters)[number];
+
+const text = z.string().trim().min(1);
+
+export const keyConceptSchema = z.object({
+  id: text,
+  term: text,
+  definition: text,
+  importance: z.enum(['high', 'medium', 'low']),
+});
+
+export const notesResultSchema = z.object({
+  keyConcepts: z.array(keyConceptSchema).min(1),
+  sections: z.array(z.object({ title: text, summary: z.string(), bullets: z.array(z.string()) })),
+  glossary: z.array(z.object({ term: text, definition: z.string() })),
+});
+
+export const questionLevelSchema = z.int().min(1).max(5);
+export const questionTypeSchema = z.enum(['concept', 'application']);
+
+export const mcqQuestionSchema = z.object({
+  id: text,
+  question: text,
+  options: z.object({ A: text, B: text, C: text, D: text }),
+  answer: z.enum(optionLetters),
+  explanation: z.string(),
+  conceptId: text,
+  level: questionLevelSchema,
+  questionType: questionTypeSchema,
+});
+
+export const mcqResultSchema = z.object({ questions: z.array(mcqQuestionSchema) });
+
+export const fillQuestionSchema = z.object({
+  id: text,
+  /** Holds exactly one `___` (checked in quality.ts, so the message can say how many it found). */
+  sentence: text,
+  answer: text,
+  acceptableAnswers: z.array(z.string()),
+  hint: z.string(),
+  conceptId: text,
+  level: questionLevelSchema,
+  questionType: questionTypeSchema,
+});
+
+export const fillResultSchema = z.object({ questions: z.array(fillQuestionSchema) });
+
+export type KeyConcept = z.infer<typeof keyConceptSchema>;
+export type NotesResult = z.infer<typeof notesResultSchema>;
+export type McqQuestion = z.infer<typeof mcqQuestionSchema>;
+export type McqResult = z.infer<typeof mcqResultSchema>;
+export type FillQuestion = z.infer<typeof fillQuestionSchema>;
+export type FillResult = z.infer<typeof fillResultSchema>;
+export type StudyResult = NotesResult | McqResult | FillResult;
+
+/** The result type of each task. */
+export interface StudyResultByTask {
+  notes: NotesResult;
+  mcq: McqResult;
+  fill: FillResult;
+}
+
+export const studyResultSchemas = {
+  notes: notesResultSchema,
+  mcq: mcqResultSchema,
+  fill: fillResultSchema,
+} as const;
+
+const jsonSchemaCache = new Map<Task, Readonly<Record<string, unknown>>>();
+
+/** The JSON schema a provider is asked to follow for `task` (GenerationRequest.jsonSchema). */
+export function studyJsonSchema(task: Task): Readonly<Record<string, unknown>> {
+  let schema = jsonSchemaCache.get(task);
+  if (schema === undefined) {
+    schema = z.toJSONSchema(studyResultSchemas[task]) as Record<string, unknown>;
+    jsonSchemaCache.set(task, schema);
+  }
+  return schema;
+}

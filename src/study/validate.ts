@@ -1,0 +1,62 @@
+import type { z } from 'zod';
+import type { Validation } from '../actors/types.js';
+import type { ProviderAnswer, Task } from '../providers/index.js';
+import { extractJson } from './extract-json.js';
+import { normalizers } from './normalize.js';
+import { checkFill, checkMcq, checkNotes, type QuestionCheckOptions } from './quality.js';
+import { studyResultSchemas, type FillResult, type McqResult, type NotesResult, type StudyResultByTask } from './schemas.js';
+
+/**
+ * The `validate` handed to `gateway.generate`: truncation, JSON extraction, normalization, the zod
+ * schema, then the quality checks. `{ok:false}` makes the attempt `invalid_output`; its errors go
+ * back to the model in the one re-ask.
+ */
+
+/** What mcq and fill are checked against; notes need nothing. */
+export type QualityContext = Partial<QuestionCheckOptions>;
+
+const maxSchemaErrors = 8;
+
+function formatPath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const segment of path) out += typeof segment === 'number' ? `[${segment}]` : `${out === '' ? '' : '.'}${String(segment)}`;
+  return out === '' ? '(root)' : out;
+}
+
+function schemaErrors(error: z.ZodError): string[] {
+  return error.issues.slice(0, maxSchemaErrors).map((issue) => `${formatPath(issue.path)}: ${issue.message}`);
+}
+
+/** Schema and quality checks of an already parsed value (also used to re-validate cached results). */
+export function validateStudyValue<T extends Task>(task: T, raw: unknown, context: QualityContext = {}): Validation<StudyResultByTask[T]> {
+  const normalized = normalizers[task](raw);
+  const parsed = studyResultSchemas[task].safeParse(normalized);
+  if (!parsed.success) return { ok: false, errors: schemaErrors(parsed.error) };
+  return checkQuality(task, parsed.data as StudyResultByTask[T], context);
+}
+
+function checkQuality<T extends Task>(task: T, value: StudyResultByTask[T], context: QualityContext): Validation<StudyResultByTask[T]> {
+  if (task === 'notes') return checkNotes(value as NotesResult) as Validation<StudyResultByTask[T]>;
+  const options: QuestionCheckOptions = {
+    count: context.count ?? (value as McqResult | FillResult).questions.length,
+    conceptIds: context.conceptIds ?? [],
+    ...(context.similarityThreshold === undefined ? {} : { similarityThreshold: context.similarityThreshold }),
+  };
+  const checked = task === 'mcq' ? checkMcq(value as McqResult, options) : checkFill(value as FillResult, options);
+  return checked as Validation<StudyResultByTask[T]>;
+}
+
+/** One provider answer → the typed study result or the reasons it is `invalid_output`. */
+export function validateStudyAnswer<T extends Task>(task: T, answer: ProviderAnswer, context: QualityContext = {}): Validation<StudyResultByTask[T]> {
+  if (answer.truncated) {
+    return { ok: false, errors: ['the answer was cut off at the output token limit; answer more briefly with complete JSON'] };
+  }
+  const extracted = extractJson(answer.text);
+  if (!extracted.ok) return { ok: false, errors: [extracted.error] };
+  return validateStudyValue(task, extracted.value, context);
+}
+
+/** The validator for one step, ready for `GenerateInput.validate`. */
+export function studyValidator<T extends Task>(task: T, context: QualityContext = {}): (answer: ProviderAnswer) => Validation<StudyResultByTask[T]> {
+  return (answer) => validateStudyAnswer(task, answer, context);
+}

@@ -1,0 +1,555 @@
+import { inspect } from 'node:util';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { InspectionEvent } from 'xstate';
+import type { Attempt, BreakerTransition, CallRecord, GenerateOutcome } from '../../src/actors/types.js';
+import type { IgnoredErrorClass } from '../../src/errors/index.js';
+import type { ProviderId } from '../../src/providers/index.js';
+import {
+  input,
+  invalidAnswer,
+  keys,
+  request,
+  startHarness,
+  type Harness,
+  type HarnessOptions,
+} from './gateway-harness.js';
+import { fail } from './scripted-adapter.js';
+
+let harness: Harness | undefined;
+
+function start(options: HarnessOptions = {}): Harness {
+  harness = startHarness(options);
+  return harness;
+}
+
+/** Lets microtasks (scripted answers, actor messages) run without moving the clock. */
+async function settle(): Promise<void> {
+  await vi.advanceTimersByTimeAsync(0);
+}
+
+function expectSucceeded<T>(
+  outcome: GenerateOutcome<T>,
+): Extract<GenerateOutcome<T>, { status: 'succeeded' }> {
+  if (outcome.status !== 'succeeded') throw new Error(`expected success, got ${JSON.stringify(outcome)}`);
+  return outcome;
+}
+
+function expectFailed<T>(outcome: GenerateOutcome<T>): Extract<GenerateOutcome<T>, { status: 'failed' }> {
+  if (outcome.status !== 'failed') throw new Error(`expected failure, got ${JSON.stringify(outcome)}`);
+  return outcome;
+}
+
+function summary(attempts: readonly Attempt[]): string[] {
+  return attempts.map((a) => `${a.provider}:${a.outcome}:${a.errorClass ?? '-'}:${a.retry}`);
+}
+
+/** Opens a provider's breaker through real failed requests (threshold 3 = one request with 2 retries). */
+async function openBreakerOf(h: Harness, provider: ProviderId): Promise<void> {
+  h.adapters[provider].script(fail('server_error'), fail('server_error'), fail('server_error'));
+  const pending = h.gateway.generate(input([provider]));
+  await vi.advanceTimersByTimeAsync(3000);
+  await pending;
+  expect(h.gateway.provider(provider).breaker.state).toBe('open');
+}
+
+beforeEach(() => {
+  vi.useFakeTimers();
+  vi.setSystemTime(new Date('2025-01-01T00:00:00Z'));
+});
+
+afterEach(async () => {
+  await harness?.gateway.stop();
+  harness = undefined;
+  vi.useRealTimers();
+});
+
+describe('gateway: success', () => {
+  it('answers from the first provider with meta, usage and one attempt', async () => {
+    const { gateway, adapters } = start();
+    const outcome = expectSucceeded(await gateway.generate(input(['claude', 'gpt', 'timelygpt'])));
+    expect(outcome).toMatchObject({
+      value: { ok: true },
+      provider: 'claude',
+      model: 'claude-model',
+      fallback: false,
+      usage: { inputTokens: 10, outputTokens: 5 },
+    });
+    expect(outcome.attempts).toEqual([
+      {
+        provider: 'claude',
+        model: 'claude-model',
+        outcome: 'succeeded',
+        countedByBreaker: false,
+        retry: 0,
+        durationMs: 0,
+        task: 'notes',
+      },
+    ]);
+    expect(adapters.claude.requests).toHaveLength(1);
+    expect(adapters.gpt.requests).toHaveLength(0);
+    expect(gateway.provider('claude').stats).toMatchObject({ calls: 1, successes: 1, failures: 0 });
+  });
+});
+
+describe('gateway: fallback and retry', () => {
+  it('falls back to the second provider after a non-retryable class (auth)', async () => {
+    const { gateway, adapters } = start();
+    adapters.claude.script(fail('auth', { httpStatus: 401 }));
+    const outcome = expectSucceeded(await gateway.generate(input(['claude', 'gpt'])));
+    expect(outcome.provider).toBe('gpt');
+    expect(outcome.fallback).toBe(true);
+    expect(summary(outcome.attempts)).toEqual(['claude:failed:auth:0', 'gpt:succeeded:-:0']);
+    expect(outcome.attempts[0]).toMatchObject({ httpStatus: 401, countedByBreaker: false });
+    expect(adapters.claude.requests).toHaveLength(1);
+  });
+
+  it('retries after 1 s then 2 s of backoff, never before the delay', async () => {
+    const { gateway, adapters } = start();
+    adapters.claude.script(fail('server_error'), fail('server_error'));
+    const pending = gateway.generate(input(['claude', 'gpt']));
+    await settle();
+    expect(adapters.claude.requests).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(999);
+    expect(adapters.claude.requests).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(adapters.claude.requests).toHaveLength(2);
+    await vi.advanceTimersByTimeAsync(1999);
+    expect(adapters.claude.requests).toHaveLength(2);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(adapters.claude.requests).toHaveLength(3);
+    const outcome = expectSucceeded(await pending);
+    expect(summary(outcome.attempts)).toEqual([
+      'claude:failed:server_error:0',
+      'claude:failed:server_error:1',
+      'claude:succeeded:-:2',
+    ]);
+    expect(adapters.gpt.requests).toHaveLength(0);
+  });
+
+  it('retries a provider at most retryMax times, then falls back', async () => {
+    const { gateway, adapters } = start({ breaker: { threshold: 10, recoveryMs: 10_000 } });
+    adapters.claude.script(fail('overloaded'), fail('overloaded'), fail('overloaded'), fail('overloaded'));
+    const pending = gateway.generate(input(['claude', 'gpt']));
+    await vi.advanceTimersByTimeAsync(60_000);
+    const outcome = expectSucceeded(await pending);
+    expect(adapters.claude.requests).toHaveLength(3);
+    expect(summary(outcome.attempts)).toEqual([
+      'claude:failed:overloaded:0',
+      'claude:failed:overloaded:1',
+      'claude:failed:overloaded:2',
+      'gpt:succeeded:-:0',
+    ]);
+    expect(gateway.provider('claude').breaker.consecutiveFailures).toBe(3);
+  });
+
+  it('falls back at once on a server_error under fallback-first, and retries on the last provider', async () => {
+    const { gateway, adapters } = start({ policy: 'fallback-first' });
+    adapters.claude.script(fail('server_error'));
+    adapters.gpt.script(fail('server_error'));
+    const pending = gateway.generate(input(['claude', 'gpt']));
+    await settle();
+    expect(adapters.claude.requests).toHaveLength(1);
+    expect(adapters.gpt.requests).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(999);
+    expect(adapters.gpt.requests).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(1);
+    const outcome = expectSucceeded(await pending);
+    expect(summary(outcome.attempts)).toEqual([
+      'claude:failed:server_error:0',
+      'gpt:failed:server_error:0',
+      'gpt:succeeded:-:1',
+    ]);
+    expect(adapters.claude.requests).toHaveLength(1);
+  });
+
+  it('takes a per-request policy over the configured one', async () => {
+    const { gateway, adapters } = start({ policy: 'retry-then-fallback' });
+    adapters.claude.script(fail('timeout'));
+    const outcome = expectSucceeded(
+      await gateway.generate(input(['claude', 'gpt'], { policy: 'fallback-first' })),
+    );
+    expect(outcome.provider).toBe('gpt');
+  });
+
+  it('does not fall back on bad_request', async () => {
+    const { gateway, adapters } = start();
+    adapters.claude.script(fail('bad_request', { httpStatus: 400 }));
+    const outcome = expectFailed(await gateway.generate(input(['claude', 'gpt'])));
+    expect(outcome).toMatchObject({ httpStatus: 400, code: 'PROVIDER_BAD_REQUEST' });
+    expect(adapters.gpt.requests).toHaveLength(0);
+  });
+});
+
+describe('gateway: invalid output', () => {
+  it('re-asks once with the validation errors as the last user message, then falls back', async () => {
+    const { gateway, adapters } = start();
+    adapters.claude.script({ kind: 'answer', text: invalidAnswer }, { kind: 'answer', text: invalidAnswer });
+    const outcome = expectSucceeded(await gateway.generate(input(['claude', 'gpt'])));
+    expect(adapters.claude.requests).toHaveLength(2);
+    const reask = adapters.claude.requests[1];
+    const last = reask?.messages[reask.messages.length - 1];
+    expect(last?.role).toBe('user');
+    expect(last?.content).toContain('ok: expected true');
+    expect(reask?.messages.slice(0, request.messages.length)).toEqual(request.messages);
+    expect(reask?.messages[reask.messages.length - 2]).toEqual({ role: 'assistant', content: invalidAnswer });
+    expect(summary(outcome.attempts)).toEqual([
+      'claude:failed:invalid_output:0',
+      'claude:failed:invalid_output:1',
+      'gpt:succeeded:-:0',
+    ]);
+    expect(adapters.gpt.requests[0]).toEqual(request);
+  });
+
+  it('answers 502 INVALID_PROVIDER_OUTPUT when every attempt is invalid', async () => {
+    const { gateway, adapters } = start();
+    adapters.claude.script({ kind: 'answer', text: invalidAnswer }, { kind: 'answer', text: invalidAnswer });
+    const outcome = expectFailed(await gateway.generate(input(['claude'])));
+    expect(outcome).toMatchObject({ httpStatus: 502, code: 'INVALID_PROVIDER_OUTPUT' });
+    expect(outcome.attempts).toHaveLength(2);
+  });
+
+  it('treats a truncated answer as invalid_output', async () => {
+    const { gateway, adapters } = start();
+    adapters.claude.script({ kind: 'answer', truncated: true }, { kind: 'answer', truncated: true });
+    const outcome = expectSucceeded(await gateway.generate(input(['claude', 'gpt'])));
+    expect(summary(outcome.attempts).slice(0, 2)).toEqual([
+      'claude:failed:invalid_output:0',
+      'claude:failed:invalid_output:1',
+    ]);
+    expect(adapters.claude.requests[1]?.messages.at(-1)?.content).toContain('cut off');
+  });
+});
+
+describe('gateway: breaker', () => {
+  it('skips a provider whose breaker is open, without calling it', async () => {
+    const h = start();
+    await openBreakerOf(h, 'claude');
+    const callsBefore = h.adapters.claude.requests.length;
+    const outcome = expectSucceeded(await h.gateway.generate(input(['claude', 'gpt'])));
+    expect(h.adapters.claude.requests).toHaveLength(callsBefore);
+    expect(outcome.attempts[0]).toMatchObject({
+      provider: 'claude',
+      outcome: 'skipped',
+      reason: 'circuit_open',
+      errorClass: 'circuit_open',
+      countedByBreaker: false,
+      durationMs: 0,
+    });
+    expect(outcome.provider).toBe('gpt');
+    expect(h.gateway.provider('claude').stats.rejected).toBe(1);
+  });
+
+  it('sends exactly one probe upstream after recoveryMs, however many requests arrive', async () => {
+    const h = start();
+    await openBreakerOf(h, 'claude');
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(h.gateway.provider('claude').breaker.state).toBe('halfOpen');
+    const callsBefore = h.adapters.claude.requests.length;
+    h.adapters.claude.script({ kind: 'answer', delayMs: 500 });
+    const runs = [1, 2, 3, 4].map(() => h.gateway.generate(input(['claude', 'gpt'])));
+    await settle();
+    expect(h.adapters.claude.requests).toHaveLength(callsBefore + 1);
+    await vi.advanceTimersByTimeAsync(500);
+    const outcomes = (await Promise.all(runs)).map(expectSucceeded);
+    expect(outcomes.map((o) => o.provider).sort()).toEqual(['claude', 'gpt', 'gpt', 'gpt']);
+    expect(h.adapters.claude.requests).toHaveLength(callsBefore + 1);
+    expect(h.gateway.provider('claude').breaker).toMatchObject({ state: 'closed', consecutiveFailures: 0 });
+  });
+
+  it.each<[IgnoredErrorClass, number | undefined]>([
+    ['auth', 401],
+    ['permission', 403],
+    ['rate_limited', 429],
+    ['quota_exhausted', 402],
+  ])('never moves consecutiveFailures on %s', async (errorClass, httpStatus) => {
+    const { gateway, adapters } = start({ retry: { max: 0, backoffMs: [1000] } });
+    adapters.claude.script(fail('server_error'));
+    await gateway.generate(input(['claude']));
+    expect(gateway.provider('claude').breaker.consecutiveFailures).toBe(1);
+    adapters.claude.script(
+      ...[1, 2, 3, 4].map(() => fail(errorClass, httpStatus === undefined ? {} : { httpStatus })),
+    );
+    for (let i = 0; i < 4; i += 1) {
+      const outcome = await gateway.generate(input(['claude']));
+      expect(outcome.attempts[0]).toMatchObject({ errorClass, countedByBreaker: false });
+    }
+    expect(gateway.provider('claude').breaker).toMatchObject({ state: 'closed', consecutiveFailures: 1 });
+    expect(gateway.provider('claude').stats).toMatchObject({ failures: 1, ignored: 4 });
+  });
+
+  // Known failing (reported to the lead): an answer that fails validation reaches the breaker as
+  // `call.succeeded` (the provider actor cannot see the verdict), which clears the count — and closes
+  // a half-open breaker — although ERRORS.md says invalid_output never counts and proves nothing.
+  it('never moves consecutiveFailures on invalid_output', async () => {
+    const { gateway, adapters } = start({ retry: { max: 0, backoffMs: [1000] } });
+    adapters.claude.script(fail('server_error'));
+    await gateway.generate(input(['claude']));
+    adapters.claude.script(...[1, 2, 3, 4].map(() => ({ kind: 'answer' as const, text: invalidAnswer })));
+    await gateway.generate(input(['claude']));
+    await gateway.generate(input(['claude']));
+    expect(adapters.claude.requests).toHaveLength(5);
+    expect(gateway.provider('claude').breaker.consecutiveFailures).toBe(1);
+  });
+
+  it('never moves consecutiveFailures on aborted', async () => {
+    const { gateway, adapters } = start({ retry: { max: 0, backoffMs: [1000] } });
+    adapters.claude.script(fail('server_error'));
+    await gateway.generate(input(['claude']));
+    adapters.claude.script(fail('aborted'));
+    const outcome = await gateway.generate(input(['claude', 'gpt']));
+    expect(outcome.attempts[0]).toMatchObject({ errorClass: 'aborted', countedByBreaker: false });
+    expect(adapters.gpt.requests).toHaveLength(0);
+    expect(gateway.provider('claude').breaker.consecutiveFailures).toBe(1);
+  });
+
+  it('stays halfOpen when the probe answers invalid output (inconclusive)', async () => {
+    const h = start();
+    await openBreakerOf(h, 'claude');
+    await vi.advanceTimersByTimeAsync(10_000);
+    h.adapters.claude.script(
+      { kind: 'answer', text: invalidAnswer },
+      { kind: 'answer', text: invalidAnswer },
+    );
+    const outcome = await h.gateway.generate(input(['claude', 'gpt']));
+    expect(outcome.attempts[0]).toMatchObject({ errorClass: 'invalid_output', countedByBreaker: false });
+    expect(h.gateway.provider('claude').breaker).toMatchObject({ state: 'halfOpen', consecutiveFailures: 3 });
+  });
+
+  it('counts our own deadline as a timeout', async () => {
+    const { gateway, adapters } = start({ policy: 'fallback-first' });
+    adapters.claude.script({ kind: 'hang' });
+    const pending = gateway.generate(input(['claude', 'gpt']));
+    await vi.advanceTimersByTimeAsync(4999);
+    expect(adapters.gpt.requests).toHaveLength(0);
+    await vi.advanceTimersByTimeAsync(1);
+    const outcome = expectSucceeded(await pending);
+    expect(outcome.attempts[0]).toMatchObject({
+      provider: 'claude',
+      errorClass: 'timeout',
+      countedByBreaker: true,
+      durationMs: 5000,
+    });
+    expect(adapters.claude.aborted).toBe(1);
+    expect(gateway.provider('claude').breaker.consecutiveFailures).toBe(1);
+  });
+
+  it('re-opens when a probe times out, without retrying into its own open breaker', async () => {
+    const h = start({ policy: 'fallback-first' });
+    await openBreakerOf(h, 'claude');
+    await vi.advanceTimersByTimeAsync(10_000);
+    h.adapters.claude.script({ kind: 'hang' });
+    const pending = h.gateway.generate(input(['claude', 'gpt']));
+    await vi.advanceTimersByTimeAsync(5000);
+    const outcome = expectSucceeded(await pending);
+    expect(summary(outcome.attempts)).toEqual(['claude:failed:timeout:0', 'gpt:succeeded:-:0']);
+    expect(h.gateway.provider('claude').breaker.state).toBe('open');
+  });
+});
+
+describe('gateway: caller abort', () => {
+  it('ends aborted, aborts the upstream call, and leaves the breaker untouched', async () => {
+    const { gateway, adapters } = start();
+    adapters.claude.script({ kind: 'hang' });
+    const controller = new AbortController();
+    const pending = gateway.generate(input(['claude', 'gpt'], { signal: controller.signal }));
+    await settle();
+    expect(adapters.claude.requests).toHaveLength(1);
+    controller.abort();
+    const outcome = await pending;
+    expect(outcome.status).toBe('aborted');
+    await settle();
+    expect(adapters.claude.aborted).toBe(1);
+    expect(adapters.gpt.requests).toHaveLength(0);
+    expect(gateway.provider('claude').breaker).toMatchObject({ state: 'closed', consecutiveFailures: 0 });
+    expect(gateway.provider('claude').stats).toMatchObject({ failures: 0, ignored: 1 });
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(gateway.provider('claude').breaker.consecutiveFailures).toBe(0);
+  });
+
+  it('frees the half-open probe slot when the caller aborts the probe', async () => {
+    const h = start();
+    await openBreakerOf(h, 'claude');
+    await vi.advanceTimersByTimeAsync(10_000);
+    h.adapters.claude.script({ kind: 'hang' });
+    const controller = new AbortController();
+    const probe = h.gateway.generate(input(['claude'], { signal: controller.signal }));
+    await settle();
+    controller.abort();
+    expect((await probe).status).toBe('aborted');
+    expect(h.gateway.provider('claude').breaker.state).toBe('halfOpen');
+    const next = expectSucceeded(await h.gateway.generate(input(['claude'])));
+    expect(next.provider).toBe('claude');
+    expect(h.gateway.provider('claude').breaker.state).toBe('closed');
+  });
+
+  it('stops waiting out a backoff when the caller aborts', async () => {
+    const { gateway, adapters } = start();
+    adapters.claude.script(fail('server_error'));
+    const controller = new AbortController();
+    const pending = gateway.generate(input(['claude'], { signal: controller.signal }));
+    await vi.advanceTimersByTimeAsync(500);
+    controller.abort();
+    expect((await pending).status).toBe('aborted');
+    await vi.advanceTimersByTimeAsync(5000);
+    expect(adapters.claude.requests).toHaveLength(1);
+  });
+
+  it('answers aborted at once for an already aborted signal', async () => {
+    const { gateway, adapters } = start();
+    const outcome = await gateway.generate(input(['claude'], { signal: AbortSignal.abort() }));
+    expect(outcome).toEqual({ status: 'aborted', attempts: [] });
+    expect(adapters.claude.requests).toHaveLength(0);
+  });
+});
+
+describe('gateway: when every provider fails', () => {
+  it('answers 503 PROVIDERS_UNAVAILABLE with retryAfterSeconds when every provider is skipped', async () => {
+    const h = start({ breaker: { threshold: 1, recoveryMs: 10_000 } });
+    h.adapters.claude.script(fail('server_error'));
+    h.adapters.gpt.script(fail('connection'));
+    // fallback-first: claude fails, gpt fails, the retry on gpt (after 1 s) finds its breaker open.
+    const first = h.gateway.generate(input(['claude', 'gpt'], { policy: 'fallback-first' }));
+    await vi.advanceTimersByTimeAsync(2500);
+    expect(summary((await first).attempts)).toEqual([
+      'claude:failed:server_error:0',
+      'gpt:failed:connection:0',
+      'gpt:skipped:circuit_open:1',
+    ]);
+    const calls = h.adapters.claude.requests.length + h.adapters.gpt.requests.length;
+    const outcome = expectFailed(await h.gateway.generate(input(['claude', 'gpt'])));
+    expect(outcome).toMatchObject({ httpStatus: 503, code: 'PROVIDERS_UNAVAILABLE', retryAfterSeconds: 8 });
+    expect(summary(outcome.attempts)).toEqual([
+      'claude:skipped:circuit_open:0',
+      'gpt:skipped:circuit_open:0',
+    ]);
+    expect(h.adapters.claude.requests.length + h.adapters.gpt.requests.length).toBe(calls);
+  });
+
+  it('answers 429 with the earliest retry-after when every provider is rate limited', async () => {
+    const { gateway, adapters } = start();
+    adapters.claude.script(fail('rate_limited', { httpStatus: 429, retryAfterMs: 7000 }));
+    adapters.gpt.script(fail('rate_limited', { httpStatus: 429, retryAfterMs: 3500 }));
+    adapters.timelygpt.script(fail('rate_limited', { httpStatus: 429 }));
+    const outcome = expectFailed(await gateway.generate(input(['claude', 'gpt', 'timelygpt'])));
+    expect(outcome).toMatchObject({ httpStatus: 429, code: 'PROVIDER_RATE_LIMITED', retryAfterSeconds: 4 });
+    expect(outcome.attempts).toHaveLength(3);
+  });
+
+  it('answers 401 PROVIDER_AUTH_FAILED when every key is refused', async () => {
+    const { gateway, adapters } = start();
+    adapters.claude.script(fail('auth'));
+    adapters.gpt.script(fail('auth'));
+    const outcome = expectFailed(await gateway.generate(input(['claude', 'gpt'])));
+    expect(outcome).toMatchObject({ httpStatus: 401, code: 'PROVIDER_AUTH_FAILED' });
+    expect(outcome.retryAfterSeconds).toBeUndefined();
+  });
+
+  it('answers 400 NO_PROVIDER_KEY for an empty chain', async () => {
+    const { gateway } = start();
+    const outcome = expectFailed(await gateway.generate(input([])));
+    expect(outcome).toMatchObject({ httpStatus: 400, code: 'NO_PROVIDER_KEY', attempts: [] });
+  });
+});
+
+describe('gateway: listeners', () => {
+  it('calls onAttempt with each attempt, in order', async () => {
+    const { gateway, adapters } = start({ policy: 'fallback-first' });
+    adapters.claude.script(fail('auth'));
+    adapters.gpt.script({ kind: 'answer', text: invalidAnswer });
+    const seen: Attempt[] = [];
+    const outcome = await gateway.generate(
+      input(['claude', 'gpt', 'timelygpt'], { onAttempt: (a) => seen.push(a) }),
+    );
+    expect(summary(seen)).toEqual([
+      'claude:failed:auth:0',
+      'gpt:failed:invalid_output:0',
+      'timelygpt:succeeded:-:0',
+    ]);
+    expect(seen).toEqual(outcome.attempts);
+  });
+
+  it('tells breaker transitions, calls and fallbacks to their listeners', async () => {
+    const h = start();
+    const transitions: BreakerTransition[] = [];
+    const calls: CallRecord[] = [];
+    const fallbacks: string[] = [];
+    h.gateway.onBreakerTransition((t) => transitions.push(t));
+    h.gateway.onCall((c) => calls.push(c));
+    const off = h.gateway.onFallback((from, to) => fallbacks.push(`${from}->${to}`));
+    await openBreakerOf(h, 'claude');
+    await h.gateway.generate(input(['claude', 'gpt']));
+    await vi.advanceTimersByTimeAsync(10_000);
+    await h.gateway.generate(input(['claude', 'gpt']));
+    off();
+    h.adapters.claude.script(fail('auth'));
+    await h.gateway.generate(input(['claude', 'gpt']));
+    expect(transitions.map((t) => `${t.provider}:${t.from}->${t.to}`)).toEqual([
+      'claude:closed->open',
+      'claude:open->halfOpen',
+      'claude:halfOpen->closed',
+    ]);
+    expect(calls.map((c) => `${c.provider}:${c.outcome}:${c.errorClass ?? '-'}`)).toEqual([
+      'claude:failed:server_error',
+      'claude:failed:server_error',
+      'claude:failed:server_error',
+      'claude:rejected:circuit_open',
+      'gpt:succeeded:-',
+      'claude:succeeded:-',
+      'claude:failed:auth',
+      'gpt:succeeded:-',
+    ]);
+    expect(fallbacks).toEqual(['claude->gpt']);
+  });
+});
+
+describe('gateway: operator control', () => {
+  it('holds a breaker open on forceOpen until release, and clears it on reset', async () => {
+    const { gateway, adapters } = start({ retry: { max: 0, backoffMs: [1000] } });
+    const forced = gateway.controlBreaker('claude', 'forceOpen');
+    expect(forced.breaker).toMatchObject({ state: 'open', forced: true, retryAt: null });
+    await vi.advanceTimersByTimeAsync(60_000);
+    const skipped = await gateway.generate(input(['claude', 'gpt']));
+    expect(summary(skipped.attempts)[0]).toBe('claude:skipped:circuit_open:0');
+    expect(adapters.claude.requests).toHaveLength(0);
+    expect(gateway.controlBreaker('claude', 'release').breaker).toMatchObject({
+      state: 'closed',
+      forced: false,
+    });
+    adapters.claude.script(fail('server_error'));
+    await gateway.generate(input(['claude']));
+    expect(gateway.provider('claude').breaker.consecutiveFailures).toBe(1);
+    expect(gateway.controlBreaker('claude', 'reset').breaker).toMatchObject({
+      state: 'closed',
+      consecutiveFailures: 0,
+      openedAt: null,
+    });
+    expect(gateway.provider('claude').stats.opens).toBe(1);
+  });
+});
+
+describe('gateway: secrets', () => {
+  it('never puts an API key in an attempt, an outcome, a status or an inspection event', async () => {
+    const events: InspectionEvent[] = [];
+    const h = start({ inspect: (event) => events.push(event) });
+    h.adapters.claude.script(fail('server_error'), fail('server_error'), fail('server_error'));
+    h.adapters.gpt.script(fail('auth'));
+    const pending = h.gateway.generate(input(['claude', 'gpt', 'timelygpt']));
+    await vi.advanceTimersByTimeAsync(3000);
+    const outcome = await pending;
+    const texts = [
+      JSON.stringify(outcome),
+      JSON.stringify(h.gateway.providers()),
+      ...events.map((event) => JSON.stringify(event)),
+      ...events
+        .filter((event) => event.type === '@xstate.event')
+        .map((event) => inspect(event.event, { depth: 6 })),
+    ];
+    expect(events.length).toBeGreaterThan(10);
+    const requested = events.filter((e) => e.type === '@xstate.event' && e.event.type === 'call.requested');
+    expect(requested.length).toBeGreaterThan(0);
+    expect(JSON.stringify(requested[0])).toMatch(/\[secret [0-9a-f]{10}\]/);
+    for (const key of Object.values(keys)) {
+      for (const text of texts) expect(text).not.toContain(key);
+    }
+  });
+});

@@ -1,0 +1,23 @@
+import { getNextTransitions, type AnyMachineSnapshot } from 'xstate';
+
+/**
+ * Events to explore from a snapshot: the event types the snapshot can actually take (delayed
+ * `xstate.after.*` ones included, XSTATE.md pitfall 1), each expanded into its payloads.
+ */
+export function eventsFrom<TEvent extends { type: string }>(
+  snapshot: AnyMachineSnapshot,
+  payloadsFor: (type: string, snapshot: AnyMachineSnapshot) => readonly TEvent[],
+): TEvent[] {
+  const types = [...new Set(getNextTransitions(snapshot).map((transition) => transition.eventType))];
+  return types.flatMap((type) => payloadsFor(type, snapshot));
+}
+
+/** The `sendTo` actions a transition returned, as (target, event type) pairs. */
+export function sentEventTypes(actions: readonly { type: string; params?: unknown }[]): string[] {
+  return actions
+    .filter((action) => action.type === 'xstate.sendTo')
+    .map((action) => {
+      const params = action.params as { event?: { type?: string } } | undefined;
+      return params?.event?.type ?? '?';
+    });
+}

@@ -1,0 +1,54 @@
+import { execFile } from 'node:child_process';
+import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { englishTextPdf } from '../fixtures/pdf/generate.js';
+
+const execFileAsync = promisify(execFile);
+const root = fileURLToPath(new URL('../../', import.meta.url));
+// Inside node_modules so that the compiled files resolve pdf-parse like dist/ does.
+const outDir = join(root, 'node_modules', '.cache', `study-helper-documents-${process.pid}`);
+
+describe('the PDF worker from compiled JavaScript (as under dist/)', () => {
+  beforeAll(async () => {
+    const sources = ['index.ts', 'extract-worker.ts'].map((file) => join(root, 'src', 'documents', file));
+    await execFileAsync(
+      process.execPath,
+      [
+        join(root, 'node_modules', 'typescript', 'bin', 'tsc'),
+        ...sources,
+        ...['--outDir', outDir, '--rootDir', join(root, 'src', 'documents')],
+        ...['--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--target', 'ES2022'],
+        ...['--strict', '--skipLibCheck', '--types', 'node', '--lib', 'ES2023,DOM'],
+      ],
+      { cwd: root },
+    );
+  }, 120_000);
+
+  afterAll(async () => {
+    await rm(outDir, { recursive: true, force: true });
+  });
+
+  it('compiles extract-worker.js next to pdf-extractor.js and extracts through it', async () => {
+    const files = await readdir(outDir);
+    expect(files).toEqual(expect.arrayContaining(['pdf-extractor.js', 'extract-worker.js']));
+    const pdfPath = join(outDir, 'fixture.pdf');
+    await writeFile(pdfPath, await englishTextPdf(2));
+    const script = [
+      `import { readFileSync } from 'node:fs';`,
+      `import { createPdfExtractor } from ${JSON.stringify(join(outDir, 'index.js'))};`,
+      `const extractor = createPdfExtractor();`,
+      `const result = await extractor.extract(readFileSync(${JSON.stringify(pdfPath)}), { maxPdfPages: 50 });`,
+      `await extractor.close();`,
+      `console.log(JSON.stringify({ pageCount: result.pageCount, wordCount: result.wordCount }));`,
+    ].join('\n');
+    await mkdir(outDir, { recursive: true });
+    const scriptPath = join(outDir, 'run.mjs');
+    await writeFile(scriptPath, script);
+    // Plain node, no tsx: only the compiled worker file can serve this.
+    const { stdout } = await execFileAsync(process.execPath, [scriptPath], { cwd: outDir });
+    expect(JSON.parse(stdout)).toEqual({ pageCount: 2, wordCount: 120 });
+  }, 60_000);
+});

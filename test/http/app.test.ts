@@ -1,0 +1,293 @@
+import type { FastifyInstance } from 'fastify';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createMemoryDocumentStore } from '../../src/documents/index.js';
+import { buildApp } from '../../src/http/app.js';
+import { staticGateway, testConfig } from './support.js';
+import type { StaticGateway } from './support.js';
+
+const apps: FastifyInstance[] = [];
+
+async function start(env: NodeJS.ProcessEnv = {}): Promise<{ app: FastifyInstance; gateway: StaticGateway }> {
+  const gateway = staticGateway();
+  const app = await buildApp({
+    config: testConfig(env),
+    gateway,
+    documentStore: createMemoryDocumentStore({ ttlSeconds: 60 }),
+    processMetrics: false,
+  });
+  apps.push(app);
+  return { app, gateway };
+}
+
+afterEach(async () => {
+  await Promise.all(apps.splice(0).map((app) => app.close()));
+});
+
+function expectContractError(response: { statusCode: number; json: () => unknown; headers: Record<string, unknown> }, status: number, code: string): string {
+  expect(response.statusCode).toBe(status);
+  expect(String(response.headers['content-type'])).toContain('application/json');
+  const body = response.json() as { error: { code: string; message: string } };
+  expect(body.error.code).toBe(code);
+  expect(typeof body.error.message).toBe('string');
+  expect(body.error.message.length).toBeGreaterThan(0);
+  return body.error.message;
+}
+
+const key = { 'x-claude-key': 'test-claude-key-0001' };
+
+describe('error handling', () => {
+  it('answers an unknown route with 404 NOT_FOUND in the contract body', async () => {
+    const { app } = await start();
+    expectContractError(await app.inject({ method: 'GET', url: '/nope' }), 404, 'NOT_FOUND');
+    expectContractError(await app.inject({ method: 'DELETE', url: '/v1/generate' }), 404, 'NOT_FOUND');
+  });
+
+  it('answers malformed JSON with 400 INVALID_REQUEST without quoting the body', async () => {
+    const { app } = await start();
+    const response = await app.inject({
+      method: 'POST',
+      url: '/v1/generate',
+      headers: { 'content-type': 'application/json', ...key },
+      payload: '{"task": "notes", "text": "secret-looking-text-here',
+    });
+    const message = expectContractError(response, 400, 'INVALID_REQUEST');
+    expect(message).toMatch(/JSON/);
+    expect(message).not.toContain('secret-looking');
+  });
+
+  it('answers an empty JSON body and a wrong content type with 400 INVALID_REQUEST', async () => {
+    const { app } = await start();
+    expectContractError(
+      await app.inject({ method: 'POST', url: '/v1/generate', headers: { 'content-type': 'application/json', ...key }, payload: '' }),
+      400,
+      'INVALID_REQUEST',
+    );
+    const message = expectContractError(
+      await app.inject({ method: 'POST', url: '/v1/generate', headers: { 'content-type': 'text/plain', ...key }, payload: 'hello' }),
+      400,
+      'INVALID_REQUEST',
+    );
+    expect(message).toContain('application/json');
+    expectContractError(await app.inject({ method: 'POST', url: '/v1/generate', headers: key }), 400, 'INVALID_REQUEST');
+  });
+
+  it('answers a prototype-poisoning body with 400 INVALID_REQUEST', async () => {
+    const { app } = await start();
+    const response = await app.inject({
+      method: 'POST',
+      url: '/v1/generate',
+      headers: { 'content-type': 'application/json', ...key },
+      payload: '{"task":"notes","text":"x","__proto__":{"polluted":true}}',
+    });
+    expectContractError(response, 400, 'INVALID_REQUEST');
+  });
+
+  it('answers an oversize JSON body with 413 REQUEST_TOO_LARGE', async () => {
+    const { app } = await start({ MAX_UPLOAD_MB: '0.01' });
+    const response = await app.inject({
+      method: 'POST',
+      url: '/v1/generate',
+      headers: { 'content-type': 'application/json', ...key },
+      payload: JSON.stringify({ task: 'notes', text: 'a'.repeat(20_000) }),
+    });
+    expectContractError(response, 413, 'REQUEST_TOO_LARGE');
+  });
+});
+
+describe('POST /v1/generate request validation', () => {
+  it.each([
+    ['an unknown task', { task: 'essay', text: 'x' }, /task/],
+    ['neither text nor documentId', { task: 'notes' }, /text.*documentId/],
+    ['both text and documentId', { task: 'notes', text: 'x', documentId: 'd' }, /not both/],
+    ['an extra field', { task: 'notes', text: 'x', extra: 1 }, /extra/],
+    ['an extra option', { task: 'notes', text: 'x', options: { lang: 'en', colour: 'red' } }, /colour/],
+    ['an unknown provider id', { task: 'notes', text: 'x', providers: ['claude', 'gemini'] }, /providers/],
+    ['a repeated provider id', { task: 'notes', text: 'x', providers: ['claude', 'claude'] }, /unique/],
+    ['an empty provider list', { task: 'notes', text: 'x', providers: [] }, /providers/],
+    ['a count of 0', { task: 'mcq', text: 'x', options: { lang: 'en', count: 0 } }, /count/],
+    ['a count of 51', { task: 'mcq', text: 'x', options: { lang: 'en', count: 51 } }, /count/],
+    ['a fractional count', { task: 'mcq', text: 'x', options: { lang: 'en', count: 2.5 } }, /count/],
+    ['an unknown language', { task: 'notes', text: 'x', options: { lang: 'fr' } }, /lang/],
+    ['notes of the wrong shape', { task: 'mcq', text: 'x', options: { lang: 'en', notes: { keyConcepts: 'no' } } }, /notes/],
+    ['a text of the wrong type', { task: 'notes', text: 42 }, /text/],
+    ['an empty text', { task: 'notes', text: '   ' }, /text/],
+    ['an array body', [1, 2], /body/],
+  ])('refuses %s with 400 INVALID_REQUEST saying what is wrong', async (_name, payload, pattern) => {
+    const { app } = await start();
+    const response = await app.inject({ method: 'POST', url: '/v1/generate', headers: key, payload: payload as object });
+    expect(expectContractError(response, 400, 'INVALID_REQUEST')).toMatch(pattern);
+  });
+
+  it('answers 400 NO_PROVIDER_KEY when no requested provider has a key', async () => {
+    const { app } = await start();
+    const none = await app.inject({ method: 'POST', url: '/v1/generate', payload: { task: 'notes', text: 'x' } });
+    expectContractError(none, 400, 'NO_PROVIDER_KEY');
+    const otherOnly = await app.inject({
+      method: 'POST',
+      url: '/v1/generate',
+      headers: { 'x-gpt-key': 'test-gpt-key-0001' },
+      payload: { task: 'notes', text: 'x', providers: ['claude', 'timelygpt'] },
+    });
+    expect(expectContractError(otherOnly, 400, 'NO_PROVIDER_KEY')).toContain('x-claude-key');
+    const blank = await app.inject({ method: 'POST', url: '/v1/generate', headers: { 'x-claude-key': '   ' }, payload: { task: 'notes', text: 'x' } });
+    expectContractError(blank, 400, 'NO_PROVIDER_KEY');
+  });
+
+  it('answers 404 DOCUMENT_NOT_FOUND for an unknown documentId', async () => {
+    const { app } = await start();
+    const response = await app.inject({ method: 'POST', url: '/v1/generate', headers: key, payload: { task: 'notes', documentId: 'missing-doc' } });
+    expectContractError(response, 404, 'DOCUMENT_NOT_FOUND');
+  });
+});
+
+describe('health', () => {
+  it('answers /healthz and /readyz', async () => {
+    const { app } = await start();
+    const health = await app.inject({ method: 'GET', url: '/healthz' });
+    expect(health.statusCode).toBe(200);
+    expect(health.json()).toMatchObject({ status: 'ok' });
+    const ready = await app.inject({ method: 'GET', url: '/readyz' });
+    expect(ready.statusCode).toBe(200);
+    expect(ready.json()).toEqual({ status: 'ready', store: 'memory', storeReachable: true });
+  });
+
+  it('reports degraded when the store is unreachable', async () => {
+    const app = await buildApp({
+      config: testConfig(),
+      gateway: staticGateway(),
+      documentStore: createMemoryDocumentStore({ ttlSeconds: 60 }),
+      processMetrics: false,
+      readiness: async () => ({ store: 'redis', storeReachable: false }),
+    });
+    apps.push(app);
+    expect((await app.inject({ method: 'GET', url: '/readyz' })).json()).toEqual({ status: 'degraded', store: 'redis', storeReachable: false });
+  });
+});
+
+describe('GET /v1/providers', () => {
+  it('lists every provider with its breaker and stats', async () => {
+    const { app } = await start();
+    const response = await app.inject({ method: 'GET', url: '/v1/providers' });
+    expect(response.statusCode).toBe(200);
+    const body = response.json() as { providers: { id: string; breaker: { state: string }; stats: { calls: number } }[] };
+    expect(body.providers.map((p) => p.id)).toEqual(['claude', 'gpt', 'timelygpt']);
+    expect(body.providers[0]).toMatchObject({
+      model: 'claude-model',
+      breaker: { state: 'closed', consecutiveFailures: 0, openedAt: null, retryAt: null, threshold: 5, recoveryMs: 60_000 },
+      stats: { calls: 0, successes: 0, failures: 0, ignored: 0, rejected: 0, opens: 0 },
+    });
+  });
+});
+
+describe('POST /v1/providers/:id/breaker', () => {
+  const token = 'test-admin-token-0001';
+  const auth = { authorization: `Bearer ${token}` };
+
+  it('does not exist without ADMIN_TOKEN', async () => {
+    const { app, gateway } = await start();
+    const response = await app.inject({ method: 'POST', url: '/v1/providers/claude/breaker', headers: auth, payload: { action: 'reset' } });
+    expectContractError(response, 404, 'NOT_FOUND');
+    expect(gateway.controlled).toEqual([]);
+  });
+
+  it.each([
+    ['no Authorization header', {}],
+    ['a wrong token', { authorization: 'Bearer wrong-token-0000000001' }],
+    ['a token prefix', { authorization: `Bearer ${token.slice(0, 10)}` }],
+    ['another scheme', { authorization: `Basic ${token}` }],
+  ])('answers 401 ADMIN_AUTH_REQUIRED with %s', async (_name, headers) => {
+    const { app, gateway } = await start({ ADMIN_TOKEN: token });
+    const response = await app.inject({ method: 'POST', url: '/v1/providers/claude/breaker', headers, payload: { action: 'reset' } });
+    expect(expectContractError(response, 401, 'ADMIN_AUTH_REQUIRED')).not.toContain(token);
+    expect(gateway.controlled).toEqual([]);
+  });
+
+  it('answers 401 before looking at the provider or the body', async () => {
+    const { app } = await start({ ADMIN_TOKEN: token });
+    const response = await app.inject({ method: 'POST', url: '/v1/providers/gemini/breaker', payload: { action: 'explode' } });
+    expectContractError(response, 401, 'ADMIN_AUTH_REQUIRED');
+  });
+
+  it('answers 404 PROVIDER_NOT_FOUND for an unknown provider', async () => {
+    const { app } = await start({ ADMIN_TOKEN: token });
+    const response = await app.inject({ method: 'POST', url: '/v1/providers/gemini/breaker', headers: auth, payload: { action: 'reset' } });
+    expectContractError(response, 404, 'PROVIDER_NOT_FOUND');
+  });
+
+  it.each([[{ action: 'explode' }], [{}], [{ action: 'reset', extra: true }]])('answers 400 INVALID_REQUEST for body %j', async (payload) => {
+    const { app, gateway } = await start({ ADMIN_TOKEN: token });
+    const response = await app.inject({ method: 'POST', url: '/v1/providers/gpt/breaker', headers: auth, payload });
+    expectContractError(response, 400, 'INVALID_REQUEST');
+    expect(gateway.controlled).toEqual([]);
+  });
+
+  it.each(['reset', 'forceOpen', 'release'] as const)('applies %s and answers the provider status', async (action) => {
+    const { app, gateway } = await start({ ADMIN_TOKEN: token });
+    const response = await app.inject({ method: 'POST', url: '/v1/providers/timelygpt/breaker', headers: auth, payload: { action } });
+    expect(response.statusCode).toBe(200);
+    expect(gateway.controlled).toEqual([{ id: 'timelygpt', action }]);
+    expect(response.json()).toMatchObject({ id: 'timelygpt', breaker: { state: action === 'forceOpen' ? 'open' : 'closed' } });
+  });
+});
+
+describe('shutdown', () => {
+  it('stops the gateway when the app closes', async () => {
+    const { app, gateway } = await start();
+    await app.close();
+    expect(gateway.stopped).toBe(true);
+  });
+});
+
+describe('graceful shutdown', () => {
+  it('lets an in-flight request finish, then stops the gateway', async () => {
+    const { app, gateway } = await start();
+    let release: () => void = () => undefined;
+    gateway.hold = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const address = await app.listen({ port: 0, host: '127.0.0.1' });
+    const inFlight = fetch(`${address}/v1/generate`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...key },
+      body: JSON.stringify({ task: 'notes', text: 'Photosynthesis turns light into chemical energy.' }),
+    });
+    await expect.poll(() => gateway.generateCalls.length).toBe(1);
+    let closed = false;
+    const closing = app.close().then(() => {
+      closed = true;
+    });
+    await new Promise((resolve) => setImmediate(resolve));
+    try {
+      expect(closed).toBe(false);
+      expect(gateway.stopped).toBe(false);
+    } finally {
+      release();
+    }
+    const response = await inFlight;
+    expect(response.status).toBe(503);
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe('PROVIDERS_UNAVAILABLE');
+    await closing;
+    expect(gateway.stopped).toBe(true);
+  });
+
+  it('closes the keep-alive socket of a request that was in flight when shutdown began', async () => {
+    const { app, gateway } = await start();
+    let release: () => void = () => undefined;
+    gateway.hold = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const address = await app.listen({ port: 0, host: '127.0.0.1' });
+    const inFlight = fetch(`${address}/v1/generate`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...key },
+      body: JSON.stringify({ task: 'notes', text: 'x' }),
+    });
+    await expect.poll(() => gateway.generateCalls.length).toBe(1);
+    const closing = app.close();
+    await new Promise((resolve) => setImmediate(resolve));
+    release();
+    // Without `connection: close` the server would wait for the keep-alive timeout (72 s) to close.
+    expect((await inFlight).headers.get('connection')).toBe('close');
+    await closing;
+  });
+});

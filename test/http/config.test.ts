@@ -1,0 +1,145 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config.js';
+
+describe('loadConfig', () => {
+  it('uses every documented default when the environment is empty', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      port: 3000,
+      host: '127.0.0.1',
+      breaker: { threshold: 5, recoveryMs: 60_000 },
+      retry: { max: 2, backoffMs: [1000, 2000] },
+      fallbackMode: 'retry-then-fallback',
+      providerTimeoutMs: 60_000,
+      providersDefaultOrder: ['claude', 'gpt', 'timelygpt'],
+      timelygptTokenTtlMs: 3_300_000,
+      redisUrl: undefined,
+      redisPrefix: 'study-helper:',
+      maxUploadMb: 20,
+      maxPdfPages: 50,
+      documentTtlSeconds: 7200,
+      adminToken: undefined,
+      baseUrls: {
+        claude: 'https://api.anthropic.com',
+        gpt: 'https://api.openai.com/v1',
+        timelygpt: 'https://hello.timelygpt.co.kr/api/v2/chat',
+      },
+      logLevel: 'info',
+      inspect: false,
+      demo: false,
+      warnings: [],
+    });
+  });
+
+  it('reads every variable it is given', () => {
+    const config = loadConfig({
+      PORT: '8080',
+      HOST: '0.0.0.0',
+      BREAKER_FAILURE_THRESHOLD: '3',
+      BREAKER_RECOVERY_MS: '1500',
+      RETRY_MAX: '1',
+      RETRY_BACKOFF_MS: ' 5, 10 ,20',
+      FALLBACK_MODE: 'fallback-first',
+      PROVIDER_TIMEOUT_MS: '250',
+      PROVIDERS_DEFAULT_ORDER: 'gpt,claude',
+      TIMELYGPT_TOKEN_TTL_MS: '1000',
+      REDIS_URL: 'redis://127.0.0.1:6379',
+      REDIS_PREFIX: 'sh-test:',
+      MAX_UPLOAD_MB: '2.5',
+      MAX_PDF_PAGES: '10',
+      DOCUMENT_TTL_SECONDS: '60',
+      ADMIN_TOKEN: 'test-admin-token-0001',
+      ANTHROPIC_BASE_URL: 'http://127.0.0.1:9999/anthropic/',
+      OPENAI_BASE_URL: 'http://127.0.0.1:9999/openai/v1',
+      TIMELYGPT_BASE_URL: 'http://127.0.0.1:9999/timelygpt/api/v2/chat',
+      CLAUDE_MODEL: 'claude-x',
+      GPT_MODEL: 'gpt-x',
+      TIMELYGPT_MODEL: 'timely-x',
+      LOG_LEVEL: 'warn',
+      INSPECT: 'true',
+      DEMO: '1',
+    });
+    expect(config).toMatchObject({
+      port: 8080,
+      host: '0.0.0.0',
+      breaker: { threshold: 3, recoveryMs: 1500 },
+      retry: { max: 1, backoffMs: [5, 10, 20] },
+      fallbackMode: 'fallback-first',
+      providerTimeoutMs: 250,
+      providersDefaultOrder: ['gpt', 'claude'],
+      timelygptTokenTtlMs: 1000,
+      redisUrl: 'redis://127.0.0.1:6379',
+      redisPrefix: 'sh-test:',
+      maxUploadMb: 2.5,
+      maxPdfPages: 10,
+      documentTtlSeconds: 60,
+      adminToken: 'test-admin-token-0001',
+      baseUrls: {
+        claude: 'http://127.0.0.1:9999/anthropic',
+        gpt: 'http://127.0.0.1:9999/openai/v1',
+        timelygpt: 'http://127.0.0.1:9999/timelygpt/api/v2/chat',
+      },
+      models: { claude: 'claude-x', gpt: 'gpt-x', timelygpt: 'timely-x' },
+      logLevel: 'warn',
+      inspect: true,
+      demo: true,
+    });
+  });
+
+  it('treats an empty variable as unset', () => {
+    expect(loadConfig({ PORT: '', ADMIN_TOKEN: '' })).toMatchObject({ port: 3000, adminToken: undefined });
+  });
+
+  it.each([
+    ['PORT', 'abc'],
+    ['PORT', '70000'],
+    ['PORT', '3.5'],
+    ['BREAKER_FAILURE_THRESHOLD', '0'],
+    ['BREAKER_RECOVERY_MS', '-1'],
+    ['RETRY_MAX', 'two'],
+    ['RETRY_BACKOFF_MS', '1000,,2000'],
+    ['RETRY_BACKOFF_MS', '1000,fast'],
+    ['RETRY_BACKOFF_MS', '-5'],
+    ['FALLBACK_MODE', 'random'],
+    ['PROVIDER_TIMEOUT_MS', '0'],
+    ['TIMELYGPT_TOKEN_TTL_MS', 'x'],
+    ['REDIS_URL', 'http://localhost:6379'],
+    ['MAX_UPLOAD_MB', '0'],
+    ['MAX_PDF_PAGES', '1e9'],
+    ['DOCUMENT_TTL_SECONDS', 'forever'],
+    ['ANTHROPIC_BASE_URL', 'not a url'],
+    ['OPENAI_BASE_URL', 'ftp://example.test/v1'],
+    ['TIMELYGPT_BASE_URL', ''.padEnd(3, ' ')],
+    ['LOG_LEVEL', 'loud'],
+    ['INSPECT', 'maybe'],
+    ['DEMO', '2'],
+  ])('rejects %s=%j with a ConfigError naming the variable', (name, value) => {
+    let caught: unknown;
+    try {
+      loadConfig({ [name]: value });
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).toBeInstanceOf(ConfigError);
+    expect((caught as ConfigError).variable).toBe(name);
+    expect((caught as ConfigError).message).toContain(name);
+  });
+
+  it('never echoes a REDIS_URL (it can hold a password) in its error', () => {
+    expect(() => loadConfig({ REDIS_URL: 'http://:hunter2-secret@localhost:6379' })).toThrow(/REDIS_URL/);
+    expect(() => loadConfig({ REDIS_URL: 'http://:hunter2-secret@localhost:6379' })).not.toThrow(/hunter2/);
+  });
+
+  it('drops unknown providers from PROVIDERS_DEFAULT_ORDER with a warning', () => {
+    const config = loadConfig({ PROVIDERS_DEFAULT_ORDER: 'timelygpt,gemini,claude,claude' });
+    expect(config.providersDefaultOrder).toEqual(['timelygpt', 'claude']);
+    expect(config.warnings).toHaveLength(1);
+    expect(config.warnings[0]).toContain('gemini');
+  });
+
+  it('falls back to the default order when PROVIDERS_DEFAULT_ORDER names no known provider', () => {
+    const config = loadConfig({ PROVIDERS_DEFAULT_ORDER: 'gemini, mistral' });
+    expect(config.providersDefaultOrder).toEqual(['claude', 'gpt', 'timelygpt']);
+    expect(config.warnings.join('\n')).toContain('default');
+  });
+});

@@ -1,0 +1,135 @@
+/**
+ * Distinctive keys through every error path (auth, rate limit, quota, permission, timeout, invalid output,
+ * an upstream that echoes the key in its error message, bad input, unknown document, admin errors):
+ * no key, and no 10-character piece of one, may appear in any response body or header, any log line, or
+ * /metrics.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { postJson, request, startHarness, studyText } from './blackbox-support.js';
+import type { Harness, HttpResult } from './blackbox-support.js';
+
+let harness: Harness;
+const seen: string[] = [];
+
+beforeAll(async () => {
+  harness = await startHarness();
+});
+
+afterAll(async () => {
+  await harness.close();
+});
+
+/** Keys long enough to hold many 10-character pieces, each one unlike anything else in the service. */
+const leakKeys = {
+  plain: { claude: 'lk-claude-Qv7Rm2Xp9Tz4Wb6Nc8Hd', gpt: 'sk-proj-Lw3Kf8Ys1Gq5Jm0Vu2Ea7Rt', timelygpt: 'tg-Zx4Pn9Bc2Mv6Ld1Hs3Kq8Wy' },
+  bad: { claude: 'emu-bad-Hq2Zr8Vn4Kw7Pc1Xm5Td', gpt: 'emu-bad-Yb6Lf3Gs9Jd2Rk7Nq4Wc', timelygpt: 'emu-bad-Mt8Vx1Ch5Pz3Bn6Kr9Lg' },
+  ratelimit: { claude: 'emu-ratelimit-Fw4Jq7Ns2Xv', gpt: 'emu-ratelimit-Dk9Rm3Tb6Hy', timelygpt: 'emu-ratelimit-Gc5Lp8Wz1Qn' },
+  quota: { claude: 'emu-quota-Vr2Ht6Mk9Bx4Ps', gpt: 'emu-quota-Nj7Qc1Wf5Ly3Zd', timelygpt: 'emu-quota-Kb8Xs4Gv2Rm6Tp' },
+  forbidden: { claude: 'emu-forbidden-Ps3Wn7Jc1Hq', gpt: 'emu-forbidden-Tz6Lb9Fx4Km', timelygpt: 'emu-forbidden-Rc2Vg5Nd8Yw' },
+} as const;
+type KeySet = (typeof leakKeys)[keyof typeof leakKeys];
+
+const everyKey = Object.values(leakKeys).flatMap((set) => Object.values(set));
+
+function headersOf(set: KeySet): Record<string, string> {
+  return { 'x-claude-key': set.claude, 'x-gpt-key': set.gpt, 'x-timelygpt-key': set.timelygpt };
+}
+
+function record(result: HttpResult): HttpResult {
+  seen.push(result.text);
+  result.headers.forEach((value, name) => seen.push(`${name}: ${value}`));
+  return result;
+}
+
+/** Every 10-character piece of every key (the prefixes the emulator reads are shared, so pieces start past them). */
+function pieces(key: string): string[] {
+  const out: string[] = [];
+  for (let start = 0; start + 10 <= key.length; start += 1) out.push(key.slice(start, start + 10));
+  return out;
+}
+
+const sharedPrefixes = ['emu-bad-', 'emu-ratelimit-', 'emu-quota-', 'emu-forbidden-'];
+
+function findLeaks(texts: readonly string[]): string[] {
+  const leaks: string[] = [];
+  for (const key of everyKey) {
+    const prefix = sharedPrefixes.find((p) => key.startsWith(p)) ?? '';
+    // A piece inside the emulator's public prefix ("emu-ratelimit-") is not secret; every other piece is.
+    for (const piece of pieces(key).filter((p) => !prefix.includes(p))) {
+      for (const text of texts) if (text.includes(piece)) leaks.push(`${piece} in ${text.slice(0, 200)}`);
+    }
+  }
+  return leaks;
+}
+
+function generate(body: unknown, headers: Record<string, string>): Promise<HttpResult> {
+  return postJson(`${harness.url}/v1/generate`, body, headers).then(record);
+}
+
+describe('keys never leak', () => {
+  it('through every error path', async () => {
+    const body = { task: 'notes', text: studyText };
+    expect((await generate(body, headersOf(leakKeys.bad))).status).toBe(401);
+    expect((await generate(body, headersOf(leakKeys.ratelimit))).status).toBe(429);
+    expect((await generate(body, headersOf(leakKeys.quota))).status).toBe(402);
+    expect((await generate(body, headersOf(leakKeys.forbidden))).status).toBe(403);
+
+    // The upstream echoes the whole key in its error message, as OpenAI's "Incorrect API key provided" does.
+    for (const provider of ['claude', 'gpt', 'timelygpt'] as const) {
+      const key = leakKeys.plain[provider];
+      harness.fault({
+        provider,
+        fault: 'respond',
+        status: 401,
+        body:
+          provider === 'gpt'
+            ? { error: { message: `Incorrect API key provided: ${key}. You can find your API key at https://platform.openai.com.`, type: 'invalid_request_error', param: null, code: 'invalid_api_key' } }
+            : provider === 'claude'
+              ? { type: 'error', error: { type: 'authentication_error', message: `invalid x-api-key ${key}` }, request_id: 'req_leak' }
+              : { success: false, error: 'Unauthorized', message: `Invalid key ${key}`, statusCode: 401 },
+      });
+    }
+    expect((await generate(body, headersOf(leakKeys.plain))).status).toBe(401);
+    harness.emulator.resetFaults();
+
+    for (const provider of ['claude', 'gpt', 'timelygpt'] as const) harness.fault({ provider, fault: 'hang', count: 1 });
+    record(await generate(body, headersOf(leakKeys.plain)));
+    harness.emulator.resetFaults();
+    await harness.reset();
+
+    for (const provider of ['claude', 'gpt', 'timelygpt'] as const) harness.fault({ provider, fault: 'invalidOutput' });
+    expect((await generate(body, headersOf(leakKeys.plain))).status).toBe(502);
+    harness.emulator.resetFaults();
+
+    // Bad input and refusals of the service itself, keys in the headers all along.
+    expect((await generate({ task: 'essay', text: 'x' }, headersOf(leakKeys.plain))).status).toBe(400);
+    expect((await generate({ task: 'notes', documentId: 'nope' }, headersOf(leakKeys.plain))).status).toBe(404);
+    expect((await generate({ task: 'notes', text: 'x', providers: ['gpt'] }, { 'x-claude-key': leakKeys.plain.claude })).status).toBe(400);
+    record(
+      await request(`${harness.url}/v1/generate`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headersOf(leakKeys.plain) },
+        body: `{"task":"notes","text":"${leakKeys.plain.gpt}`,
+      }),
+    );
+    record(
+      await postJson(`${harness.url}/v1/providers/claude/breaker`, { action: 'reset' }, { authorization: `Bearer ${leakKeys.plain.claude}`, ...headersOf(leakKeys.plain) }),
+    );
+    record(await request(`${harness.url}/v1/nowhere`, { headers: headersOf(leakKeys.plain) }));
+
+    // A success too: keys must not ride along in meta.
+    expect((await generate(body, headersOf(leakKeys.plain))).status).toBe(200);
+
+    record(await request(`${harness.url}/metrics`));
+    record(await request(`${harness.url}/v1/providers`));
+
+    expect(harness.logs.length).toBeGreaterThan(10);
+    expect(findLeaks(seen)).toEqual([]);
+    expect(findLeaks(harness.logs)).toEqual([]);
+  });
+
+  it('the leak detector itself finds a leaked piece', () => {
+    expect(findLeaks([`prefix ${leakKeys.plain.gpt.slice(3, 13)} suffix`])).toHaveLength(1);
+    expect(findLeaks(['emu-ratelimit- is a public prefix'])).toEqual([]);
+  });
+});
