@@ -3,7 +3,7 @@
  * HTTP app listening on HOST:PORT. `npm start` and `npm run demo` both start it through here.
  */
 import type { FastifyInstance } from 'fastify';
-import type { InspectionEvent } from 'xstate';
+import type { Inspection } from '../inspect/index.js';
 import { createGateway } from '../actors/index.js';
 import type { Config } from '../config.js';
 import { createMemoryDocumentStore } from '../documents/index.js';
@@ -24,12 +24,13 @@ export interface ServiceOptions {
   readonly demo?: { readonly emulatorUrl: string };
 }
 
-/** INSPECT: the live actors to Stately's inspector (loaded only when asked for). */
-async function inspector(config: Config): Promise<((event: InspectionEvent) => void) | undefined> {
+/** INSPECT: the live actors to Stately's inspector through the local relay (offline; loaded only when asked for). */
+async function inspector(config: Config): Promise<Inspection | undefined> {
   if (!config.inspect) return undefined;
-  const { createSkyInspector } = await import('@statelyai/inspect');
-  const sky = createSkyInspector({ onerror: (error) => console.error(`Stately inspector: ${error.message}`) });
-  return (event) => sky.inspect.next?.(event);
+  const { startInspection } = await import('../inspect/index.js');
+  const inspection = await startInspection();
+  console.log(`Stately inspector: ${inspection.viewerUrl}`);
+  return inspection;
 }
 
 export async function startService(config: Config, options: ServiceOptions = {}): Promise<Service> {
@@ -42,7 +43,8 @@ export async function startService(config: Config, options: ServiceOptions = {})
     timelygptModel: config.models.timelygpt,
     timelygptTokenTtlMs: config.timelygptTokenTtlMs,
   });
-  const inspect = await inspector(config);
+  const inspection = await inspector(config);
+  const inspect = inspection?.inspect;
   const gateway = createGateway({
     adapters,
     breaker: config.breaker,
@@ -59,6 +61,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
     ...(options.log === undefined ? {} : { log: options.log }),
     ...(options.demo === undefined ? {} : { demo: options.demo }),
   });
+  if (inspection !== undefined) app.addHook('onClose', async () => inspection.stop());
   for (const warning of config.warnings) app.log.warn(warning);
   if (config.redisUrl !== undefined) {
     app.log.warn('REDIS_URL is set, but this build keeps breaker state and documents in process memory');
