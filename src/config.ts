@@ -29,6 +29,17 @@ export interface Config {
   readonly documentTtlSeconds: number;
   /** Unset: the operator breaker route answers 404. */
   readonly adminToken: string | undefined;
+  /** Background jobs (POST /v1/jobs): see docs/jobs.md. */
+  readonly jobs: {
+    /** Finished jobs are forgotten this long after they end (JOB_TTL_SECONDS). */
+    readonly ttlSeconds: number;
+    /** Jobs running at once; the rest wait queued (JOB_CONCURRENCY). */
+    readonly concurrency: number;
+    /** Most jobs held at once, queued, running and finished (JOB_MAX_JOBS). */
+    readonly maxJobs: number;
+    /** Most document tokens in one prompt; above it a job works in parts (JOB_PART_BUDGET_TOKENS). */
+    readonly partBudgetTokens: number;
+  };
   readonly baseUrls: Readonly<Record<ProviderId, string>>;
   readonly models: Readonly<Record<ProviderId, string>>;
   readonly logLevel: LogLevel;
@@ -105,6 +116,10 @@ const variables = {
   MAX_PDF_PAGES: { schema: integer(1, 10_000), fallback: '50' },
   DOCUMENT_TTL_SECONDS: { schema: integer(1, 31_536_000), fallback: '7200' },
   ADMIN_TOKEN: { schema: z.string().min(1).optional(), fallback: undefined },
+  JOB_TTL_SECONDS: { schema: integer(1, 31_536_000), fallback: '3600' },
+  JOB_CONCURRENCY: { schema: integer(1, 1000), fallback: '4' },
+  JOB_MAX_JOBS: { schema: integer(1, 1_000_000), fallback: '1000' },
+  JOB_PART_BUDGET_TOKENS: { schema: integer(64, 1_000_000), fallback: '6000' },
   ANTHROPIC_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.claude },
   OPENAI_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.gpt },
   TIMELYGPT_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.timelygpt },
@@ -177,6 +192,12 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     maxPdfPages: read(env, 'MAX_PDF_PAGES'),
     documentTtlSeconds: read(env, 'DOCUMENT_TTL_SECONDS'),
     adminToken: read(env, 'ADMIN_TOKEN'),
+    jobs: {
+      ttlSeconds: read(env, 'JOB_TTL_SECONDS'),
+      concurrency: read(env, 'JOB_CONCURRENCY'),
+      maxJobs: read(env, 'JOB_MAX_JOBS'),
+      partBudgetTokens: read(env, 'JOB_PART_BUDGET_TOKENS'),
+    },
     baseUrls: {
       claude: read(env, 'ANTHROPIC_BASE_URL'),
       gpt: read(env, 'OPENAI_BASE_URL'),

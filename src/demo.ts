@@ -17,6 +17,9 @@ try {
     ANTHROPIC_BASE_URL: emulator.anthropicBaseUrl,
     OPENAI_BASE_URL: emulator.openaiBaseUrl,
     TIMELYGPT_BASE_URL: emulator.timelygptBaseUrl,
+    // A breaker you can watch open and recover within a minute (override either in the environment).
+    BREAKER_FAILURE_THRESHOLD: process.env.BREAKER_FAILURE_THRESHOLD || '3',
+    BREAKER_RECOVERY_MS: process.env.BREAKER_RECOVERY_MS || '15000',
     DEMO: 'true',
   });
 } catch (error) {
@@ -32,7 +35,14 @@ const service = await startService(config, { demo: { emulatorUrl: emulator.url }
 closeOnSignals(service, { onClosed: () => emulator.close() });
 
 console.log(`
-study-helper demo: ${service.url}   (providers emulated at ${emulator.url})
+study-helper demo — open this in a browser:
+
+    ${service.url}/
+
+  The page is prefilled with emulator keys (no key, account or internet needed): upload a PDF, watch the
+  progress, take the quiz; the fault panel takes a provider down so you can watch the fallback, its
+  breaker open (after ${config.breaker.threshold} failures) and recover (${Math.round(config.breaker.recoveryMs / 1000)} s later).
+  Providers emulated at ${emulator.url}
   API docs:  ${service.url}/docs
   providers: curl ${service.url}/v1/providers
 

@@ -1,13 +1,12 @@
 import {
-  assertEvent,
   and,
   assign,
   emit,
   enqueueActions,
   fromCallback,
+  or,
   sendTo,
   setup,
-  spawnChild,
   type ActorRefFrom,
   type AnyActorRef,
   type EventObject,
@@ -22,6 +21,7 @@ import { breakerMachine, type BreakerEvent } from '../machines/breaker.machine.j
 import type { GenerationRequest, ProviderAnswer, ProviderId } from '../providers/index.js';
 import type { Secret } from '../security/secret.js';
 import type { CallUpstreamInput, UpstreamEvent } from './call-upstream.js';
+import { embeddedFleetLink, type FleetLinkReply } from './fleet-link.js';
 import type { BreakerAction, CallRecord, ProviderStats, Validation } from './types.js';
 
 export interface ProviderInput {
@@ -40,8 +40,12 @@ export interface ProviderContext {
   readonly providerId: ProviderId;
   readonly model: string;
   readonly breaker: ActorRefFrom<typeof breakerMachine>;
+  /** The breaker's link to the fleet store (a no-op without `REDIS_URL`). */
+  readonly fleetLink: ActorRefFrom<typeof embeddedFleetLink>;
   /** Calls in flight, by call id: who asked, so the answer goes back to them. */
   readonly pending: Readonly<Record<string, PendingCall>>;
+  /** Would-be half-open probes waiting for the fleet's probe lease, by call id. */
+  readonly leasing: Readonly<Record<string, CallRequest>>;
   readonly stats: ProviderStats;
 }
 
@@ -59,7 +63,10 @@ export type ProviderRequestEvent =
   | { type: 'call.cancelled'; callId: string; at: number }
   | { type: 'breaker.control'; action: BreakerAction; at: number };
 
-export type ProviderEvent = ProviderRequestEvent | UpstreamEvent;
+export type ProviderEvent = ProviderRequestEvent | UpstreamEvent | FleetLinkReply;
+
+/** A `call.requested` as it is kept while the fleet decides on the probe lease. */
+export type CallRequest = Omit<Extract<ProviderRequestEvent, { type: 'call.requested' }>, 'type'>;
 
 /** What the provider actor answers the caller of `call.requested`, exactly once per call. */
 export type ProviderReply =
@@ -103,16 +110,33 @@ export const providerMachine = setup({
     context: {} as ProviderContext,
     events: {} as ProviderEvent,
     emitted: {} as ProviderEmitted,
-    children: {} as { breaker: 'breaker' },
+    children: {} as { breaker: 'breaker'; fleetLink: 'fleetLink' },
   },
   actors: {
     breaker: breakerMachine,
+    /** Replaced (`.provide`) by `createFleetLink` when a fleet store is configured. */
+    fleetLink: embeddedFleetLink,
     /** Replaced per deployment (`.provide`) by `createCallUpstream` with the real adapters. */
     callUpstream: fromCallback<EventObject, CallUpstreamInput, UpstreamEvent>(() => undefined),
   },
   guards: {
     /** The breaker admits this call: closed, or half-open with its probe slot free. */
     isBreakerAdmitting: ({ context }) => context.breaker.getSnapshot().hasTag('admitting'),
+    /** The breaker is open but its `retryAt` has passed: the call may be the probe (time lives in the data). */
+    isRecoveryDue: ({ context, event }) => {
+      const breaker = context.breaker.getSnapshot();
+      const { retryAt } = breaker.context;
+      return breaker.matches('open') && retryAt !== null && 'at' in event && event.at >= retryAt;
+    },
+    /** The breaker is shared with a fleet and not closed: a probe needs the fleet's lease first. */
+    isFleetProbe: ({ context }) => {
+      const breaker = context.breaker.getSnapshot();
+      return breaker.context.shared === true && !breaker.matches('closed');
+    },
+    /** The fleet granted the probe lease asked for this call. */
+    isLeaseGranted: ({ event }) => event.type === 'probe.leased' && event.granted,
+    /** The event answers a lease request whose call still waits (not cancelled). */
+    isLeaseAwaited: ({ context, event }) => 'callId' in event && event.callId in context.leasing,
     /** The event answers a call still waiting for it (not cancelled). */
     isPendingCall: ({ context, event }) => 'callId' in event && event.callId in context.pending,
     /** The study layer accepted the answer (validated next to the call). */
@@ -122,9 +146,78 @@ export const providerMachine = setup({
       event.type === 'upstream.failed' && isCountedErrorClass(event.failure.errorClass),
   },
   actions: {
-    notifyBreaker: sendTo(
+    /** Tell the breaker, and through the fleet link the fleet, what happened. */
+    notifyBreaker: enqueueActions(({ context, enqueue }, params: BreakerEvent) => {
+      enqueue.sendTo(context.breaker, params);
+      enqueue.sendTo(context.fleetLink, { type: 'fleet.report', event: params });
+    }),
+    /** The fleet's state (or its loss) for the breaker to adopt; never echoed back to the fleet. */
+    adoptFleetState: sendTo(
       ({ context }) => context.breaker,
-      (_, params: BreakerEvent) => params,
+      (_, params: Extract<BreakerEvent, { type: 'breaker.synced' | 'breaker.unshared' }>) => params,
+    ),
+    /** Admit one call: the breaker hears it started, and the upstream call runs as a child. */
+    admitCall: enqueueActions(({ context, enqueue }, params: CallRequest) => {
+      const started: BreakerEvent = { type: 'call.started', callId: params.callId, at: params.at };
+      enqueue.sendTo(context.breaker, started);
+      enqueue.sendTo(context.fleetLink, { type: 'fleet.report', event: started });
+      enqueue.assign({
+        pending: { ...context.pending, [params.callId]: { replyTo: params.replyTo, startedAt: params.at } },
+        stats: { ...context.stats, calls: context.stats.calls + 1 },
+      });
+      enqueue.spawnChild('callUpstream', {
+        id: params.callId,
+        input: {
+          providerId: context.providerId,
+          callId: params.callId,
+          request: params.request,
+          apiKey: params.apiKey,
+          validate: params.validate,
+        },
+      });
+    }),
+    /** Refuse one call: the breaker (or the fleet's probe lease) does not admit it. */
+    rejectCall: enqueueActions(({ context, enqueue }, params: { callId: string; replyTo: AnyActorRef }) => {
+      enqueue.sendTo(params.replyTo, {
+        type: 'provider.rejected',
+        callId: params.callId,
+        providerId: context.providerId,
+        retryAt: context.breaker.getSnapshot().context.retryAt,
+      } satisfies ProviderReply);
+      enqueue.assign({ stats: { ...context.stats, rejected: context.stats.rejected + 1 } });
+      enqueue.emit({
+        type: 'call.finished',
+        record: {
+          provider: context.providerId,
+          outcome: 'rejected',
+          errorClass: 'circuit_open',
+          durationMs: 0,
+        },
+      });
+    }),
+    /** Hold the call and ask the fleet for this window's probe lease. */
+    requestLease: enqueueActions(({ context, enqueue }, params: CallRequest) => {
+      enqueue.assign({ leasing: { ...context.leasing, [params.callId]: params } });
+      enqueue.sendTo(context.fleetLink, { type: 'probe.requested', callId: params.callId, at: params.at });
+    }),
+    forgetLease: assign({
+      leasing: ({ context }, params: { callId: string }) => {
+        const { [params.callId]: _answered, ...leasing } = context.leasing;
+        return leasing;
+      },
+    }),
+    /** A lease granted to a call nobody waits for any more: free the fleet's probe slot at once. */
+    freeLease: sendTo(
+      ({ context }) => context.fleetLink,
+      (_, params: { callId: string; at: number }) => ({
+        type: 'fleet.report' as const,
+        event: {
+          type: 'call.ignored' as const,
+          callId: params.callId,
+          errorClass: 'aborted' as const,
+          at: params.at,
+        },
+      }),
     ),
     reply: sendTo(
       (_, params: { to: AnyActorRef; reply: ProviderReply }) => params.to,
@@ -199,17 +292,26 @@ export const providerMachine = setup({
   },
 }).createMachine({
   id: 'provider',
-  context: ({ input, spawn }) => ({
-    providerId: input.providerId,
-    model: input.model,
-    breaker: spawn('breaker', {
+  context: ({ input, spawn }) => {
+    const breaker = spawn('breaker', {
       id: 'breaker',
       systemId: `breaker.${input.providerId}`,
       input: { providerId: input.providerId, threshold: input.threshold, recoveryMs: input.recoveryMs },
-    }),
-    pending: {},
-    stats: emptyStats,
-  }),
+    });
+    return {
+      providerId: input.providerId,
+      model: input.model,
+      breaker,
+      fleetLink: spawn('fleetLink', {
+        id: 'fleetLink',
+        systemId: `fleetLink.${input.providerId}`,
+        input: { providerId: input.providerId, breaker },
+      }),
+      pending: {},
+      leasing: {},
+      stats: emptyStats,
+    };
+  },
   initial: 'serving',
   on: {
     'breaker.control': {
@@ -225,62 +327,51 @@ export const providerMachine = setup({
       on: {
         'call.requested': [
           {
-            guard: 'isBreakerAdmitting',
+            /** Shared and recovering: the fleet grants one probe per window; wait for its lease. */
+            guard: and([or(['isBreakerAdmitting', 'isRecoveryDue']), 'isFleetProbe']),
+            actions: { type: 'requestLease', params: ({ event }) => callRequest(event) },
+          },
+          {
+            guard: or(['isBreakerAdmitting', 'isRecoveryDue']),
+            actions: { type: 'admitCall', params: ({ event }) => callRequest(event) },
+          },
+          {
+            actions: {
+              type: 'rejectCall',
+              params: ({ event }) => ({ callId: event.callId, replyTo: event.replyTo }),
+            },
+          },
+        ],
+        'probe.leased': [
+          {
+            guard: and(['isLeaseAwaited', 'isLeaseGranted', or(['isBreakerAdmitting', 'isRecoveryDue'])]),
             actions: [
-              {
-                type: 'notifyBreaker',
-                params: ({ event }) => ({ type: 'call.started', callId: event.callId, at: event.at }),
-              },
-              {
-                type: 'trackCall',
-                params: ({ event }) => ({
-                  callId: event.callId,
-                  call: { replyTo: event.replyTo, startedAt: event.at },
-                }),
-              },
-              { type: 'countStat', params: { stat: 'calls' } },
-              spawnChild('callUpstream', {
-                id: ({ event }) => event.callId,
-                input: ({ context, event }) => {
-                  assertEvent(event, 'call.requested');
-                  return {
-                    providerId: context.providerId,
-                    callId: event.callId,
-                    request: event.request,
-                    apiKey: event.apiKey,
-                    validate: event.validate,
-                  };
-                },
-              }),
+              { type: 'admitCall', params: ({ context, event }) => leasedCall(context, event.callId) },
+              { type: 'forgetLease', params: ({ event }) => ({ callId: event.callId }) },
             ],
           },
           {
+            /** Another instance holds this window's probe (or the breaker moved meanwhile). */
+            guard: 'isLeaseAwaited',
             actions: [
               {
-                type: 'reply',
-                params: ({ context, event }) => ({
-                  to: event.replyTo,
-                  reply: {
-                    type: 'provider.rejected',
-                    callId: event.callId,
-                    providerId: context.providerId,
-                    retryAt: context.breaker.getSnapshot().context.retryAt,
-                  },
-                }),
+                type: 'rejectCall',
+                params: ({ context, event }) => {
+                  const call = leasedCall(context, event.callId);
+                  return { callId: call.callId, replyTo: call.replyTo };
+                },
               },
-              { type: 'countStat', params: { stat: 'rejected' } },
-              {
-                type: 'recordCall',
-                params: ({ context }) => ({
-                  provider: context.providerId,
-                  outcome: 'rejected',
-                  errorClass: 'circuit_open',
-                  durationMs: 0,
-                }),
-              },
+              { type: 'forgetLease', params: ({ event }) => ({ callId: event.callId }) },
             ],
           },
+          {
+            guard: 'isLeaseGranted',
+            actions: { type: 'freeLease', params: ({ event }) => ({ callId: event.callId, at: event.at }) },
+          },
         ],
+        /** The fleet's state, or its loss: the breaker adopts it. */
+        'breaker.synced': { actions: { type: 'adoptFleetState', params: ({ event }) => event } },
+        'breaker.unshared': { actions: { type: 'adoptFleetState', params: ({ event }) => event } },
         'upstream.succeeded': [
           {
             guard: and(['isPendingCall', 'isAnswerValid']),
@@ -367,26 +458,44 @@ export const providerMachine = setup({
           },
         ],
         /** The caller went away: abort the call; the breaker hears `aborted`, which never counts. */
-        'call.cancelled': {
-          guard: 'isPendingCall',
-          actions: [
-            {
-              type: 'notifyBreaker',
-              params: ({ event }) => ({
-                type: 'call.ignored',
-                callId: event.callId,
-                errorClass: 'aborted',
-                at: event.at,
-              }),
-            },
-            { type: 'countStat', params: { stat: 'ignored' } },
-            { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
-          ],
-        },
+        'call.cancelled': [
+          {
+            /** Still waiting for the probe lease: forget it (a lease granted later is freed at once). */
+            guard: 'isLeaseAwaited',
+            actions: { type: 'forgetLease', params: ({ event }) => ({ callId: event.callId }) },
+          },
+          {
+            guard: 'isPendingCall',
+            actions: [
+              {
+                type: 'notifyBreaker',
+                params: ({ event }) => ({
+                  type: 'call.ignored',
+                  callId: event.callId,
+                  errorClass: 'aborted',
+                  at: event.at,
+                }),
+              },
+              { type: 'countStat', params: { stat: 'ignored' } },
+              { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
+            ],
+          },
+        ],
       },
     },
   },
 });
+
+function callRequest(event: Extract<ProviderRequestEvent, { type: 'call.requested' }>): CallRequest {
+  const { type: _type, ...call } = event;
+  return call;
+}
+
+function leasedCall(context: ProviderContext, callId: string): CallRequest {
+  const call = context.leasing[callId];
+  if (call === undefined) throw new Error(`No call waiting for a probe lease ${callId}`);
+  return call;
+}
 
 function pendingCall(context: ProviderContext, callId: string): PendingCall {
   const call = context.pending[callId];

@@ -14,6 +14,7 @@ import type { Gateway } from '../actors/types.js';
 import type { Config } from '../config.js';
 import type { DocumentStore } from '../documents/index.js';
 import { createProviderMetrics } from '../metrics/index.js';
+import { createResultCache } from '../study/index.js';
 import { clientErrorHandler, errorHandler, frameworkErrors, notFoundHandler } from './error-handler.js';
 import { ApiError } from './errors.js';
 import { keyHeaders } from './keys.js';
@@ -21,10 +22,12 @@ import { loggerOptions } from './logger.js';
 import type { LogOptions } from './logger.js';
 import { documentsRoutes } from './routes/documents.js';
 import { generateRoutes } from './routes/generate.js';
+import { jobsRoutes } from './routes/jobs.js';
 import { healthRoutes } from './routes/health.js';
 import type { Readiness } from './routes/health.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { providersRoutes } from './routes/providers.js';
+import { webRoutes } from './routes/web.js';
 
 export interface AppOptions {
   readonly config: Config;
@@ -100,6 +103,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(fastifySwaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
+  // One results cache per app: the same document, task and options are paid for once.
+  const resultCache = createResultCache();
   const metrics = createProviderMetrics(gateway, { processMetrics: options.processMetrics ?? true });
   const readiness = options.readiness ?? (async (): Promise<Readiness> => ({ store: 'memory', storeReachable: true }));
 
@@ -114,7 +119,17 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     fallbackMode: config.fallbackMode,
     bodyLimit: Math.ceil(config.maxUploadMb * mebibyte),
   });
+  // The web page, the live breaker stream and (demo mode) the fault panel's proxy to the emulator.
+  await app.register(webRoutes, { gateway, ...(options.demo === undefined ? {} : { demo: options.demo }) });
   // Jobs (POST/GET/DELETE /v1/jobs, SSE events) register here: `await app.register(jobsRoutes, {...})`.
+  await app.register(jobsRoutes, {
+    gateway,
+    documentStore,
+    defaultOrder: config.providersDefaultOrder,
+    fallbackMode: config.fallbackMode,
+    resultCache,
+    jobs: config.jobs,
+  });
 
   app.addHook('onClose', async () => {
     metrics.stop();

@@ -25,6 +25,7 @@ export const errorCodes = {
   PROVIDER_BAD_REQUEST: { status: 400, description: 'The provider refused the request as malformed (bad_request).' },
   PROVIDER_MODEL_NOT_FOUND: { status: 404, description: 'The configured model is unknown to the provider (not_found).' },
   REQUEST_TOO_LARGE: { status: 413, description: 'The JSON body is over the size limit (MAX_UPLOAD_MB).' },
+  TOO_MANY_JOBS: { status: 503, description: 'Every job slot (JOB_MAX_JOBS) is taken by a queued or running job; retry when one has finished.' },
   SHUTTING_DOWN: { status: 503, description: 'The service is shutting down; retry against another instance.' },
   REQUEST_ABORTED: { status: 499, description: 'The caller went away before the answer (never sent to a live client).' },
   INTERNAL_ERROR: { status: 500, description: 'A bug: the service failed in a way it did not expect.' },

@@ -25,6 +25,24 @@ export interface BreakerContext {
   /** The call admitted as the half-open probe, whose result alone decides. */
   readonly probeCallId: string | null;
   readonly opens: number;
+  /**
+   * True while a fleet store (Redis) is authoritative: the count and the opening are the fleet's,
+   * adopted through `breaker.synced`; false (embedded default, or the store unreachable) decides locally.
+   */
+  readonly shared: boolean;
+}
+
+/** A breaker state as the fleet store holds it (src/fleet), shared by every instance. */
+export interface SharedBreakerState {
+  readonly state: 'closed' | 'open' | 'halfOpen' | 'forcedOpen';
+  readonly consecutiveFailures: number;
+  readonly openedAt: number | null;
+  readonly retryAt: number | null;
+  readonly opens: number;
+  /** Bumped by every write to the fleet state; orders the updates one instance hears. */
+  readonly version: number;
+  /** Epoch ms of the fleet state's last state change (reconciliation after an outage: newer wins). */
+  readonly changedAt: number;
 }
 
 /**
@@ -38,7 +56,11 @@ export type BreakerEvent =
   | { type: 'call.ignored'; callId: string; errorClass: IgnoredErrorClass; at: number }
   | { type: 'breaker.reset'; at: number }
   | { type: 'breaker.forceOpen'; at: number }
-  | { type: 'breaker.release'; at: number };
+  | { type: 'breaker.release'; at: number }
+  /** The fleet's state (read from, or written to, the shared store): adopt it. */
+  | { type: 'breaker.synced'; shared: SharedBreakerState; at: number }
+  /** The shared store became unreachable: decide locally until the next `breaker.synced`. */
+  | { type: 'breaker.unshared'; at: number };
 
 /**
  * The circuit breaker of one provider. Admission is read by the provider actor through the
@@ -51,14 +73,25 @@ export const breakerMachine = setup({
     events: {} as BreakerEvent,
   },
   guards: {
-    /** The failure being recorded brings the failure record to the strategy's limit. */
+    /**
+     * The failure being recorded brings the failure record to the strategy's limit. While shared,
+     * the fleet decides the opening (one count for every instance) and `breaker.synced` brings it.
+     */
     isThresholdReached: ({ context }) =>
+      !context.shared &&
       openStrategies[context.strategy].shouldOpen(
         { consecutiveFailures: context.consecutiveFailures + 1 },
         context.threshold,
       ),
     /** The result belongs to the call admitted as this half-open window's probe. */
     isProbeResult: ({ context, event }) => 'callId' in event && event.callId === context.probeCallId,
+    /** Time lives in the data: the recovery time has passed even if no timer said so (restored, shared). */
+    isRetryDue: ({ context, event }) => context.retryAt !== null && 'at' in event && event.at >= context.retryAt,
+    /** The fleet's state, as `breaker.synced` carries it. */
+    isFleetClosed: ({ event }) => event.type === 'breaker.synced' && event.shared.state === 'closed',
+    isFleetOpen: ({ event }) => event.type === 'breaker.synced' && event.shared.state === 'open',
+    isFleetHalfOpen: ({ event }) => event.type === 'breaker.synced' && event.shared.state === 'halfOpen',
+    isFleetForcedOpen: ({ event }) => event.type === 'breaker.synced' && event.shared.state === 'forcedOpen',
   },
   actions: {
     countFailure: assign({ consecutiveFailures: ({ context }) => context.consecutiveFailures + 1 }),
@@ -77,9 +110,25 @@ export const breakerMachine = setup({
     }),
     holdProbe: assign({ probeCallId: ({ event }) => ('callId' in event ? event.callId : null) }),
     freeProbe: assign({ probeCallId: null }),
+    /** Take the fleet's count and times; a local probe survives only while the fleet is half-open too. */
+    adoptFleetState: assign(({ context, event }) => {
+      if (event.type !== 'breaker.synced') return {};
+      const { shared } = event;
+      return {
+        consecutiveFailures: shared.consecutiveFailures,
+        openedAt: shared.openedAt,
+        retryAt: shared.retryAt,
+        opens: Math.max(context.opens, shared.opens),
+        probeCallId: shared.state === 'halfOpen' ? context.probeCallId : null,
+        shared: true,
+      };
+    }),
+    decideLocally: assign({ shared: false }),
   },
   delays: {
-    recoveryTimeout: ({ context }) => context.recoveryMs,
+    /** Shared: until the fleet's `retryAt` (wall clock); embedded: the recovery time from entering `open`. */
+    recoveryTimeout: ({ context }) =>
+      context.shared && context.retryAt !== null ? Math.max(0, context.retryAt - Date.now()) : context.recoveryMs,
   },
 }).createMachine({
   id: 'breaker',
@@ -93,12 +142,21 @@ export const breakerMachine = setup({
     retryAt: null,
     probeCallId: null,
     opens: 0,
+    shared: false,
   }),
   initial: 'closed',
   on: {
     'breaker.reset': { target: '.closed', actions: 'clearFailures' },
     'breaker.release': { target: '.closed', actions: 'clearFailures' },
     'breaker.forceOpen': { target: '.forcedOpen', actions: 'markForcedOpen' },
+    /** The fleet moved: follow it (a state that already matches handles the event itself, without re-entry). */
+    'breaker.synced': [
+      { guard: 'isFleetClosed', target: '.closed', actions: 'adoptFleetState' },
+      { guard: 'isFleetOpen', target: '.open', actions: 'adoptFleetState' },
+      { guard: 'isFleetHalfOpen', target: '.halfOpen', actions: 'adoptFleetState' },
+      { guard: 'isFleetForcedOpen', target: '.forcedOpen', actions: 'adoptFleetState' },
+    ],
+    'breaker.unshared': { actions: 'decideLocally' },
   },
   states: {
     /** Normal operation: every call is admitted; counted failures add up, a success clears them. */
@@ -106,6 +164,7 @@ export const breakerMachine = setup({
       tags: ['admitting'],
       on: {
         'call.succeeded': { actions: 'clearFailures' },
+        'breaker.synced': { guard: 'isFleetClosed', actions: 'adoptFleetState' },
         'call.failed': [
           { guard: 'isThresholdReached', target: 'open', actions: ['countFailure', 'markOpened'] },
           { actions: 'countFailure' },
@@ -115,12 +174,21 @@ export const breakerMachine = setup({
     /** Calls are refused without touching the network until the recovery time has passed. */
     open: {
       after: { recoveryTimeout: 'halfOpen' },
+      on: {
+        /** A call admitted once `retryAt` has passed is the probe, whether or not the timer fired. */
+        'call.started': { guard: 'isRetryDue', target: 'halfOpen.probing', actions: 'holdProbe' },
+        /** Re-opened elsewhere in the fleet: re-enter to re-arm the timer on the new `retryAt`. */
+        'breaker.synced': { guard: 'isFleetOpen', target: 'open', reenter: true, actions: 'adoptFleetState' },
+      },
     },
     /** Held open by an operator (maintenance) until released; no timer moves it. */
-    forcedOpen: {},
+    forcedOpen: {
+      on: { 'breaker.synced': { guard: 'isFleetForcedOpen', actions: 'adoptFleetState' } },
+    },
     /** Recovery window: exactly one probe at a time decides between closed and open. */
     halfOpen: {
       initial: 'awaitingProbe',
+      on: { 'breaker.synced': { guard: 'isFleetHalfOpen', actions: 'adoptFleetState' } },
       states: {
         /** The probe slot is free: the next call is admitted as the probe. */
         awaitingProbe: {

@@ -94,6 +94,28 @@ describe('error handling', () => {
   });
 });
 
+describe('requests Fastify or Node cannot parse', () => {
+  it('answers a malformed URL with 400 INVALID_REQUEST', async () => {
+    const { app } = await start();
+    expectContractError(await app.inject({ method: 'GET', url: '/v1/providers/%E0%A4%A' }), 400, 'INVALID_REQUEST');
+  });
+
+  it('answers a malformed HTTP request on the socket with the contract body', async () => {
+    const { app } = await start();
+    const address = new URL(await app.listen({ port: 0, host: '127.0.0.1' }));
+    const { connect } = await import('node:net');
+    const raw = await new Promise<string>((resolve, reject) => {
+      let data = '';
+      const socket = connect(Number(address.port), address.hostname, () => socket.write('GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n'));
+      socket.on('data', (chunk) => (data += chunk.toString()));
+      socket.on('end', () => resolve(data));
+      socket.on('error', reject);
+    });
+    expect(raw).toMatch(/^HTTP\/1\.1 400/);
+    expect(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4))).toMatchObject({ error: { code: 'INVALID_REQUEST' } });
+  });
+});
+
 describe('POST /v1/generate request validation', () => {
   it.each([
     ['an unknown task', { task: 'essay', text: 'x' }, /task/],

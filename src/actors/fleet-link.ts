@@ -1,0 +1,28 @@
+import { fromCallback, type ActorRefFrom } from 'xstate';
+import type { BreakerEvent, breakerMachine } from '../machines/breaker.machine.js';
+import type { ProviderId } from '../providers/index.js';
+
+/** What a provider actor gives the link between its breaker and the fleet store. */
+export interface FleetLinkInput {
+  readonly providerId: ProviderId;
+  /** The provider's own breaker: the link reads its state to reconcile after an outage. */
+  readonly breaker: ActorRefFrom<typeof breakerMachine>;
+}
+
+/** What the provider actor tells its fleet link. */
+export type FleetLinkEvent =
+  /** Every event the breaker heard, to be applied to the fleet state as well. */
+  | { type: 'fleet.report'; event: BreakerEvent }
+  /** A call would be the half-open probe: ask the fleet for the one probe lease of this window. */
+  | { type: 'probe.requested'; callId: string; at: number };
+
+/** What the fleet link answers its provider actor. */
+export type FleetLinkReply =
+  | Extract<BreakerEvent, { type: 'breaker.synced' | 'breaker.unshared' }>
+  | { type: 'probe.leased'; callId: string; granted: boolean; at: number };
+
+/**
+ * The embedded default (no `REDIS_URL`): no fleet, so the link never answers and the breaker
+ * decides alone. `createFleetLink` (src/fleet) replaces it through `.provide`.
+ */
+export const embeddedFleetLink = fromCallback<FleetLinkEvent, FleetLinkInput, FleetLinkReply>(() => undefined);

@@ -1,0 +1,304 @@
+/**
+ * `/v1/jobs`: the whole pipeline (notes → mcq → fill) in the background (API.md), one job actor per job
+ * (src/machines/job.machine.ts) held by the job registry (src/jobs). Progress and attempts stream over
+ * server-sent events, written by hand on the raw socket after `reply.hijack()` (the protocol is a few
+ * lines of text; no plugin needed). The keys travel from the request headers into the job actor only.
+ */
+import type { ServerResponse } from 'node:http';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { FallbackPolicy, Gateway } from '../../actors/types.js';
+import type { DocumentStore } from '../../documents/index.js';
+import { createJobRegistry, JobCapacityError, jobStages, jobStatuses } from '../../jobs/index.js';
+import type { JobRegistry, JobStreamEvent } from '../../jobs/index.js';
+import type { ProviderId } from '../../providers/index.js';
+import {
+  defaultQuestionCount,
+  fillResultSchema,
+  mcqResultSchema,
+  notesResultSchema,
+} from '../../study/index.js';
+import type { ResultCache, StudyLang } from '../../study/index.js';
+import { ApiError } from '../errors.js';
+import { buildChain, keyHeaders, readProviderKeys } from '../keys.js';
+import { attemptSchema, errorBodySchema, providerIdSchema } from '../schemas.js';
+import { loadDocumentOrThrow } from './documents.js';
+
+export interface JobsRoutesOptions {
+  readonly gateway: Gateway;
+  readonly documentStore: DocumentStore;
+  readonly defaultOrder: readonly ProviderId[];
+  readonly fallbackMode: FallbackPolicy;
+  /** The app's results cache (one per app): a job over a document already done costs no provider call. */
+  readonly resultCache?: ResultCache;
+  readonly jobs: {
+    readonly ttlSeconds: number;
+    readonly concurrency: number;
+    readonly maxJobs: number;
+    readonly partBudgetTokens: number;
+  };
+  /** SSE comment lines this often keep proxies from closing a quiet stream (default 15 s). */
+  readonly heartbeatMs?: number;
+  /** Receives the registry the plugin creates (tests and metrics read it). */
+  readonly onRegistry?: (registry: JobRegistry) => void;
+}
+
+const countSchema = z.int().min(1).max(50);
+
+export const createJobBodySchema = z.strictObject({
+  documentId: z.string().min(1).max(200).describe('An id from POST /v1/documents.'),
+  providers: z
+    .array(providerIdSchema)
+    .min(1)
+    .max(3)
+    .refine((ids) => new Set(ids).size === ids.length, 'Provider ids must be unique.')
+    .optional()
+    .describe(
+      'Priority order; the configured default order without it. Providers without a key header are left out.',
+    ),
+  options: z
+    .strictObject({
+      lang: z.enum(['ko', 'en']).optional().describe('Output language; detected from the text when absent.'),
+      mcqCount: countSchema
+        .optional()
+        .describe(`Multiple-choice questions asked for (default ${defaultQuestionCount}).`),
+      fillCount: countSchema
+        .optional()
+        .describe(`Fill-in-the-blank questions asked for (default ${defaultQuestionCount}).`),
+    })
+    .optional(),
+});
+
+const jobParamsSchema = z.object({ id: z.string().min(1).max(200) });
+
+const usageSchema = z.object({ inputTokens: z.number().nullable(), outputTokens: z.number().nullable() });
+
+const stageMetaSchema = z.object({
+  provider: providerIdSchema,
+  model: z.string(),
+  fallback: z.boolean(),
+  attempts: z.array(attemptSchema).readonly(),
+  usage: usageSchema,
+  cached: z.boolean(),
+});
+
+const stageSchema = z.enum(['queued', ...jobStages, 'done']);
+
+export const jobViewSchema = z
+  .object({
+    jobId: z.string(),
+    status: z.enum(jobStatuses),
+    progress: z.number().min(0).max(100),
+    stage: stageSchema.describe(
+      'queued, the stage in progress (notes, mcq, fill), the stage it stopped in, or done.',
+    ),
+    result: z.object({ notes: notesResultSchema, mcq: mcqResultSchema, fill: fillResultSchema }).optional(),
+    error: z
+      .object({
+        code: z.string(),
+        message: z.string(),
+        attempts: z.array(attemptSchema).readonly(),
+        retryAfterSeconds: z.number().int().min(0).optional(),
+      })
+      .optional()
+      .describe('When failed: the contract error body of the stage that failed.'),
+    meta: z
+      .object({
+        lang: z.enum(['ko', 'en']),
+        mcqCount: z.number().int(),
+        fillCount: z.number().int(),
+        stages: z.object({
+          notes: stageMetaSchema.optional(),
+          mcq: stageMetaSchema.optional(),
+          fill: stageMetaSchema.optional(),
+        }),
+        attempts: z.array(attemptSchema).readonly(),
+        failedStage: z.enum(jobStages).optional(),
+      })
+      .optional(),
+    createdAt: z.number(),
+    finishedAt: z.number().optional(),
+  })
+  .describe('Job');
+
+/** Hangul syllables outnumbering Latin letters → Korean (as `POST /v1/generate` decides). */
+function detectLang(text: string): StudyLang {
+  const sample = text.slice(0, 20_000);
+  const hangul = sample.match(/[\uac00-\ud7a3]/g)?.length ?? 0;
+  const latin = sample.match(/[A-Za-z]/g)?.length ?? 0;
+  return hangul * 2 >= latin && hangul > 0 ? 'ko' : 'en';
+}
+
+function notFound(id: string): ApiError {
+  return new ApiError(
+    'JOB_NOT_FOUND',
+    `No job ${JSON.stringify(id.slice(0, 100))}: it is unknown or has expired (JOB_TTL_SECONDS).`,
+  );
+}
+
+function writeEvent(raw: ServerResponse, event: JobStreamEvent): void {
+  raw.write(`event: ${event.type}\ndata: ${JSON.stringify(event.data)}\n\n`);
+}
+
+export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, options) => {
+  const registry = createJobRegistry({
+    gateway: options.gateway,
+    policy: options.fallbackMode,
+    ...(options.resultCache === undefined ? {} : { cache: options.resultCache }),
+    budgetTokens: options.jobs.partBudgetTokens,
+    concurrency: options.jobs.concurrency,
+    maxJobs: options.jobs.maxJobs,
+    ttlSeconds: options.jobs.ttlSeconds,
+  });
+  options.onRegistry?.(registry);
+  const heartbeatMs = options.heartbeatMs ?? 15_000;
+
+  // Before the server waits for open connections: cancelling every job ends every event stream.
+  app.addHook('preClose', async () => {
+    await registry.stop();
+  });
+
+  app.post(
+    '/v1/jobs',
+    {
+      schema: {
+        tags: ['jobs'],
+        summary: 'Start a background job: notes, then MCQ and fill-in-the-blank questions grounded on them.',
+        description: `Provider keys travel in the headers ${Object.values(keyHeaders).join(', ')} and are held in memory for the job's life only.`,
+        body: createJobBodySchema,
+        response: {
+          202: z.object({ jobId: z.string(), status: z.literal('queued') }),
+          400: errorBodySchema,
+          404: errorBodySchema,
+          503: errorBodySchema,
+        },
+      },
+    },
+    async (request, reply) => {
+      const body = request.body;
+      const order = body.providers ?? options.defaultOrder;
+      const chain = buildChain(order, readProviderKeys(request.headers));
+      if (chain.length === 0) {
+        const wanted = order.map((id) => keyHeaders[id]).join(', ');
+        throw new ApiError(
+          'NO_PROVIDER_KEY',
+          `No requested provider has a key: send one of the headers ${wanted}.`,
+        );
+      }
+      const document = await loadDocumentOrThrow(options.documentStore, body.documentId);
+      let view;
+      try {
+        view = registry.create({
+          text: document.text,
+          cacheKey: document.sha256,
+          lang: body.options?.lang ?? detectLang(document.text),
+          mcqCount: body.options?.mcqCount ?? defaultQuestionCount,
+          fillCount: body.options?.fillCount ?? defaultQuestionCount,
+          chain,
+        });
+      } catch (error) {
+        if (error instanceof JobCapacityError) throw new ApiError('TOO_MANY_JOBS', error.message);
+        throw error;
+      }
+      return reply.code(202).send({ jobId: view.jobId, status: 'queued' as const });
+    },
+  );
+
+  app.get(
+    '/v1/jobs/:id',
+    {
+      schema: {
+        tags: ['jobs'],
+        summary: "A job's status, progress, and when finished its result or error.",
+        params: jobParamsSchema,
+        response: { 200: jobViewSchema, 404: errorBodySchema },
+      },
+    },
+    async (request) => {
+      const view = await registry.get(request.params.id);
+      if (view === undefined) throw notFound(request.params.id);
+      return view;
+    },
+  );
+
+  app.delete(
+    '/v1/jobs/:id',
+    {
+      schema: {
+        tags: ['jobs'],
+        summary: 'Cancel a job: calls in flight are aborted and never count toward a breaker.',
+        description: 'Answers the job as it is after the cancel; a finished job is left as it is.',
+        params: jobParamsSchema,
+        response: { 200: jobViewSchema, 404: errorBodySchema },
+      },
+    },
+    async (request) => {
+      const view = await registry.cancel(request.params.id);
+      if (view === undefined) throw notFound(request.params.id);
+      return view;
+    },
+  );
+
+  app.get(
+    '/v1/jobs/:id/events',
+    {
+      schema: {
+        tags: ['jobs'],
+        summary: "A job's events as text/event-stream: progress, attempt, and one terminal done.",
+        description:
+          'Events: `progress` ({progress, stage, part?, parts?}), `attempt` (an Attempt), `done` ({status}). ' +
+          'The current progress comes first; a job already finished sends its progress and done at once. ' +
+          'Comment lines keep the stream alive.',
+        params: jobParamsSchema,
+        response: { 200: z.string().describe('text/event-stream'), 404: errorBodySchema },
+      },
+    },
+    async (request, reply) => {
+      const jobId = request.params.id;
+      if ((await registry.get(jobId)) === undefined) throw notFound(jobId);
+
+      reply.hijack();
+      const raw = reply.raw;
+      raw.writeHead(200, {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache, no-transform',
+        connection: 'keep-alive',
+        'x-accel-buffering': 'no',
+      });
+      raw.flushHeaders();
+
+      let ended = false;
+      const subscription: { unsubscribe?: () => void } = {};
+      const heartbeat = setInterval(() => raw.write(': heartbeat\n\n'), heartbeatMs);
+      heartbeat.unref();
+      const cleanUp = (): void => {
+        if (ended) return;
+        ended = true;
+        clearInterval(heartbeat);
+        subscription.unsubscribe?.();
+        raw.off('close', cleanUp);
+      };
+      // The client went away: stop listening (the job itself goes on).
+      raw.on('close', cleanUp);
+
+      const onEvent = (event: JobStreamEvent): void => {
+        if (ended) return;
+        writeEvent(raw, event);
+        if (event.type === 'done') {
+          cleanUp();
+          raw.end();
+        }
+      };
+      const unsubscribe = await registry.subscribe(jobId, onEvent);
+      if (unsubscribe === undefined) {
+        // Expired between the check and the subscription.
+        cleanUp();
+        raw.end();
+        return;
+      }
+      // A finished job ended the stream inside `subscribe`, before `unsubscribe` was known.
+      if (ended) unsubscribe();
+      else subscription.unsubscribe = unsubscribe;
+    },
+  );
+};

@@ -1,0 +1,233 @@
+/**
+ * The web page and what only the page needs (docs/web.md):
+ * - `GET /` and `GET /web/<file>`: the page's files from src/web/public (a fixed list, nothing else from disk);
+ * - `GET /web/machines.json`: the generated machine diagrams (docs/machines/*.mmd) as state trees;
+ * - `GET /v1/providers/events`: Server-Sent Events with every provider's breaker, fed by
+ *   `gateway.onBreakerTransition` (event `transition`, followed by a `snapshot`) and a periodic `snapshot`;
+ * - `GET /demo/config` and, in demo mode only, `POST|DELETE /demo/faults`: the page's fault panel, proxied
+ *   to the emulator's control endpoint so the page talks to this service alone.
+ */
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { ServerResponse } from 'node:http';
+import type { FastifyReply } from 'fastify';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { Gateway } from '../../actors/types.js';
+import { providerIds } from '../../providers/index.js';
+import type { ProviderId } from '../../providers/index.js';
+import { publicFiles, webPaths } from '../../web/assets.js';
+import type { WebPaths } from '../../web/assets.js';
+import { parseStateDiagram } from '../../web/machine-diagram.js';
+import type { MachineDiagram } from '../../web/machine-diagram.js';
+import { ApiError } from '../errors.js';
+import { errorBodySchema, providerIdSchema } from '../schemas.js';
+
+export interface WebRoutesOptions {
+  readonly gateway: Gateway;
+  /** Demo mode: the emulator the fault panel drives. Absent: no fault routes, no prefilled keys. */
+  readonly demo?: { readonly emulatorUrl: string };
+  /** How often the providers stream repeats the full snapshot (default 1000 ms). */
+  readonly snapshotIntervalMs?: number;
+  /** Where the page's files are; found from the project root when absent. */
+  readonly paths?: WebPaths;
+}
+
+/** Obviously fake keys the emulator accepts; the page is prefilled with them in demo mode. */
+export const demoKeys: Readonly<Record<ProviderId, string>> = {
+  claude: 'demo-claude-key-0001',
+  gpt: 'demo-gpt-key-0001',
+  timelygpt: 'demo-timelygpt-key-0001',
+};
+
+/** The same keys with the emulator's 429 prefix: "rate-limit this key" in the fault panel. */
+export const demoRateLimitedKeys: Readonly<Record<ProviderId, string>> = {
+  claude: 'emu-ratelimit-demo-claude-0001',
+  gpt: 'emu-ratelimit-demo-gpt-0001',
+  timelygpt: 'emu-ratelimit-demo-timelygpt-0001',
+};
+
+/** The emulator faults the panel may set (docs/emulator.md). */
+export const demoFaults = ['http500', 'http503', 'overloaded', 'slow', 'hang', 'reset', 'garbage', 'invalidOutput', 'truncated'] as const;
+
+/** The machines the page draws, in this order. */
+const machineNames = ['gateway', 'provider', 'breaker', 'fallback', 'timelygpt-session'] as const;
+
+const securityHeaders: Readonly<Record<string, string>> = {
+  'content-security-policy':
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+};
+
+const faultBodySchema = z.strictObject({
+  provider: providerIdSchema,
+  fault: z.enum(demoFaults).describe('An emulator fault (docs/emulator.md).'),
+  count: z.int().min(1).max(1000).optional().describe('For the next n calls; until reset when absent.'),
+  ms: z.int().min(1).max(120_000).optional().describe('Delay of the `slow` fault.'),
+});
+
+const demoConfigSchema = z.object({
+  demo: z.boolean(),
+  keys: z.record(z.string(), z.string()).optional(),
+  rateLimitedKeys: z.record(z.string(), z.string()).optional(),
+  faults: z.array(z.string()).optional(),
+});
+
+function writeEvent(response: ServerResponse, event: string, data: unknown): void {
+  response.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+}
+
+export const webRoutes: FastifyPluginAsyncZod<WebRoutesOptions> = async (app, options) => {
+  const { gateway } = options;
+  const paths = options.paths ?? webPaths();
+  const snapshotIntervalMs = options.snapshotIntervalMs ?? 1000;
+
+  async function sendFile(name: string, reply: FastifyReply): Promise<unknown> {
+    const type = publicFiles[name];
+    if (type === undefined) throw new ApiError('NOT_FOUND', `No route GET /web/${name}.`);
+    const body = await readFile(join(paths.publicDirectory, name));
+    return reply
+      .headers(securityHeaders)
+      .header('cache-control', 'no-cache')
+      .type(type)
+      .send(body);
+  }
+
+  app.get('/', { schema: { hide: true } }, async (_request, reply) => sendFile('index.html', reply));
+  app.get('/favicon.ico', { schema: { hide: true } }, async (_request, reply) => sendFile('favicon.svg', reply));
+
+  app.get('/web/machines.json', { schema: { hide: true } }, async () => {
+    const machines: MachineDiagram[] = [];
+    for (const name of machineNames) {
+      let text: string;
+      try {
+        text = await readFile(join(paths.machinesDirectory, `${name}.mmd`), 'utf8');
+      } catch {
+        continue;
+      }
+      machines.push(parseStateDiagram(name, text));
+    }
+    return { machines };
+  });
+
+  app.get(
+    '/web/:file',
+    { schema: { hide: true, params: z.object({ file: z.string() }) } },
+    async (request, reply) => sendFile(request.params.file, reply),
+  );
+
+  // ------------------------------------------------------------------ live breakers over SSE
+  const streams = new Set<() => void>();
+  app.addHook('preClose', async () => {
+    for (const close of [...streams]) close();
+  });
+
+  app.get(
+    '/v1/providers/events',
+    {
+      schema: {
+        tags: ['providers'],
+        summary: 'Live breaker state of every provider as Server-Sent Events.',
+        description:
+          'text/event-stream. `snapshot` ({"providers":[…as GET /v1/providers…],"at"}) at once and every second; ' +
+          '`transition` ({"provider","from","to","at"}) when a breaker changes state, followed by a fresh `snapshot`.',
+        response: { 200: z.string().describe('text/event-stream') },
+      },
+    },
+    async (request, reply) => {
+      reply.hijack();
+      const response = reply.raw;
+      response.writeHead(200, {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache, no-transform',
+        connection: 'keep-alive',
+        'x-accel-buffering': 'no',
+      });
+      response.write('retry: 2000\n\n');
+      const snapshot = (): void => writeEvent(response, 'snapshot', { providers: gateway.providers(), at: Date.now() });
+      snapshot();
+      const unsubscribe = gateway.onBreakerTransition((transition) => {
+        writeEvent(response, 'transition', transition);
+        snapshot();
+      });
+      const timer = setInterval(snapshot, snapshotIntervalMs);
+      let closed = false;
+      const close = (): void => {
+        if (closed) return;
+        closed = true;
+        clearInterval(timer);
+        unsubscribe();
+        streams.delete(close);
+        if (!response.writableEnded) response.end();
+      };
+      streams.add(close);
+      request.raw.on('close', close);
+      response.on('close', close);
+    },
+  );
+
+  // ------------------------------------------------------------------ demo: prefilled keys and the fault panel
+  const demo = options.demo;
+  app.get(
+    '/demo/config',
+    {
+      schema: {
+        hide: true,
+        response: { 200: demoConfigSchema },
+      },
+    },
+    async () =>
+      demo === undefined
+        ? { demo: false }
+        : { demo: true, keys: { ...demoKeys }, rateLimitedKeys: { ...demoRateLimitedKeys }, faults: [...demoFaults] },
+  );
+
+  if (demo === undefined) return;
+  const controlUrl = `${demo.emulatorUrl}/_emulator/faults`;
+
+  async function forward(method: 'POST' | 'DELETE', body?: unknown): Promise<{ status: number; json: unknown }> {
+    let answer: Response;
+    try {
+      answer = await fetch(controlUrl, {
+        method,
+        ...(body === undefined ? {} : { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
+        signal: AbortSignal.timeout(5000),
+      });
+    } catch {
+      throw new ApiError('INTERNAL_ERROR', 'The emulator did not answer the fault request.');
+    }
+    const text = await answer.text();
+    let json: unknown;
+    try {
+      json = text === '' ? {} : JSON.parse(text);
+    } catch {
+      json = { message: text.slice(0, 200) };
+    }
+    return { status: answer.status, json };
+  }
+
+  app.post(
+    '/demo/faults',
+    {
+      schema: {
+        hide: true,
+        body: faultBodySchema,
+        response: { 200: z.object({ ok: z.literal(true), emulator: z.unknown() }), 400: errorBodySchema },
+      },
+    },
+    async (request, reply) => {
+      const { status, json } = await forward('POST', request.body);
+      if (status >= 400) throw new ApiError('INVALID_REQUEST', `The emulator refused the fault (HTTP ${status}).`);
+      request.log.info({ provider: request.body.provider, fault: request.body.fault }, 'demo fault set');
+      return reply.code(200).send({ ok: true, emulator: json });
+    },
+  );
+
+  app.delete('/demo/faults', { schema: { hide: true } }, async (request, reply) => {
+    const { status } = await forward('DELETE');
+    if (status >= 400) throw new ApiError('INTERNAL_ERROR', `The emulator refused the reset (HTTP ${status}).`);
+    request.log.info('demo faults reset');
+    return reply.code(200).send({ ok: true, providers: [...providerIds] });
+  });
+};

@@ -1,0 +1,18 @@
+export { createJobRegistry, jobView, JobCapacityError } from './registry.js';
+export type { JobRegistry, JobRegistryOptions, JobSpec, JobListener } from './registry.js';
+export { createMemoryJobStatusStore } from './status-store.js';
+export type { JobStatusStore, MemoryJobStatusStore, MemoryJobStatusStoreOptions } from './status-store.js';
+export { jobStatuses, jobStages, isFinalStatus } from './types.js';
+export type {
+  JobStatus,
+  JobStage,
+  JobPosition,
+  FinalJobStatus,
+  JobResult,
+  StageMeta,
+  JobMeta,
+  JobError,
+  JobView,
+  ProgressEvent,
+  JobStreamEvent,
+} from './types.js';

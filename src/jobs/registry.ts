@@ -1,0 +1,253 @@
+import { randomUUID } from 'node:crypto';
+import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
+import type { ChainLink, FallbackPolicy, Gateway } from '../actors/types.js';
+import { jobMachine } from '../machines/job.machine.js';
+import { Secret } from '../security/secret.js';
+import type { ResultCache, StudyLang } from '../study/index.js';
+import { createStageActor } from './stage-actor.js';
+import { createMemoryJobStatusStore, type JobStatusStore } from './status-store.js';
+import type { JobStatus, JobStreamEvent, JobView, ProgressEvent } from './types.js';
+
+/** What `POST /v1/jobs` asks for, once the document is loaded and the chain built. */
+export interface JobSpec {
+  readonly text: string;
+  /** The document's identity for the results cache (its sha256). */
+  readonly cacheKey: string;
+  readonly lang: StudyLang;
+  readonly mcqCount: number;
+  readonly fillCount: number;
+  /** Raw keys: wrapped in `Secret` at once and held only by the job actor. */
+  readonly chain: readonly ChainLink[];
+}
+
+export interface JobRegistryOptions {
+  readonly gateway: Gateway;
+  readonly policy: FallbackPolicy;
+  readonly cache?: ResultCache;
+  /** Most document tokens in one prompt (JOB_PART_BUDGET_TOKENS). */
+  readonly budgetTokens?: number;
+  /** Jobs running at once; the others wait queued (JOB_CONCURRENCY). */
+  readonly concurrency: number;
+  /** Most jobs held at once, live and finished (JOB_MAX_JOBS). */
+  readonly maxJobs: number;
+  /** A finished job is forgotten this long after it ended (JOB_TTL_SECONDS). */
+  readonly ttlSeconds: number;
+  /** Default: an in-process store bounded by `maxJobs`. */
+  readonly store?: JobStatusStore;
+}
+
+export type JobListener = (event: JobStreamEvent) => void;
+
+export interface JobRegistry {
+  /** Starts a job (queued until a slot frees). Throws `JobCapacityError` when `maxJobs` are live. */
+  create(spec: JobSpec): JobView;
+  get(jobId: string): Promise<JobView | undefined>;
+  /** Cancels a queued or running job; a finished one is answered as it is. Undefined when unknown. */
+  cancel(jobId: string): Promise<JobView | undefined>;
+  /**
+   * Streams a job's events: first its current progress, then what happens; a finished job gets its
+   * progress and `done` at once. Returns the unsubscribe function, or undefined for an unknown job.
+   */
+  subscribe(jobId: string, listener: JobListener): Promise<(() => void) | undefined>;
+  /** Jobs queued and running in this process, and the listeners on their events (open SSE streams). */
+  counts(): { readonly queued: number; readonly running: number; readonly subscribers: number };
+  /** Cancels every live job (shutdown) and closes the store. */
+  stop(): Promise<void>;
+}
+
+/** Every job slot is taken by a queued or running job. */
+export class JobCapacityError extends Error {
+  constructor(readonly maxJobs: number) {
+    super(`Too many jobs at once (at most ${maxJobs}); retry when one has finished.`);
+    this.name = 'JobCapacityError';
+  }
+}
+
+type JobActor = ActorRefFrom<typeof jobMachine>;
+type JobSnapshot = SnapshotFrom<typeof jobMachine>;
+
+interface LiveJob {
+  readonly jobId: string;
+  readonly actor: JobActor;
+  readonly listeners: Set<JobListener>;
+  lastWritten: string;
+}
+
+function statusOf(snapshot: JobSnapshot): JobStatus {
+  const value = snapshot.value;
+  return typeof value === 'string' ? value : 'running';
+}
+
+/** The plain JSON view of a job's snapshot: no key, no document text. */
+export function jobView(snapshot: JobSnapshot): JobView {
+  const context = snapshot.context;
+  const status = statusOf(snapshot);
+  const result =
+    status === 'succeeded' && context.notes !== null && context.mcq !== null && context.fill !== null
+      ? { notes: context.notes, mcq: context.mcq, fill: context.fill }
+      : undefined;
+  return {
+    jobId: context.jobId,
+    status,
+    progress: context.progress,
+    stage: context.position,
+    ...(result === undefined ? {} : { result }),
+    ...(context.error === null ? {} : { error: context.error }),
+    meta: {
+      lang: context.lang,
+      mcqCount: context.mcqCount,
+      fillCount: context.fillCount,
+      stages: context.stages,
+      attempts: context.attempts,
+      ...(context.failedStage === null ? {} : { failedStage: context.failedStage }),
+    },
+    createdAt: context.createdAt,
+    ...(context.finishedAt === null ? {} : { finishedAt: context.finishedAt }),
+  };
+}
+
+function progressOf(view: JobView): ProgressEvent {
+  return { progress: view.progress, stage: view.stage };
+}
+
+function currentProgress(snapshot: JobSnapshot): ProgressEvent {
+  const { progress, position, part, parts } = snapshot.context;
+  return { progress, stage: position, ...(part === null || parts === null ? {} : { part, parts }) };
+}
+
+/**
+ * Creates, finds and cancels job actors. At most `concurrency` run at once (the rest wait queued, in
+ * order), at most `maxJobs` are live; a finished job's actor is dropped and its view kept in the
+ * status store for `ttlSeconds`, so memory stays bounded.
+ */
+export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
+  const store = options.store ?? createMemoryJobStatusStore({ maxEntries: options.maxJobs });
+  const ttlMs = options.ttlSeconds * 1000;
+  const logic = jobMachine.provide({
+    actors: {
+      generateStage: createStageActor({
+        gateway: options.gateway,
+        policy: options.policy,
+        ...(options.cache === undefined ? {} : { cache: options.cache }),
+        ...(options.budgetTokens === undefined ? {} : { budgetTokens: options.budgetTokens }),
+      }),
+    },
+  });
+  const live = new Map<string, LiveJob>();
+  const queue: LiveJob[] = [];
+  const running = new Set<string>();
+  let stopped = false;
+
+  function write(job: LiveJob, snapshot: JobSnapshot): void {
+    const view = jobView(snapshot);
+    const finished = snapshot.status === 'done';
+    // Status-level changes only: a shared store is not written on every part.
+    const key = `${view.status}:${view.stage}:${view.progress}`;
+    if (!finished && key === job.lastWritten) return;
+    job.lastWritten = key;
+    void store.put(view, finished ? ttlMs : undefined);
+  }
+
+  function pump(): void {
+    while (running.size < options.concurrency) {
+      const next = queue.shift();
+      if (next === undefined) return;
+      if (next.actor.getSnapshot().status !== 'active') continue;
+      running.add(next.jobId);
+      next.actor.send({ type: 'job.start' });
+    }
+  }
+
+  function finish(job: LiveJob): void {
+    if (!live.has(job.jobId)) return;
+    live.delete(job.jobId);
+    running.delete(job.jobId);
+    const queued = queue.indexOf(job);
+    if (queued >= 0) queue.splice(queued, 1);
+    job.listeners.clear();
+    pump();
+  }
+
+  return {
+    create(spec) {
+      if (stopped) throw new Error('The job registry is stopped.');
+      if (live.size >= options.maxJobs) throw new JobCapacityError(options.maxJobs);
+      const jobId = randomUUID();
+      const actor = createActor(logic, {
+        id: `job.${jobId}`,
+        input: {
+          jobId,
+          text: spec.text,
+          cacheKey: spec.cacheKey,
+          lang: spec.lang,
+          mcqCount: spec.mcqCount,
+          fillCount: spec.fillCount,
+          chain: spec.chain.map((link) => ({ provider: link.provider, apiKey: new Secret(link.apiKey) })),
+          createdAt: Date.now(),
+        },
+      });
+      const job: LiveJob = { jobId, actor, listeners: new Set(), lastWritten: '' };
+      const fanOut = (event: JobStreamEvent): void => job.listeners.forEach((listener) => listener(event));
+      actor.on('progress', fanOut);
+      actor.on('attempt', fanOut);
+      actor.on('done', fanOut);
+      actor.subscribe({
+        next: (snapshot) => {
+          write(job, snapshot);
+          if (snapshot.status === 'done') finish(job);
+        },
+        error: () => finish(job),
+      });
+      live.set(jobId, job);
+      actor.start();
+      write(job, actor.getSnapshot());
+      queue.push(job);
+      const view = jobView(actor.getSnapshot());
+      // The caller answers `queued` first; the slot is granted right after.
+      queueMicrotask(pump);
+      return view;
+    },
+
+    async get(jobId) {
+      const job = live.get(jobId);
+      if (job !== undefined) return jobView(job.actor.getSnapshot());
+      return store.get(jobId);
+    },
+
+    async cancel(jobId) {
+      const job = live.get(jobId);
+      if (job === undefined) return store.get(jobId);
+      job.actor.send({ type: 'job.cancel' });
+      return jobView(job.actor.getSnapshot());
+    },
+
+    async subscribe(jobId, listener) {
+      const job = live.get(jobId);
+      if (job !== undefined) {
+        listener({ type: 'progress', data: currentProgress(job.actor.getSnapshot()) });
+        job.listeners.add(listener);
+        return () => job.listeners.delete(listener);
+      }
+      const view = await store.get(jobId);
+      if (view === undefined) return undefined;
+      listener({ type: 'progress', data: progressOf(view) });
+      if (view.status === 'succeeded' || view.status === 'failed' || view.status === 'cancelled') {
+        listener({ type: 'done', data: { status: view.status } });
+      }
+      return () => undefined;
+    },
+
+    counts() {
+      let subscribers = 0;
+      for (const job of live.values()) subscribers += job.listeners.size;
+      return { queued: live.size - running.size, running: running.size, subscribers };
+    },
+
+    async stop() {
+      stopped = true;
+      queue.length = 0;
+      for (const job of [...live.values()]) job.actor.send({ type: 'job.cancel' });
+      await store.close?.();
+    },
+  };
+}

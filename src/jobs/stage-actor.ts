@@ -1,0 +1,83 @@
+import { fromPromise } from 'xstate';
+import type { Attempt, FallbackPolicy, Gateway } from '../actors/types.js';
+import type { StageActorInput } from '../machines/job.machine.js';
+import { scrubSecrets } from '../providers/index.js';
+import { generateStudyTask } from '../study/index.js';
+import type { ResultCache, StudyTaskOutcome } from '../study/index.js';
+
+export interface StageActorDependencies {
+  readonly gateway: Gateway;
+  readonly policy: FallbackPolicy;
+  /** Shared with the rest of the app: the same document, task and options are paid for once. */
+  readonly cache?: ResultCache;
+  /** Most document tokens in one prompt; above it a stage works in parts. */
+  readonly budgetTokens?: number;
+}
+
+function scrubAttempt(attempt: Attempt, keys: readonly string[]): Attempt {
+  return attempt.message === undefined
+    ? attempt
+    : { ...attempt, message: scrubSecrets(attempt.message, keys) };
+}
+
+function scrubOutcome(outcome: StudyTaskOutcome, keys: readonly string[]): StudyTaskOutcome {
+  const attempts = outcome.attempts.map((attempt) => scrubAttempt(attempt, keys));
+  if (outcome.status === 'failed')
+    return { ...outcome, message: scrubSecrets(outcome.message, keys), attempts };
+  return { ...outcome, attempts };
+}
+
+/**
+ * A signal that aborts a microtask after any of `signals` does. Both fire while XState executes an
+ * action (the cancel, the stop of the invoked actor); deferring lets the gateway's actors handle the
+ * abort in their own turn instead of inside another actor's action.
+ */
+function deferredAbort(signals: readonly AbortSignal[]): AbortSignal {
+  const controller = new AbortController();
+  const abort = (): void => queueMicrotask(() => controller.abort());
+  for (const signal of signals) {
+    if (signal.aborted) abort();
+    else signal.addEventListener('abort', abort, { once: true });
+  }
+  return controller.signal;
+}
+
+/**
+ * The job machine's `generateStage`: one stage through `generateStudyTask`. It aborts when the job
+ * cancels (the job's signal) or when the actor is stopped (XState's own signal), reveals the keys
+ * only to build the gateway's chain, and scrubs them out of every message it hands back.
+ */
+export function createStageActor(dependencies: StageActorDependencies) {
+  return fromPromise<StudyTaskOutcome, StageActorInput>(async ({ input, signal }) => {
+    const abort = deferredAbort([signal, input.signal]);
+    const keys = input.chain.map((link) => link.apiKey.reveal());
+    const outcome = await generateStudyTask(dependencies.gateway, {
+      task: input.stage,
+      text: input.text,
+      lang: input.lang,
+      ...(input.count === undefined ? {} : { count: input.count }),
+      ...(input.notes === undefined ? {} : { notes: input.notes }),
+      chain: input.chain.map((link) => ({ provider: link.provider, apiKey: link.apiKey.reveal() })),
+      policy: dependencies.policy,
+      signal: abort,
+      cacheKey: input.cacheKey,
+      ...(dependencies.cache === undefined ? {} : { cache: dependencies.cache }),
+      ...(dependencies.budgetTokens === undefined ? {} : { budgetTokens: dependencies.budgetTokens }),
+      // A cancelled job has left `running`: reports after the abort would go to a finished actor.
+      onAttempt: (attempt) => {
+        if (!abort.aborted) input.report({ type: 'stage.attempt', attempt: scrubAttempt(attempt, keys) });
+      },
+      onProgress: (progress) => {
+        if (!abort.aborted && progress.stage === input.stage) {
+          input.report({
+            type: 'stage.progress',
+            stage: input.stage,
+            part: progress.part,
+            parts: progress.parts,
+          });
+        }
+      },
+    });
+    return scrubOutcome(outcome, keys);
+  });
+}

@@ -1,0 +1,386 @@
+import { assign, emit, fromPromise, setup } from 'xstate';
+import type { Attempt } from '../actors/types.js';
+import type { JobError, JobPosition, JobStage, JobStreamEvent, StageMeta } from '../jobs/types.js';
+import type { ProviderId } from '../providers/index.js';
+import type { Secret } from '../security/secret.js';
+import type { FillResult, McqResult, NotesResult, StudyLang, StudyTaskOutcome } from '../study/index.js';
+
+/** One provider of the job's chain, in the user's order. The key stays a `Secret` in the actor's memory. */
+export interface JobKey {
+  readonly provider: ProviderId;
+  readonly apiKey: Secret;
+}
+
+export interface JobInput {
+  readonly jobId: string;
+  /** The document's text. */
+  readonly text: string;
+  /** The document's identity for the results cache (its sha256). */
+  readonly cacheKey: string;
+  readonly lang: StudyLang;
+  readonly mcqCount: number;
+  readonly fillCount: number;
+  readonly chain: readonly JobKey[];
+  /** Epoch ms. */
+  readonly createdAt: number;
+}
+
+export interface JobContext extends JobInput {
+  /** Aborts the stage in flight (its provider calls end as `call.cancelled`, counted nowhere). */
+  readonly abortController: AbortController;
+  /** 0–100; never decreases. */
+  readonly progress: number;
+  readonly position: JobPosition;
+  readonly part: number | null;
+  readonly parts: number | null;
+  readonly notes: NotesResult | null;
+  readonly mcq: McqResult | null;
+  readonly fill: FillResult | null;
+  readonly stages: Partial<Record<JobStage, StageMeta>>;
+  readonly attempts: readonly Attempt[];
+  readonly error: JobError | null;
+  readonly failedStage: JobStage | null;
+  readonly finishedAt: number | null;
+}
+
+/** What a stage actor reports to its job while it works. */
+export type JobStageReport =
+  | { type: 'stage.progress'; stage: JobStage; part: number; parts: number }
+  | { type: 'stage.attempt'; attempt: Attempt };
+
+export type JobEvent = { type: 'job.start' } | { type: 'job.cancel' } | JobStageReport;
+
+/** The job's emitted events are its SSE events, as they are. */
+export type JobEmitted = JobStreamEvent;
+
+/** Input of `generateStage`: one stage of the pipeline through the study module. */
+export interface StageActorInput {
+  readonly stage: JobStage;
+  readonly text: string;
+  readonly cacheKey: string;
+  readonly lang: StudyLang;
+  /** Questions asked for (mcq, fill). */
+  readonly count?: number;
+  /** The job's notes: grounding for mcq and fill, so they never regenerate notes. */
+  readonly notes?: NotesResult;
+  readonly chain: readonly JobKey[];
+  /** The job's abort signal (cancel). */
+  readonly signal: AbortSignal;
+  /** Sends progress and attempts to the job as they happen. */
+  readonly report: (event: JobStageReport) => void;
+}
+
+/** Where each stage sits on the 0–100 progress scale. */
+export const stageSpans: Readonly<Record<JobStage, { readonly start: number; readonly weight: number }>> = {
+  notes: { start: 0, weight: 40 },
+  mcq: { start: 40, weight: 30 },
+  fill: { start: 70, weight: 30 },
+};
+
+/** Progress after `part` of `parts` of a stage; 100 is kept for the job's success. */
+export function stageProgress(stage: JobStage, part: number, parts: number): number {
+  const span = stageSpans[stage];
+  const fraction = parts <= 0 ? 1 : Math.min(1, Math.max(0, part / parts));
+  return Math.min(99, Math.floor(span.start + span.weight * fraction));
+}
+
+function stageMeta(outcome: Extract<StudyTaskOutcome, { status: 'succeeded' }>): StageMeta {
+  return {
+    provider: outcome.provider,
+    model: outcome.model,
+    fallback: outcome.fallback,
+    attempts: outcome.attempts,
+    usage: outcome.usage,
+    cached: outcome.cached === true,
+  };
+}
+
+function stageInput(
+  context: JobContext,
+  stage: JobStage,
+  report: (event: JobStageReport) => void,
+): StageActorInput {
+  const count = stage === 'mcq' ? context.mcqCount : stage === 'fill' ? context.fillCount : undefined;
+  return {
+    stage,
+    text: context.text,
+    cacheKey: context.cacheKey,
+    lang: context.lang,
+    ...(count === undefined ? {} : { count }),
+    ...(stage === 'notes' || context.notes === null ? {} : { notes: context.notes }),
+    chain: context.chain,
+    signal: context.abortController.signal,
+    report,
+  };
+}
+
+/**
+ * One background job: notes → mcq → fill, each stage an invoked `generateStage` (the study module
+ * through the gateway), mcq and fill grounded on the job's notes. Progress only moves forward;
+ * every attempt is emitted as it happens; `job.cancel` aborts the calls in flight. The keys are
+ * assigned away on entering a final state. `generateStage` is provided by the job registry.
+ */
+export const jobMachine = setup({
+  types: {
+    input: {} as JobInput,
+    context: {} as JobContext,
+    events: {} as JobEvent,
+    emitted: {} as JobEmitted,
+  },
+  actors: {
+    generateStage: fromPromise<StudyTaskOutcome, StageActorInput>(async () => {
+      throw new Error('generateStage is provided by the job registry (jobMachine.provide)');
+    }),
+  },
+  guards: {
+    /** A progress report of the stage in progress that does not move the job backwards. */
+    isProgressAhead: ({ context, event }) =>
+      event.type === 'stage.progress' &&
+      event.stage === context.position &&
+      stageProgress(event.stage, event.part, event.parts) >= context.progress,
+    isStageSucceeded: (_, params: { outcome: StudyTaskOutcome }) => params.outcome.status === 'succeeded',
+    /** The stage stopped because the job was cancelled or the service is stopping. */
+    isStageAborted: (_, params: { outcome: StudyTaskOutcome }) => params.outcome.status === 'aborted',
+  },
+  actions: {
+    enterStage: assign(({ context }, params: { stage: JobStage }) => ({
+      position: params.stage,
+      part: null,
+      parts: null,
+      progress: Math.max(context.progress, stageSpans[params.stage].start),
+    })),
+    recordProgress: assign(({ context, event }) => {
+      if (event.type !== 'stage.progress') return {};
+      return {
+        progress: Math.max(context.progress, stageProgress(event.stage, event.part, event.parts)),
+        part: event.part,
+        parts: event.parts,
+      };
+    }),
+    emitProgress: emit(({ context }): JobEmitted => ({
+      type: 'progress',
+      data: {
+        progress: context.progress,
+        stage: context.position,
+        ...(context.part === null || context.parts === null
+          ? {}
+          : { part: context.part, parts: context.parts }),
+      },
+    })),
+    recordAttempt: assign(({ context, event }) =>
+      event.type === 'stage.attempt' ? { attempts: [...context.attempts, event.attempt] } : {},
+    ),
+    emitAttempt: emit(({ event }): JobEmitted => {
+      if (event.type !== 'stage.attempt') throw new Error(`emitAttempt on ${event.type}`);
+      return { type: 'attempt', data: event.attempt };
+    }),
+    storeStageResult: assign(({ context }, params: { stage: JobStage; outcome: StudyTaskOutcome }) => {
+      const { outcome, stage } = params;
+      if (outcome.status !== 'succeeded') return {};
+      const end = stageSpans[stage].start + stageSpans[stage].weight;
+      const stages = { ...context.stages, [stage]: stageMeta(outcome) };
+      const progress = Math.max(context.progress, Math.min(99, end));
+      if (stage === 'notes') return { notes: outcome.value as NotesResult, stages, progress };
+      if (stage === 'mcq') return { mcq: outcome.value as McqResult, stages, progress };
+      return { fill: outcome.value as FillResult, stages, progress };
+    }),
+    storeFailure: assign((_, params: { stage: JobStage; outcome: StudyTaskOutcome }) => {
+      const { outcome } = params;
+      if (outcome.status !== 'failed') return { failedStage: params.stage };
+      return {
+        failedStage: params.stage,
+        error: {
+          code: outcome.code,
+          message: outcome.message,
+          attempts: outcome.attempts,
+          ...(outcome.retryAfterSeconds === undefined
+            ? {}
+            : { retryAfterSeconds: Math.ceil(outcome.retryAfterSeconds) }),
+        },
+      };
+    }),
+    storeCrash: assign(({ context }) => ({
+      failedStage: context.position === 'queued' || context.position === 'done' ? null : context.position,
+      error: {
+        code: 'INTERNAL_ERROR',
+        message: 'The job failed in a way the service did not expect.',
+        attempts: context.attempts,
+      },
+    })),
+    abortInFlight: ({ context }) => {
+      context.abortController.abort();
+    },
+    completeProgress: assign({ progress: 100, position: 'done' as const, part: null, parts: null }),
+    /** Keys and the document text leave the actor's memory the moment the job ends. */
+    dropSecrets: assign({ chain: [], text: '' }),
+    markFinished: assign({ finishedAt: () => Date.now() }),
+    emitDone: emit((_, params: { status: 'succeeded' | 'failed' | 'cancelled' }): JobEmitted => ({
+      type: 'done',
+      data: { status: params.status },
+    })),
+  },
+}).createMachine({
+  id: 'job',
+  context: ({ input }) => ({
+    ...input,
+    abortController: new AbortController(),
+    progress: 0,
+    position: 'queued',
+    part: null,
+    parts: null,
+    notes: null,
+    mcq: null,
+    fill: null,
+    stages: {},
+    attempts: [],
+    error: null,
+    failedStage: null,
+    finishedAt: null,
+  }),
+  initial: 'queued',
+  states: {
+    /** Waiting for a free slot; the registry sends `job.start` when one frees. */
+    queued: {
+      on: {
+        'job.start': { target: 'running' },
+        'job.cancel': { target: 'cancelled' },
+      },
+    },
+    /** Working through the stages; progress and attempts flow in from the stage actor. */
+    running: {
+      initial: 'notes',
+      on: {
+        'job.cancel': { target: 'cancelled' },
+        'stage.progress': { guard: 'isProgressAhead', actions: ['recordProgress', 'emitProgress'] },
+        'stage.attempt': { actions: ['recordAttempt', 'emitAttempt'] },
+      },
+      states: {
+        /** Notes for the whole document (map-reduce over parts when it is long). */
+        notes: {
+          entry: [{ type: 'enterStage', params: { stage: 'notes' } }, 'emitProgress'],
+          invoke: {
+            id: 'notesStage',
+            src: 'generateStage',
+            input: ({ context, self }) => stageInput(context, 'notes', (event) => self.send(event)),
+            onDone: [
+              {
+                guard: { type: 'isStageSucceeded', params: ({ event }) => ({ outcome: event.output }) },
+                target: 'mcq',
+                actions: [
+                  {
+                    type: 'storeStageResult',
+                    params: ({ event }) => ({ stage: 'notes' as const, outcome: event.output }),
+                  },
+                  'emitProgress',
+                ],
+              },
+              {
+                guard: { type: 'isStageAborted', params: ({ event }) => ({ outcome: event.output }) },
+                target: '#job.cancelled',
+              },
+              {
+                target: '#job.failed',
+                actions: {
+                  type: 'storeFailure',
+                  params: ({ event }) => ({ stage: 'notes' as const, outcome: event.output }),
+                },
+              },
+            ],
+            onError: { target: '#job.failed', actions: 'storeCrash' },
+          },
+        },
+        /** Multiple-choice questions grounded on the job's notes. */
+        mcq: {
+          entry: [{ type: 'enterStage', params: { stage: 'mcq' } }, 'emitProgress'],
+          invoke: {
+            id: 'mcqStage',
+            src: 'generateStage',
+            input: ({ context, self }) => stageInput(context, 'mcq', (event) => self.send(event)),
+            onDone: [
+              {
+                guard: { type: 'isStageSucceeded', params: ({ event }) => ({ outcome: event.output }) },
+                target: 'fill',
+                actions: [
+                  {
+                    type: 'storeStageResult',
+                    params: ({ event }) => ({ stage: 'mcq' as const, outcome: event.output }),
+                  },
+                  'emitProgress',
+                ],
+              },
+              {
+                guard: { type: 'isStageAborted', params: ({ event }) => ({ outcome: event.output }) },
+                target: '#job.cancelled',
+              },
+              {
+                target: '#job.failed',
+                actions: {
+                  type: 'storeFailure',
+                  params: ({ event }) => ({ stage: 'mcq' as const, outcome: event.output }),
+                },
+              },
+            ],
+            onError: { target: '#job.failed', actions: 'storeCrash' },
+          },
+        },
+        /** Fill-in-the-blank questions grounded on the job's notes. */
+        fill: {
+          entry: [{ type: 'enterStage', params: { stage: 'fill' } }, 'emitProgress'],
+          invoke: {
+            id: 'fillStage',
+            src: 'generateStage',
+            input: ({ context, self }) => stageInput(context, 'fill', (event) => self.send(event)),
+            onDone: [
+              {
+                guard: { type: 'isStageSucceeded', params: ({ event }) => ({ outcome: event.output }) },
+                target: '#job.succeeded',
+                actions: {
+                  type: 'storeStageResult',
+                  params: ({ event }) => ({ stage: 'fill' as const, outcome: event.output }),
+                },
+              },
+              {
+                guard: { type: 'isStageAborted', params: ({ event }) => ({ outcome: event.output }) },
+                target: '#job.cancelled',
+              },
+              {
+                target: '#job.failed',
+                actions: {
+                  type: 'storeFailure',
+                  params: ({ event }) => ({ stage: 'fill' as const, outcome: event.output }),
+                },
+              },
+            ],
+            onError: { target: '#job.failed', actions: 'storeCrash' },
+          },
+        },
+      },
+    },
+    /** Notes, MCQ and fill are all in; progress is 100. */
+    succeeded: {
+      type: 'final',
+      entry: [
+        'completeProgress',
+        'dropSecrets',
+        'markFinished',
+        'emitProgress',
+        { type: 'emitDone', params: { status: 'succeeded' } },
+      ],
+    },
+    /** A stage failed on every provider (its error is the contract error body), or the job crashed. */
+    failed: {
+      type: 'final',
+      entry: ['dropSecrets', 'markFinished', { type: 'emitDone', params: { status: 'failed' } }],
+    },
+    /** Cancelled by the user or by shutdown; calls in flight are aborted and counted nowhere. */
+    cancelled: {
+      type: 'final',
+      entry: [
+        'abortInFlight',
+        'dropSecrets',
+        'markFinished',
+        { type: 'emitDone', params: { status: 'cancelled' } },
+      ],
+    },
+  },
+});

@@ -1,0 +1,570 @@
+// study-helper's page: keys and provider order, upload → job → progress over SSE → notes and quizzes,
+// the attempts of every call, the live breakers (SSE), the demo fault panel and the live machine diagrams.
+// Plain ES module, no framework, nothing loaded from outside this service.
+import { highlightState, renderMachines } from './machines.js';
+
+const providerIds = ['claude', 'gpt', 'timelygpt'];
+const providerLabels = { claude: 'Claude', gpt: 'GPT', timelygpt: 'TimelyGPT' };
+const keyHeaders = { claude: 'x-claude-key', gpt: 'x-gpt-key', timelygpt: 'x-timelygpt-key' };
+const stateLabels = { closed: 'closed', open: 'open', halfOpen: 'half-open' };
+const sampleText =
+  'Photosynthesis converts light energy into chemical energy stored in glucose. Chlorophyll absorbs mostly blue and red light. ' +
+  'The light reactions take place in the thylakoid membranes; the Calvin cycle fixes carbon dioxide in the stroma.';
+
+/** Everything the page holds. Keys live here only: never in storage, never in a URL. */
+const page = {
+  order: [...providerIds],
+  enabled: { claude: true, gpt: true, timelygpt: true },
+  keys: { claude: '', gpt: '', timelygpt: '' },
+  demo: /** @type {null | {keys: Record<string,string>, rateLimitedKeys: Record<string,string>}} */ (null),
+  providers: /** @type {any[]} */ ([]),
+  faults: /** @type {Record<string, string>} */ ({}),
+  jobId: /** @type {string | null} */ (null),
+  jobEvents: /** @type {EventSource | null} */ (null),
+  runs: 0,
+};
+
+const $ = (id) => /** @type {HTMLElement} */ (document.getElementById(id));
+
+function element(tag, attributes = {}, children = []) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) {
+    if (name === 'text') node.textContent = String(value);
+    else if (value !== undefined && value !== null && value !== false) node.setAttribute(name, value === true ? '' : String(value));
+  }
+  for (const child of children) node.append(child);
+  return node;
+}
+
+async function readJson(response) {
+  const text = await response.text();
+  try {
+    return text === '' ? {} : JSON.parse(text);
+  } catch {
+    return { error: { code: `HTTP_${response.status}`, message: text.slice(0, 200) } };
+  }
+}
+
+function describeError(body, status) {
+  const error = body && body.error;
+  if (error && typeof error === 'object') return `${error.code ?? `HTTP ${status}`}: ${error.message ?? ''}`;
+  return `HTTP ${status}`;
+}
+
+// ------------------------------------------------------------------ providers and keys
+
+function chosenOrder() {
+  return page.order.filter((id) => page.enabled[id]);
+}
+
+function keyHeadersFor() {
+  const headers = {};
+  for (const id of chosenOrder()) {
+    const key = page.keys[id].trim();
+    if (key !== '') headers[keyHeaders[id]] = key;
+  }
+  return headers;
+}
+
+function move(id, delta) {
+  const index = page.order.indexOf(id);
+  const target = index + delta;
+  if (target < 0 || target >= page.order.length) return;
+  page.order.splice(index, 1);
+  page.order.splice(target, 0, id);
+  renderProviderOrder();
+  const again = document.getElementById(`move-${delta < 0 ? 'up' : 'down'}-${id}`);
+  (again && !(/** @type {HTMLButtonElement} */ (again).disabled) ? again : document.getElementById(`use-${id}`))?.focus();
+}
+
+function renderProviderOrder() {
+  const list = $('provider-order');
+  list.replaceChildren();
+  page.order.forEach((id, index) => {
+    const label = providerLabels[id];
+    const up = element('button', { type: 'button', class: 'secondary', id: `move-up-${id}`, 'aria-label': `Move ${label} up`, disabled: index === 0, text: '↑' });
+    const down = element('button', { type: 'button', class: 'secondary', id: `move-down-${id}`, 'aria-label': `Move ${label} down`, disabled: index === page.order.length - 1, text: '↓' });
+    up.addEventListener('click', () => move(id, -1));
+    down.addEventListener('click', () => move(id, 1));
+    const use = element('input', { type: 'checkbox', id: `use-${id}`, checked: page.enabled[id] });
+    use.addEventListener('change', () => {
+      page.enabled[id] = /** @type {HTMLInputElement} */ (use).checked;
+    });
+    const key = element('input', { type: 'password', id: `key-${id}`, autocomplete: 'off', spellcheck: 'false', placeholder: `${label} API key`, value: page.keys[id] });
+    key.addEventListener('input', () => {
+      page.keys[id] = /** @type {HTMLInputElement} */ (key).value;
+    });
+    list.append(
+      element('li', { 'data-provider': id }, [
+        element('span', { class: 'moves' }, [up, down]),
+        element('label', { for: `use-${id}` }, [use, document.createTextNode(` ${index + 1}. ${label}`)]),
+        element('span', { class: 'key' }, [element('label', { for: `key-${id}`, class: 'visually-hidden', text: `${label} key` }), key]),
+      ]),
+    );
+  });
+}
+
+function setKey(id, value) {
+  page.keys[id] = value;
+  const input = /** @type {HTMLInputElement | null} */ (document.getElementById(`key-${id}`));
+  if (input) input.value = value;
+}
+
+// ------------------------------------------------------------------ attempts
+
+function addAttempts(run, attempts) {
+  const body = /** @type {HTMLTableElement} */ ($('attempts')).tBodies[0];
+  for (const attempt of attempts) {
+    const counted = attempt.outcome === 'failed' ? (attempt.countedByBreaker ? 'yes' : 'no') : '—';
+    const outcome = attempt.outcome === 'skipped' ? `skipped (${attempt.reason ?? ''})` : attempt.outcome;
+    body.append(
+      element('tr', { class: attempt.outcome, title: attempt.message ?? '' }, [
+        element('td', { text: `${run}: ${attempt.task ?? ''}` }),
+        element('td', { text: providerLabels[attempt.provider] ?? attempt.provider }),
+        element('td', { text: outcome }),
+        element('td', { text: attempt.errorClass ?? '' }),
+        element('td', { text: attempt.httpStatus ?? '' }),
+        element('td', { text: counted }),
+        element('td', { text: attempt.retry ?? 0 }),
+        element('td', { text: Math.round(attempt.durationMs ?? 0) }),
+      ]),
+    );
+  }
+}
+
+// ------------------------------------------------------------------ upload and job
+
+function setProgress(progress, text) {
+  /** @type {HTMLProgressElement} */ ($('progress')).value = progress;
+  $('progress-text').textContent = text;
+  $('progress').setAttribute('aria-valuetext', text);
+}
+
+function showJobError(message) {
+  const node = $('job-error');
+  node.textContent = message;
+  node.hidden = message === '';
+}
+
+function setRunState(state) {
+  highlightState($('machines'), 'fallback', '', state);
+}
+
+async function onUpload(event) {
+  event.preventDefault();
+  const input = /** @type {HTMLInputElement} */ ($('upload-file'));
+  const file = input.files && input.files[0];
+  if (!file) {
+    showJobError('Choose a PDF first.');
+    input.focus();
+    return;
+  }
+  showJobError('');
+  $('results').hidden = true;
+  setProgress(0, 'Uploading…');
+  const button = /** @type {HTMLButtonElement} */ ($('upload-button'));
+  button.disabled = true;
+  try {
+    const form = new FormData();
+    form.append('file', file, file.name);
+    const uploaded = await fetch('/v1/documents', { method: 'POST', body: form });
+    const document_ = await readJson(uploaded);
+    if (!uploaded.ok) {
+      setProgress(0, 'Upload failed.');
+      showJobError(describeError(document_, uploaded.status));
+      return;
+    }
+    const warnings = (document_.warnings ?? []).length > 0 ? ` Warnings: ${document_.warnings.join(' ')}` : '';
+    $('document-info').textContent = `${document_.fileName}: ${document_.pagesUsed} of ${document_.pageCount} pages, ${document_.wordCount} words.${warnings}`;
+    await startJob(document_.documentId);
+  } catch (error) {
+    showJobError(`The service did not answer: ${error instanceof Error ? error.message : String(error)}`);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+async function startJob(documentId) {
+  const count = (id) => Math.min(50, Math.max(1, Number(/** @type {HTMLInputElement} */ ($(id)).value) || 5));
+  const response = await fetch('/v1/jobs', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...keyHeadersFor() },
+    body: JSON.stringify({
+      documentId,
+      providers: chosenOrder(),
+      options: { lang: /** @type {HTMLSelectElement} */ ($('lang')).value, mcqCount: count('mcq-count'), fillCount: count('fill-count') },
+    }),
+  });
+  const body = await readJson(response);
+  if (!response.ok) {
+    setProgress(0, 'The job was not started.');
+    showJobError(describeError(body, response.status));
+    return;
+  }
+  page.runs += 1;
+  const run = `job ${page.runs}`;
+  page.jobId = body.jobId;
+  /** @type {HTMLButtonElement} */ ($('cancel-button')).disabled = false;
+  setProgress(0, 'Queued.');
+  setRunState('calling');
+  followJob(body.jobId, run);
+}
+
+function followJob(jobId, run) {
+  page.jobEvents?.close();
+  const events = new EventSource(`/v1/jobs/${encodeURIComponent(jobId)}/events`);
+  page.jobEvents = events;
+  let finished = false;
+  events.addEventListener('progress', (message) => {
+    const data = JSON.parse(message.data);
+    const part = data.parts ? `, part ${data.part} of ${data.parts}` : '';
+    setProgress(data.progress, `${data.progress}% — ${data.stage ?? ''}${part}`);
+  });
+  events.addEventListener('attempt', (message) => {
+    const attempt = JSON.parse(message.data);
+    addAttempts(run, [attempt]);
+    setRunState(attempt.outcome === 'succeeded' ? 'validating' : 'deciding');
+  });
+  events.addEventListener('done', () => {
+    finished = true;
+    events.close();
+    void finishJob(jobId, run);
+  });
+  events.addEventListener('error', () => {
+    if (finished || events.readyState !== EventSource.CLOSED) return;
+    // The stream is gone for good: read the job's state instead.
+    void finishJob(jobId, run);
+  });
+}
+
+async function finishJob(jobId, run) {
+  if (page.jobId !== jobId) return;
+  const response = await fetch(`/v1/jobs/${encodeURIComponent(jobId)}`);
+  const job = await readJson(response);
+  if (!response.ok) {
+    showJobError(describeError(job, response.status));
+    return;
+  }
+  if (job.status === 'queued' || job.status === 'running') {
+    setTimeout(() => void finishJob(jobId, run), 1000);
+    return;
+  }
+  page.jobId = null;
+  /** @type {HTMLButtonElement} */ ($('cancel-button')).disabled = true;
+  const tableEmpty = /** @type {HTMLTableElement} */ ($('attempts')).tBodies[0].rows.length === 0;
+  if (job.status === 'succeeded') {
+    const stages = (job.meta && job.meta.stages) || {};
+    const by = Object.entries(stages)
+      .map(([stage, meta]) => `${stage}: ${providerLabels[meta.provider] ?? meta.provider}${meta.fallback ? ' (fallback)' : ''}${meta.cached ? ' (cached)' : ''}`)
+      .join(', ');
+    setProgress(100, `100% — done${by ? ` (${by})` : ''}.`);
+    setRunState('succeeded');
+    renderResult(job.result);
+  } else if (job.status === 'cancelled') {
+    setProgress(/** @type {HTMLProgressElement} */ ($('progress')).value, 'Cancelled.');
+    setRunState('aborted');
+  } else {
+    setRunState('failed');
+    setProgress(/** @type {HTMLProgressElement} */ ($('progress')).value, 'Failed.');
+    const error = job.error ?? {};
+    showJobError(`${error.code ?? 'FAILED'}: ${error.message ?? 'the job failed'}${error.retryAfterSeconds ? ` (retry after ${error.retryAfterSeconds} s)` : ''}`);
+    if (tableEmpty && Array.isArray(error.attempts)) addAttempts(run, error.attempts);
+  }
+}
+
+async function onCancel() {
+  if (page.jobId === null) return;
+  await fetch(`/v1/jobs/${encodeURIComponent(page.jobId)}`, { method: 'DELETE' });
+}
+
+// ------------------------------------------------------------------ results: notes, quiz, fill
+
+function renderResult(result) {
+  $('results').hidden = false;
+  renderNotes(result.notes ?? {});
+  renderQuiz((result.mcq && result.mcq.questions) ?? []);
+  renderFill((result.fill && result.fill.questions) ?? []);
+}
+
+function renderNotes(notes) {
+  const container = $('notes');
+  container.replaceChildren();
+  const concepts = element('ul', { class: 'concepts' });
+  for (const concept of notes.keyConcepts ?? []) {
+    concepts.append(element('li', {}, [element('strong', { text: concept.term }), document.createTextNode(` — ${concept.definition} `), element('em', { text: `(${concept.importance})` })]));
+  }
+  container.append(element('h4', { text: 'Key concepts' }), concepts);
+  for (const section of notes.sections ?? []) {
+    const bullets = element('ul', {});
+    for (const bullet of section.bullets ?? []) bullets.append(element('li', { text: bullet }));
+    container.append(element('h4', { text: section.title }), element('p', { text: section.summary }), bullets);
+  }
+  if ((notes.glossary ?? []).length > 0) {
+    const glossary = element('dl', { class: 'glossary' });
+    for (const entry of notes.glossary) glossary.append(element('dt', { text: entry.term }), element('dd', { text: entry.definition }));
+    container.append(element('h4', { text: 'Glossary' }), glossary);
+  }
+}
+
+function renderQuiz(questions) {
+  const container = $('quiz');
+  container.replaceChildren();
+  if (questions.length === 0) container.append(element('p', { class: 'hint', text: 'No questions.' }));
+  questions.forEach((question, index) => {
+    const name = `mcq-${index}`;
+    const fieldset = element('fieldset', { class: 'question mcq-question', 'data-index': index });
+    fieldset.append(element('legend', { text: `${index + 1}. ${question.question}` }));
+    for (const letter of ['A', 'B', 'C', 'D']) {
+      const id = `${name}-${letter}`;
+      fieldset.append(element('label', { for: id }, [element('input', { type: 'radio', name, id, value: letter }), document.createTextNode(` ${letter}. ${question.options?.[letter] ?? ''}`)]));
+    }
+    const result = element('p', { class: 'check-result', role: 'status', 'aria-live': 'polite' });
+    const explanation = element('p', { class: 'explanation', hidden: true, text: question.explanation ?? '' });
+    const check = element('button', { type: 'button', class: 'check-button', text: 'Check' });
+    check.addEventListener('click', () => {
+      const picked = /** @type {HTMLInputElement | null} */ (fieldset.querySelector(`input[name="${name}"]:checked`));
+      if (!picked) {
+        result.textContent = 'Pick an answer first.';
+        result.className = 'check-result';
+        return;
+      }
+      const right = picked.value === question.answer;
+      result.textContent = right ? 'Correct.' : `Not quite: the answer is ${question.answer}.`;
+      result.className = `check-result ${right ? 'right' : 'wrong'}`;
+      explanation.hidden = false;
+    });
+    fieldset.append(check, result, explanation);
+    container.append(fieldset);
+  });
+}
+
+const normalize = (text) => String(text).normalize('NFC').trim().toLowerCase().replace(/\s+/g, ' ');
+
+function renderFill(questions) {
+  const container = $('fill');
+  container.replaceChildren();
+  if (questions.length === 0) container.append(element('p', { class: 'hint', text: 'No questions.' }));
+  questions.forEach((question, index) => {
+    const id = `fill-${index}`;
+    const [before = '', after = ''] = String(question.sentence).split('___');
+    const box = element('div', { class: 'question fill-question', 'data-index': index });
+    const input = element('input', { type: 'text', id, autocomplete: 'off', size: 14 });
+    box.append(element('p', {}, [element('label', { for: id, class: 'visually-hidden', text: `Blank ${index + 1}` }), document.createTextNode(`${index + 1}. ${before}`), input, document.createTextNode(after)]));
+    const result = element('p', { class: 'check-result', role: 'status', 'aria-live': 'polite' });
+    const check = element('button', { type: 'button', class: 'check-button', text: 'Check' });
+    const hint = element('button', { type: 'button', class: 'secondary', text: 'Hint' });
+    hint.addEventListener('click', () => {
+      result.textContent = `Hint: ${question.hint ?? '—'}`;
+      result.className = 'check-result';
+    });
+    const doCheck = () => {
+      const given = normalize(/** @type {HTMLInputElement} */ (input).value);
+      const accepted = [question.answer, ...(question.acceptableAnswers ?? [])].map(normalize);
+      const right = given !== '' && accepted.includes(given);
+      result.textContent = right ? 'Correct.' : `The answer is "${question.answer}".`;
+      result.className = `check-result ${right ? 'right' : 'wrong'}`;
+    };
+    check.addEventListener('click', doCheck);
+    input.addEventListener('keydown', (event) => {
+      if (event.key === 'Enter') doCheck();
+    });
+    box.append(element('div', { class: 'row' }, [check, hint]), result);
+    container.append(box);
+  });
+}
+
+// ------------------------------------------------------------------ live providers
+
+function secondsUntil(iso) {
+  if (!iso) return null;
+  return Math.ceil((Date.parse(iso) - Date.now()) / 1000);
+}
+
+function renderProviderCards() {
+  const container = $('provider-cards');
+  for (const status of page.providers) {
+    let card = container.querySelector(`[data-provider="${status.id}"]`);
+    if (!card) {
+      card = element('article', { class: 'provider-card', 'data-provider': status.id, 'aria-label': `${providerLabels[status.id] ?? status.id} breaker` }, [
+        element('h3', { text: providerLabels[status.id] ?? status.id }),
+        element('dl', {}, [
+          element('dt', { text: 'breaker' }), element('dd', {}, [element('span', { class: 'breaker-state' })]),
+          element('dt', { text: 'failures' }), element('dd', { class: 'failures' }),
+          element('dt', { text: 'next probe' }), element('dd', { class: 'next-probe' }),
+          element('dt', { text: 'calls' }), element('dd', { class: 'calls' }),
+          element('dt', { text: 'model' }), element('dd', { class: 'model' }),
+        ]),
+      ]);
+      container.append(card);
+    }
+    const breaker = status.breaker;
+    card.setAttribute('data-state', breaker.state);
+    card.querySelector('.breaker-state').textContent = `${stateLabels[breaker.state] ?? breaker.state}${breaker.forced ? ' (forced)' : ''}`;
+    card.querySelector('.failures').textContent = `${breaker.consecutiveFailures} / ${breaker.threshold} in a row`;
+    const wait = secondsUntil(breaker.retryAt);
+    card.querySelector('.next-probe').textContent =
+      breaker.state === 'closed' ? '—' : breaker.forced ? 'held open by an operator' : breaker.state === 'halfOpen' ? 'the next request probes' : wait !== null && wait > 0 ? `in ${wait} s` : 'now';
+    const stats = status.stats;
+    card.querySelector('.calls').textContent = `${stats.calls} (${stats.successes} ok, ${stats.failures} counted, ${stats.ignored} ignored, ${stats.rejected} refused, ${stats.opens} opens)`;
+    card.querySelector('.model').textContent = status.model;
+    highlightState($('machines'), 'breaker', status.id, breaker.forced ? 'forcedOpen' : breaker.state);
+  }
+}
+
+function connectProviders() {
+  const events = new EventSource('/v1/providers/events');
+  events.addEventListener('open', () => {
+    $('stream-state').textContent = 'live.';
+    highlightState($('machines'), 'gateway', '', 'running');
+    highlightState($('machines'), 'provider', '', 'serving');
+  });
+  events.addEventListener('snapshot', (message) => {
+    page.providers = JSON.parse(message.data).providers;
+    renderProviderCards();
+  });
+  events.addEventListener('transition', (message) => {
+    const t = JSON.parse(message.data);
+    $('transition-announcer').textContent = `${providerLabels[t.provider] ?? t.provider} breaker: ${stateLabels[t.from] ?? t.from} → ${stateLabels[t.to] ?? t.to}`;
+  });
+  events.addEventListener('error', () => {
+    $('stream-state').textContent = 'reconnecting…';
+    highlightState($('machines'), 'gateway', '', null);
+    highlightState($('machines'), 'provider', '', null);
+  });
+}
+
+// ------------------------------------------------------------------ demo: fault panel and one-off requests
+
+async function setFault(id, fault, extra = {}) {
+  const response = await fetch('/demo/faults', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ provider: id, fault, ...extra }),
+  });
+  const body = await readJson(response);
+  if (!response.ok) {
+    $('fault-status').textContent = describeError(body, response.status);
+    return;
+  }
+  page.faults[id] = fault;
+  renderFaultMarks();
+  $('fault-status').textContent = `${providerLabels[id]}: ${fault} until reset.`;
+}
+
+function rateLimitKey(id) {
+  if (!page.demo) return;
+  setKey(id, page.demo.rateLimitedKeys[id]);
+  page.faults[id] = 'rate-limited key';
+  renderFaultMarks();
+  $('fault-status').textContent = `${providerLabels[id]}: its key now starts with emu-ratelimit- (429, never counted by the breaker).`;
+}
+
+async function resetFaults() {
+  const response = await fetch('/demo/faults', { method: 'DELETE' });
+  if (!response.ok) {
+    $('fault-status').textContent = describeError(await readJson(response), response.status);
+    return;
+  }
+  if (page.demo) for (const id of providerIds) if (page.keys[id] === page.demo.rateLimitedKeys[id]) setKey(id, page.demo.keys[id]);
+  page.faults = {};
+  renderFaultMarks();
+  $('fault-status').textContent = 'All faults reset. An open breaker closes after its next successful probe.';
+}
+
+function renderFaultMarks() {
+  for (const id of providerIds) {
+    const mark = document.getElementById(`fault-active-${id}`);
+    if (mark) mark.textContent = page.faults[id] ? `(${page.faults[id]})` : '';
+  }
+}
+
+function renderFaultPanel() {
+  const rows = $('fault-rows');
+  rows.replaceChildren();
+  for (const id of providerIds) {
+    const label = providerLabels[id];
+    const button = (suffix, text, action) => {
+      const node = element('button', { type: 'button', id: `fault-${id}-${suffix}`, text });
+      node.addEventListener('click', () => void action());
+      return node;
+    };
+    rows.append(
+      element('div', { class: 'fault-row', 'data-provider': id }, [
+        element('h3', {}, [document.createTextNode(label), element('span', { class: 'active', id: `fault-active-${id}` })]),
+        element('div', { class: 'row' }, [
+          button('down', 'Take down (HTTP 500)', () => setFault(id, 'http500')),
+          button('overloaded', 'Overloaded', () => setFault(id, 'overloaded')),
+          button('slow', 'Slow (3 s)', () => setFault(id, 'slow', { ms: 3000 })),
+          button('ratelimit', 'Rate-limit key', () => rateLimitKey(id)),
+        ]),
+      ]),
+    );
+  }
+}
+
+async function sendOneRequest() {
+  const button = /** @type {HTMLButtonElement} */ ($('probe-button'));
+  button.disabled = true;
+  page.runs += 1;
+  const run = `request ${page.runs}`;
+  $('probe-result').textContent = 'Sending…';
+  setRunState('calling');
+  try {
+    const response = await fetch('/v1/generate', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...keyHeadersFor() },
+      body: JSON.stringify({ task: 'notes', text: sampleText, providers: chosenOrder(), options: { lang: 'en' } }),
+    });
+    const body = await readJson(response);
+    if (response.ok) {
+      addAttempts(run, body.meta.attempts);
+      setRunState('succeeded');
+      $('probe-result').textContent = `${run}: answered by ${providerLabels[body.meta.provider]}${body.meta.fallback ? ' (fallback)' : ''} after ${body.meta.attempts.length} attempt(s).`;
+    } else {
+      addAttempts(run, (body.error && body.error.attempts) ?? []);
+      setRunState('failed');
+      $('probe-result').textContent = `${run}: ${describeError(body, response.status)}`;
+    }
+  } catch (error) {
+    $('probe-result').textContent = `${run}: the service did not answer (${error instanceof Error ? error.message : String(error)}).`;
+  } finally {
+    button.disabled = false;
+  }
+}
+
+// ------------------------------------------------------------------ start
+
+async function loadMachines() {
+  try {
+    const response = await fetch('/web/machines.json');
+    const { machines } = await response.json();
+    renderMachines($('machines'), machines, providerIds);
+    renderProviderCards();
+  } catch {
+    $('machines').textContent = 'The machine diagrams could not be loaded.';
+  }
+}
+
+async function start() {
+  try {
+    const config = await (await fetch('/demo/config')).json();
+    if (config.demo) {
+      page.demo = { keys: config.keys, rateLimitedKeys: config.rateLimitedKeys };
+      for (const id of providerIds) page.keys[id] = config.keys[id] ?? '';
+      $('demo-badge').hidden = false;
+      $('fault-panel').hidden = false;
+      renderFaultPanel();
+      $('fault-reset').addEventListener('click', () => void resetFaults());
+    }
+  } catch {
+    // Not in demo mode, or the config route is unavailable: the user enters keys.
+  }
+  renderProviderOrder();
+  $('upload-form').addEventListener('submit', (event) => void onUpload(event));
+  $('cancel-button').addEventListener('click', () => void onCancel());
+  $('probe-button').addEventListener('click', () => void sendOneRequest());
+  await loadMachines();
+  connectProviders();
+}
+
+void start();

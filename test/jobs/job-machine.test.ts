@@ -1,0 +1,212 @@
+/**
+ * The job machine on its own: `generateStage` is replaced by a stage the test finishes by hand, so
+ * progress, attempts, cancel and the dropping of keys can be driven event by event.
+ */
+import { describe, expect, it } from 'vitest';
+import { createActor, fromPromise } from 'xstate';
+import type { Attempt } from '../../src/actors/types.js';
+import type { JobStreamEvent } from '../../src/jobs/index.js';
+import { jobMachine, stageProgress, type StageActorInput } from '../../src/machines/job.machine.js';
+import { Secret } from '../../src/security/secret.js';
+import type { StudyTaskOutcome } from '../../src/study/index.js';
+
+const key = 'test-claude-key-0001-machine';
+
+const notes = {
+  keyConcepts: [
+    { id: 'c1', term: 'photosynthesis', definition: 'Light to sugar.', importance: 'high' as const },
+  ],
+  sections: [{ title: 'Part 1', summary: 'Light.', bullets: ['Light.'] }],
+  glossary: [],
+};
+
+function succeeded(value: unknown): StudyTaskOutcome {
+  return {
+    status: 'succeeded',
+    value: value as never,
+    provider: 'claude',
+    model: 'claude-model',
+    fallback: false,
+    attempts: [],
+    usage: { inputTokens: 1, outputTokens: 1 },
+  };
+}
+
+const attempt: Attempt = {
+  provider: 'claude',
+  model: 'claude-model',
+  outcome: 'succeeded',
+  countedByBreaker: false,
+  retry: 0,
+  durationMs: 3,
+  task: 'notes',
+};
+
+/** A job whose stages wait for the test: `stages` holds each started stage's input and its resolver. */
+function startJob() {
+  const stages: { input: StageActorInput; finish: (outcome: StudyTaskOutcome) => void }[] = [];
+  const machine = jobMachine.provide({
+    actors: {
+      generateStage: fromPromise<StudyTaskOutcome, StageActorInput>(
+        ({ input }) => new Promise<StudyTaskOutcome>((resolve) => stages.push({ input, finish: resolve })),
+      ),
+    },
+  }) as typeof jobMachine;
+  const inspected: string[] = [];
+  const actor = createActor(machine, {
+    input: {
+      jobId: 'job-1',
+      text: 'Photosynthesis turns light into sugar.',
+      cacheKey: 'sha',
+      lang: 'en',
+      mcqCount: 2,
+      fillCount: 2,
+      chain: [{ provider: 'claude', apiKey: new Secret(key) }],
+      createdAt: 1,
+    },
+    inspect: (event) => inspected.push(JSON.stringify(event)),
+  });
+  const emitted: JobStreamEvent[] = [];
+  actor.on('*', (event) => emitted.push(event));
+  actor.start();
+  return { actor, stages, emitted, inspected };
+}
+
+async function settle(): Promise<void> {
+  await new Promise((resolve) => setImmediate(resolve));
+}
+
+describe('job machine', () => {
+  it('waits queued until the registry starts it', () => {
+    const { actor, stages } = startJob();
+    expect(actor.getSnapshot().value).toBe('queued');
+    expect(stages).toHaveLength(0);
+    actor.send({ type: 'job.start' });
+    expect(actor.getSnapshot().value).toEqual({ running: 'notes' });
+    expect(stages).toHaveLength(1);
+  });
+
+  it('never moves progress backwards, and ignores reports of another stage', () => {
+    const { actor, emitted } = startJob();
+    actor.send({ type: 'job.start' });
+    actor.send({ type: 'stage.progress', stage: 'notes', part: 2, parts: 4 });
+    expect(actor.getSnapshot().context.progress).toBe(stageProgress('notes', 2, 4));
+    actor.send({ type: 'stage.progress', stage: 'notes', part: 1, parts: 4 });
+    actor.send({ type: 'stage.progress', stage: 'fill', part: 1, parts: 1 });
+    expect(actor.getSnapshot().context.progress).toBe(20);
+    const values = emitted
+      .filter((event) => event.type === 'progress')
+      .map((event) => (event.type === 'progress' ? event.data.progress : -1));
+    expect(values).toEqual([0, 20]);
+  });
+
+  it('runs notes, then mcq and fill grounded on those notes, to 100', async () => {
+    const { actor, stages, emitted } = startJob();
+    actor.send({ type: 'job.start' });
+    actor.send({ type: 'stage.attempt', attempt });
+    stages[0]?.finish(succeeded(notes));
+    await settle();
+    expect(stages[1]?.input).toMatchObject({ stage: 'mcq', count: 2, notes });
+    stages[1]?.finish(succeeded({ questions: [] }));
+    await settle();
+    expect(stages[2]?.input).toMatchObject({ stage: 'fill', count: 2, notes });
+    stages[2]?.finish(succeeded({ questions: [] }));
+    await settle();
+    const snapshot = actor.getSnapshot();
+    expect(snapshot.value).toBe('succeeded');
+    expect(snapshot.context).toMatchObject({ progress: 100, position: 'done', attempts: [attempt] });
+    expect(emitted.at(-1)).toEqual({ type: 'done', data: { status: 'succeeded' } });
+    expect(emitted.filter((event) => event.type === 'attempt')).toEqual([{ type: 'attempt', data: attempt }]);
+    const values = emitted.flatMap((event) => (event.type === 'progress' ? [event.data.progress] : []));
+    expect(values).toEqual([...values].sort((a, b) => a - b));
+    expect(values.at(-1)).toBe(100);
+  });
+
+  it('ends failed with the contract error of the stage that failed', async () => {
+    const { actor, stages } = startJob();
+    actor.send({ type: 'job.start' });
+    stages[0]?.finish({
+      status: 'failed',
+      httpStatus: 401,
+      code: 'PROVIDER_AUTH_FAILED',
+      message: 'refused',
+      attempts: [attempt],
+      retryAfterSeconds: 6.2,
+    });
+    await settle();
+    const snapshot = actor.getSnapshot();
+    expect(snapshot.value).toBe('failed');
+    expect(snapshot.context.error).toEqual({
+      code: 'PROVIDER_AUTH_FAILED',
+      message: 'refused',
+      attempts: [attempt],
+      retryAfterSeconds: 7,
+    });
+    expect(snapshot.context.failedStage).toBe('notes');
+  });
+
+  it('aborts the stage in flight on cancel and ends cancelled at once', () => {
+    const { actor, stages, emitted } = startJob();
+    actor.send({ type: 'job.start' });
+    const signal = stages[0]?.input.signal;
+    expect(signal?.aborted).toBe(false);
+    actor.send({ type: 'job.cancel' });
+    expect(signal?.aborted).toBe(true);
+    expect(actor.getSnapshot().value).toBe('cancelled');
+    expect(emitted.at(-1)).toEqual({ type: 'done', data: { status: 'cancelled' } });
+  });
+
+  it('cancels a queued job without starting a stage', () => {
+    const { actor, stages } = startJob();
+    actor.send({ type: 'job.cancel' });
+    expect(actor.getSnapshot().value).toBe('cancelled');
+    expect(stages).toHaveLength(0);
+  });
+
+  it('treats an aborted stage (service stopping) as cancelled', async () => {
+    const { actor, stages } = startJob();
+    actor.send({ type: 'job.start' });
+    stages[0]?.finish({ status: 'aborted', attempts: [] });
+    await settle();
+    expect(actor.getSnapshot().value).toBe('cancelled');
+  });
+
+  it.each(['succeeded', 'failed', 'cancelled'] as const)(
+    'drops the keys on ending %s, and never shows them to an inspector',
+    async (end) => {
+      const { actor, stages, inspected } = startJob();
+      actor.send({ type: 'job.start' });
+      expect(actor.getSnapshot().context.chain).toHaveLength(1);
+      if (end === 'cancelled') actor.send({ type: 'job.cancel' });
+      if (end === 'failed')
+        stages[0]?.finish({
+          status: 'failed',
+          httpStatus: 503,
+          code: 'PROVIDERS_UNAVAILABLE',
+          message: 'down',
+          attempts: [],
+        });
+      if (end === 'succeeded') {
+        stages[0]?.finish(succeeded(notes));
+        await settle();
+        stages[1]?.finish(succeeded({ questions: [] }));
+        await settle();
+        stages[2]?.finish(succeeded({ questions: [] }));
+      }
+      await settle();
+      const snapshot = actor.getSnapshot();
+      expect(snapshot.value).toBe(end);
+      expect(snapshot.context.chain).toEqual([]);
+      expect(snapshot.context.text).toBe('');
+      expect(inspected.length).toBeGreaterThan(3);
+      for (const line of [
+        ...inspected,
+        JSON.stringify(snapshot),
+        JSON.stringify(actor.getPersistedSnapshot()),
+      ]) {
+        expect(line).not.toContain(key);
+        expect(line).not.toContain(key.slice(0, 12));
+      }
+    },
+  );
+});

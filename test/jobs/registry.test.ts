@@ -1,0 +1,185 @@
+/**
+ * The job registry over the real actor system (gateway + adapters) and the provider emulator:
+ * bounded concurrency, bounded number of jobs, expiry, shutdown.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createGateway } from '../../src/actors/index.js';
+import type { Gateway } from '../../src/actors/index.js';
+import { startEmulator } from '../../src/emulator/index.js';
+import type { Emulator } from '../../src/emulator/index.js';
+import { createJobRegistry, JobCapacityError } from '../../src/jobs/index.js';
+import type {
+  JobRegistry,
+  JobRegistryOptions,
+  JobSpec,
+  JobStreamEvent,
+  JobView,
+} from '../../src/jobs/index.js';
+import { createAdapters } from '../../src/providers/index.js';
+import { createResultCache } from '../../src/study/index.js';
+
+let emulator: Emulator;
+let gateway: Gateway;
+const registries: JobRegistry[] = [];
+
+beforeAll(async () => {
+  emulator = await startEmulator({ host: '127.0.0.1', port: 0 });
+  gateway = createGateway({
+    adapters: createAdapters({
+      anthropicBaseUrl: emulator.anthropicBaseUrl,
+      openaiBaseUrl: emulator.openaiBaseUrl,
+      timelygptBaseUrl: emulator.timelygptBaseUrl,
+      claudeModel: 'claude-test',
+      gptModel: 'gpt-test',
+      timelygptModel: 'timely-test',
+      timelygptTokenTtlMs: 60_000,
+    }),
+    breaker: { threshold: 3, recoveryMs: 60_000 },
+    retry: { max: 0, backoffMs: [5] },
+    policy: 'retry-then-fallback',
+    providerTimeoutMs: 10_000,
+  });
+});
+
+afterEach(async () => {
+  await Promise.all(registries.splice(0).map((registry) => registry.stop()));
+  emulator.resetFaults();
+});
+
+afterAll(async () => {
+  await gateway.stop();
+  await emulator.close();
+});
+
+function registry(options: Partial<JobRegistryOptions> = {}): JobRegistry {
+  const created = createJobRegistry({
+    gateway,
+    policy: 'retry-then-fallback',
+    concurrency: 2,
+    maxJobs: 10,
+    ttlSeconds: 60,
+    ...options,
+  });
+  registries.push(created);
+  return created;
+}
+
+let documentNumber = 0;
+
+/** A small job over a document of its own (so no two jobs share cache entries). */
+function spec(): JobSpec {
+  documentNumber += 1;
+  return {
+    text: `Document ${documentNumber}. Photosynthesis converts light energy into chemical energy stored in glucose. Chlorophyll absorbs red and blue light.`,
+    cacheKey: `document-${documentNumber}`,
+    lang: 'en',
+    mcqCount: 1,
+    fillCount: 1,
+    chain: [{ provider: 'gpt', apiKey: 'test-gpt-key-0001-registry' }],
+  };
+}
+
+/** Resolves with the job's final status (from its `done` event). */
+async function finished(jobs: JobRegistry, jobId: string, seen: JobStreamEvent[] = []): Promise<string> {
+  return new Promise((resolve, reject) => {
+    void jobs
+      .subscribe(jobId, (event) => {
+        seen.push(event);
+        if (event.type === 'done') resolve(event.data.status);
+      })
+      .then((unsubscribe) => {
+        if (unsubscribe === undefined) reject(new Error(`unknown job ${jobId}`));
+      });
+  });
+}
+
+describe('job registry', () => {
+  it('runs at most `concurrency` jobs; the others wait queued, in order', async () => {
+    const jobs = registry({ concurrency: 1 });
+    const order: string[] = [];
+    const first = jobs.create(spec());
+    const second = jobs.create(spec());
+    expect(first.status).toBe('queued');
+    expect(second.status).toBe('queued');
+    await Promise.resolve();
+    expect(jobs.counts()).toMatchObject({ queued: 1, running: 1 });
+    expect((await jobs.get(second.jobId))?.status).toBe('queued');
+    const track = (jobId: string, name: string) =>
+      jobs.subscribe(jobId, (event) => {
+        if (event.type === 'attempt') order.push(`${name}:attempt`);
+        if (event.type === 'done') order.push(`${name}:done`);
+      });
+    await track(first.jobId, 'first');
+    await track(second.jobId, 'second');
+    await expect(finished(jobs, second.jobId)).resolves.toBe('succeeded');
+    expect(order.indexOf('first:done')).toBeGreaterThanOrEqual(0);
+    expect(order.indexOf('first:done')).toBeLessThan(order.indexOf('second:attempt'));
+    expect(jobs.counts()).toEqual({ queued: 0, running: 0, subscribers: 0 });
+  });
+
+  it('refuses a job past `maxJobs` live ones, and takes one again when a slot frees', async () => {
+    emulator.setFault({ provider: 'gpt', fault: 'slow', ms: 2_000 });
+    const jobs = registry({ concurrency: 1, maxJobs: 2 });
+    const first = jobs.create(spec());
+    jobs.create(spec());
+    expect(() => jobs.create(spec())).toThrow(JobCapacityError);
+    expect((await jobs.cancel(first.jobId))?.status).toBe('cancelled');
+    expect(jobs.create(spec()).status).toBe('queued');
+  });
+
+  it('forgets a finished job after the TTL, and keeps a live one however old', async () => {
+    const jobs = registry({ ttlSeconds: 60 });
+    const done = jobs.create(spec());
+    await expect(finished(jobs, done.jobId)).resolves.toBe('succeeded');
+    emulator.setFault({ provider: 'gpt', fault: 'slow', ms: 2_000 });
+    const slow = jobs.create(spec());
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(Date.now() + 59_000);
+      expect((await jobs.get(done.jobId))?.status).toBe('succeeded');
+      vi.setSystemTime(Date.now() + 2_000);
+      expect(await jobs.get(done.jobId)).toBeUndefined();
+      expect(await jobs.subscribe(done.jobId, () => undefined)).toBeUndefined();
+      expect((await jobs.get(slow.jobId))?.status).toBe('running');
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('cancels every live job on stop', async () => {
+    emulator.setFault({ provider: 'gpt', fault: 'slow', ms: 2_000 });
+    const jobs = registry({ concurrency: 1 });
+    const running = jobs.create(spec());
+    const queued = jobs.create(spec());
+    await Promise.resolve();
+    const endings = Promise.all([finished(jobs, running.jobId), finished(jobs, queued.jobId)]);
+    await jobs.stop();
+    await expect(endings).resolves.toEqual(['cancelled', 'cancelled']);
+    expect(() => jobs.create(spec())).toThrow(/stopped/);
+  });
+
+  it('streams the current progress first, then the job as it happens', async () => {
+    const jobs = registry();
+    const job = jobs.create(spec());
+    const events: JobStreamEvent[] = [];
+    await expect(finished(jobs, job.jobId, events)).resolves.toBe('succeeded');
+    expect(events[0]).toEqual({ type: 'progress', data: { progress: 0, stage: 'queued' } });
+    expect(events.filter((event) => event.type === 'attempt').length).toBe(3);
+    expect(events.at(-2)).toEqual({ type: 'progress', data: { progress: 100, stage: 'done' } });
+  });
+
+  it('shares the results cache: a second job over the same document calls no provider', async () => {
+    const cache = createResultCache();
+    const jobs = registry({ cache });
+    const same = spec();
+    const first = jobs.create(same);
+    await finished(jobs, first.jobId);
+    const calls = emulator.stats().gpt.calls;
+    const second = jobs.create(same);
+    await expect(finished(jobs, second.jobId)).resolves.toBe('succeeded');
+    expect(emulator.stats().gpt.calls).toBe(calls);
+    const view = (await jobs.get(second.jobId)) as JobView;
+    expect(view.meta?.stages.notes?.cached).toBe(true);
+    expect(view.result).toEqual((await jobs.get(first.jobId))?.result);
+  });
+});

@@ -1,0 +1,147 @@
+/**
+ * The whole flow in a real browser (issue 6): Debian's Chromium driven by playwright-core against the
+ * emulator + service on loopback in demo mode. Upload a generated PDF, see the job reach 100%, answer a
+ * quiz question, take Claude down in the fault panel, see its breaker open, reset the fault and see it
+ * go half-open and close again. Screenshots go to test-artifacts/ (gitignored; CI keeps them).
+ */
+import { existsSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findProjectRoot } from '../../src/web/assets.js';
+import { englishTextPdf } from '../fixtures/pdf/generate.js';
+import { startDemo } from './support.js';
+import type { Demo } from './support.js';
+
+const executablePath = '/usr/bin/chromium';
+const artifacts = join(findProjectRoot(), 'test-artifacts', 'web');
+const recoveryMs = 2500;
+
+describe('the page in Chromium', () => {
+  let demo: Demo;
+  let browser: Browser;
+  let page: Page;
+  const problems: string[] = [];
+
+  beforeAll(async () => {
+    if (!existsSync(executablePath)) {
+      throw new Error(`${executablePath} is missing: the browser test needs Debian's Chromium (apt-get install chromium; .ci/run installs it).`);
+    }
+    await mkdir(artifacts, { recursive: true });
+    demo = await startDemo({
+      BREAKER_FAILURE_THRESHOLD: '2',
+      BREAKER_RECOVERY_MS: String(recoveryMs),
+      RETRY_MAX: '1',
+      RETRY_BACKOFF_MS: '20',
+    });
+    browser = await chromium.launch({
+      executablePath,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+    page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    page.on('pageerror', (error) => problems.push(`pageerror: ${error.message}`));
+    page.on('console', (message) => {
+      if (message.type() === 'error') problems.push(`console: ${message.text()}`);
+    });
+    // Nothing may leave loopback: the page works offline.
+    page.on('request', (request) => {
+      if (!request.url().startsWith(demo.url) && !request.url().startsWith('data:')) problems.push(`request to ${request.url()}`);
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await demo?.close();
+  });
+
+  const card = (provider: string) => page.locator(`.provider-card[data-provider="${provider}"]`);
+  const shot = (name: string) => page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: true });
+
+  it('shows the live breakers and prefilled demo keys', async () => {
+    await page.goto(demo.url);
+    await expect.poll(() => page.locator('#stream-state').textContent()).toBe('live.');
+    for (const provider of ['claude', 'gpt', 'timelygpt']) {
+      await expect.poll(() => card(provider).getAttribute('data-state')).toBe('closed');
+      expect(await page.inputValue(`#key-${provider}`)).not.toBe('');
+    }
+    expect(await page.locator('#fault-panel').isVisible()).toBe(true);
+    await expect.poll(() => page.locator('section.machine[data-machine="breaker"][data-instance="claude"] li.current').getAttribute('data-path')).toBe('closed');
+    await shot('01-start');
+  });
+
+  it('uploads a PDF, shows progress up to 100% and the study material', async () => {
+    const pdf = await englishTextPdf(2);
+    await page.setInputFiles('#upload-file', { name: 'plants.pdf', mimeType: 'application/pdf', buffer: Buffer.from(pdf) });
+    await page.fill('#mcq-count', '3');
+    await page.fill('#fill-count', '3');
+    await page.click('#upload-button');
+    await expect.poll(() => page.locator('#document-info').textContent(), { timeout: 15_000 }).toContain('plants.pdf');
+    await expect.poll(() => page.locator('#progress').evaluate((node) => (node as HTMLProgressElement).value), { timeout: 30_000 }).toBe(100);
+    expect(await page.locator('#progress-text').textContent()).toMatch(/^100%/);
+    await expect.poll(() => page.locator('#results').isVisible()).toBe(true);
+    expect(await page.locator('#notes li').count()).toBeGreaterThan(0);
+    expect(await page.locator('.mcq-question').count()).toBe(3);
+    expect(await page.locator('.fill-question').count()).toBe(3);
+    expect(await page.locator('#attempts tbody tr').count()).toBeGreaterThan(0);
+    await shot('02-job-done');
+  });
+
+  it('checks a quiz answer and shows the explanation', async () => {
+    const question = page.locator('.mcq-question').first();
+    await question.locator('.check-button').click();
+    expect(await question.locator('.check-result').textContent()).toBe('Pick an answer first.');
+    await question.locator('label').first().click();
+    await question.locator('.check-button').click();
+    expect(await question.locator('.check-result').textContent()).toMatch(/^(Correct\.|Not quite: the answer is [ABCD]\.)$/);
+    expect(await question.locator('.explanation').isVisible()).toBe(true);
+    await question.scrollIntoViewIfNeeded();
+    await shot('03-quiz-checked');
+  });
+
+  it('takes Claude down: the request falls back to GPT and Claude\'s breaker opens', async () => {
+    await page.click('#fault-claude-down');
+    await expect.poll(() => page.locator('#fault-status').textContent()).toContain('http500');
+    await page.click('#probe-button');
+    await expect.poll(() => page.locator('#probe-result').textContent(), { timeout: 15_000 }).toMatch(/answered by GPT \(fallback\)/);
+    await expect.poll(() => card('claude').getAttribute('data-state')).toBe('open');
+    expect(await card('claude').locator('.breaker-state').textContent()).toBe('open');
+    expect(await card('claude').locator('.next-probe').textContent()).toMatch(/^(in \d+ s|now)$/);
+    // Both Claude calls of that request failed with a server error and were counted.
+    const rows = page.locator('#attempts tbody tr', { hasText: 'request' }).filter({ hasText: 'Claude' });
+    expect(await rows.count()).toBe(2);
+    for (const text of await rows.allTextContents()) expect(text).toMatch(/failed.*server_error.*500.*yes/);
+    await expect
+      .poll(() => page.locator('section.machine[data-machine="breaker"][data-instance="claude"] li.current').getAttribute('data-path'))
+      .toBe('open');
+    await shot('04-claude-open');
+  });
+
+  it('recovers: after the fault is reset the breaker goes half-open, and the next request closes it', async () => {
+    await page.click('#fault-reset');
+    await expect.poll(() => page.locator('#fault-status').textContent()).toContain('reset');
+    await expect.poll(() => card('claude').getAttribute('data-state'), { timeout: recoveryMs + 5000 }).toBe('halfOpen');
+    expect(await card('claude').locator('.breaker-state').textContent()).toBe('half-open');
+    await shot('05-claude-half-open');
+    await page.click('#probe-button');
+    await expect.poll(() => page.locator('#probe-result').textContent(), { timeout: 15_000 }).toMatch(/answered by Claude after 1 attempt/);
+    await expect.poll(() => card('claude').getAttribute('data-state')).toBe('closed');
+    await shot('06-claude-closed');
+  });
+
+  it('reads on a phone and works from the keyboard', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.reload();
+    await expect.poll(() => page.locator('#stream-state').textContent()).toBe('live.');
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    expect(overflow).toBeLessThanOrEqual(1);
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Skip to content');
+    await page.focus('#move-down-claude');
+    await page.keyboard.press('Enter');
+    expect(await page.locator('#provider-order li').first().getAttribute('data-provider')).toBe('gpt');
+    await shot('07-phone');
+    expect(problems).toEqual([]);
+  });
+});
