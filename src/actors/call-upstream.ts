@@ -99,7 +99,7 @@ export function createCallUpstream(options: CallUpstreamOptions) {
         const failure = classifyOutcome(
           error,
           { deadlineFired, callerAborted },
-          (e) => adapter.classify(e),
+          (e) => classifySafely(adapter, e),
           options.timeoutMs,
         );
         sendBack({ type: 'upstream.failed', callId: input.callId, failure, durationMs: at - startedAt, at });
@@ -115,4 +115,19 @@ export function createCallUpstream(options: CallUpstreamOptions) {
       }
     };
   });
+}
+
+/**
+ * A classifier that throws must not take the provider actor down (a crashed actor would leave every
+ * waiting request hanging): the failure is then read as a provider-side `server_error`.
+ */
+function classifySafely(adapter: ProviderAdapter, error: unknown): ProviderFailure {
+  try {
+    return adapter.classify(error);
+  } catch {
+    return {
+      errorClass: 'server_error',
+      message: 'The provider failed in a way that could not be classified.',
+    };
+  }
 }
