@@ -2,6 +2,7 @@
  * Deterministic, valid study material (SPEC.md §5) for the emulator's successful answers.
  * Same marker and same user text → the same JSON, so tests and benchmarks can rely on it.
  */
+import { readPromptText, type PartialNotes, type PartPosition, type PromptText } from './prompt-text.js';
 import type { TaskMarker } from './task-marker.js';
 
 type Lang = 'ko' | 'en';
@@ -86,6 +87,7 @@ function conceptsOf(text: string, lang: Lang): Concept[] {
   });
 }
 
+/** Notes of one document text (the text inside `<document>`, never the prompt around it). */
 export function notesAnswer(text: string, lang: Lang): JsonRecord {
   const concepts = conceptsOf(text, lang);
   const sentences = sentencesOf(text);
@@ -114,14 +116,56 @@ export function notesAnswer(text: string, lang: Lang): JsonRecord {
   };
 }
 
-/** Terms for the asked concept ids: from notes JSON in the user text when present, else derived from the text. */
-function termsForConcepts(text: string, lang: Lang, conceptIds: readonly string[]): Map<string, string> {
-  const byId = new Map<string, string>();
-  const start = text.indexOf('{');
-  const end = text.lastIndexOf('}');
-  if (start >= 0 && end > start) {
+const maxMergedConcepts = 8;
+
+/** The reduce step: per-part notes merged, concepts deduplicated by term and renumbered. */
+export function mergedNotesAnswer(partials: readonly PartialNotes[], lang: Lang): JsonRecord {
+  const concepts: { term: string; definition: string }[] = [];
+  const seen = new Set<string>();
+  for (const concept of partials.flatMap((notes) => notes.keyConcepts)) {
+    const key = concept.term.normalize('NFKC').toLocaleLowerCase();
+    if (seen.has(key) || concepts.length >= maxMergedConcepts) continue;
+    seen.add(key);
+    concepts.push(concept);
+  }
+  if (concepts.length === 0) return notesAnswer(partials.flatMap((notes) => notes.sections.map((section) => section.summary)).join('\n'), lang);
+  const glossarySeen = new Set<string>();
+  const glossary = partials
+    .flatMap((notes) => notes.glossary)
+    .filter((entry) => {
+      const key = entry.term.normalize('NFKC').toLocaleLowerCase();
+      if (glossarySeen.has(key)) return false;
+      glossarySeen.add(key);
+      return true;
+    });
+  const sections = partials.flatMap((notes) => notes.sections).map((section) => ({
+    title: section.title,
+    summary: section.summary,
+    bullets: section.bullets.length > 0 ? [...section.bullets] : [section.summary],
+  }));
+  return {
+    keyConcepts: concepts.map((concept, index) => ({
+      id: `c${index + 1}`,
+      term: concept.term,
+      definition: concept.definition,
+      importance: index < 2 ? 'high' : index < 4 ? 'medium' : 'low',
+    })),
+    sections: sections.length > 0 ? sections : [{ title: concepts[0]?.term ?? 'notes', summary: concepts[0]?.definition ?? '', bullets: concepts.map((concept) => concept.term) }],
+    glossary: glossary.length > 0 ? glossary : concepts.map((concept) => ({ term: concept.term, definition: clip(concept.definition, 120) })),
+  };
+}
+
+/**
+ * Terms for the asked concept ids: the prompt's concept list, else notes JSON in the user text,
+ * else concepts derived from the document text.
+ */
+function termsForConcepts(prompt: PromptText, userText: string, lang: Lang, conceptIds: readonly string[]): Map<string, string> {
+  const byId = new Map<string, string>([...prompt.concepts].map(([id, concept]) => [id, concept.term]));
+  const start = userText.indexOf('{');
+  const end = userText.lastIndexOf('}');
+  if (byId.size === 0 && start >= 0 && end > start) {
     try {
-      const parsed: unknown = JSON.parse(text.slice(start, end + 1));
+      const parsed: unknown = JSON.parse(userText.slice(start, end + 1));
       const concepts = (parsed as { keyConcepts?: unknown }).keyConcepts;
       if (Array.isArray(concepts)) {
         for (const concept of concepts as { id?: unknown; term?: unknown }[]) {
@@ -132,9 +176,64 @@ function termsForConcepts(text: string, lang: Lang, conceptIds: readonly string[
       // Not notes JSON: fall through to the derivation from the text.
     }
   }
-  const derived = conceptsOf(text, lang);
+  const derived = conceptsOf(prompt.document, lang);
   const ids = conceptIds.length > 0 ? conceptIds : derived.map((c) => c.id);
   return new Map(ids.map((id) => [id, byId.get(id) ?? derived.find((c) => c.id === id)?.term ?? id]));
+}
+
+/**
+ * How question `index` of one part of a long document differs from every question of the other
+ * parts (the study module checks near-duplicates over all parts combined): the template and the
+ * concept are offset by the part number, four filler words are picked so that two different
+ * (part, index) pairs rarely share more than one, and a short quote comes from the part's own text.
+ */
+interface PartVariation {
+  readonly part: PartPosition;
+  readonly sentences: readonly string[];
+}
+
+/** Prime size of each of the four disjoint word pools a part's questions draw from. */
+const poolSize = 17;
+/** Pairwise distinct mod 17: (index, part) → four words, two different pairs share at most one. */
+const poolStrides = [1, 4, 9, 13] as const;
+const extraWords: Readonly<Record<Lang, readonly string[]>> = {
+  en: 'poplar rowan spruce sorrel tansy vetch wren larch myrtle osprey'.split(' '),
+  ko: '느티나무 갈대 억새 물총새 두루미 은행잎 단풍 진달래 개나리'.split(' '),
+};
+
+function variationOf(prompt: PromptText): PartVariation | undefined {
+  if (prompt.part === undefined || prompt.part.total <= 1) return undefined;
+  return { part: prompt.part, sentences: sentencesOf(prompt.document).filter((sentence) => /\p{L}/u.test(sentence)) };
+}
+
+/** Index `index` shifted by the part: the first questions of different parts start elsewhere. */
+function shifted(variation: PartVariation | undefined, index: number, step: number): number {
+  return variation === undefined ? index : index + (variation.part.index - 1) * step;
+}
+
+/**
+ * Four words for question `index` of part `part`, one from each of four disjoint pools of a prime
+ * size, at `(index + part * stride) mod 17` with pairwise different strides: for two different
+ * (index, part) pairs (less than 17 apart in each) at most one position, and so at most one word, agrees.
+ */
+function partWords(lang: Lang, part: number, index: number): string[] {
+  const words = [...fillerWords[lang], ...extraWords[lang]];
+  return poolStrides.map((stride, pool) => words[pool * poolSize + ((index + part * stride) % poolSize)] ?? '');
+}
+
+/** The first words of one of the part's sentences (no blanks, so fill sentences keep exactly one). */
+function partQuote(variation: PartVariation, index: number, lang: Lang): string {
+  const sentence = variation.sentences[index % Math.max(1, variation.sentences.length)] ?? '';
+  const words = sentence.replace(/_+/g, ' ').split(/\s+/).filter((word) => word.length > 0);
+  const quote = words.slice(0, lang === 'ko' ? 4 : 6).join(' ');
+  return quote.length > 0 ? `“${quote}…”` : '';
+}
+
+function partSuffix(variation: PartVariation | undefined, lang: Lang, index: number, words: readonly string[]): string {
+  if (variation === undefined) return '';
+  const listed = words.join(lang === 'ko' ? '·' : ', ');
+  const quote = partQuote(variation, index, lang);
+  return quote === '' ? ` (${listed})` : ` (${listed}: ${quote})`;
 }
 
 const mcqTemplates: Readonly<Record<Lang, readonly ((term: string) => string)[]>> = {
@@ -179,24 +278,33 @@ function discriminator(lang: Lang, index: number): string {
 
 const letters = ['A', 'B', 'C', 'D'] as const;
 
-export function mcqAnswer(text: string, marker: TaskMarker): JsonRecord {
+export function mcqAnswer(userText: string, marker: TaskMarker): JsonRecord {
   const { lang, count } = marker;
-  const terms = termsForConcepts(text, lang, marker.conceptIds);
+  const prompt = readPromptText(userText);
+  const variation = variationOf(prompt);
+  const terms = termsForConcepts(prompt, userText, lang, marker.conceptIds);
   const ids = [...terms.keys()];
   const templates = mcqTemplates[lang];
   const questions = Array.from({ length: count }, (_, index) => {
-    const conceptId = ids[index % ids.length] ?? 'c1';
+    const conceptId = ids[shifted(variation, index, 1) % ids.length] ?? 'c1';
     const term = terms.get(conceptId) ?? conceptId;
     const other = ids.map((id) => terms.get(id) ?? id).find((t) => t !== term);
-    const template = templates[index % templates.length] ?? templates[0];
-    const question = (template ? template(term) : term) + (index >= templates.length ? discriminator(lang, index) : '');
+    const templateIndex = shifted(variation, index, 5);
+    const template = templates[templateIndex % templates.length] ?? templates[0];
+    const question =
+      (template ? template(term) : term) +
+      (variation === undefined
+        ? index >= templates.length
+          ? discriminator(lang, index)
+          : ''
+        : partSuffix(variation, lang, index, partWords(lang, variation.part.index, index)));
     const correct =
       lang === 'ko' ? `${term}의 핵심 내용을 자료대로 정확히 설명한다.` : `It states the core of ${term} as the material does.`;
     const distractors =
       lang === 'ko'
         ? [`${term}과(와)는 관계가 없는 설명이다.`, other ? `${other}에만 해당하는 설명이다.` : '다른 개념에만 해당하는 설명이다.', '자료의 내용과 정반대되는 설명이다.']
         : [`It is unrelated to ${term}.`, other ? `It only applies to ${other}.` : 'It only applies to another topic.', 'It contradicts what the material says.'];
-    const answerIndex = index % 4;
+    const answerIndex = shifted(variation, index, 1) % 4;
     const ordered = [...distractors];
     ordered.splice(answerIndex, 0, correct);
     const options = Object.fromEntries(letters.map((letter, i) => [letter, ordered[i] ?? '']));
@@ -229,18 +337,24 @@ const fillTemplates: Readonly<Record<Lang, readonly ((first: string, second: str
   ],
 };
 
-export function fillAnswer(text: string, marker: TaskMarker): JsonRecord {
+export function fillAnswer(userText: string, marker: TaskMarker): JsonRecord {
   const { lang, count } = marker;
-  const terms = termsForConcepts(text, lang, marker.conceptIds);
+  const prompt = readPromptText(userText);
+  const variation = variationOf(prompt);
+  const terms = termsForConcepts(prompt, userText, lang, marker.conceptIds);
   const ids = [...terms.keys()];
   const words = fillerWords[lang];
   const questions = Array.from({ length: count }, (_, index) => {
-    const conceptId = ids[index % ids.length] ?? 'c1';
+    const conceptId = ids[shifted(variation, index, 1) % ids.length] ?? 'c1';
     const term = terms.get(conceptId) ?? conceptId;
-    const first = words[index % words.length] ?? '';
-    const second = words[(index + 23) % words.length] ?? '';
-    const template = fillTemplates[lang][index % fillTemplates[lang].length] ?? fillTemplates[lang][0];
-    const sentence = template ? template(first, second) : `___ ${first} ${second}`;
+    // One part: two filler words by index. Parts of a long document: the part's four pool words.
+    const [first = '', second = '', ...rest] =
+      variation === undefined
+        ? [words[index % words.length] ?? '', words[(index + 23) % words.length] ?? '']
+        : partWords(lang, variation.part.index, index);
+    const templates = fillTemplates[lang];
+    const template = templates[shifted(variation, index, 1) % templates.length] ?? templates[0];
+    const sentence = (template ? template(first, second) : `___ ${first} ${second}`) + partSuffix(variation, lang, index, rest);
     return {
       id: `f${index + 1}`,
       sentence,
@@ -255,16 +369,21 @@ export function fillAnswer(text: string, marker: TaskMarker): JsonRecord {
   return { questions };
 }
 
-/** The study JSON for a marker (notes in English when there is none). */
+/**
+ * The study JSON for a marker (notes in English when there is none). Notes come from the document
+ * inside the prompt only, or from the per-part notes of a merge request.
+ */
 export function studyAnswer(marker: TaskMarker | undefined, userText: string): JsonRecord {
-  if (!marker) return notesAnswer(userText, 'en');
-  switch (marker.task) {
-    case 'notes':
-      return notesAnswer(userText, marker.lang);
+  switch (marker?.task) {
     case 'mcq':
       return mcqAnswer(userText, marker);
     case 'fill':
       return fillAnswer(userText, marker);
+    default: {
+      const lang = marker?.lang ?? 'en';
+      const prompt = readPromptText(userText);
+      return prompt.partials.length > 0 ? mergedNotesAnswer(prompt.partials, lang) : notesAnswer(prompt.document, lang);
+    }
   }
 }
 
