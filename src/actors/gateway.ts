@@ -5,6 +5,7 @@ import { providerIds, type ProviderAdapter, type ProviderId } from '../providers
 import { Secret } from '../security/secret.js';
 import { breakerStateName, breakerView } from './breaker-view.js';
 import { createCallUpstream } from './call-upstream.js';
+import type { embeddedFleetLink } from './fleet-link.js';
 import { gatewayMachine } from './gateway.machine.js';
 import { providerMachine } from './provider.machine.js';
 import type {
@@ -25,6 +26,11 @@ export interface GatewayOptions {
   readonly policy: FallbackPolicy;
   /** Overall deadline of one upstream call (PROVIDER_TIMEOUT_MS). */
   readonly providerTimeoutMs: number;
+  /**
+   * Shares every breaker with a fleet (REDIS_URL): the fleet link logic from `createFleetLink`
+   * (src/fleet). Absent: each breaker lives in this process only (the embedded default).
+   */
+  readonly fleetLink?: typeof embeddedFleetLink;
   /** Receives every inspection event of every actor (INSPECT, Stately). */
   readonly inspect?: Observer<InspectionEvent> | ((event: InspectionEvent) => void);
 }
@@ -41,6 +47,7 @@ export function createGateway(options: GatewayOptions): Gateway {
             adapters: options.adapters,
             timeoutMs: options.providerTimeoutMs,
           }),
+          ...(options.fleetLink === undefined ? {} : { fleetLink: options.fleetLink }),
         },
       }),
     },

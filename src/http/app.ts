@@ -13,6 +13,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Gateway } from '../actors/types.js';
 import type { Config } from '../config.js';
 import type { DocumentStore } from '../documents/index.js';
+import type { Registry } from 'prom-client';
 import { createProviderMetrics } from '../metrics/index.js';
 import { createResultCache } from '../study/index.js';
 import { clientErrorHandler, errorHandler, frameworkErrors, notFoundHandler } from './error-handler.js';
@@ -39,6 +40,8 @@ export interface AppOptions {
   readonly demo?: { readonly emulatorUrl: string };
   /** What `/readyz` reports; the in-process store when absent. */
   readonly readiness?: () => Promise<Readiness>;
+  /** Adds more metrics to the app's registry (the fleet's `studyhelper_state_store_up`). */
+  readonly registerMetrics?: (registry: Registry) => void;
   /** Process metrics in `/metrics` (default true; tests building many apps turn them off). */
   readonly processMetrics?: boolean;
 }
@@ -106,6 +109,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // One results cache per app: the same document, task and options are paid for once.
   const resultCache = createResultCache();
   const metrics = createProviderMetrics(gateway, { processMetrics: options.processMetrics ?? true });
+  options.registerMetrics?.(metrics.registry);
   const readiness = options.readiness ?? (async (): Promise<Readiness> => ({ store: 'memory', storeReachable: true }));
 
   await app.register(healthRoutes, { readiness });

@@ -7,6 +7,7 @@ import type { Inspection } from '../inspect/index.js';
 import { createGateway } from '../actors/index.js';
 import type { Config } from '../config.js';
 import { createMemoryDocumentStore } from '../documents/index.js';
+import { connectFleet } from '../fleet/index.js';
 import { createAdapters } from '../providers/index.js';
 import { buildApp } from './app.js';
 import type { LogOptions } from './logger.js';
@@ -45,6 +46,16 @@ export async function startService(config: Config, options: ServiceOptions = {})
   });
   const inspection = await inspector(config);
   const inspect = inspection?.inspect;
+  // REDIS_URL: breakers and documents shared by every worker and instance (docs/fleet.md).
+  const fleet =
+    config.redisUrl === undefined
+      ? undefined
+      : await connectFleet({
+          url: config.redisUrl,
+          prefix: config.redisPrefix,
+          breaker: config.breaker,
+          providerTimeoutMs: config.providerTimeoutMs,
+        });
   const gateway = createGateway({
     adapters,
     breaker: config.breaker,
@@ -52,19 +63,27 @@ export async function startService(config: Config, options: ServiceOptions = {})
     policy: config.fallbackMode,
     providerTimeoutMs: config.providerTimeoutMs,
     ...(inspect === undefined ? {} : { inspect }),
+    ...(fleet === undefined ? {} : { fleetLink: fleet.fleetLink }),
   });
-  const documentStore = createMemoryDocumentStore({ ttlSeconds: config.documentTtlSeconds });
+  const documentStore =
+    fleet === undefined
+      ? createMemoryDocumentStore({ ttlSeconds: config.documentTtlSeconds })
+      : fleet.documentStore(config.documentTtlSeconds);
   const app = await buildApp({
     config,
     gateway,
     documentStore,
+    ...(fleet === undefined
+      ? {}
+      : { readiness: fleet.readiness, registerMetrics: (registry) => fleet.registerMetrics(registry) }),
     ...(options.log === undefined ? {} : { log: options.log }),
     ...(options.demo === undefined ? {} : { demo: options.demo }),
   });
   if (inspection !== undefined) app.addHook('onClose', async () => inspection.stop());
   for (const warning of config.warnings) app.log.warn(warning);
-  if (config.redisUrl !== undefined) {
-    app.log.warn('REDIS_URL is set, but this build keeps breaker state and documents in process memory');
+  if (fleet !== undefined) {
+    fleet.reportTo(app.log);
+    app.addHook('onClose', async () => fleet.close());
   }
   const address = await app.listen({ port: config.port, host: config.host });
   return { app, url: address, close: () => app.close() };

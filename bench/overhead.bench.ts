@@ -1,0 +1,236 @@
+/**
+ * Overhead (issue 8): what `POST /v1/generate` (one provider, breaker closed) costs over a client
+ * calling the emulator directly through the same SDK (A), with a plain Fastify pass-through as the
+ * floor. Every part runs in its own process on loopback: emulator, autocannon, service, baselines.
+ * Variants alternate (floor A B, then B A floor) over several rounds; figures are per-round paired
+ * differences/ratios against A, medians quoted.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Child } from './support/children.js';
+import { startChild, supportDirectory } from './support/children.js';
+import type { LoadResult } from './support/load.child.js';
+import { mebibytes, signed, slope } from './support/stats.js';
+import { benchText, gptKey, postJson, resetFaults, setFault, startEmulatorChild, startLoadChild, startServiceChild } from './support/index.js';
+import { machineInfo, median, round, writeBenchmarkSection } from './report.js';
+
+const rounds = Number(process.env.BENCH_ROUNDS ?? 4);
+const seconds = Number(process.env.BENCH_SECONDS ?? 2);
+const growthTarget = Number(process.env.BENCH_GROWTH_REQUESTS ?? 100_000);
+const growthBudgetMs = Number(process.env.BENCH_GROWTH_MS ?? 40_000);
+const growthChunk = 10_000;
+/** BENCH_PROFILE=1: the service child runs with --cpu-prof; profiles go to dist/bench-profiles/. */
+const profileDirectory = process.env.BENCH_PROFILE === '1' ? join(supportDirectory, '..', '..', 'dist', 'bench-profiles') : undefined;
+
+interface Variant {
+  readonly key: 'floor' | 'sdk' | 'service';
+  readonly label: string;
+  readonly child: Child;
+  readonly url: string;
+  readonly body: string;
+  readonly headers: Record<string, string>;
+}
+
+interface Scenario {
+  readonly key: 'slow50' | 'instant50' | 'single';
+  readonly label: string;
+  readonly connections: number;
+  readonly upstreamMs: number;
+}
+
+interface Sample {
+  readonly load: LoadResult;
+  readonly cpuMicrosPerRequest: number;
+  readonly peakRss: number;
+}
+
+const scenarios: readonly Scenario[] = [
+  { key: 'slow50', label: '50 connections, upstream answers after 50 ms', connections: 50, upstreamMs: 50 },
+  { key: 'instant50', label: '50 connections, upstream answers at once', connections: 50, upstreamMs: 0 },
+  { key: 'single', label: '1 connection, upstream answers at once', connections: 1, upstreamMs: 0 },
+];
+
+async function main(): Promise<void> {
+  const emulator = await startEmulatorChild();
+  const baselineEnv = { OPENAI_BASE_URL: String(emulator.info['openaiBaseUrl']), GPT_MODEL: 'gpt-bench' };
+  if (profileDirectory !== undefined) mkdirSync(profileDirectory, { recursive: true });
+  const [service, sdk, floor, load] = await Promise.all([
+    startServiceChild(
+      emulator,
+      { PROVIDERS_DEFAULT_ORDER: 'gpt' },
+      profileDirectory === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', profileDirectory],
+    ),
+    startChild('sdk', { entry: 'baseline.child.ts', env: { ...baselineEnv, BASELINE_MODE: 'sdk' } }),
+    startChild('floor', { entry: 'baseline.child.ts', env: { ...baselineEnv, BASELINE_MODE: 'passthrough' } }),
+    startLoadChild(),
+  ]);
+  const baselineBody = JSON.stringify({ text: benchText });
+  const variants: readonly Variant[] = [
+    { key: 'floor', label: 'floor: Fastify pass-through', child: floor, url: `${String(floor.info['url'])}${String(floor.info['path'])}`, body: baselineBody, headers: {} },
+    { key: 'sdk', label: 'A: Fastify + openai SDK direct', child: sdk, url: `${String(sdk.info['url'])}${String(sdk.info['path'])}`, body: baselineBody, headers: {} },
+    {
+      key: 'service',
+      label: 'B: POST /v1/generate',
+      child: service,
+      url: `${service.url}/v1/generate`,
+      body: JSON.stringify({ task: 'notes', text: benchText, providers: ['gpt'], options: { lang: 'en' } }),
+      headers: { 'x-gpt-key': gptKey },
+    },
+  ];
+
+  // Sanity: every variant answers 200 with notes before anything is timed.
+  for (const variant of variants) {
+    const answer = await postJson(variant.url, variant.body, variant.headers);
+    if (answer.status !== 200) throw new Error(`${variant.label} answered ${answer.status}: ${JSON.stringify(answer.body).slice(0, 300)}`);
+  }
+
+  async function measure(variant: Variant, scenario: Scenario, duration = seconds): Promise<Sample> {
+    const before = await variant.child.usage(true);
+    const result = await load.run({ url: variant.url, body: variant.body, headers: variant.headers, connections: scenario.connections, duration });
+    const after = await variant.child.usage();
+    if (result.ok !== result.requests) {
+      throw new Error(`${variant.label} (${scenario.key}): ${result.requests - result.ok} of ${result.requests} answers not 2xx (errors ${result.errors})`);
+    }
+    return { load: result, cpuMicrosPerRequest: (after.cpuMicros - before.cpuMicros) / result.requests, peakRss: after.peakRss };
+  }
+
+  // Warm-up (JIT, connection pools), discarded.
+  for (const variant of variants) await measure(variant, scenarios[1] as Scenario, 1.5);
+
+  const results = new Map<string, Map<string, Sample[]>>();
+  for (const scenario of scenarios) {
+    await resetFaults(emulator.url);
+    if (scenario.upstreamMs > 0) await setFault(emulator.url, { provider: 'gpt', fault: 'slow', ms: scenario.upstreamMs });
+    const byVariant = new Map<string, Sample[]>(variants.map((variant) => [variant.key, []]));
+    results.set(scenario.key, byVariant);
+    for (let r = 0; r < rounds; r += 1) {
+      const order = r % 2 === 0 ? variants : [...variants].reverse();
+      const line: string[] = [];
+      for (const variant of order) {
+        const sample = await measure(variant, scenario);
+        byVariant.get(variant.key)?.push(sample);
+        line.push(`${variant.key} ${round(sample.load.requestsPerSecond, 0)} req/s p50 ${round(sample.load.p50)} p99 ${round(sample.load.p99)} cpu ${round(sample.cpuMicrosPerRequest, 0)}µs`);
+      }
+      process.stdout.write(`${scenario.key} round ${r + 1}/${rounds}: ${line.join(' | ')}\n`);
+    }
+  }
+  await resetFaults(emulator.url);
+
+  // Memory: resident set under the 50-connection load, and heap after GC over as many requests as fit.
+  const growthScenario = scenarios[1] as Scenario;
+  const serviceVariant = variants[2] as Variant;
+  const points: [number, number][] = [];
+  const rssPoints: [number, number][] = [];
+  let served = 0;
+  let peakRss = 0;
+  const growthStarted = performance.now();
+  const first = await service.request<{ heapUsed: number; rss: number }>('gc');
+  points.push([0, first.heapUsed]);
+  rssPoints.push([0, first.rss]);
+  while (served < growthTarget && performance.now() - growthStarted < growthBudgetMs) {
+    const result = await load.run({ url: serviceVariant.url, body: serviceVariant.body, headers: serviceVariant.headers, connections: growthScenario.connections, amount: growthChunk });
+    if (result.ok !== result.requests) throw new Error(`growth run: ${result.requests - result.ok} answers not 2xx`);
+    served += result.requests;
+    const usage = await service.usage(true);
+    peakRss = Math.max(peakRss, usage.peakRss);
+    const collected = await service.request<{ heapUsed: number; rss: number }>('gc');
+    points.push([served, collected.heapUsed]);
+    rssPoints.push([served, collected.rss]);
+    process.stdout.write(`growth: ${served} requests, heap after GC ${round(mebibytes(collected.heapUsed), 1)} MiB, rss ${round(mebibytes(collected.rss), 1)} MiB\n`);
+  }
+  const growthSeconds = (performance.now() - growthStarted) / 1000;
+
+  await Promise.all([service.stop(), sdk.stop(), floor.stop(), load.stop()]);
+  await emulator.stop();
+
+  writeBenchmarkSection('overhead', report(results, { points, rssPoints, served, peakRss, growthSeconds }));
+}
+
+interface Growth {
+  readonly points: readonly (readonly [number, number])[];
+  readonly rssPoints: readonly (readonly [number, number])[];
+  readonly served: number;
+  readonly peakRss: number;
+  readonly growthSeconds: number;
+}
+
+function verdict(met: boolean): string {
+  return met ? '**met**' : '**missed**';
+}
+
+function report(results: Map<string, Map<string, Sample[]>>, growth: Growth): string {
+  const samples = (scenario: string, variant: string): Sample[] => results.get(scenario)?.get(variant) ?? [];
+  /** Per-round paired figure B vs A, median over rounds. */
+  const paired = (scenario: string, figure: (b: Sample, a: Sample) => number): number => {
+    const a = samples(scenario, 'sdk');
+    const b = samples(scenario, 'service');
+    return median(b.map((sample, index) => figure(sample, a[index] as Sample)));
+  };
+  const med = (scenario: string, variant: string, figure: (s: Sample) => number): number => median(samples(scenario, variant).map(figure));
+
+  const rows = scenarios.map((scenario) => {
+    const k = scenario.key;
+    const rps = (v: string): string => round(med(k, v, (s) => s.load.requestsPerSecond), 0);
+    const ms = (v: string, f: 'p50' | 'p99'): string => round(med(k, v, (s) => s.load[f]));
+    return (
+      `| ${scenario.label} | ${rps('floor')} | ${rps('sdk')} | ${rps('service')} | ${round(paired(k, (b, a) => b.load.requestsPerSecond / a.load.requestsPerSecond))}× ` +
+      `| ${ms('sdk', 'p50')} → ${ms('service', 'p50')} (${signed(paired(k, (b, a) => b.load.p50 - a.load.p50))}) ` +
+      `| ${ms('sdk', 'p99')} → ${ms('service', 'p99')} (${signed(paired(k, (b, a) => b.load.p99 - a.load.p99))}) ` +
+      `| ${round(med(k, 'floor', (s) => s.cpuMicrosPerRequest), 0)} / ${round(med(k, 'sdk', (s) => s.cpuMicrosPerRequest), 0)} / ${round(med(k, 'service', (s) => s.cpuMicrosPerRequest), 0)} (${signed(paired(k, (b, a) => b.cpuMicrosPerRequest - a.cpuMicrosPerRequest), 0)}) ` +
+      `| ${round(mebibytes(med(k, 'service', (s) => s.peakRss)), 0)} |`
+    );
+  });
+
+  const slowRatio = paired('slow50', (b, a) => b.load.requestsPerSecond / a.load.requestsPerSecond);
+  const slowP50 = paired('slow50', (b, a) => b.load.p50 - a.load.p50);
+  const slowP99 = paired('slow50', (b, a) => b.load.p99 - a.load.p99);
+  const instantRps = med('instant50', 'service', (s) => s.load.requestsPerSecond);
+  const instantCpu = paired('instant50', (b, a) => b.cpuMicrosPerRequest - a.cpuMicrosPerRequest);
+  const singleP50 = paired('single', (b, a) => b.load.p50 - a.load.p50);
+  const singleP99 = paired('single', (b, a) => b.load.p99 - a.load.p99);
+  const peakRss = Math.max(growth.peakRss, ...samples('instant50', 'service').map((s) => s.peakRss));
+  const heapSlope = slope(growth.points) * 100_000;
+  const rssSlope = slope(growth.rssPoints) * 100_000;
+  const firstHeap = growth.points[0]?.[1] ?? Number.NaN;
+  const lastHeap = growth.points.at(-1)?.[1] ?? Number.NaN;
+  const extrapolated = growth.served < 100_000;
+  const growthLimitMiB = 2;
+
+  const goals = [
+    `- 50 connections, upstream 50 ms: throughput ≥ 90% of A — ${verdict(slowRatio >= 0.9)} (${round(slowRatio * 100, 1)}%); ` +
+      `p50 ≤ +5 ms — ${verdict(slowP50 <= 5)} (${signed(slowP50)} ms); p99 ≤ +25 ms — ${verdict(slowP99 <= 25)} (${signed(slowP99)} ms).`,
+    `- 50 connections, upstream at once: ≥ 5,000 req/s — ${verdict(instantRps >= 5000)} (${round(instantRps, 0)} req/s, ${round(instantRps / 5000, 2)}× the goal); ` +
+      `≤ 150 µs CPU per request beyond the SDK's — ${verdict(instantCpu <= 150)} (${signed(instantCpu, 0)} µs).`,
+    `- One request in flight: p50 ≤ +0.5 ms — ${verdict(singleP50 <= 0.5)} (${signed(singleP50)} ms); p99 ≤ +2.5 ms — ${verdict(singleP99 <= 2.5)} (${signed(singleP99)} ms).`,
+    `- Resident memory ≤ 128 MB under the 50-connection load — ${verdict(mebibytes(peakRss) <= 128)} (peak ${round(mebibytes(peakRss), 0)} MiB sampled every 100 ms).`,
+    `- No growth over 100,000 requests (heap after forced GC grows ≤ ${growthLimitMiB} MiB per 100k) — ${verdict(heapSlope <= growthLimitMiB * 1024 * 1024)} ` +
+      `(${growth.served.toLocaleString('en-US')} requests in ${round(growth.growthSeconds, 0)} s; heap after GC ${round(mebibytes(firstHeap), 1)} → ${round(mebibytes(lastHeap), 1)} MiB; ` +
+      `least-squares slope ${signed(mebibytes(heapSlope))} MiB heap, ${signed(mebibytes(rssSlope))} MiB RSS per 100k requests${extrapolated ? ', **extrapolated** from the requests that fit the time budget' : ''}).`,
+  ];
+
+  return `## Overhead: \`POST /v1/generate\` against the SDK called directly
+
+Command: \`npm run bench -- overhead\` (bench/overhead.bench.ts; \`BENCH_ROUNDS\`=${rounds}, \`BENCH_SECONDS\`=${seconds} per run).
+Machine: ${machineInfo()}. Measured ${new Date().toISOString().slice(0, 10)}.
+
+Five processes on loopback: the emulator (gpt answering fixed notes), autocannon (load), and the three
+variants, each a server of its own: **floor** = Fastify forwarding the body to the emulator with \`fetch\`
+(no SDK); **A** = Fastify calling the emulator through the \`openai\` SDK (one client, the same prompt and
+\`json_schema\` the gpt adapter sends, the content parsed as JSON); **B** = the service, \`POST /v1/generate\`
+(\`task: notes\`, short English text, \`providers: ["gpt"]\`, breaker closed, \`LOG_LEVEL=silent\`).
+Each round runs floor, A, B (then B, A, floor) for ${seconds} s each; B-vs-A figures are per-round
+differences/ratios, median of ${rounds} rounds (a warm-up round discarded). Latencies are exact
+(per-response hrtime from autocannon, not its millisecond histogram). CPU is \`process.cpuUsage()\`
+of the server process only, divided by the requests it answered.
+
+| scenario | floor req/s | A req/s | B req/s | B/A | p50 ms A → B (Δ) | p99 ms A → B (Δ) | CPU µs/req floor / A / B (Δ B−A) | B peak RSS MiB |
+| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
+${rows.join('\n')}
+
+Goals (issue 8):
+
+${goals.join('\n')}
+`;
+}
+
+await main();

@@ -1,0 +1,67 @@
+/**
+ * The child side of a bench process: announces itself with a `ready` message over IPC and answers the
+ * parent's requests (`usage`, `gc`, plus any handlers the child adds). Every child reports its own CPU
+ * time and memory, so a figure belongs to the process that spent it, not to the load generator.
+ */
+export interface Usage {
+  /** process.cpuUsage(): user + system µs since the process started. */
+  readonly cpuMicros: number;
+  readonly rss: number;
+  readonly heapUsed: number;
+  /** Highest RSS sampled (every 100 ms) since the last `usage` request with `resetPeak`. */
+  readonly peakRss: number;
+}
+
+type Handler = (message: Record<string, unknown>) => Promise<unknown>;
+
+let peakRss = process.memoryUsage.rss();
+const sampler = setInterval(() => {
+  const rss = process.memoryUsage.rss();
+  if (rss > peakRss) peakRss = rss;
+}, 100);
+sampler.unref();
+
+function usage(resetPeak: boolean): Usage {
+  const cpu = process.cpuUsage();
+  const memory = process.memoryUsage();
+  const result = { cpuMicros: cpu.user + cpu.system, rss: memory.rss, heapUsed: memory.heapUsed, peakRss: Math.max(peakRss, memory.rss) };
+  if (resetPeak) peakRss = memory.rss;
+  return result;
+}
+
+/** Starts answering the parent; `ready` is sent at once. */
+export function serveParent(ready: Record<string, unknown>, handlers: Record<string, Handler> = {}): void {
+  const send = process.send?.bind(process);
+  if (send === undefined) throw new Error('bench child started without an IPC channel (use startChild)');
+  const builtIn: Record<string, Handler> = {
+    usage: async (message) => usage(message['resetPeak'] === true),
+    gc: async () => {
+      const collect = (globalThis as { gc?: () => void }).gc;
+      if (collect === undefined) throw new Error('start the child with --expose-gc');
+      collect();
+      collect();
+      return usage(true);
+    },
+    exit: async () => {
+      setImmediate(() => process.exit(0));
+      return {};
+    },
+  };
+  process.on('message', (raw: unknown) => {
+    const message = raw as Record<string, unknown>;
+    const id = message['id'];
+    const type = String(message['type']);
+    const handler = handlers[type] ?? builtIn[type];
+    if (handler === undefined) {
+      send({ id, error: `unknown request ${type}` });
+      return;
+    }
+    handler(message).then(
+      (value) => send({ id, value }),
+      (error: unknown) => send({ id, error: error instanceof Error ? error.message : String(error) }),
+    );
+  });
+  // The parent going away ends the child (no orphans holding ports).
+  process.on('disconnect', () => process.exit(0));
+  send({ type: 'ready', ...ready });
+}

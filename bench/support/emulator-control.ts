@@ -1,0 +1,28 @@
+/** The emulator's control endpoint (docs/emulator.md), from the bench parent. */
+export interface ProviderCalls {
+  readonly calls: number;
+}
+
+export async function setFault(emulatorUrl: string, spec: Record<string, unknown>): Promise<void> {
+  const response = await fetch(`${emulatorUrl}/_emulator/faults`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(spec),
+  });
+  if (!response.ok) throw new Error(`emulator refused fault ${JSON.stringify(spec)}: ${response.status} ${await response.text()}`);
+}
+
+export async function resetFaults(emulatorUrl: string): Promise<void> {
+  await fetch(`${emulatorUrl}/_emulator/faults`, { method: 'DELETE' });
+}
+
+export async function resetStats(emulatorUrl: string): Promise<void> {
+  await fetch(`${emulatorUrl}/_emulator/stats`, { method: 'DELETE' });
+}
+
+/** Generation calls that reached `provider` since the last reset. */
+export async function providerCalls(emulatorUrl: string, provider: string): Promise<number> {
+  const response = await fetch(`${emulatorUrl}/_emulator/stats`);
+  const stats = (await response.json()) as Record<string, ProviderCalls | undefined>;
+  return stats[provider]?.calls ?? 0;
+}

@@ -1,0 +1,123 @@
+/**
+ * The fleet breaker's transition rules as one Lua script, so that every instance's update of one
+ * provider's breaker is applied atomically on the Redis server (no lost counts, no two probes).
+ * The rules are the breaker machine's (src/machines/breaker.machine.ts) for the consecutive-failures
+ * strategy; time lives in the data: `open` becomes `halfOpen` when `now >= retryAt`, whoever asks.
+ *
+ * KEYS[1] the breaker hash (state, failures, openedAt, retryAt, opens, version, changedAt)
+ * KEYS[2] the probe lease (SET NX PX: one probe per recovery window; a crashed prober's lease expires)
+ * ARGV    op, now, threshold, recoveryMs, callId, leaseMs, channel, then for `merge`:
+ *         state, failures, openedAt, retryAt, changedAt of the local breaker
+ * Returns state, failures, openedAt, retryAt, opens, version, changedAt, granted (-1 = none for times).
+ * Every change bumps `version` and is published on `channel` as the same fields joined by commas.
+ */
+export const breakerScript = `
+local op = ARGV[1]
+local now = tonumber(ARGV[2])
+local threshold = tonumber(ARGV[3])
+local recovery = tonumber(ARGV[4])
+local callId = ARGV[5]
+local leaseMs = tonumber(ARGV[6])
+local channel = ARGV[7]
+
+local h = redis.call('HMGET', KEYS[1], 'state', 'failures', 'openedAt', 'retryAt', 'opens', 'version', 'changedAt')
+local exists = h[1] ~= false
+local s = {
+  state = h[1] or 'closed',
+  failures = tonumber(h[2]) or 0,
+  openedAt = tonumber(h[3]) or -1,
+  retryAt = tonumber(h[4]) or -1,
+  opens = tonumber(h[5]) or 0,
+  version = tonumber(h[6]) or 0,
+  changedAt = tonumber(h[7]) or 0,
+}
+local changed = false
+local granted = 0
+
+local function become(state)
+  if s.state ~= state then
+    s.state = state
+    s.changedAt = now
+  end
+  changed = true
+end
+local function resolveTime()
+  if s.state == 'open' and s.retryAt >= 0 and now >= s.retryAt then become('halfOpen') end
+end
+local function open()
+  become('open')
+  s.openedAt = now
+  s.retryAt = now + recovery
+  s.opens = s.opens + 1
+  redis.call('DEL', KEYS[2])
+end
+local function close()
+  become('closed')
+  s.failures = 0
+  s.openedAt = -1
+  s.retryAt = -1
+  redis.call('DEL', KEYS[2])
+end
+
+resolveTime()
+local holder = redis.call('GET', KEYS[2])
+local isProbe = holder ~= false and holder == callId
+
+if op == 'failed' then
+  if s.state == 'closed' then
+    s.failures = s.failures + 1
+    changed = true
+    if s.failures >= threshold then open() end
+  elseif s.state == 'halfOpen' and isProbe then
+    open()
+  end
+elseif op == 'succeeded' then
+  if s.state == 'closed' and s.failures > 0 then
+    s.failures = 0
+    changed = true
+  elseif s.state == 'halfOpen' and isProbe then
+    close()
+  end
+elseif op == 'ignored' then
+  if isProbe then redis.call('DEL', KEYS[2]) end
+elseif op == 'acquire' then
+  if s.state == 'closed' then
+    granted = 1
+  elseif s.state == 'halfOpen' then
+    if redis.call('SET', KEYS[2], callId, 'NX', 'PX', leaseMs) then granted = 1 end
+  end
+elseif op == 'reset' or op == 'release' then
+  close()
+elseif op == 'forceOpen' then
+  become('forcedOpen')
+  s.openedAt = now
+  s.retryAt = -1
+  s.opens = s.opens + 1
+  redis.call('DEL', KEYS[2])
+elseif op == 'merge' then
+  -- After an outage: the newer of the local and the fleet state wins; a fresh store takes the local one.
+  local localState = ARGV[8]
+  local localChangedAt = tonumber(ARGV[12])
+  if (not exists) or (localChangedAt > s.changedAt and localState ~= s.state) then
+    s.state = localState
+    s.failures = tonumber(ARGV[9])
+    s.openedAt = tonumber(ARGV[10])
+    s.retryAt = tonumber(ARGV[11])
+    s.changedAt = localChangedAt
+    changed = true
+    redis.call('DEL', KEYS[2])
+    resolveTime()
+  end
+end
+
+local reply = { s.state, s.failures, s.openedAt, s.retryAt, s.opens, s.version, s.changedAt }
+if changed then
+  s.version = s.version + 1
+  reply[6] = s.version
+  redis.call('HSET', KEYS[1], 'state', s.state, 'failures', s.failures, 'openedAt', s.openedAt,
+    'retryAt', s.retryAt, 'opens', s.opens, 'version', s.version, 'changedAt', s.changedAt)
+  redis.call('PUBLISH', channel, table.concat(reply, ','))
+end
+reply[8] = granted
+return reply
+`;

@@ -1,0 +1,160 @@
+import { fromCallback, type SnapshotFrom } from 'xstate';
+import type { FleetLinkEvent, FleetLinkInput, FleetLinkReply } from '../actors/fleet-link.js';
+import type { BreakerEvent, breakerMachine, SharedBreakerState } from '../machines/breaker.machine.js';
+import type { FleetBreakerOperation, SharedBreakerStore } from './redis-state-store.js';
+
+export interface FleetLinkOptions {
+  /** How often the link re-reads the fleet state (a lost pub/sub message heals within this). */
+  readonly syncIntervalMs?: number;
+  readonly now?: () => number;
+}
+
+type BreakerSnapshot = SnapshotFrom<typeof breakerMachine>;
+
+function localStateName(snapshot: BreakerSnapshot): SharedBreakerState['state'] {
+  if (snapshot.matches('closed')) return 'closed';
+  if (snapshot.matches('halfOpen')) return 'halfOpen';
+  if (snapshot.matches('forcedOpen')) return 'forcedOpen';
+  return 'open';
+}
+
+/** The breaker event as an operation of the breaker script; `call.started` is not one (leases are). */
+function operationFor(event: BreakerEvent): FleetBreakerOperation | undefined {
+  switch (event.type) {
+    case 'call.succeeded':
+      return { op: 'succeeded', callId: event.callId };
+    case 'call.failed':
+      return { op: 'failed', callId: event.callId };
+    case 'call.ignored':
+      return { op: 'ignored', callId: event.callId };
+    case 'breaker.reset':
+      return { op: 'reset' };
+    case 'breaker.forceOpen':
+      return { op: 'forceOpen' };
+    case 'breaker.release':
+      return { op: 'release' };
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * The link between one provider's breaker actor and the fleet store: every breaker event is applied
+ * to the fleet state (atomically, by the breaker script) and the fleet's answer, or any other
+ * instance's change heard on pub/sub, comes back as `breaker.synced` for the breaker to adopt.
+ * While the store is unreachable the breaker decides locally (`breaker.unshared`); on reconnection
+ * the link reconciles: the newer of the local and the fleet state wins, so nothing opens or closes
+ * only because Redis came back.
+ */
+export function createFleetLink(store: SharedBreakerStore, options: FleetLinkOptions = {}) {
+  const now = options.now ?? Date.now;
+  return fromCallback<FleetLinkEvent, FleetLinkInput, FleetLinkReply>(({ input, receive, sendBack }) => {
+    const { providerId, breaker } = input;
+    let shared = false;
+    let lastVersion = -1;
+    let lastChangedAt = 0;
+    let inFlight = 0;
+    let stopped = false;
+    /** When the local breaker last changed state on its own (while unshared). */
+    let localChangedAt: number | null = null;
+    let lastLocalState = localStateName(breaker.getSnapshot());
+
+    const adopt = (state: SharedBreakerState, force: boolean): void => {
+      if (stopped || (!force && state.version <= lastVersion)) return;
+      lastVersion = state.version;
+      lastChangedAt = state.changedAt;
+      shared = true;
+      localChangedAt = null;
+      sendBack({ type: 'breaker.synced', shared: state, at: now() });
+    };
+    const lose = (): void => {
+      if (stopped || !shared) return;
+      shared = false;
+      sendBack({ type: 'breaker.unshared', at: now() });
+    };
+
+    const run = (operation: FleetBreakerOperation, at: number): Promise<boolean | undefined> => {
+      inFlight += 1;
+      return store
+        .apply(providerId, operation, at)
+        .then(
+          (result) => {
+            // A periodic read that finds the fleet elsewhere than the local breaker, with nothing
+            // else in flight, repairs a missed update even when the version did not move.
+            const repair =
+              operation.op === 'read' && inFlight === 1 && result.shared.state !== localStateName(breaker.getSnapshot());
+            adopt(result.shared, operation.op === 'merge' || repair);
+            return result.granted;
+          },
+          () => {
+            lose();
+            return undefined;
+          },
+        )
+        .finally(() => {
+          inFlight -= 1;
+        });
+    };
+
+    const reconcile = (): void => {
+      const snapshot = breaker.getSnapshot();
+      const { context } = snapshot;
+      void run(
+        {
+          op: 'merge',
+          local: {
+            state: localStateName(snapshot),
+            consecutiveFailures: context.consecutiveFailures,
+            openedAt: context.openedAt,
+            retryAt: context.retryAt,
+            changedAt: localChangedAt ?? lastChangedAt,
+          },
+        },
+        now(),
+      );
+    };
+
+    const watchLocal = breaker.subscribe((snapshot) => {
+      const name = localStateName(snapshot);
+      if (name === lastLocalState) return;
+      lastLocalState = name;
+      if (!shared) localChangedAt = now();
+    });
+    const unsubscribe = store.subscribe(providerId, (state) => {
+      if (shared) adopt(state, false);
+    });
+    const unwatch = store.onAvailability((up) => (up ? reconcile() : lose()));
+    const poll = setInterval(() => {
+      if (!store.isUp() || inFlight > 0) return;
+      if (!shared) {
+        reconcile();
+        return;
+      }
+      void run({ op: 'read' }, now());
+    }, options.syncIntervalMs ?? 1000);
+    poll.unref?.();
+    if (store.isUp()) reconcile();
+
+    receive((event) => {
+      if (event.type === 'probe.requested') {
+        const ask = store.isUp() ? run({ op: 'acquire', callId: event.callId }, event.at) : Promise.resolve(undefined);
+        // Unreachable store: the local breaker alone decides this window's probe.
+        void ask.then((granted) => {
+          if (!stopped) sendBack({ type: 'probe.leased', callId: event.callId, granted: granted ?? true, at: now() });
+        });
+        return;
+      }
+      const operation = operationFor(event.event);
+      if (operation === undefined || !store.isUp()) return;
+      void run(operation, event.event.at);
+    });
+
+    return () => {
+      stopped = true;
+      clearInterval(poll);
+      watchLocal.unsubscribe();
+      unsubscribe();
+      unwatch();
+    };
+  });
+}

@@ -1,0 +1,89 @@
+import { Gauge, type Registry } from 'prom-client';
+import { createMemoryDocumentStore, type DocumentStore } from '../documents/index.js';
+import { createRedisDocumentStore } from '../documents/redis-store.js';
+import { createFleetLink } from './fleet-link.js';
+import { createRedisStateStore, type BreakerSettings, type RedisStateStore } from './redis-state-store.js';
+
+export interface FleetOptions {
+  /** REDIS_URL. */
+  readonly url: string;
+  /** REDIS_PREFIX. */
+  readonly prefix: string;
+  readonly breaker: BreakerSettings;
+  /** PROVIDER_TIMEOUT_MS: the probe lease outlives the longest probe by `probeLeaseMarginMs`. */
+  readonly providerTimeoutMs: number;
+  readonly probeLeaseMarginMs?: number;
+  readonly commandTimeoutMs?: number;
+  readonly syncIntervalMs?: number;
+  /** How long start-up waits for the first connection before serving degraded (default 1000). */
+  readonly connectTimeoutMs?: number;
+}
+
+/** Where the fleet says that the store was lost or is back (the service passes its logger). */
+export interface FleetLog {
+  info(message: string): void;
+  warn(message: string): void;
+}
+
+/** What the service needs from the fleet store: pieces for the gateway, the documents, /readyz and /metrics. */
+export interface Fleet {
+  readonly store: RedisStateStore;
+  /** For `createGateway({ fleetLink })`. */
+  readonly fleetLink: ReturnType<typeof createFleetLink>;
+  documentStore(ttlSeconds: number): DocumentStore;
+  /** For `buildApp({ readiness })`: degraded while Redis is unreachable. */
+  readiness(): Promise<{ store: 'redis'; storeReachable: boolean }>;
+  /** Adds `studyhelper_state_store_up` (1 reachable, 0 not) to a registry. */
+  registerMetrics(registry: Registry): void;
+  /** Logs the state at start (when unreachable) and one line each time the store is lost or back. */
+  reportTo(log: FleetLog): void;
+  close(): Promise<void>;
+}
+
+/**
+ * Connects this process to the fleet's shared state (REDIS_URL). Never fails the start: when Redis is
+ * down the service serves with per-process breakers and reconnects in the background.
+ */
+export async function connectFleet(options: FleetOptions): Promise<Fleet> {
+  const store = createRedisStateStore({
+    url: options.url,
+    prefix: options.prefix,
+    breaker: options.breaker,
+    probeLeaseMs: options.providerTimeoutMs + (options.probeLeaseMarginMs ?? 2000),
+    ...(options.commandTimeoutMs === undefined ? {} : { commandTimeoutMs: options.commandTimeoutMs }),
+  });
+  await store.ready(options.connectTimeoutMs ?? 1000);
+  const fleetLink = createFleetLink(store.breakers, {
+    ...(options.syncIntervalMs === undefined ? {} : { syncIntervalMs: options.syncIntervalMs }),
+  });
+  return {
+    store,
+    fleetLink,
+    documentStore: (ttlSeconds) =>
+      createRedisDocumentStore({
+        client: store.client,
+        prefix: options.prefix,
+        ttlSeconds,
+        fallback: createMemoryDocumentStore({ ttlSeconds }),
+      }),
+    readiness: async () => ({ store: 'redis', storeReachable: store.isUp() }),
+    registerMetrics(registry) {
+      new Gauge({
+        name: 'studyhelper_state_store_up',
+        help: 'The shared state store (Redis) is reachable: 1, or 0 (per-process breakers meanwhile).',
+        registers: [registry],
+        collect() {
+          this.set(store.isUp() ? 1 : 0);
+        },
+      });
+    },
+    reportTo(log) {
+      if (!store.isUp()) log.warn('state store (Redis) unreachable at start: serving with per-process breakers; reconnecting');
+      store.breakers.onAvailability((up) => {
+        if (up) log.info('state store (Redis) reachable again: breakers shared and reconciled');
+        else log.warn('state store (Redis) lost: serving with per-process breakers; reconnecting');
+      });
+    },
+    close: () => store.close(),
+  };
+}

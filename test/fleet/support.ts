@@ -1,0 +1,167 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:net';
+import { Redis } from 'ioredis';
+import { createGateway } from '../../src/actors/gateway.js';
+import type { Gateway, GenerateOutcome } from '../../src/actors/types.js';
+import type { Emulator } from '../../src/emulator/index.js';
+import { connectFleet, type Fleet } from '../../src/fleet/index.js';
+import { createAdapters, type GenerationRequest } from '../../src/providers/index.js';
+
+/** The shared test server (`.ci/run` exports REDIS_TEST_URL; locally one answers on 6379). */
+export const redisTestUrl = process.env.REDIS_TEST_URL ?? 'redis://127.0.0.1:6379';
+
+/** Every test writes under its own prefix, so tests never see each other's breakers. */
+export function uniquePrefix(name: string): string {
+  return `study-helper-test:${name}:${randomUUID().slice(0, 8)}:`;
+}
+
+export const testKey = 'test-claude-key-fleet-0001';
+
+export const request: GenerationRequest = {
+  task: 'notes',
+  system: 'You write study notes.',
+  messages: [{ role: 'user', content: 'Photosynthesis turns light into chemical energy.' }],
+  jsonSchema: { type: 'object' },
+  maxOutputTokens: 256,
+};
+
+export interface Instance {
+  readonly gateway: Gateway;
+  readonly fleet: Fleet;
+  call(): Promise<GenerateOutcome<string>>;
+  state(): string;
+  close(): Promise<void>;
+}
+
+export interface InstanceOptions {
+  readonly url: string;
+  readonly prefix: string;
+  readonly emulator: Emulator;
+  readonly threshold?: number;
+  readonly recoveryMs?: number;
+  readonly syncIntervalMs?: number;
+}
+
+/** One service instance in this process: its own gateway and its own Redis connections. */
+export async function startInstance(options: InstanceOptions): Promise<Instance> {
+  const breaker = { threshold: options.threshold ?? 3, recoveryMs: options.recoveryMs ?? 60_000 };
+  const fleet = await connectFleet({
+    url: options.url,
+    prefix: options.prefix,
+    breaker,
+    providerTimeoutMs: 5000,
+    connectTimeoutMs: 1000,
+    ...(options.syncIntervalMs === undefined ? {} : { syncIntervalMs: options.syncIntervalMs }),
+  });
+  const gateway = createGateway({
+    adapters: createAdapters({
+      anthropicBaseUrl: options.emulator.anthropicBaseUrl,
+      openaiBaseUrl: options.emulator.openaiBaseUrl,
+      timelygptBaseUrl: options.emulator.timelygptBaseUrl,
+      claudeModel: 'claude-test',
+      gptModel: 'gpt-test',
+      timelygptModel: 'timely-test',
+      timelygptTokenTtlMs: 60_000,
+    }),
+    breaker,
+    retry: { max: 0, backoffMs: [0] },
+    policy: 'retry-then-fallback',
+    providerTimeoutMs: 5000,
+    fleetLink: fleet.fleetLink,
+  });
+  return {
+    gateway,
+    fleet,
+    call: () =>
+      gateway.generate({
+        request,
+        validate: (answer) => ({ ok: true, value: answer.text }),
+        chain: [{ provider: 'claude', apiKey: testKey }],
+      }),
+    state: () => gateway.provider('claude').breaker.state,
+    async close() {
+      await gateway.stop();
+      await fleet.close();
+    },
+  };
+}
+
+/** Polls `condition` every 5 ms until it holds or `withinMs` passed; returns how long it took. */
+export async function waitFor(condition: () => boolean, withinMs: number): Promise<number> {
+  const start = performance.now();
+  while (!condition()) {
+    if (performance.now() - start > withinMs) throw new Error(`condition not met within ${withinMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  return performance.now() - start;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** A redis-server of the test's own (it can be killed and restarted), without persistence. */
+export interface OwnRedis {
+  readonly url: string;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function ownRedis(): Promise<OwnRedis> {
+  const port = await freePort();
+  const url = `redis://127.0.0.1:${port}`;
+  let child: ChildProcess | undefined;
+  return {
+    url,
+    async start() {
+      child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+        stdio: 'ignore',
+      });
+      const probe = new Redis(url, { lazyConnect: true, retryStrategy: () => 20, maxRetriesPerRequest: null });
+      probe.on('error', () => undefined);
+      await probe.connect().catch(() => undefined);
+      await probe.ping();
+      probe.disconnect();
+    },
+    async stop() {
+      const running = child;
+      if (running === undefined || running.exitCode !== null) return;
+      await new Promise<void>((resolve) => {
+        running.once('exit', () => resolve());
+        running.kill('SIGKILL');
+      });
+      child = undefined;
+    },
+  };
+}
+
+/** Every key under `prefix` with its value as text (hashes as JSON), for the key-leak check. */
+export async function dumpKeys(url: string, prefix: string): Promise<Map<string, string>> {
+  const client = new Redis(url);
+  const found = new Map<string, string>();
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 100);
+      cursor = next;
+      for (const key of keys) {
+        const type = await client.type(key);
+        if (type === 'hash') found.set(key, JSON.stringify(await client.hgetall(key)));
+        else if (type === 'string') found.set(key, (await client.get(key)) ?? '');
+        else found.set(key, type);
+      }
+    } while (cursor !== '0');
+  } finally {
+    client.disconnect();
+  }
+  return found;
+}
