@@ -68,7 +68,15 @@ export function createGateway(options: GatewayOptions): Gateway {
   const transitionListeners = new Set<(transition: BreakerTransition) => void>();
   const callListeners = new Set<(record: CallRecord) => void>();
   const fallbackListeners = new Set<(from: ProviderId, to: ProviderId) => void>();
-  const running = new Set<{ abort: () => void }>();
+  const running = new Set<{ abort: () => void; fail: (error: Error) => void }>();
+  /** Set when an actor of the system died: no request may wait for an answer that cannot come. */
+  let crashed: Error | undefined;
+  const onCrash = (error: unknown): void => {
+    crashed = error instanceof Error ? error : new Error(String(error));
+    const failure = new Error(`The actor system failed: ${crashed.message}`);
+    running.forEach((handle) => handle.fail(failure));
+  };
+  root.subscribe({ error: onCrash });
 
   function providerRef(id: ProviderId): ProviderRef {
     const ref = root.getSnapshot().context.providers[id];
@@ -78,6 +86,7 @@ export function createGateway(options: GatewayOptions): Gateway {
 
   for (const id of providerIds) {
     const provider = providerRef(id);
+    provider.subscribe({ error: onCrash });
     provider.on('call.finished', ({ record }) => callListeners.forEach((listener) => listener(record)));
     const breaker = provider.getSnapshot().context.breaker;
     let last = breakerStateName(breaker.getSnapshot());
@@ -102,6 +111,8 @@ export function createGateway(options: GatewayOptions): Gateway {
   }
 
   function generate<T>(input: GenerateInput<T>): Promise<GenerateOutcome<T>> {
+    if (crashed !== undefined)
+      return Promise.reject(new Error(`The actor system failed: ${crashed.message}`));
     if (input.signal?.aborted) return Promise.resolve({ status: 'aborted', attempts: [] });
     const links: FallbackLink[] = input.chain.map((link) => ({
       provider: link.provider,
@@ -137,12 +148,19 @@ export function createGateway(options: GatewayOptions): Gateway {
     run.on('fallback.taken', ({ from, to }) => fallbackListeners.forEach((listener) => listener(from, to)));
 
     return new Promise<GenerateOutcome<T>>((resolve, reject) => {
-      const handle = { abort: () => run.send({ type: 'request.aborted' }) };
-      const onAbort = () => handle.abort();
       const finish = () => {
         input.signal?.removeEventListener('abort', onAbort);
         running.delete(handle);
       };
+      const handle = {
+        abort: () => run.send({ type: 'request.aborted' }),
+        fail: (error: Error) => {
+          finish();
+          run.stop();
+          reject(error);
+        },
+      };
+      const onAbort = () => handle.abort();
       run.subscribe({
         complete: () => {
           finish();

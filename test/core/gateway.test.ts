@@ -7,6 +7,7 @@ import type { ProviderId } from '../../src/providers/index.js';
 import {
   input,
   invalidAnswer,
+  validAnswer,
   keys,
   request,
   startHarness,
@@ -551,5 +552,22 @@ describe('gateway: secrets', () => {
     for (const key of Object.values(keys)) {
       for (const text of texts) expect(text).not.toContain(key);
     }
+  });
+});
+
+describe('gateway: a failing actor', () => {
+  it('rejects the waiting request instead of leaving it hanging when a provider actor dies', async () => {
+    const { gateway, adapters } = start();
+    // An answer whose usage cannot be read makes the provider actor's action throw.
+    adapters.claude.generate = async () => ({
+      text: validAnswer,
+      model: 'claude-model',
+      truncated: false,
+      get usage(): never {
+        throw new Error('usage exploded');
+      },
+    });
+    await expect(gateway.generate(input(['claude', 'gpt']))).rejects.toThrow(/actor system failed/);
+    await expect(gateway.generate(input(['gpt']))).rejects.toThrow(/actor system failed/);
   });
 });
