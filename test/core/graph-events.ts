@@ -12,12 +12,17 @@ export function eventsFrom<TEvent extends { type: string }>(
   return types.flatMap((type) => payloadsFor(type, snapshot));
 }
 
-/** The `sendTo` actions a transition returned, as (target, event type) pairs. */
+/**
+ * The event types a transition's `sendTo` actions send. A report to the fleet link wraps a breaker
+ * event; it is listed as `fleet:<type>` so a FAILURE told to the fleet is seen too.
+ */
 export function sentEventTypes(actions: readonly { type: string; params?: unknown }[]): string[] {
   return actions
     .filter((action) => action.type === 'xstate.sendTo')
     .map((action) => {
-      const params = action.params as { event?: { type?: string } } | undefined;
-      return params?.event?.type ?? '?';
+      const params = action.params as { event?: { type?: string; event?: { type?: string } } } | undefined;
+      const event = params?.event;
+      if (event?.type === 'fleet.report') return `fleet:${event.event?.type ?? '?'}`;
+      return event?.type ?? '?';
     });
 }

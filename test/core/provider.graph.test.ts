@@ -127,10 +127,12 @@ function checkEveryEdge(logic: ProviderLogic): { states: number; edges: number; 
       const [, actions] = transition(machine, state, event);
       const sent = sentEventTypes(actions);
       const failures = sent.filter((type) => type === 'call.failed').length;
+      // The fleet (Redis, when configured) hears exactly what the breaker hears.
+      const fleetFailures = sent.filter((type) => type === 'fleet:call.failed').length;
       const pending = 'callId' in event && event.callId in state.context.pending;
       const counted =
         event.type === 'upstream.failed' && isCountedErrorClass(event.failure.errorClass) && pending;
-      if (failures !== (counted ? 1 : 0)) {
+      if (failures !== (counted ? 1 : 0) || fleetFailures !== failures) {
         const detail =
           event.type === 'upstream.failed' ? `${event.type}(${event.failure.errorClass})` : event.type;
         violations.push({ breaker: name, event: detail, sent });
