@@ -1,6 +1,8 @@
 import { Gauge, type Registry } from 'prom-client';
 import { createMemoryDocumentStore, type DocumentStore } from '../documents/index.js';
 import { createRedisDocumentStore } from '../documents/redis-store.js';
+import { createMemoryJobStatusStore, type JobStatusStore } from '../jobs/status-store.js';
+import { createRedisJobStatusStore } from '../jobs/redis-status-store.js';
 import { createFleetLink } from './fleet-link.js';
 import { createRedisStateStore, type BreakerSettings, type RedisStateStore } from './redis-state-store.js';
 
@@ -31,6 +33,12 @@ export interface Fleet {
   /** For `createGateway({ fleetLink })`. */
   readonly fleetLink: ReturnType<typeof createFleetLink>;
   documentStore(ttlSeconds: number): DocumentStore;
+  /**
+   * Job views for `createJobRegistry({ store })`, readable from every instance; a memory store bounded
+   * by `maxJobs` takes the writes while Redis is unreachable. `ttlSeconds` (JOB_TTL_SECONDS) is the
+   * finished view's TTL (the registry passes it); a live view's is the longer of it and an hour.
+   */
+  jobStatusStore(options: { readonly ttlSeconds: number; readonly maxJobs: number }): JobStatusStore;
   /** For `buildApp({ readiness })`: degraded while Redis is unreachable. */
   readiness(): Promise<{ store: 'redis'; storeReachable: boolean }>;
   /** Adds `studyhelper_state_store_up` (1 reachable, 0 not) to a registry. */
@@ -65,6 +73,13 @@ export async function connectFleet(options: FleetOptions): Promise<Fleet> {
         prefix: options.prefix,
         ttlSeconds,
         fallback: createMemoryDocumentStore({ ttlSeconds }),
+      }),
+    jobStatusStore: ({ ttlSeconds, maxJobs }) =>
+      createRedisJobStatusStore({
+        client: store.client,
+        prefix: options.prefix,
+        liveTtlMs: Math.max(ttlSeconds * 1000, 3_600_000),
+        fallback: createMemoryJobStatusStore({ maxEntries: maxJobs }),
       }),
     readiness: async () => ({ store: 'redis', storeReachable: store.isUp() }),
     registerMetrics(registry) {

@@ -13,6 +13,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Gateway } from '../actors/types.js';
 import type { Config } from '../config.js';
 import type { DocumentStore } from '../documents/index.js';
+import type { JobStatusStore } from '../jobs/index.js';
 import type { Registry } from 'prom-client';
 import { createProviderMetrics } from '../metrics/index.js';
 import { createResultCache } from '../study/index.js';
@@ -34,6 +35,8 @@ export interface AppOptions {
   readonly config: Config;
   readonly gateway: Gateway;
   readonly documentStore: DocumentStore;
+  /** Where job views live (the fleet's Redis store with REDIS_URL); in process when absent. */
+  readonly jobStatusStore?: JobStatusStore;
   /** Log level and destination; `config.logLevel` to stdout when absent. */
   readonly log?: Partial<LogOptions>;
   /** Running with the built-in emulator: shown in the OpenAPI description. */
@@ -133,6 +136,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     fallbackMode: config.fallbackMode,
     resultCache,
     jobs: config.jobs,
+    ...(options.jobStatusStore === undefined ? {} : { statusStore: options.jobStatusStore }),
   });
 
   app.addHook('onClose', async () => {

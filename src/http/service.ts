@@ -46,7 +46,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
   });
   const inspection = await inspector(config);
   const inspect = inspection?.inspect;
-  // REDIS_URL: breakers and documents shared by every worker and instance (docs/fleet.md).
+  // REDIS_URL: breakers, documents and job views shared by every worker and instance (docs/fleet.md).
   const fleet =
     config.redisUrl === undefined
       ? undefined
@@ -73,6 +73,10 @@ export async function startService(config: Config, options: ServiceOptions = {})
     config,
     gateway,
     documentStore,
+    // Job views too (GET /v1/jobs/:id from any instance); never the keys, which stay in the job's actor.
+    ...(fleet === undefined
+      ? {}
+      : { jobStatusStore: fleet.jobStatusStore({ ttlSeconds: config.jobs.ttlSeconds, maxJobs: config.jobs.maxJobs }) }),
     ...(fleet === undefined
       ? {}
       : { readiness: fleet.readiness, registerMetrics: (registry) => fleet.registerMetrics(registry) }),

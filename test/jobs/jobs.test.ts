@@ -89,12 +89,12 @@ describe('a job over a 60-page PDF', () => {
         lang === 'en' ? englishDocument : await uploadPdf(harness, await makePdf(), 'ko-60.pdf');
       expect(document.pageCount).toBe(60);
       expect(document.pagesUsed).toBe(60);
-      // One question of each kind: the emulator answers every part's first question from the same
-      // template and concept, so questions spread over several parts would be near-duplicates of each other.
+      // Six questions of each kind, spread over the document's parts: the emulator varies its questions
+      // per part, so the quality checks (no near-duplicates) hold across parts.
       const jobId = await startJob({
         documentId: document.documentId,
         providers: ['claude', 'gpt'],
-        options: { lang, mcqCount: 1, fillCount: 1 },
+        options: { lang, mcqCount: 6, fillCount: 6 },
       });
       const stream = await openEvents(eventsUrl(jobId));
       expect(stream.status).toBe(200);
@@ -124,6 +124,9 @@ describe('a job over a 60-page PDF', () => {
       expect(
         attempts.every((attempt) => attempt.outcome === 'succeeded' && attempt.provider === 'claude'),
       ).toBe(true);
+      // The questions were spread over several parts (one call per part that asks for some).
+      expect(attempts.filter((attempt) => attempt.task === 'mcq').length).toBeGreaterThan(1);
+      expect(attempts.filter((attempt) => attempt.task === 'fill').length).toBeGreaterThan(1);
       // mcq and fill are grounded on the job's notes: no notes call after the notes stage.
       const firstQuestion = attempts.findIndex((attempt) => attempt.task !== 'notes');
       expect(attempts.slice(firstQuestion).every((attempt) => attempt.task !== 'notes')).toBe(true);
@@ -131,7 +134,7 @@ describe('a job over a 60-page PDF', () => {
       const job = await request(`${harness.url}/v1/jobs/${jobId}`);
       expect(job.status).toBe(200);
       expect(job.body).toMatchObject({ jobId, status: 'succeeded', progress: 100, stage: 'done' });
-      const notes = expectQualityResult(job.body.result, { mcq: 1, fill: 1 });
+      const notes = expectQualityResult(job.body.result, { mcq: 6, fill: 6 });
       expect(notes.keyConcepts.map((concept) => concept.term).join(' ')).toMatch(script);
       for (const stage of ['notes', 'mcq', 'fill']) {
         expect(job.body.meta.stages[stage]).toMatchObject({

@@ -10,7 +10,7 @@ import { z } from 'zod';
 import type { FallbackPolicy, Gateway } from '../../actors/types.js';
 import type { DocumentStore } from '../../documents/index.js';
 import { createJobRegistry, JobCapacityError, jobStages, jobStatuses } from '../../jobs/index.js';
-import type { JobRegistry, JobStreamEvent } from '../../jobs/index.js';
+import type { JobRegistry, JobStatusStore, JobStreamEvent } from '../../jobs/index.js';
 import type { ProviderId } from '../../providers/index.js';
 import {
   defaultQuestionCount,
@@ -39,6 +39,8 @@ export interface JobsRoutesOptions {
   };
   /** SSE comment lines this often keep proxies from closing a quiet stream (default 15 s). */
   readonly heartbeatMs?: number;
+  /** Where job views live (REDIS_URL: the fleet's Redis store); in process when absent. */
+  readonly statusStore?: JobStatusStore;
   /** Receives the registry the plugin creates (tests and metrics read it). */
   readonly onRegistry?: (registry: JobRegistry) => void;
 }
@@ -149,6 +151,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
     concurrency: options.jobs.concurrency,
     maxJobs: options.jobs.maxJobs,
     ttlSeconds: options.jobs.ttlSeconds,
+    ...(options.statusStore === undefined ? {} : { store: options.statusStore }),
   });
   options.onRegistry?.(registry);
   const heartbeatMs = options.heartbeatMs ?? 15_000;
