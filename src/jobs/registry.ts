@@ -34,6 +34,8 @@ export interface JobRegistryOptions {
   readonly ttlSeconds: number;
   /** Default: an in-process store bounded by `maxJobs`. */
   readonly store?: JobStatusStore;
+  /** How often a stream follows a job another instance runs, through the shared store (default 1 s). */
+  readonly remotePollMs?: number;
 }
 
 export type JobListener = (event: JobStreamEvent) => void;
@@ -106,6 +108,10 @@ export function jobView(snapshot: JobSnapshot): JobView {
   };
 }
 
+function isFinal(view: JobView): view is JobView & { status: 'succeeded' | 'failed' | 'cancelled' } {
+  return view.status === 'succeeded' || view.status === 'failed' || view.status === 'cancelled';
+}
+
 function progressOf(view: JobView): ProgressEvent {
   return { progress: view.progress, stage: view.stage };
 }
@@ -166,6 +172,40 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
     if (queued >= 0) queue.splice(queued, 1);
     job.listeners.clear();
     pump();
+  }
+
+  const remoteFollowers = new Set<() => void>();
+
+  /**
+   * A job another instance runs (shared store, REDIS_URL): its stream follows the stored view until
+   * the job ends, sending progress as it moves and then `done`.
+   */
+  function followRemoteJob(jobId: string, first: JobView, listener: JobListener): () => void {
+    let last = JSON.stringify(progressOf(first));
+    const timer = setInterval(() => {
+      void store.get(jobId).then(
+        (view) => {
+          if (!remoteFollowers.has(stopFollowing)) return;
+          if (view === undefined) return stopFollowing();
+          const progress = progressOf(view);
+          if (JSON.stringify(progress) !== last) {
+            last = JSON.stringify(progress);
+            listener({ type: 'progress', data: progress });
+          }
+          if (isFinal(view)) {
+            listener({ type: 'done', data: { status: view.status } });
+            stopFollowing();
+          }
+        },
+        () => undefined,
+      );
+    }, options.remotePollMs ?? 1000);
+    const stopFollowing = (): void => {
+      clearInterval(timer);
+      remoteFollowers.delete(stopFollowing);
+    };
+    remoteFollowers.add(stopFollowing);
+    return stopFollowing;
   }
 
   return {
@@ -231,10 +271,11 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
       const view = await store.get(jobId);
       if (view === undefined) return undefined;
       listener({ type: 'progress', data: progressOf(view) });
-      if (view.status === 'succeeded' || view.status === 'failed' || view.status === 'cancelled') {
+      if (isFinal(view)) {
         listener({ type: 'done', data: { status: view.status } });
+        return () => undefined;
       }
-      return () => undefined;
+      return followRemoteJob(jobId, view, listener);
     },
 
     counts() {
@@ -245,6 +286,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
 
     async stop() {
       stopped = true;
+      for (const stopFollowing of [...remoteFollowers]) stopFollowing();
       queue.length = 0;
       for (const job of [...live.values()]) job.actor.send({ type: 'job.cancel' });
       await store.close?.();

@@ -9,6 +9,7 @@ import { connectFleet } from '../../src/fleet/index.js';
 import type { JobView } from '../../src/jobs/index.js';
 import { englishTextPdf } from '../fixtures/pdf/generate.js';
 import { postJson, request, startHarness, type Harness } from '../http/blackbox-support.js';
+import { openEvents } from '../jobs/support.js';
 import { dumpKeys, ownRedis, redisTestUrl, uniquePrefix, waitFor } from './support.js';
 
 const keys = { 'x-claude-key': 'test-claude-key-fleet-jobs-0001' } as const;
@@ -121,11 +122,18 @@ describe('job status shared through Redis', () => {
     expect(remoteCancel.body).toMatchObject({ jobId, status: 'running' });
     expect((await view(a, jobId)).body.status).toBe('running');
 
+    // A stream opened on B follows the job A runs through the store, up to its end.
+    const stream = await openEvents(`${b.url}/v1/jobs/${jobId}/events`);
+    await stream.waitFor((event) => event.event === 'progress');
+
     // Cancelled where it runs: the other instance sees it.
     const cancel = await request(`${a.url}/v1/jobs/${jobId}`, { method: 'DELETE' });
     expect(cancel.status, cancel.text).toBe(200);
     const cancelled = await until(b, jobId, 'cancelled');
     expect(cancelled.finishedAt).toEqual(expect.any(Number));
+    const done = await stream.waitFor((event) => event.event === 'done');
+    expect(JSON.parse(done.at(-1)?.data ?? '{}')).toEqual({ status: 'cancelled' });
+    stream.close();
     expect((await request(`${b.url}/v1/jobs/no-such-job`)).status).toBe(404);
   });
 });
