@@ -3,6 +3,9 @@
  * parent's requests (`usage`, `gc`, plus any handlers the child adds). Every child reports its own CPU
  * time and memory, so a figure belongs to the process that spent it, not to the load generator.
  */
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
+
 export interface Usage {
   /** process.cpuUsage(): user + system µs since the process started. */
   readonly cpuMicros: number;
@@ -14,6 +17,7 @@ export interface Usage {
 
 type Handler = (message: Record<string, unknown>) => Promise<unknown>;
 
+let profiler: Session | undefined;
 let peakRss = process.memoryUsage.rss();
 const sampler = setInterval(() => {
   const rss = process.memoryUsage.rss();
@@ -41,6 +45,22 @@ export function serveParent(ready: Record<string, unknown>, handlers: Record<str
       collect();
       collect();
       return usage(true);
+    },
+    /** CPU profile of this process between `profileStart` and `profileStop` (written to `file`). */
+    profileStart: async () => {
+      profiler ??= new Session();
+      profiler.connect();
+      await profiler.post('Profiler.enable');
+      await profiler.post('Profiler.start');
+      return {};
+    },
+    profileStop: async (message) => {
+      if (profiler === undefined) throw new Error('profileStart first');
+      const { profile } = await profiler.post('Profiler.stop');
+      writeFileSync(String(message['file']), JSON.stringify(profile));
+      profiler.disconnect();
+      profiler = undefined;
+      return {};
     },
     exit: async () => {
       setImmediate(() => process.exit(0));

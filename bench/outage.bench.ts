@@ -1,0 +1,243 @@
+/**
+ * Outage (issue 8): the first provider of the chain dies (HTTP 500s, or hanging until the deadline)
+ * while a second stays healthy, under steady load. Over time: success rate, latency before / while
+ * the breaker is still closed / while it is open / after recovery, calls that reached the dead
+ * provider (emulator counters), and the time back to closed once it recovers; for both fallback
+ * policies. Baseline: the healthy provider alone under the same load, measured in the same script
+ * right before each outage run (A B A B).
+ */
+import { writeFileSync, mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import type { Child } from './support/children.js';
+import type { LoadResult } from './support/load.child.js';
+import { percentile, signed } from './support/stats.js';
+import { benchText, claudeKey, gptKey, providerCalls, resetFaults, resetStats, setFault, startEmulatorChild, startLoadChild, startServiceChild } from './support/index.js';
+import { benchmarksFile, machineInfo, median, round, writeBenchmarkSection } from './report.js';
+import { timelineSvg } from './support/plot.js';
+
+const threshold = 5;
+const retryMax = 2;
+const recoveryMs = Number(process.env.BENCH_RECOVERY_MS ?? 1000);
+const timeoutMs = Number(process.env.BENCH_PROVIDER_TIMEOUT_MS ?? 300);
+const connections = Number(process.env.BENCH_OUTAGE_CONNECTIONS ?? 10);
+/** Phase lengths (ms): healthy, dead, recovered. */
+const healthyMs = 2000;
+const deadMs = 5000;
+const recoveredMs = 3000;
+const policies = ['retry-then-fallback', 'fallback-first'] as const;
+const faults = ['http500', 'hang'] as const;
+
+type Policy = (typeof policies)[number];
+type Fault = (typeof faults)[number];
+
+interface Events {
+  readonly faultOn: number;
+  readonly opened: number | undefined;
+  readonly recovered: number;
+  readonly closed: number | undefined;
+  readonly callsBeforeOpen: number;
+  readonly callsWhileOpen: number;
+}
+
+interface OutageRun {
+  readonly policy: Policy;
+  readonly fault: Fault;
+  readonly baseline: LoadResult;
+  readonly load: LoadResult;
+  readonly startedAt: number;
+  readonly events: Events;
+}
+
+const body = JSON.stringify({ task: 'notes', text: benchText, providers: ['claude', 'gpt'], options: { lang: 'en' } });
+const baselineBody = JSON.stringify({ task: 'notes', text: benchText, providers: ['gpt'], options: { lang: 'en' } });
+const headers = { 'x-claude-key': claudeKey, 'x-gpt-key': gptKey };
+
+interface BreakerView {
+  readonly state: string;
+}
+
+async function claudeBreaker(serviceUrl: string): Promise<string> {
+  const response = await fetch(`${serviceUrl}/v1/providers`);
+  const providers = ((await response.json()) as { providers: { id: string; breaker: BreakerView }[] }).providers;
+  return providers.find((provider) => provider.id === 'claude')?.breaker.state ?? 'unknown';
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+const now = (): number => performance.timeOrigin + performance.now();
+
+/** Drives the fault while the load runs; polls the breaker every 20 ms. */
+async function outageScript(emulatorUrl: string, serviceUrl: string, fault: Fault, startedAt: number): Promise<Events> {
+  await sleep(Math.max(0, startedAt + healthyMs - now()));
+  await resetStats(emulatorUrl);
+  await setFault(emulatorUrl, { provider: 'claude', fault });
+  const faultOn = now();
+  let opened: number | undefined;
+  let callsBeforeOpen = 0;
+  while (now() < faultOn + deadMs) {
+    if (opened === undefined && (await claudeBreaker(serviceUrl)) !== 'closed') {
+      opened = now();
+      callsBeforeOpen = await providerCalls(emulatorUrl, 'claude');
+    }
+    await sleep(20);
+  }
+  const callsDuringOutage = await providerCalls(emulatorUrl, 'claude');
+  await resetFaults(emulatorUrl);
+  const recovered = now();
+  let closed: number | undefined;
+  while (now() < recovered + recoveredMs) {
+    if (closed === undefined && (await claudeBreaker(serviceUrl)) === 'closed') closed = now();
+    await sleep(20);
+  }
+  return { faultOn, opened, recovered, closed, callsBeforeOpen, callsWhileOpen: callsDuringOutage - callsBeforeOpen };
+}
+
+async function runOutage(emulator: Child & { url: string }, load: Awaited<ReturnType<typeof startLoadChild>>, policy: Policy, fault: Fault): Promise<OutageRun> {
+  const service = await startServiceChild(emulator, {
+    PROVIDERS_DEFAULT_ORDER: 'claude,gpt',
+    FALLBACK_MODE: policy,
+    BREAKER_FAILURE_THRESHOLD: String(threshold),
+    BREAKER_RECOVERY_MS: String(recoveryMs),
+    RETRY_MAX: String(retryMax),
+    RETRY_BACKOFF_MS: '20,40',
+    PROVIDER_TIMEOUT_MS: String(timeoutMs),
+  });
+  try {
+    const url = `${service.url}/v1/generate`;
+    // Warm-up, then A: the healthy provider alone under the same load.
+    await load.run({ url, body, headers, connections, duration: 1 });
+    const baseline = await load.run({ url, body: baselineBody, headers, connections, duration: 2 });
+    const seconds = (healthyMs + deadMs + recoveredMs) / 1000;
+    const startedAt = now();
+    const [result, events] = await Promise.all([
+      load.run({ url, body, headers, connections, duration: seconds, timeline: true, timeoutSeconds: 10 }),
+      outageScript(emulator.url, service.url, fault, startedAt),
+    ]);
+    process.stdout.write(
+      `${policy} / ${fault}: ${result.ok}/${result.requests} ok, opened after ${events.opened === undefined ? '—' : round(events.opened - events.faultOn, 0)} ms, ` +
+        `${events.callsBeforeOpen} dead calls before open, ${events.callsWhileOpen} while open, closed ${events.closed === undefined ? '—' : round(events.closed - events.recovered, 0)} ms after recovery\n`,
+    );
+    return { policy, fault, baseline, load: result, startedAt, events };
+  } finally {
+    await service.stop();
+  }
+}
+
+interface Phase {
+  readonly name: string;
+  readonly from: number;
+  readonly to: number;
+}
+
+function phases(run: OutageRun): Phase[] {
+  const { events } = run;
+  const opened = events.opened ?? events.recovered;
+  return [
+    { name: 'before', from: -Infinity, to: events.faultOn },
+    { name: 'dead, breaker closed', from: events.faultOn, to: opened },
+    { name: 'dead, breaker open', from: opened, to: events.recovered },
+    { name: 'after recovery', from: events.recovered, to: Infinity },
+  ];
+}
+
+/** Responses whose request started inside the phase (start = end − latency). */
+function phaseStats(run: OutageRun, phase: Phase): { count: number; success: number; p50: number; p99: number } {
+  const inside = (run.load.timeline ?? []).filter(([end, latency]) => {
+    const start = run.startedAt + end - latency;
+    return start >= phase.from && start < phase.to;
+  });
+  const latencies = Float64Array.from(inside.map(([, latency]) => latency)).sort();
+  const success = inside.filter(([, , status]) => status >= 200 && status < 300).length;
+  return { count: inside.length, success, p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99) };
+}
+
+function report(runs: readonly OutageRun[], plots: readonly string[]): string {
+  const rows: string[] = [];
+  const goals: string[] = [];
+  const budget = threshold * (1 + retryMax);
+  for (const run of runs) {
+    const stats = phases(run).map((phase) => ({ phase, ...phaseStats(run, phase) }));
+    const cells = stats.map((s) => (s.count === 0 ? '—' : `${round((100 * s.success) / s.count, 1)}% · ${round(s.p50, 1)} / ${round(s.p99, 1)}`));
+    const { events } = run;
+    const openDelay = events.opened === undefined ? 'never' : `${round(events.opened - events.faultOn, 0)} ms`;
+    const closeDelay = events.closed === undefined ? 'not within the window' : `${round(events.closed - events.recovered, 0)} ms`;
+    rows.push(
+      `| ${run.policy} | ${run.fault} | ${round(run.baseline.p50, 1)} / ${round(run.baseline.p99, 1)} | ${cells.join(' | ')} | ${openDelay} | ${events.callsBeforeOpen} | ${events.callsWhileOpen} | ${closeDelay} |`,
+    );
+    const all = run.load.timeline ?? [];
+    const successRate = all.length === 0 ? 0 : all.filter(([, , status]) => status >= 200 && status < 300).length / all.length;
+    const open = stats[2];
+    const p99Delta = open === undefined ? Number.NaN : open.p99 - run.baseline.p99;
+    const windows = Math.ceil((events.recovered - (events.opened ?? events.recovered)) / recoveryMs);
+    goals.push(
+      `- ${run.policy} / ${run.fault}: success ${round(successRate * 100, 2)}% — ${successRate === 1 ? '**met**' : '**missed**'}; ` +
+        `open-breaker p99 ${signed(p99Delta)} ms vs the healthy provider alone — ${p99Delta <= 1 ? '**met**' : '**missed**'}; ` +
+        `${events.callsBeforeOpen} calls reached the dead provider before it opened (budget ${threshold} × (1 + ${retryMax}) = ${budget}) — ${events.callsBeforeOpen <= budget ? '**met**' : '**missed**'}; ` +
+        `${events.callsWhileOpen} while open over ~${windows} recovery windows of ${recoveryMs} ms (goal ≤ 1 each) — ${events.callsWhileOpen <= windows ? '**met**' : '**missed**'}; ` +
+        `back to closed ${closeDelay} after recovery.`,
+    );
+  }
+  const medianBaselineP99 = median(runs.map((run) => run.baseline.p99));
+  return `## Outage: one provider dead, a second healthy
+
+Command: \`npm run bench -- outage\` (bench/outage.bench.ts). Machine: ${machineInfo()}.
+Measured ${new Date().toISOString().slice(0, 10)}.
+
+A fresh service process per run (\`PROVIDERS_DEFAULT_ORDER=claude,gpt\`, \`BREAKER_FAILURE_THRESHOLD=${threshold}\`,
+\`BREAKER_RECOVERY_MS=${recoveryMs}\`, \`RETRY_MAX=${retryMax}\`, \`RETRY_BACKOFF_MS=20,40\`, \`PROVIDER_TIMEOUT_MS=${timeoutMs}\`),
+the emulator and autocannon in their own processes, ${connections} connections of \`POST /v1/generate\` (notes, both keys).
+Baseline A, right before each run on the same service: the healthy provider alone (\`providers: ["gpt"]\`, median
+p99 ${round(medianBaselineP99, 1)} ms). Then ${healthyMs / 1000} s healthy, ${deadMs / 1000} s with claude dead
+(\`http500\`: every call 500; \`hang\`: no answer until the ${timeoutMs} ms deadline), ${recoveredMs / 1000} s recovered.
+The breaker is polled every 20 ms on \`GET /v1/providers\`; calls that reached claude come from the emulator's
+\`GET /_emulator/stats\`. Each request is placed in the phase in which it started.
+
+Cells: success rate · p50 / p99 ms.
+
+| policy | fault | A: gpt alone p50 / p99 | before | dead, breaker closed | dead, breaker open | after recovery | opened after | dead calls before open | dead calls while open | closed after recovery |
+| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
+${rows.join('\n')}
+
+${plots.map((plot) => `![${plot}](${plot})`).join('\n')}
+
+Goals (issue 8):
+
+${goals.join('\n')}
+`;
+}
+
+async function main(): Promise<void> {
+  const emulator = await startEmulatorChild();
+  const load = await startLoadChild();
+  const runs: OutageRun[] = [];
+  try {
+    for (const fault of faults) {
+      for (const policy of policies) runs.push(await runOutage(emulator, load, policy, fault));
+    }
+  } finally {
+    await load.stop();
+    await emulator.stop();
+  }
+  const plotDirectory = join(dirname(benchmarksFile), 'benchmarks');
+  mkdirSync(plotDirectory, { recursive: true });
+  const plots: string[] = [];
+  for (const fault of faults) {
+    const name = `outage-${fault}.svg`;
+    const series = runs
+      .filter((run) => run.fault === fault)
+      .map((run) => ({
+        label: run.policy,
+        points: (run.load.timeline ?? []).map(([end, latency, status]) => ({ x: (end - latency) / 1000, y: latency, failed: status < 200 || status >= 300 })),
+        marks: [
+          { x: (run.events.faultOn - run.startedAt) / 1000, label: 'claude dead' },
+          ...(run.events.opened === undefined ? [] : [{ x: (run.events.opened - run.startedAt) / 1000, label: 'open' }]),
+          { x: (run.events.recovered - run.startedAt) / 1000, label: 'recovered' },
+          ...(run.events.closed === undefined ? [] : [{ x: (run.events.closed - run.startedAt) / 1000, label: 'closed' }]),
+        ],
+      }));
+    writeFileSync(join(plotDirectory, name), timelineSvg(`Latency of each request over time, claude ${fault}, gpt healthy`, series));
+    plots.push(`benchmarks/${name}`);
+  }
+  writeBenchmarkSection('outage', report(runs, plots));
+}
+
+await main();
