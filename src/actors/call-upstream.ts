@@ -1,4 +1,3 @@
-import { fromCallback, type EventObject } from 'xstate';
 import type { ProviderFailure } from '../errors/index.js';
 import type { GenerationRequest, ProviderAdapter, ProviderAnswer, ProviderId } from '../providers/index.js';
 import type { Validation } from './types.js';
@@ -51,70 +50,90 @@ export type UpstreamEvent =
 
 export interface CallUpstreamOptions {
   readonly adapters: Readonly<Record<ProviderId, ProviderAdapter>>;
-  /** Overall deadline of one call, kept apart from the caller's abort (stopping this actor). */
+  /** Overall deadline of one call, kept apart from the caller's abort. */
   readonly timeoutMs: number;
   readonly now?: () => number;
 }
 
+/** The upstream calls of the provider actors: started and aborted by their actions, reported back as events. */
+export interface UpstreamCalls {
+  /** Starts one call; `report` receives its one `upstream.*` event, unless the call was aborted first. */
+  start(input: CallUpstreamInput, report: (event: UpstreamEvent) => void): void;
+  /** The caller cancelled (or the call is done): abort it if it still runs; it then reports nothing. */
+  abort(callId: string): void;
+  /** Calls still running (bounded by the calls in flight). */
+  readonly size: number;
+}
+
 /**
- * One upstream generation call as a callback actor. Stopping the actor (the caller cancelled)
- * aborts the call; our own deadline aborts it too, and the two are told apart by which fired.
+ * The upstream calls as plain promises owned by the provider actors' `startUpstream` / `abortUpstream`
+ * actions (a spawned actor per call cost ~70 µs of bookkeeping per call, see docs/benchmarks.md).
+ * Each call has one AbortController, aborted by our deadline or by the caller's cancel; a flag says
+ * which fired, so a timeout (counts) and a cancel (never counts) stay apart.
  */
-export function createCallUpstream(options: CallUpstreamOptions) {
+export function createUpstreamCalls(options: CallUpstreamOptions): UpstreamCalls {
   const now = options.now ?? Date.now;
-  return fromCallback<EventObject, CallUpstreamInput, UpstreamEvent>(({ input, sendBack }) => {
-    const adapter = options.adapters[input.providerId];
-    // One controller for both reasons to stop; which one fired is kept apart for the classifier.
-    const controller = new AbortController();
-    let deadlineFired = false;
-    let callerAborted = false;
-    const timer = setTimeout(() => {
-      deadlineFired = true;
-      controller.abort();
-    }, options.timeoutMs);
-    const startedAt = now();
-    let settled = false;
-
-    adapter.generate(input.request, input.apiKey.reveal(), controller.signal).then(
-      (answer) => {
-        clearTimeout(timer);
-        if (settled) return;
-        settled = true;
-        const at = now();
-        const verdict = judgeAnswer(answer, input.validate);
-        sendBack({
-          type: 'upstream.succeeded',
-          callId: input.callId,
-          answer,
-          verdict,
-          durationMs: at - startedAt,
-          at,
-        });
-      },
-      (error: unknown) => {
-        clearTimeout(timer);
-        if (settled) return;
-        settled = true;
-        const at = now();
-        const failure = classifyOutcome(
-          error,
-          { deadlineFired, callerAborted },
-          (e) => classifySafely(adapter, e),
-          options.timeoutMs,
-        );
-        sendBack({ type: 'upstream.failed', callId: input.callId, failure, durationMs: at - startedAt, at });
-      },
-    );
-
-    return () => {
-      clearTimeout(timer);
-      if (!settled) {
-        settled = true;
-        callerAborted = true;
+  const running = new Map<string, { readonly cancel: () => void }>();
+  return {
+    start(input, report) {
+      const adapter = options.adapters[input.providerId];
+      const controller = new AbortController();
+      let deadlineFired = false;
+      let callerAborted = false;
+      const timer = setTimeout(() => {
+        deadlineFired = true;
         controller.abort();
-      }
-    };
-  });
+      }, options.timeoutMs);
+      const startedAt = now();
+      running.set(input.callId, {
+        cancel: () => {
+          callerAborted = true;
+          clearTimeout(timer);
+          controller.abort();
+        },
+      });
+      const settle = (): boolean => {
+        clearTimeout(timer);
+        // An aborted call reports nothing: its caller is gone and the provider actor already moved on.
+        return running.delete(input.callId) && !callerAborted;
+      };
+      adapter.generate(input.request, input.apiKey.reveal(), controller.signal).then(
+        (answer) => {
+          if (!settle()) return;
+          const at = now();
+          const verdict = judgeAnswer(answer, input.validate);
+          report({
+            type: 'upstream.succeeded',
+            callId: input.callId,
+            answer,
+            verdict,
+            durationMs: at - startedAt,
+            at,
+          });
+        },
+        (error: unknown) => {
+          if (!settle()) return;
+          const at = now();
+          const failure = classifyOutcome(
+            error,
+            { deadlineFired, callerAborted },
+            (e) => classifySafely(adapter, e),
+            options.timeoutMs,
+          );
+          report({ type: 'upstream.failed', callId: input.callId, failure, durationMs: at - startedAt, at });
+        },
+      );
+    },
+    abort(callId) {
+      const call = running.get(callId);
+      if (call === undefined) return;
+      running.delete(callId);
+      call.cancel();
+    },
+    get size() {
+      return running.size;
+    },
+  };
 }
 
 /**

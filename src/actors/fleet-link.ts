@@ -25,4 +25,6 @@ export type FleetLinkReply =
  * The embedded default (no `REDIS_URL`): no fleet, so the link never answers and the breaker
  * decides alone. `createFleetLink` (src/fleet) replaces it through `.provide`.
  */
-export const embeddedFleetLink = fromCallback<FleetLinkEvent, FleetLinkInput, FleetLinkReply>(() => undefined);
+export const embeddedFleetLink = fromCallback<FleetLinkEvent, FleetLinkInput, FleetLinkReply>(
+  () => undefined,
+);

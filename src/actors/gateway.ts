@@ -4,7 +4,7 @@ import { fallbackMachine, type FallbackLink, type FallbackOutput } from '../mach
 import { providerIds, type ProviderAdapter, type ProviderId } from '../providers/index.js';
 import { Secret } from '../security/secret.js';
 import { breakerStateName, breakerView } from './breaker-view.js';
-import { createCallUpstream } from './call-upstream.js';
+import { createUpstreamCalls } from './call-upstream.js';
 import type { embeddedFleetLink } from './fleet-link.js';
 import { gatewayMachine } from './gateway.machine.js';
 import { providerMachine } from './provider.machine.js';
@@ -39,16 +39,18 @@ type ProviderRef = ActorRefFrom<typeof providerMachine>;
 
 /** Starts the actor system and answers for it: the one object the HTTP layer talks to. */
 export function createGateway(options: GatewayOptions): Gateway {
+  const upstreamCalls = createUpstreamCalls({
+    adapters: options.adapters,
+    timeoutMs: options.providerTimeoutMs,
+  });
   const machine = gatewayMachine.provide({
     actors: {
       provider: providerMachine.provide({
-        actors: {
-          callUpstream: createCallUpstream({
-            adapters: options.adapters,
-            timeoutMs: options.providerTimeoutMs,
-          }),
-          ...(options.fleetLink === undefined ? {} : { fleetLink: options.fleetLink }),
+        actions: {
+          startUpstream: ({ self }, params) => upstreamCalls.start(params, (event) => self.send(event)),
+          abortUpstream: (_, params) => upstreamCalls.abort(params.callId),
         },
+        ...(options.fleetLink === undefined ? {} : { actors: { fleetLink: options.fleetLink } }),
       }),
     },
   });

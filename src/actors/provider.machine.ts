@@ -3,13 +3,11 @@ import {
   assign,
   emit,
   enqueueActions,
-  fromCallback,
   or,
   sendTo,
   setup,
   type ActorRefFrom,
   type AnyActorRef,
-  type EventObject,
 } from 'xstate';
 import {
   isCountedErrorClass,
@@ -116,8 +114,6 @@ export const providerMachine = setup({
     breaker: breakerMachine,
     /** Replaced (`.provide`) by `createFleetLink` when a fleet store is configured. */
     fleetLink: embeddedFleetLink,
-    /** Replaced per deployment (`.provide`) by `createCallUpstream` with the real adapters. */
-    callUpstream: fromCallback<EventObject, CallUpstreamInput, UpstreamEvent>(() => undefined),
   },
   guards: {
     /** The breaker admits this call: closed, or half-open with its probe slot free. */
@@ -156,7 +152,7 @@ export const providerMachine = setup({
       ({ context }) => context.breaker,
       (_, params: Extract<BreakerEvent, { type: 'breaker.synced' | 'breaker.unshared' }>) => params,
     ),
-    /** Admit one call: the breaker hears it started, and the upstream call runs as a child. */
+    /** Admit one call: the breaker (and the fleet) hear it started; `startUpstream` then runs it. */
     admitCall: enqueueActions(({ context, enqueue }, params: CallRequest) => {
       const started: BreakerEvent = { type: 'call.started', callId: params.callId, at: params.at };
       enqueue.sendTo(context.breaker, started);
@@ -164,16 +160,6 @@ export const providerMachine = setup({
       enqueue.assign({
         pending: { ...context.pending, [params.callId]: { replyTo: params.replyTo, startedAt: params.at } },
         stats: { ...context.stats, calls: context.stats.calls + 1 },
-      });
-      enqueue.spawnChild('callUpstream', {
-        id: params.callId,
-        input: {
-          providerId: context.providerId,
-          callId: params.callId,
-          request: params.request,
-          apiKey: params.apiKey,
-          validate: params.validate,
-        },
       });
     }),
     /** Refuse one call: the breaker (or the fleet's probe lease) does not admit it. */
@@ -284,10 +270,19 @@ export const providerMachine = setup({
       },
     ),
     /** The call's child actor is done: stop it and forget the call. */
-    finishCall: enqueueActions(({ context, enqueue }, params: { callId: string }) => {
-      enqueue.stopChild(params.callId);
-      const { [params.callId]: _finished, ...pending } = context.pending;
-      enqueue.assign({ pending });
+    /**
+     * Runs one upstream call; replaced (`.provide`) by the gateway with `createUpstreamCalls`, whose
+     * calls report `upstream.succeeded | upstream.failed` back to this actor.
+     */
+    startUpstream: (_, _params: CallUpstreamInput) => undefined,
+    /** Aborts a call still running (the caller cancelled); a finished call is left alone. */
+    abortUpstream: (_, _params: { callId: string }) => undefined,
+    /** The call is answered or cancelled: forget who was waiting for it. */
+    finishCall: assign({
+      pending: ({ context }, params: { callId: string }) => {
+        const { [params.callId]: _finished, ...pending } = context.pending;
+        return pending;
+      },
     }),
   },
 }).createMachine({
@@ -333,7 +328,13 @@ export const providerMachine = setup({
           },
           {
             guard: or(['isBreakerAdmitting', 'isRecoveryDue']),
-            actions: { type: 'admitCall', params: ({ event }) => callRequest(event) },
+            actions: [
+              { type: 'admitCall', params: ({ event }) => callRequest(event) },
+              {
+                type: 'startUpstream',
+                params: ({ context, event }) => upstreamInput(context, callRequest(event)),
+              },
+            ],
           },
           {
             actions: {
@@ -347,6 +348,10 @@ export const providerMachine = setup({
             guard: and(['isLeaseAwaited', 'isLeaseGranted', or(['isBreakerAdmitting', 'isRecoveryDue'])]),
             actions: [
               { type: 'admitCall', params: ({ context, event }) => leasedCall(context, event.callId) },
+              {
+                type: 'startUpstream',
+                params: ({ context, event }) => upstreamInput(context, leasedCall(context, event.callId)),
+              },
               { type: 'forgetLease', params: ({ event }) => ({ callId: event.callId }) },
             ],
           },
@@ -477,6 +482,7 @@ export const providerMachine = setup({
                 }),
               },
               { type: 'countStat', params: { stat: 'ignored' } },
+              { type: 'abortUpstream', params: ({ event }) => ({ callId: event.callId }) },
               { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
             ],
           },
@@ -485,6 +491,17 @@ export const providerMachine = setup({
     },
   },
 });
+
+/** What the upstream call of an admitted request needs. */
+function upstreamInput(context: ProviderContext, call: CallRequest): CallUpstreamInput {
+  return {
+    providerId: context.providerId,
+    callId: call.callId,
+    request: call.request,
+    apiKey: call.apiKey,
+    validate: call.validate,
+  };
+}
 
 function callRequest(event: Extract<ProviderRequestEvent, { type: 'call.requested' }>): CallRequest {
   const { type: _type, ...call } = event;

@@ -143,6 +143,25 @@ function checkEveryEdge(logic: ProviderLogic): { states: number; edges: number; 
 }
 
 describe('provider actor, over every edge of its graph', () => {
+  it('starts exactly one upstream call per admitted request, and aborts it when the caller cancels', () => {
+    const machine = providerMachine.provide({ actors: { breaker: standIn(true) } });
+    const adjacency = adjacencyOf(machine);
+    let admitted = 0;
+    let cancelled = 0;
+    for (const { state, event } of adjacencyMapToArray(adjacency)) {
+      const [, actions] = transition(machine, state, event);
+      const starts = actions.filter((action) => action.type === 'startUpstream').length;
+      const aborts = actions.filter((action) => action.type === 'abortUpstream').length;
+      const pending = 'callId' in event && event.callId in state.context.pending;
+      expect(starts).toBe(event.type === 'call.requested' ? 1 : 0);
+      expect(aborts).toBe(event.type === 'call.cancelled' && pending ? 1 : 0);
+      admitted += starts;
+      cancelled += aborts;
+    }
+    expect(admitted).toBeGreaterThan(0);
+    expect(cancelled).toBeGreaterThan(0);
+  });
+
   it('sends the breaker a FAILURE exactly for provider-side classes, never for 401, 429 or any user-side class', () => {
     const { states, edges, violations } = checkEveryEdge(providerMachine);
     console.log(
@@ -174,7 +193,7 @@ describe('provider actor, over every edge of its graph', () => {
     for (const { state, event } of adjacencyMapToArray(adjacency)) {
       if (event.type !== 'call.requested') continue;
       const [next, actions] = transition(machine, state, event);
-      expect(actions.some((action) => action.type === 'xstate.spawnChild')).toBe(false);
+      expect(actions.some((action) => action.type === 'startUpstream')).toBe(false);
       expect(sentEventTypes(actions)).toEqual(['provider.rejected']);
       expect(Object.keys((next as ProviderSnapshot).context.pending)).toEqual([]);
     }
