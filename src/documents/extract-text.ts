@@ -1,4 +1,16 @@
-import { PDFParse, PasswordException } from 'pdf-parse';
+import type { PDFParse } from 'pdf-parse';
+
+type PdfParseModule = typeof import('pdf-parse');
+let pdfParseModule: Promise<PdfParseModule> | undefined;
+
+/**
+ * pdf-parse, loaded on first use: pdf.js's legacy build is large and replaces built-ins with
+ * polyfills, which a thread that never extracts (the service's main thread) need not carry.
+ */
+function loadPdfParse(): Promise<PdfParseModule> {
+  pdfParseModule ??= import('pdf-parse');
+  return pdfParseModule;
+}
 import { PdfRejectedError } from './errors.js';
 import { cleanPageText, countCharacters, countWords, joinPages } from './text-stats.js';
 import type { ExtractedPdf } from './types.js';
@@ -15,7 +27,12 @@ export interface ExtractOptions {
  * INVALID_PDF when the file is corrupt, NO_EXTRACTABLE_TEXT when the kept pages hold no text.
  * This blocks the event loop while pdf.js parses; the service calls it through `createPdfExtractor`.
  */
-export async function extractPdfTextInline(bytes: Uint8Array, options: ExtractOptions): Promise<ExtractedPdf> {
+export async function extractPdfTextInline(
+  bytes: Uint8Array,
+  options: ExtractOptions,
+): Promise<ExtractedPdf> {
+  const { PDFParse, PasswordException } = await loadPdfParse();
+  isPasswordError = (error) => error instanceof PasswordException;
   // pdf.js takes ownership of (transfers) the array it is given: hand it a copy.
   const parser = new PDFParse({ data: new Uint8Array(bytes), stopAtErrors: false });
   try {
@@ -40,7 +57,14 @@ export async function extractPdfTextInline(bytes: Uint8Array, options: ExtractOp
     if (blankPages.length > 0) {
       warnings.push(`No text on page(s) ${formatPageList(blankPages)} (images only?); they were skipped.`);
     }
-    return { pageCount, pagesUsed, wordCount: countWords(text), charCount: countCharacters(text), warnings, text };
+    return {
+      pageCount,
+      pagesUsed,
+      wordCount: countWords(text),
+      charCount: countCharacters(text),
+      warnings,
+      text,
+    };
   } finally {
     await parser.destroy();
   }
@@ -64,12 +88,21 @@ async function readText(parser: PDFParse, pagesUsed: number): ReturnType<PDFPars
   }
 }
 
+/** Set once pdf-parse is loaded (toRejection runs only after it was). */
+let isPasswordError: (error: unknown) => boolean = () => false;
+
 function toRejection(error: unknown): PdfRejectedError {
-  if (error instanceof PasswordException) {
-    return new PdfRejectedError('ENCRYPTED_PDF', 'The PDF is encrypted and needs a password to open. Upload it without password protection.');
+  if (isPasswordError(error)) {
+    return new PdfRejectedError(
+      'ENCRYPTED_PDF',
+      'The PDF is encrypted and needs a password to open. Upload it without password protection.',
+    );
   }
   const detail = error instanceof Error ? error.message : String(error);
-  return new PdfRejectedError('INVALID_PDF', `The PDF could not be read (it looks corrupt or truncated): ${detail}`);
+  return new PdfRejectedError(
+    'INVALID_PDF',
+    `The PDF could not be read (it looks corrupt or truncated): ${detail}`,
+  );
 }
 
 function formatPageList(pages: readonly number[]): string {

@@ -16,10 +16,18 @@ port.on('message', (request: ExtractRequest) => {
 
 async function answer(request: ExtractRequest): Promise<ExtractResponse> {
   try {
-    const result = await extractPdfTextInline(new Uint8Array(request.bytes), { maxPdfPages: request.maxPdfPages });
+    const result = await extractPdfTextInline(new Uint8Array(request.bytes), {
+      maxPdfPages: request.maxPdfPages,
+    });
     return { id: request.id, ok: true, result };
   } catch (error) {
-    if (error instanceof PdfRejectedError) return { id: request.id, ok: false, code: error.code, message: error.message };
-    return { id: request.id, ok: false, code: 'INTERNAL', message: error instanceof Error ? error.message : String(error) };
+    if (error instanceof PdfRejectedError)
+      return { id: request.id, ok: false, code: error.code, message: error.message };
+    return {
+      id: request.id,
+      ok: false,
+      code: 'INTERNAL',
+      message: error instanceof Error ? error.message : String(error),
+    };
   }
 }

@@ -46,9 +46,12 @@ export function extractWorkerEntry(moduleUrl: string = import.meta.url): Extract
 /** The ESM build of `tsx/esm/api` (its CJS build cannot register hooks from an eval'd worker). */
 function tsxEsmApiUrl(moduleUrl: string): string {
   const manifestPath = createRequire(moduleUrl).resolve('tsx/package.json');
-  const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as { exports: Record<string, { import: { default: string } }> };
+  const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as {
+    exports: Record<string, { import: { default: string } }>;
+  };
   const target = manifest.exports['./esm/api']?.import.default;
-  if (target === undefined) throw new Error('tsx has no ./esm/api export: cannot run the PDF worker from TypeScript source.');
+  if (target === undefined)
+    throw new Error('tsx has no ./esm/api export: cannot run the PDF worker from TypeScript source.');
   return new URL(target, pathToFileURL(manifestPath)).href;
 }
 
@@ -87,7 +90,12 @@ class WorkerPdfExtractor implements PdfExtractor {
     return new Promise<ExtractedPdf>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);
-        reject(new PdfRejectedError('INVALID_PDF', `The PDF could not be read within ${Math.round(this.timeoutMs / 1000)} s.`));
+        reject(
+          new PdfRejectedError(
+            'INVALID_PDF',
+            `The PDF could not be read within ${Math.round(this.timeoutMs / 1000)} s.`,
+          ),
+        );
         // pdf.js may be stuck on this file: start afresh, failing what else was in flight.
         this.restart(new Error('The PDF extractor was restarted after a timeout.'));
       }, this.timeoutMs);
@@ -128,7 +136,8 @@ class WorkerPdfExtractor implements PdfExtractor {
     this.pending.delete(response.id);
     clearTimeout(pending.timer);
     if (response.ok) pending.resolve(response.result);
-    else if (isPdfRejectionCode(response.code)) pending.reject(new PdfRejectedError(response.code, response.message));
+    else if (isPdfRejectionCode(response.code))
+      pending.reject(new PdfRejectedError(response.code, response.message));
     else pending.reject(new Error(`PDF extraction failed: ${response.message}`));
   }
 

@@ -5,13 +5,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { handleAnthropicMessages } from './anthropic.js';
-import {
-  FaultBoard,
-  isEmulatedProvider,
-  isFaultName,
-  type EmulatorStats,
-  type FaultSpec,
-} from './faults.js';
+import { FaultBoard, isEmulatedProvider, isFaultName, type EmulatorStats, type FaultSpec } from './faults.js';
 import type { GenerationOptions } from './generation.js';
 import { parseJsonObject, readBody, send } from './http-io.js';
 import { handleOpenaiChatCompletions } from './openai.js';
@@ -55,12 +49,16 @@ export function parseFaultSpec(body: Record<string, unknown> | undefined): Fault
   const { provider, fault, count, ms, status, headers } = body;
   if (!isEmulatedProvider(provider)) return 'provider must be claude, gpt or timelygpt';
   if (!isFaultName(fault)) return `unknown fault ${JSON.stringify(fault)}`;
-  if (count !== undefined && (typeof count !== 'number' || !Number.isInteger(count) || count < 1)) return 'count must be a positive integer';
+  if (count !== undefined && (typeof count !== 'number' || !Number.isInteger(count) || count < 1))
+    return 'count must be a positive integer';
   if (ms !== undefined && (typeof ms !== 'number' || ms < 0)) return 'ms must be a non-negative number';
-  if (status !== undefined && (typeof status !== 'number' || status < 100 || status > 599)) return 'status must be an HTTP status';
+  if (status !== undefined && (typeof status !== 'number' || status < 100 || status > 599))
+    return 'status must be an HTTP status';
   const headerRecord =
     typeof headers === 'object' && headers !== null
-      ? Object.fromEntries(Object.entries(headers).filter((entry): entry is [string, string] => typeof entry[1] === 'string'))
+      ? Object.fromEntries(
+          Object.entries(headers).filter((entry): entry is [string, string] => typeof entry[1] === 'string'),
+        )
       : undefined;
   return {
     provider,
@@ -95,7 +93,8 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
       board.reset();
       return send(response, { status: 200, body: { ok: true } });
     }
-    if (path === '/_emulator/stats' && request.method === 'GET') return send(response, { status: 200, body: board.stats() });
+    if (path === '/_emulator/stats' && request.method === 'GET')
+      return send(response, { status: 200, body: board.stats() });
     if (path === '/_emulator/stats' && request.method === 'DELETE') {
       board.resetStats();
       return send(response, { status: 200, body: { ok: true } });
@@ -107,22 +106,32 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     const path = new URL(request.url ?? '/', 'http://emulator').pathname;
     const method = request.method ?? 'GET';
     if (path.startsWith('/_emulator/')) return control(request, response, path);
-    if (method === 'POST' && path === '/anthropic/v1/messages') return handleAnthropicMessages(request, response, board, generation);
-    if (method === 'POST' && path === '/openai/v1/chat/completions') return handleOpenaiChatCompletions(request, response, board, generation);
-    if (method === 'GET' && path === `${timelyBase}/sdk-auth/authenticate`) return handleTimelyAuthenticate(request, response, board, issuer);
-    if (method === 'POST' && path === `${timelyBase}/llm-completion`) return handleTimelyCompletion(request, response, board, issuer, generation);
+    if (method === 'POST' && path === '/anthropic/v1/messages')
+      return handleAnthropicMessages(request, response, board, generation);
+    if (method === 'POST' && path === '/openai/v1/chat/completions')
+      return handleOpenaiChatCompletions(request, response, board, generation);
+    if (method === 'GET' && path === `${timelyBase}/sdk-auth/authenticate`)
+      return handleTimelyAuthenticate(request, response, board, issuer);
+    if (method === 'POST' && path === `${timelyBase}/llm-completion`)
+      return handleTimelyCompletion(request, response, board, issuer, generation);
     return send(response, { status: 404, body: { error: `no route ${method} ${path}` } });
   }
 
   const server = createServer((request, response) => {
     route(request, response).catch((error: unknown) => {
-      if (!response.headersSent) send(response, { status: 500, body: { error: error instanceof Error ? error.message : 'emulator error' } });
+      if (!response.headersSent)
+        send(response, {
+          status: 500,
+          body: { error: error instanceof Error ? error.message : 'emulator error' },
+        });
       else response.destroy();
     });
   });
   // Requests can legitimately hang (faults); never let the server time them out itself.
   server.requestTimeout = 0;
-  server.keepAliveTimeout = 1000;
+  // Long keep-alive: the SDKs reuse connections as they would against the real APIs (a short one made
+  // every call open a new TCP connection, which cost more than everything the benchmarks measure).
+  server.keepAliveTimeout = 65_000;
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -29,8 +29,8 @@ describe('countWords', () => {
     ["Don't split contractions, e-mail or 3.14 oddly", 8],
     // Korean words (eojeol) are written with spaces between them, particles attached.
     ['광합성은 빛 에너지를 포도당에 저장된 화학 에너지로 바꾼다.', 8],
-    // Where Latin letters meet Hangul (ATP는), the script change is a word boundary.
-    ['ATP는 세포의 energy 통화이다', 5],
+    // A Korean word (eojeol) is what spaces delimit: ATP는 (a Latin stem with its particle) is one word.
+    ['ATP는 세포의 energy 통화이다', 4],
     ['  ... — !! ', 0],
   ])('%s has %i words', (text, words) => {
     expect(countWords(text)).toBe(words);
@@ -50,7 +50,9 @@ describe('cleanPageText', () => {
   });
 
   it('keeps real text, trims trailing spaces and keeps at most one blank line', () => {
-    expect(cleanPageText('Title   \r\n\r\n\r\n\r\nBody -- 1 of 3 -- inline stays\n-- 2 of 3 --')).toBe('Title\n\nBody -- 1 of 3 -- inline stays');
+    expect(cleanPageText('Title   \r\n\r\n\r\n\r\nBody -- 1 of 3 -- inline stays\n-- 2 of 3 --')).toBe(
+      'Title\n\nBody -- 1 of 3 -- inline stays',
+    );
   });
 });
 
