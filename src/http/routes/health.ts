@@ -15,7 +15,8 @@ export interface HealthRoutesOptions {
   readonly readiness: () => Promise<Readiness>;
 }
 
-const healthSchema = z.object({ status: z.literal('ok'), uptimeSeconds: z.number() });
+/** `pid` tells the workers of one port apart (WORKERS=n). */
+const healthSchema = z.object({ status: z.literal('ok'), uptimeSeconds: z.number(), pid: z.number().int() });
 const readySchema = z.looseObject({
   status: z.enum(['ready', 'degraded']),
   store: z.enum(['memory', 'redis']),
@@ -26,7 +27,7 @@ export const healthRoutes: FastifyPluginAsyncZod<HealthRoutesOptions> = async (a
   app.get(
     '/healthz',
     { schema: { tags: ['health'], summary: 'The process is alive.', response: { 200: healthSchema } } },
-    async () => ({ status: 'ok' as const, uptimeSeconds: Math.round(process.uptime()) }),
+    async () => ({ status: 'ok' as const, uptimeSeconds: Math.round(process.uptime()), pid: process.pid }),
   );
 
   app.get(
@@ -34,7 +35,8 @@ export const healthRoutes: FastifyPluginAsyncZod<HealthRoutesOptions> = async (a
     {
       schema: {
         tags: ['health'],
-        summary: 'Ready to serve; reports the state store ("degraded": the store is unreachable and state is in-process).',
+        summary:
+          'Ready to serve; reports the state store ("degraded": the store is unreachable and state is in-process).',
         response: { 200: readySchema },
       },
     },
