@@ -120,7 +120,7 @@ function stageInput(
  * every attempt is emitted as it happens; `job.cancel` aborts the calls in flight. The keys are
  * assigned away on entering a final state. `generateStage` is provided by the job registry.
  */
-export const jobMachine = setup({
+const jobSetup = setup({
   types: {
     input: {} as JobInput,
     context: {} as JobContext,
@@ -219,7 +219,46 @@ export const jobMachine = setup({
       data: { status: params.status },
     })),
   },
-}).createMachine({
+});
+
+/**
+ * One stage of the job: an invoked `generateStage` run whose outcome moves the job on (`next`), ends it
+ * cancelled (the run was aborted) or failed. The three stages differ only in their task and successor.
+ */
+function stageState(
+  stage: 'notes' | 'mcq' | 'fill',
+  next: '#job.running.mcq' | '#job.running.fill' | '#job.succeeded',
+) {
+  return jobSetup.createStateConfig({
+    entry: [{ type: 'enterStage', params: { stage } }, 'emitProgress'],
+    invoke: {
+      id: `${stage}Stage`,
+      src: 'generateStage',
+      input: ({ context, self }) => stageInput(context, stage, (event) => self.send(event)),
+      onDone: [
+        {
+          guard: { type: 'isStageSucceeded', params: ({ event }) => ({ outcome: event.output }) },
+          target: next,
+          actions: [
+            { type: 'storeStageResult', params: ({ event }) => ({ stage, outcome: event.output }) },
+            'emitProgress',
+          ],
+        },
+        {
+          guard: { type: 'isStageAborted', params: ({ event }) => ({ outcome: event.output }) },
+          target: '#job.cancelled',
+        },
+        {
+          target: '#job.failed',
+          actions: { type: 'storeFailure', params: ({ event }) => ({ stage, outcome: event.output }) },
+        },
+      ],
+      onError: { target: '#job.failed', actions: 'storeCrash' },
+    },
+  });
+}
+
+export const jobMachine = jobSetup.createMachine({
   id: 'job',
   context: ({ input }) => ({
     ...input,
@@ -256,104 +295,11 @@ export const jobMachine = setup({
       },
       states: {
         /** Notes for the whole document (map-reduce over parts when it is long). */
-        notes: {
-          entry: [{ type: 'enterStage', params: { stage: 'notes' } }, 'emitProgress'],
-          invoke: {
-            id: 'notesStage',
-            src: 'generateStage',
-            input: ({ context, self }) => stageInput(context, 'notes', (event) => self.send(event)),
-            onDone: [
-              {
-                guard: { type: 'isStageSucceeded', params: ({ event }) => ({ outcome: event.output }) },
-                target: 'mcq',
-                actions: [
-                  {
-                    type: 'storeStageResult',
-                    params: ({ event }) => ({ stage: 'notes' as const, outcome: event.output }),
-                  },
-                  'emitProgress',
-                ],
-              },
-              {
-                guard: { type: 'isStageAborted', params: ({ event }) => ({ outcome: event.output }) },
-                target: '#job.cancelled',
-              },
-              {
-                target: '#job.failed',
-                actions: {
-                  type: 'storeFailure',
-                  params: ({ event }) => ({ stage: 'notes' as const, outcome: event.output }),
-                },
-              },
-            ],
-            onError: { target: '#job.failed', actions: 'storeCrash' },
-          },
-        },
+        notes: stageState('notes', '#job.running.mcq'),
         /** Multiple-choice questions grounded on the job's notes. */
-        mcq: {
-          entry: [{ type: 'enterStage', params: { stage: 'mcq' } }, 'emitProgress'],
-          invoke: {
-            id: 'mcqStage',
-            src: 'generateStage',
-            input: ({ context, self }) => stageInput(context, 'mcq', (event) => self.send(event)),
-            onDone: [
-              {
-                guard: { type: 'isStageSucceeded', params: ({ event }) => ({ outcome: event.output }) },
-                target: 'fill',
-                actions: [
-                  {
-                    type: 'storeStageResult',
-                    params: ({ event }) => ({ stage: 'mcq' as const, outcome: event.output }),
-                  },
-                  'emitProgress',
-                ],
-              },
-              {
-                guard: { type: 'isStageAborted', params: ({ event }) => ({ outcome: event.output }) },
-                target: '#job.cancelled',
-              },
-              {
-                target: '#job.failed',
-                actions: {
-                  type: 'storeFailure',
-                  params: ({ event }) => ({ stage: 'mcq' as const, outcome: event.output }),
-                },
-              },
-            ],
-            onError: { target: '#job.failed', actions: 'storeCrash' },
-          },
-        },
+        mcq: stageState('mcq', '#job.running.fill'),
         /** Fill-in-the-blank questions grounded on the job's notes. */
-        fill: {
-          entry: [{ type: 'enterStage', params: { stage: 'fill' } }, 'emitProgress'],
-          invoke: {
-            id: 'fillStage',
-            src: 'generateStage',
-            input: ({ context, self }) => stageInput(context, 'fill', (event) => self.send(event)),
-            onDone: [
-              {
-                guard: { type: 'isStageSucceeded', params: ({ event }) => ({ outcome: event.output }) },
-                target: '#job.succeeded',
-                actions: {
-                  type: 'storeStageResult',
-                  params: ({ event }) => ({ stage: 'fill' as const, outcome: event.output }),
-                },
-              },
-              {
-                guard: { type: 'isStageAborted', params: ({ event }) => ({ outcome: event.output }) },
-                target: '#job.cancelled',
-              },
-              {
-                target: '#job.failed',
-                actions: {
-                  type: 'storeFailure',
-                  params: ({ event }) => ({ stage: 'fill' as const, outcome: event.output }),
-                },
-              },
-            ],
-            onError: { target: '#job.failed', actions: 'storeCrash' },
-          },
-        },
+        fill: stageState('fill', '#job.succeeded'),
       },
     },
     /** Notes, MCQ and fill are all in; progress is 100. */
