@@ -54,51 +54,70 @@ export function createGateway(options: GatewayOptions): Gateway {
       }),
     },
   });
-  const root = createActor(machine, {
-    input: {
-      providers: providerIds.map((providerId) => ({
-        providerId,
-        model: options.adapters[providerId].model,
-        threshold: options.breaker.threshold,
-        recoveryMs: options.breaker.recoveryMs,
-      })),
-    },
-    ...(options.inspect === undefined ? {} : { inspect: options.inspect }),
-  });
-  root.start();
-
   const transitionListeners = new Set<(transition: BreakerTransition) => void>();
   const callListeners = new Set<(record: CallRecord) => void>();
   const fallbackListeners = new Set<(from: ProviderId, to: ProviderId) => void>();
   const running = new Set<{ abort: () => void; fail: (error: Error) => void }>();
-  /** Set when an actor of the system died: no request may wait for an answer that cannot come. */
-  let crashed: Error | undefined;
-  const onCrash = (error: unknown): void => {
-    crashed = error instanceof Error ? error : new Error(String(error));
-    const failure = new Error(`The actor system failed: ${crashed.message}`);
+  let stopped = false;
+
+  /** Starts the root actor (providers and breakers) and wires what the facade reads from it. */
+  function startSystem(): ActorRefFrom<typeof machine> {
+    const system = createActor(machine, {
+      input: {
+        providers: providerIds.map((providerId) => ({
+          providerId,
+          model: options.adapters[providerId].model,
+          threshold: options.breaker.threshold,
+          recoveryMs: options.breaker.recoveryMs,
+        })),
+      },
+      ...(options.inspect === undefined ? {} : { inspect: options.inspect }),
+    });
+    system.start();
+    let crashed = false;
+    const onCrash = (error: unknown): void => {
+      if (crashed || stopped) return;
+      crashed = true;
+      restart(system, error instanceof Error ? error : new Error(String(error)));
+    };
+    system.subscribe({ error: onCrash });
+    for (const id of providerIds) {
+      const provider = system.getSnapshot().context.providers[id];
+      if (provider === undefined) throw new Error(`No provider actor for ${id}`);
+      provider.subscribe({ error: onCrash });
+      provider.on('call.finished', ({ record }) => callListeners.forEach((listener) => listener(record)));
+      const breaker = provider.getSnapshot().context.breaker;
+      let last = breakerStateName(breaker.getSnapshot());
+      breaker.subscribe((snapshot) => {
+        const next = breakerStateName(snapshot);
+        if (next === last) return;
+        const transition: BreakerTransition = { provider: id, from: last, to: next, at: Date.now() };
+        last = next;
+        transitionListeners.forEach((listener) => listener(transition));
+      });
+    }
+    return system;
+  }
+
+  /**
+   * An actor of the system died (a bug): the requests waiting on it fail at once instead of hanging,
+   * and a fresh system takes over, so later requests are served (in-process breaker state restarts
+   * closed; a fleet's shared state is adopted again through the fleet link).
+   */
+  function restart(dead: ActorRefFrom<typeof machine>, error: Error): void {
+    const failure = new Error(`The actor system failed: ${error.message}`);
     running.forEach((handle) => handle.fail(failure));
-  };
-  root.subscribe({ error: onCrash });
+    console.error(`study-helper: ${failure.message}; restarting the actor system`);
+    if (root === dead) root = startSystem();
+    queueMicrotask(() => dead.stop());
+  }
+
+  let root = startSystem();
 
   function providerRef(id: ProviderId): ProviderRef {
     const ref = root.getSnapshot().context.providers[id];
     if (ref === undefined) throw new Error(`No provider actor for ${id}`);
     return ref;
-  }
-
-  for (const id of providerIds) {
-    const provider = providerRef(id);
-    provider.subscribe({ error: onCrash });
-    provider.on('call.finished', ({ record }) => callListeners.forEach((listener) => listener(record)));
-    const breaker = provider.getSnapshot().context.breaker;
-    let last = breakerStateName(breaker.getSnapshot());
-    breaker.subscribe((snapshot) => {
-      const next = breakerStateName(snapshot);
-      if (next === last) return;
-      const transition: BreakerTransition = { provider: id, from: last, to: next, at: Date.now() };
-      last = next;
-      transitionListeners.forEach((listener) => listener(transition));
-    });
   }
 
   function status(id: ProviderId): ProviderStatus {
@@ -113,8 +132,6 @@ export function createGateway(options: GatewayOptions): Gateway {
   }
 
   function generate<T>(input: GenerateInput<T>): Promise<GenerateOutcome<T>> {
-    if (crashed !== undefined)
-      return Promise.reject(new Error(`The actor system failed: ${crashed.message}`));
     if (input.signal?.aborted) return Promise.resolve({ status: 'aborted', attempts: [] });
     const links: FallbackLink[] = input.chain.map((link) => ({
       provider: link.provider,
@@ -200,6 +217,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       return () => fallbackListeners.delete(listener);
     },
     async stop() {
+      stopped = true;
       running.forEach((handle) => handle.abort());
       root.stop();
     },

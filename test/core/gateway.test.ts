@@ -556,7 +556,7 @@ describe('gateway: secrets', () => {
 });
 
 describe('gateway: a failing actor', () => {
-  it('rejects the waiting request instead of leaving it hanging when a provider actor dies', async () => {
+  it('rejects the waiting request instead of leaving it hanging when a provider actor dies, then serves again', async () => {
     const { gateway, adapters } = start();
     // An answer whose usage cannot be read makes the provider actor's action throw.
     adapters.claude.generate = async () => ({
@@ -567,7 +567,12 @@ describe('gateway: a failing actor', () => {
         throw new Error('usage exploded');
       },
     });
+    const errors = vi.spyOn(console, 'error').mockImplementation(() => undefined);
     await expect(gateway.generate(input(['claude', 'gpt']))).rejects.toThrow(/actor system failed/);
-    await expect(gateway.generate(input(['gpt']))).rejects.toThrow(/actor system failed/);
+    expect(errors).toHaveBeenCalledWith(expect.stringContaining('restarting the actor system'));
+    errors.mockRestore();
+    // A fresh actor system serves the next request.
+    expect(expectSucceeded(await gateway.generate(input(['gpt']))).provider).toBe('gpt');
+    expect(gateway.provider('claude').breaker.state).toBe('closed');
   });
 });
