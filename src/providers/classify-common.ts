@@ -40,7 +40,9 @@ interface HeaderReader {
 }
 
 function isHeaderReader(value: unknown): value is HeaderReader {
-  return typeof value === 'object' && value !== null && typeof (value as { get?: unknown }).get === 'function';
+  return (
+    typeof value === 'object' && value !== null && typeof (value as { get?: unknown }).get === 'function'
+  );
 }
 
 /** `retry-after-ms` (milliseconds) or `retry-after` (seconds or an HTTP date), as milliseconds. */
@@ -100,19 +102,24 @@ function messageOf(error: unknown): string {
  * Undefined when the error is none of these.
  */
 export function classifyTransportError(error: unknown): ProviderFailure | undefined {
-  if (error instanceof UpstreamAbortError) return failure(error.timedOut ? 'timeout' : 'aborted', error, error.message);
+  if (error instanceof UpstreamAbortError)
+    return failure(error.timedOut ? 'timeout' : 'aborted', error, error.message);
   if (error instanceof UnexpectedResponseError) {
     return failure('server_error', error, error.message, { httpStatus: error.httpStatus });
   }
   // A 2xx whose body claimed JSON but was not.
-  if (error instanceof SyntaxError) return failure('server_error', error, `The response was not valid JSON: ${error.message}`);
+  if (error instanceof SyntaxError)
+    return failure('server_error', error, `The response was not valid JSON: ${error.message}`);
   const { codes, names, messages } = causeChain(error);
   const first = names[0];
   if (first === 'TimeoutError') return failure('timeout', error, messageOf(error));
   if (first === 'AbortError') return failure('aborted', error, messageOf(error));
   if (codes.some((code) => timeoutCodes.has(code))) return failure('timeout', error, messageOf(error));
   if (codes.some((code) => connectionCodes.has(code))) return failure('connection', error, messageOf(error));
-  if (error instanceof TypeError && messages.some((message) => /terminated|fetch failed|other side closed|socket/i.test(message))) {
+  if (
+    error instanceof TypeError &&
+    messages.some((message) => /terminated|fetch failed|other side closed|socket/i.test(message))
+  ) {
     return failure('connection', error, messageOf(error));
   }
   return undefined;

@@ -2,9 +2,20 @@
  * Claude through `@anthropic-ai/sdk` (Messages API). The SDK's retries are off: every attempt is
  * seen once by the provider actor, which also owns the deadline through the signal it passes.
  */
-import Anthropic, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from '@anthropic-ai/sdk';
+import Anthropic, {
+  APIConnectionError,
+  APIConnectionTimeoutError,
+  APIError,
+  APIUserAbortError,
+} from '@anthropic-ai/sdk';
 import type { ProviderFailure } from '../errors/index.js';
-import { classifyTransportError, classifyUnknown, classOfStatus, failure, retryAfterMsOf } from './classify-common.js';
+import {
+  classifyTransportError,
+  classifyUnknown,
+  classOfStatus,
+  failure,
+  retryAfterMsOf,
+} from './classify-common.js';
 import { withJsonInstruction } from './json-instruction.js';
 import { rememberKeyOf } from './scrub.js';
 import { sdkTimeoutMs } from './sdk-options.js';
@@ -20,7 +31,8 @@ export interface ClaudeAdapterOptions {
 const spendLimitCodes = new Set(['enforced_spend_limit_reached', 'contract_spend_limit_reached']);
 
 function anthropicBody(error: APIError): { type?: string; message?: string; errorCode?: string } {
-  const body = error.error as { error?: { type?: unknown; message?: unknown; details?: { error_code?: unknown } } } | undefined;
+  const body = error.error as
+    { error?: { type?: unknown; message?: unknown; details?: { error_code?: unknown } } } | undefined;
   const inner = body?.error;
   return {
     ...(typeof inner?.type === 'string' ? { type: inner.type } : {}),
@@ -37,7 +49,8 @@ function anthropicBody(error: APIError): { type?: string; message?: string; erro
 export function classifyClaudeError(error: unknown): ProviderFailure {
   if (error instanceof APIUserAbortError) return failure('aborted', error, error.message);
   if (error instanceof APIConnectionTimeoutError) return failure('timeout', error, error.message);
-  if (error instanceof APIConnectionError) return classifyTransportError(error.cause) ?? failure('connection', error, error.message);
+  if (error instanceof APIConnectionError)
+    return classifyTransportError(error.cause) ?? failure('connection', error, error.message);
   if (error instanceof APIError && typeof error.status === 'number') {
     const status = error.status;
     const { type, message = error.message, errorCode } = anthropicBody(error);
@@ -45,7 +58,12 @@ export function classifyClaudeError(error: unknown): ProviderFailure {
     if (type === 'overloaded_error' || status === 529) return failure('overloaded', error, message, extra);
     if (type === 'billing_error' || status === 402) return failure('quota_exhausted', error, message, extra);
     if (status === 429) {
-      return failure(errorCode && spendLimitCodes.has(errorCode) ? 'quota_exhausted' : 'rate_limited', error, message, extra);
+      return failure(
+        errorCode && spendLimitCodes.has(errorCode) ? 'quota_exhausted' : 'rate_limited',
+        error,
+        message,
+        extra,
+      );
     }
     if (status === 400) {
       if (/credit balance is too low|reached your specified API usage limits/i.test(message)) {
@@ -63,12 +81,20 @@ export function classifyClaudeError(error: unknown): ProviderFailure {
 
 export function createClaudeAdapter(options: ClaudeAdapterOptions): ProviderAdapter {
   const { baseUrl, model } = options;
+  let client: Anthropic | undefined;
   return {
     id: 'claude',
     model,
     async generate(request, apiKey, signal) {
-      // Every credential option explicit: the SDK never reads ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN.
-      const client = new Anthropic({ apiKey, authToken: null, baseURL: baseUrl, maxRetries: 0, timeout: sdkTimeoutMs });
+      client ??= new Anthropic({
+        // No user's key in the shared client: each call sends its own (below). Every credential
+        // option explicit, so the SDK never reads ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN.
+        apiKey: 'sent-per-request',
+        authToken: null,
+        baseURL: baseUrl,
+        maxRetries: 0,
+        timeout: sdkTimeoutMs,
+      });
       try {
         const message: unknown = await client.messages.create(
           {
@@ -77,7 +103,8 @@ export function createClaudeAdapter(options: ClaudeAdapterOptions): ProviderAdap
             system: withJsonInstruction(request),
             messages: request.messages.map((m) => ({ role: m.role, content: m.content })),
           },
-          { signal },
+          // SDK 1.x sends the key as a bearer token; per-request headers override the client's.
+          { signal, headers: { Authorization: `Bearer ${apiKey}` } },
         );
         return readMessage(message, model);
       } catch (error) {
@@ -92,7 +119,11 @@ export function createClaudeAdapter(options: ClaudeAdapterOptions): ProviderAdap
 
 /** The SDK hands back whatever a 2xx held (a string for HTML): check it is a Message. */
 function readMessage(message: unknown, requestedModel: string): ProviderAnswer {
-  if (typeof message !== 'object' || message === null || !Array.isArray((message as { content?: unknown }).content)) {
+  if (
+    typeof message !== 'object' ||
+    message === null ||
+    !Array.isArray((message as { content?: unknown }).content)
+  ) {
     throw new UnexpectedResponseError('Anthropic answered 2xx with a body that is not a Message');
   }
   const record = message as {

@@ -10,7 +10,10 @@ const secretPatterns: readonly (readonly [RegExp, string])[] = [
   // OpenAI's 401 echoes a masked fragment of the key it was given.
   [/(Incorrect API key provided:\s*)\S+/gi, `$1${redacted}`],
   [/\bBearer\s+[^\s,;"']+/gi, `Bearer ${redacted}`],
-  [/\b(x-api-key|x-timely-api|api[_-]?key|access[_-]?token|authorization)(["']?\s*[:=]\s*["']?)[^\s,;"'}]+/gi, `$1$2${redacted}`],
+  [
+    /\b(x-api-key|x-timely-api|api[_-]?key|access[_-]?token|authorization)(["']?\s*[:=]\s*["']?)[^\s,;"'}]+/gi,
+    `$1$2${redacted}`,
+  ],
   // JWTs (TimelyGPT access tokens).
   [/\beyJ[\w-]*\.[\w-]+\.[\w-]*/g, redacted],
   // Provider key formats: Anthropic sk-ant-…, OpenAI sk-…/sk-proj-…, and masked fragments of either.
@@ -42,7 +45,9 @@ export function scrubSecrets(text: string, knownKeys: readonly string[] = []): s
     }
   }
   for (const [pattern, replacement] of secretPatterns) result = result.replace(pattern, replacement);
-  result = result.replace(tokenLike, (word) => (/[0-9]/.test(word) && /[A-Za-z]/.test(word) ? redacted : word));
+  result = result.replace(tokenLike, (word) =>
+    /[0-9]/.test(word) && /[A-Za-z]/.test(word) ? redacted : word,
+  );
   return result;
 }
 

@@ -30,7 +30,9 @@ export class UpstreamAbortError extends Error {
 }
 
 export function isTimeoutReason(reason: unknown): boolean {
-  return typeof reason === 'object' && reason !== null && (reason as { name?: unknown }).name === 'TimeoutError';
+  return (
+    typeof reason === 'object' && reason !== null && (reason as { name?: unknown }).name === 'TimeoutError'
+  );
 }
 
 /**
@@ -38,6 +40,7 @@ export function isTimeoutReason(reason: unknown): boolean {
  * replaced by one that says which kind of abort it was (the SDKs report both as "user abort").
  */
 export function upstreamFailure(error: unknown, signal: AbortSignal): unknown {
-  if (signal.aborted && !(error instanceof UpstreamAbortError)) return new UpstreamAbortError(signal.reason, { cause: error });
+  if (signal.aborted && !(error instanceof UpstreamAbortError))
+    return new UpstreamAbortError(signal.reason, { cause: error });
   return error;
 }

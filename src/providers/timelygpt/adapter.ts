@@ -16,7 +16,12 @@ import type { GenerationRequest, ProviderAdapter, ProviderAnswer } from '../type
 import { upstreamFailure } from '../upstream-errors.js';
 import { classifyTimelyGptError } from './classify.js';
 import { TokenCache } from './token-cache.js';
-import { fetchAccessToken, postCompletion, type TimelyCompletion, type TimelyCompletionBody } from './wire.js';
+import {
+  fetchAccessToken,
+  postCompletion,
+  type TimelyCompletion,
+  type TimelyCompletionBody,
+} from './wire.js';
 
 export interface TimelyGptAdapterOptions {
   readonly baseUrl: string;
@@ -77,7 +82,11 @@ export function createTimelyGptAdapter(options: TimelyGptAdapterOptions): Timely
       const session = timelyGptSessionMachine.provide({
         actors: {
           acquireToken: fromPromise<string, AcquireTokenInput>(({ input }) =>
-            tokenCache.acquire(input.apiKey.reveal(), (exchangeSignal) => fetchAccessToken(baseUrl, input.apiKey.reveal(), exchangeSignal), input.signal),
+            tokenCache.acquire(
+              input.apiKey.reveal(),
+              (exchangeSignal) => fetchAccessToken(baseUrl, input.apiKey.reveal(), exchangeSignal),
+              input.signal,
+            ),
           ),
           completeChat: fromPromise<TimelyCompletion, CompleteChatInput>(({ input }) =>
             postCompletion(baseUrl, input.token, body, input.signal),

@@ -1,5 +1,11 @@
 import type { ProviderFailure } from '../../errors/index.js';
-import { classifyTransportError, classifyUnknown, classOfStatus, failure, retryAfterMsOf } from '../classify-common.js';
+import {
+  classifyTransportError,
+  classifyUnknown,
+  classOfStatus,
+  failure,
+  retryAfterMsOf,
+} from '../classify-common.js';
 import { TimelyGptHttpError } from './errors.js';
 
 /**

@@ -28,23 +28,35 @@ async function readJson(endpoint: TimelyGptEndpoint, response: Response): Promis
   try {
     body = text.length > 0 ? JSON.parse(text) : undefined;
   } catch {
-    if (response.ok) throw new UnexpectedResponseError(`TimelyGPT ${endpoint} answered ${response.status} with a body that is not JSON`, response.status);
+    if (response.ok)
+      throw new UnexpectedResponseError(
+        `TimelyGPT ${endpoint} answered ${response.status} with a body that is not JSON`,
+        response.status,
+      );
   }
   if (!response.ok) throw new TimelyGptHttpError(endpoint, response.status, body, response.headers);
   return body;
 }
 
 /** `GET {base}/sdk-auth/authenticate` with `X-Timely-API: <key>` → the access token. */
-export async function fetchAccessToken(baseUrl: string, apiKey: string, signal: AbortSignal): Promise<string> {
+export async function fetchAccessToken(
+  baseUrl: string,
+  apiKey: string,
+  signal: AbortSignal,
+): Promise<string> {
   const response = await fetch(`${baseUrl}/sdk-auth/authenticate`, {
     method: 'GET',
     headers: { 'X-Timely-API': apiKey, accept: 'application/json' },
     signal,
   });
-  const body = (await readJson('authenticate', response)) as { success?: unknown; data?: { access_token?: unknown } } | undefined;
+  const body = (await readJson('authenticate', response)) as
+    { success?: unknown; data?: { access_token?: unknown } } | undefined;
   const token = body?.data?.access_token;
   if (body?.success !== true || typeof token !== 'string' || token.length === 0) {
-    throw new UnexpectedResponseError('TimelyGPT authenticate answered 2xx without an access token', response.status);
+    throw new UnexpectedResponseError(
+      'TimelyGPT authenticate answered 2xx without an access token',
+      response.status,
+    );
   }
   return token;
 }
@@ -62,19 +74,35 @@ export async function postCompletion(
 ): Promise<TimelyCompletion> {
   const response = await fetch(`${baseUrl}/llm-completion`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json' },
+    headers: {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/json',
+      accept: 'application/json',
+    },
     body: JSON.stringify(body),
     signal,
   });
   const answer = (await readJson('completion', response)) as
-    | { type?: unknown; message?: unknown; error?: unknown; model?: unknown; usage?: { input_tokens?: unknown; output_tokens?: unknown } }
+    | {
+        type?: unknown;
+        message?: unknown;
+        error?: unknown;
+        model?: unknown;
+        usage?: { input_tokens?: unknown; output_tokens?: unknown };
+      }
     | undefined;
   if (answer?.type === 'error') {
     const detail = typeof answer.error === 'string' ? answer.error : JSON.stringify(answer.error ?? null);
-    throw new UnexpectedResponseError(`TimelyGPT answered an error inside a ${response.status}: ${detail.slice(0, 200)}`, response.status);
+    throw new UnexpectedResponseError(
+      `TimelyGPT answered an error inside a ${response.status}: ${detail.slice(0, 200)}`,
+      response.status,
+    );
   }
   if (answer?.type !== 'final_response' || answer.message === undefined || answer.message === null) {
-    throw new UnexpectedResponseError(`TimelyGPT answered ${response.status} without a final_response`, response.status);
+    throw new UnexpectedResponseError(
+      `TimelyGPT answered ${response.status} without a final_response`,
+      response.status,
+    );
   }
   return {
     text: typeof answer.message === 'string' ? answer.message : JSON.stringify(answer.message),
