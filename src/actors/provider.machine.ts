@@ -1,14 +1,4 @@
-import {
-  and,
-  assign,
-  emit,
-  enqueueActions,
-  or,
-  sendTo,
-  setup,
-  type ActorRefFrom,
-  type AnyActorRef,
-} from 'xstate';
+import { and, assign, enqueueActions, or, sendTo, setup, type ActorRefFrom, type AnyActorRef } from 'xstate';
 import {
   isCountedErrorClass,
   type CountedErrorClass,
@@ -205,23 +195,12 @@ export const providerMachine = setup({
         },
       }),
     ),
-    reply: sendTo(
-      (_, params: { to: AnyActorRef; reply: ProviderReply }) => params.to,
-      (_, params: { to: AnyActorRef; reply: ProviderReply }) => params.reply,
-    ),
-    trackCall: assign({
-      pending: ({ context }, params: { callId: string; call: PendingCall }) => ({
-        ...context.pending,
-        [params.callId]: params.call,
-      }),
-    }),
     countStat: assign({
       stats: ({ context }, params: { stat: keyof ProviderStats }) => ({
         ...context.stats,
         [params.stat]: context.stats[params.stat] + 1,
       }),
     }),
-    recordCall: emit((_, params: CallRecord) => ({ type: 'call.finished' as const, record: params })),
     replyAnswered: enqueueActions(
       ({ context, enqueue }, params: { event: Extract<UpstreamEvent, { type: 'upstream.succeeded' }> }) => {
         const { event } = params;
