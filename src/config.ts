@@ -26,6 +26,10 @@ export interface Config {
   readonly redisPrefix: string;
   readonly maxUploadMb: number;
   readonly maxPdfPages: number;
+  /** Longest `text` POST /v1/generate accepts, in characters (MAX_TEXT_CHARS). */
+  readonly maxTextChars: number;
+  /** Most parts one stage may split a text into; bounds the upstream calls per request (MAX_TEXT_PARTS). */
+  readonly maxTextParts: number;
   readonly documentTtlSeconds: number;
   /** Unset: the operator breaker route answers 404. */
   readonly adminToken: string | undefined;
@@ -114,6 +118,8 @@ const variables = {
   REDIS_PREFIX: { schema: z.string().min(1), fallback: 'study-helper:' },
   MAX_UPLOAD_MB: { schema: z.coerce.number().positive().max(1024), fallback: '20' },
   MAX_PDF_PAGES: { schema: integer(1, 10_000), fallback: '50' },
+  MAX_TEXT_CHARS: { schema: integer(1, 10_000_000), fallback: '200000' },
+  MAX_TEXT_PARTS: { schema: integer(1, 10_000), fallback: '40' },
   DOCUMENT_TTL_SECONDS: { schema: integer(1, 31_536_000), fallback: '7200' },
   ADMIN_TOKEN: { schema: z.string().min(1).optional(), fallback: undefined },
   JOB_TTL_SECONDS: { schema: integer(1, 31_536_000), fallback: '3600' },
@@ -190,6 +196,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     redisPrefix: read(env, 'REDIS_PREFIX'),
     maxUploadMb: read(env, 'MAX_UPLOAD_MB'),
     maxPdfPages: read(env, 'MAX_PDF_PAGES'),
+    maxTextChars: read(env, 'MAX_TEXT_CHARS'),
+    maxTextParts: read(env, 'MAX_TEXT_PARTS'),
     documentTtlSeconds: read(env, 'DOCUMENT_TTL_SECONDS'),
     adminToken: read(env, 'ADMIN_TOKEN'),
     jobs: {

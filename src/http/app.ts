@@ -52,6 +52,15 @@ export interface AppOptions {
 const mebibyte = 1024 * 1024;
 
 /**
+ * The JSON body of POST /v1/generate: room for a `text` of MAX_TEXT_CHARS characters even if every one
+ * is sent as a 6-byte `\uXXXX` escape, plus 1 MiB for the rest (options.notes); never above MAX_UPLOAD_MB.
+ * A body far over the text limit is cut while it streams (413 REQUEST_TOO_LARGE), never parsed.
+ */
+function generateBodyLimit(config: Config): number {
+  return Math.min(Math.ceil(config.maxUploadMb * mebibyte), config.maxTextChars * 6 + mebibyte);
+}
+
+/**
  * The service. `app.close()` is the graceful shutdown: from its start new requests get 503
  * `SHUTTING_DOWN`, in-flight ones finish, then the gateway stops and the document store closes.
  */
@@ -124,7 +133,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     documentStore,
     defaultOrder: config.providersDefaultOrder,
     fallbackMode: config.fallbackMode,
-    bodyLimit: Math.ceil(config.maxUploadMb * mebibyte),
+    bodyLimit: generateBodyLimit(config),
+    maxTextChars: config.maxTextChars,
+    maxTextParts: config.maxTextParts,
   });
   // The web page, the live breaker stream and (demo mode) the fault panel's proxy to the emulator.
   await app.register(webRoutes, { gateway, ...(options.demo === undefined ? {} : { demo: options.demo }) });
@@ -136,6 +147,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     fallbackMode: config.fallbackMode,
     resultCache,
     jobs: config.jobs,
+    maxTextParts: config.maxTextParts,
     ...(options.jobStatusStore === undefined ? {} : { statusStore: options.jobStatusStore }),
   });
 

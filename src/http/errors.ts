@@ -24,6 +24,8 @@ export const errorCodes = {
   PROVIDERS_UNAVAILABLE: { status: 503, description: 'Provider-side failures or open breakers: no provider could answer. Retry-After when known.' },
   PROVIDER_BAD_REQUEST: { status: 400, description: 'The provider refused the request as malformed (bad_request).' },
   PROVIDER_MODEL_NOT_FOUND: { status: 404, description: 'The configured model is unknown to the provider (not_found).' },
+  TEXT_TOO_LARGE: { status: 413, description: 'The `text` of POST /v1/generate is longer than MAX_TEXT_CHARS characters.' },
+  TOO_MANY_PARTS: { status: 413, description: 'The text would need more than MAX_TEXT_PARTS parts (each a provider call); refused before any call of that stage.' },
   REQUEST_TOO_LARGE: { status: 413, description: 'The JSON body is over the size limit (MAX_UPLOAD_MB).' },
   TOO_MANY_JOBS: { status: 503, description: 'Every job slot (JOB_MAX_JOBS) is taken by a queued or running job; retry when one has finished.' },
   SHUTTING_DOWN: { status: 503, description: 'The service is shutting down; retry against another instance.' },

@@ -26,6 +26,8 @@ export interface JobRegistryOptions {
   readonly cache?: ResultCache;
   /** Most document tokens in one prompt (JOB_PART_BUDGET_TOKENS). */
   readonly budgetTokens?: number;
+  /** Most parts a stage may split the text into (MAX_TEXT_PARTS). */
+  readonly maxParts?: number;
   /** Jobs running at once; the others wait queued (JOB_CONCURRENCY). */
   readonly concurrency: number;
   /** Most jobs held at once, live and finished (JOB_MAX_JOBS). */
@@ -136,6 +138,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
         policy: options.policy,
         ...(options.cache === undefined ? {} : { cache: options.cache }),
         ...(options.budgetTokens === undefined ? {} : { budgetTokens: options.budgetTokens }),
+        ...(options.maxParts === undefined ? {} : { maxParts: options.maxParts }),
       }),
     },
   });

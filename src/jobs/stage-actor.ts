@@ -12,6 +12,8 @@ export interface StageActorDependencies {
   readonly cache?: ResultCache;
   /** Most document tokens in one prompt; above it a stage works in parts. */
   readonly budgetTokens?: number;
+  /** Most parts a stage may split the text into (MAX_TEXT_PARTS). */
+  readonly maxParts?: number;
 }
 
 function scrubAttempt(attempt: Attempt, keys: readonly string[]): Attempt {
@@ -63,6 +65,7 @@ export function createStageActor(dependencies: StageActorDependencies) {
       cacheKey: input.cacheKey,
       ...(dependencies.cache === undefined ? {} : { cache: dependencies.cache }),
       ...(dependencies.budgetTokens === undefined ? {} : { budgetTokens: dependencies.budgetTokens }),
+      ...(dependencies.maxParts === undefined ? {} : { maxParts: dependencies.maxParts }),
       // A cancelled job has left `running`: reports after the abort would go to a finished actor.
       onAttempt: (attempt) => {
         if (!abort.aborted) input.report({ type: 'stage.attempt', attempt: scrubAttempt(attempt, keys) });

@@ -4,7 +4,7 @@ import { sha256Hex, studyCacheKey, type CachedStudyResult, type ResultCache } fr
 import { mapConcurrent } from './limit.js';
 import { buildMergeNotesRequest, buildNotesRequest, buildQuestionsRequest, conceptList } from './prompts.js';
 import type { FillResult, McqResult, NotesResult, StudyLang, StudyResult, StudyResultByTask } from './schemas.js';
-import { defaultPartBudgetTokens, estimateTokens, splitText } from './split.js';
+import { defaultPartBudgetTokens, estimateTokens, splitTextSliced, type TextPart } from './split.js';
 import { studyValidator, validateStudyValue, type QualityContext } from './validate.js';
 
 /**
@@ -38,6 +38,11 @@ export interface StudyTaskInput {
   readonly budgetTokens?: number;
   /** Parts in flight at once (default 2). */
   readonly concurrency?: number;
+  /**
+   * Most parts one stage may split the text into (MAX_TEXT_PARTS, default 40): a text that needs more
+   * fails with 413 `TOO_MANY_PARTS` before that stage calls any provider.
+   */
+  readonly maxParts?: number;
   /** Finished results by document, task, language and options. */
   readonly cache?: ResultCache;
   /** The document's identity for the cache (its sha256); default a hash of `text`. */
@@ -52,6 +57,7 @@ export type StudyTaskOutcome = (Succeeded<StudyResult> & { readonly cached?: boo
 
 export const defaultQuestionCount = 10;
 export const defaultConcurrency = 2;
+export const defaultMaxParts = 40;
 
 class StepFailed extends Error {
   constructor(readonly outcome: NotSucceeded) {
@@ -97,6 +103,7 @@ class StudyRun {
   readonly controller = new AbortController();
   readonly budget: number;
   readonly concurrency: number;
+  readonly maxParts: number;
 
   constructor(
     private readonly gateway: Gateway,
@@ -104,6 +111,22 @@ class StudyRun {
   ) {
     this.budget = Math.max(64, input.budgetTokens ?? defaultPartBudgetTokens);
     this.concurrency = Math.max(1, input.concurrency ?? defaultConcurrency);
+    this.maxParts = Math.max(1, input.maxParts ?? defaultMaxParts);
+  }
+
+  /** The text in parts within `budget`, counted in slices; refused when it needs more than `maxParts`. */
+  async split(budget: number): Promise<TextPart[]> {
+    const parts = await splitTextSliced(this.input.text, { budgetTokens: budget });
+    if (parts.length > this.maxParts) {
+      throw new StepFailed({
+        status: 'failed',
+        httpStatus: 413,
+        code: 'TOO_MANY_PARTS',
+        message: `The text needs ${parts.length} parts of at most ${budget} tokens; at most ${this.maxParts} are allowed (MAX_TEXT_PARTS). Send a shorter text.`,
+        attempts: [],
+      });
+    }
+    return parts;
   }
 
   /** One `gateway.generate`; throws StepFailed when it did not succeed. */
@@ -172,7 +195,7 @@ async function generateNotes(run: StudyRun): Promise<NotesResult> {
     run.progress('notes', 1, 1);
     return hit.value;
   }
-  const parts = splitText(input.text, { budgetTokens: run.budget });
+  const parts = (await run.split(run.budget)).map((part) => part.text);
   let notes: NotesResult;
   if (parts.length <= 1) {
     notes = await run.step(buildNotesRequest({ text: parts[0] ?? input.text, lang: input.lang }), studyValidator('notes'));
@@ -234,13 +257,14 @@ async function generateQuestions(run: StudyRun, task: 'mcq' | 'fill', notes: Not
   const context: QualityContext = { count, conceptIds };
   // The concept list travels with every part: the document part gets what is left of the budget.
   const partBudget = Math.max(Math.floor(run.budget / 2), run.budget - estimateTokens(conceptList(notes)));
-  const parts = splitText(input.text, { budgetTokens: partBudget });
+  const split = await run.split(partBudget);
+  const parts = split.map((part) => part.text);
   if (parts.length <= 1) {
     const value = await run.step(buildQuestionsRequest({ task, text: parts[0] ?? input.text, lang: input.lang, count, notes }), studyValidator(task, context));
     run.progress(task, 1, 1);
     return value;
   }
-  const counts = allocateCount(count, parts.map(estimateTokens));
+  const counts = allocateCount(count, split.map((part) => part.tokens));
   const jobs = parts.map((text, index) => ({ text, index, count: counts[index] ?? 0 })).filter((job) => job.count > 0);
   let done = 0;
   const results = await run.parallel(jobs, async (job) => {

@@ -7,11 +7,12 @@ export {
   studyLangs,
 } from './schemas.js';
 export type { NotesResult, McqResult, FillResult, StudyResult, StudyLang, KeyConcept, McqQuestion, FillQuestion, StudyResultByTask } from './schemas.js';
-export { generateStudyTask, defaultQuestionCount, defaultConcurrency } from './generate.js';
+export { generateStudyTask, defaultQuestionCount, defaultConcurrency, defaultMaxParts } from './generate.js';
 export type { StudyTaskInput, StudyTaskOutcome, StudyProgress } from './generate.js';
 export { validateStudyAnswer, validateStudyValue, studyValidator } from './validate.js';
 export type { QualityContext } from './validate.js';
 export { createResultCache, studyCacheKey, sha256Hex } from './cache.js';
 export type { ResultCache, ResultCacheOptions, CachedStudyResult, StudyCacheKeyParts } from './cache.js';
-export { estimateTokens, splitText, defaultPartBudgetTokens } from './split.js';
+export { estimateTokens, splitText, splitTextSliced, defaultPartBudgetTokens } from './split.js';
+export type { TextPart } from './split.js';
 export { buildNotesRequest, buildMergeNotesRequest, buildQuestionsRequest, taskMarker } from './prompts.js';

@@ -1,16 +1,54 @@
-import { countTokens, decode, encode } from 'gpt-tokenizer';
+import { countTokens, decode } from 'gpt-tokenizer';
+import { boundedPieces, encodeBounded, fitsWithoutCounting, yieldToEventLoop } from './token-count.js';
 
 /**
  * Long documents: token estimate with a real BPE tokenizer (gpt-tokenizer, o200k_base — the
  * providers' own tokenizers differ, but far less than characters/4 does on Korean text, where one
  * syllable is often one token or more), and splitting into parts that each fit an input budget.
+ * Counting is linear in the text (src/study/token-count.ts) and is skipped where the UTF-8 length
+ * alone proves a text fits; `splitTextSliced` hands the event loop back every few milliseconds.
  */
 
 /** Default input budget per provider call, in tokens, for the document part of a prompt. */
 export const defaultPartBudgetTokens = 6000;
 
+/** Tokens in `text`: linear in its length, whatever it holds. */
 export function estimateTokens(text: string): number {
-  return countTokens(text);
+  return runToEnd(countWork(text));
+}
+
+/**
+ * A piece of work that yields between bounded steps: run it to the end at once (`runToEnd`) or in
+ * slices that give the event loop back (`runSliced`).
+ */
+type Work<T> = Generator<undefined, T, undefined>;
+
+function runToEnd<T>(work: Work<T>): T {
+  for (;;) {
+    const step = work.next();
+    if (step.done === true) return step.value;
+  }
+}
+
+async function runSliced<T>(work: Work<T>, sliceMs: number): Promise<T> {
+  let sliceStart = performance.now();
+  for (;;) {
+    const step = work.next();
+    if (step.done === true) return step.value;
+    if (performance.now() - sliceStart >= sliceMs) {
+      await yieldToEventLoop();
+      sliceStart = performance.now();
+    }
+  }
+}
+
+function* countWork(text: string): Work<number> {
+  let total = 0;
+  for (const piece of boundedPieces(text)) {
+    total += countTokens(piece);
+    yield;
+  }
+  return total;
 }
 
 /** Lines that start a section: markdown headings, "Chapter 3", "제 2 장", "3.1 Paging" (short, unpunctuated). */
@@ -23,8 +61,12 @@ function isHeading(line: string): boolean {
   return /^\d+(?:\.\d+)*\.?\s+\S/.test(trimmed) && !/[.!?。:;,]$/.test(trimmed);
 }
 
-/** Page markers a PDF text extractor inserts ("-- 3 of 50 --") are not text: they only mark a paragraph break. */
-const pageMarker = /^\s*--\s*\d+\s+of\s+\d+\s*--\s*$/gim;
+/**
+ * Page markers a PDF text extractor inserts ("-- 3 of 50 --") are not text: they only mark a paragraph
+ * break. Spaces and tabs only around them: `\s` would also eat line breaks and go quadratic on a text
+ * of many empty lines.
+ */
+const pageMarker = /^[ \t]*--[ \t]*\d+[ \t]+of[ \t]+\d+[ \t]*--[ \t]*$/gim;
 
 function sections(text: string): string[] {
   const out: string[] = [];
@@ -48,11 +90,15 @@ function sentences(text: string): string[] {
   return text.split(/(?<=[.!?。！？])\s+|\n+/u).map((sentence) => sentence.trim()).filter((sentence) => sentence !== '');
 }
 
-/** Only when a single sentence exceeds the budget: cut it by tokens. */
-function tokenSlices(text: string, budget: number): string[] {
-  const tokens = encode(text);
+/** Only when a single sentence exceeds the budget: cut it by tokens (encoded piece by piece, linear). */
+function* tokenSlices(text: string, budget: number): Work<string[]> {
+  const tokens = encodeBounded(text);
+  yield;
   const out: string[] = [];
-  for (let start = 0; start < tokens.length; start += budget) out.push(decode(tokens.slice(start, start + budget)));
+  for (let start = 0; start < tokens.length; start += budget) {
+    out.push(decode(tokens.slice(start, start + budget)));
+    yield;
+  }
   return out;
 }
 
@@ -65,15 +111,22 @@ interface Piece {
 
 const levels = [sections, paragraphs, sentences] as const;
 
-function piecesOf(text: string, budget: number, level: number, joiner: Piece['joiner']): Piece[] {
-  const tokens = estimateTokens(text);
+function* piecesOf(text: string, budget: number, level: number, joiner: Piece['joiner']): Work<Piece[]> {
+  const tokens = yield* countWork(text);
   if (tokens <= budget) return [{ text, tokens, joiner }];
   const splitter = levels[level];
-  if (splitter === undefined) return tokenSlices(text, budget).map((slice, index) => ({ text: slice, tokens: estimateTokens(slice), joiner: index === 0 ? joiner : '' }));
+  if (splitter === undefined) {
+    const slices = yield* tokenSlices(text, budget);
+    const out: Piece[] = [];
+    for (const [index, slice] of slices.entries()) out.push({ text: slice, tokens: yield* countWork(slice), joiner: index === 0 ? joiner : '' });
+    return out;
+  }
   const units = splitter(text);
-  if (units.length <= 1) return piecesOf(text, budget, level + 1, joiner);
+  if (units.length <= 1) return yield* piecesOf(text, budget, level + 1, joiner);
   const innerJoiner: Piece['joiner'] = splitter === sentences ? ' ' : '\n\n';
-  return units.flatMap((unit, index) => piecesOf(unit, budget, level + 1, index === 0 ? joiner : innerJoiner));
+  const out: Piece[] = [];
+  for (const [index, unit] of units.entries()) out.push(...(yield* piecesOf(unit, budget, level + 1, index === 0 ? joiner : innerJoiner)));
+  return out;
 }
 
 export interface SplitOptions {
@@ -81,24 +134,28 @@ export interface SplitOptions {
   readonly budgetTokens?: number;
 }
 
-/**
- * Splits `text` into parts of at most `budgetTokens` tokens each, on section boundaries first,
- * then paragraphs, then sentences; a single sentence longer than the budget is the only thing cut
- * mid-way. A text within the budget comes back as one part, unchanged but for page markers.
- */
-export function splitText(text: string, options: SplitOptions = {}): string[] {
+/** One part of a split text and its token count (as counted while packing: an upper estimate). */
+export interface TextPart {
+  readonly text: string;
+  readonly tokens: number;
+}
+
+function* splitWork(text: string, options: SplitOptions): Work<TextPart[]> {
   const budget = Math.max(16, Math.floor(options.budgetTokens ?? defaultPartBudgetTokens));
   const cleaned = text.replace(pageMarker, '\n').trim();
   if (cleaned === '') return [];
-  if (estimateTokens(cleaned) <= budget) return [cleaned];
+  // The cheap bound (UTF-8 bytes) proves most short texts fit without counting a single token.
+  if (fitsWithoutCounting(cleaned, budget)) return [{ text: cleaned, tokens: Buffer.byteLength(cleaned, 'utf8') }];
+  const total = yield* countWork(cleaned);
+  if (total <= budget) return [{ text: cleaned, tokens: total }];
   // Joining may merge tokens across a boundary differently than counted apart: keep a small margin.
   const packBudget = Math.max(8, budget - Math.ceil(budget / 100) - 2);
-  const parts: string[] = [];
+  const parts: TextPart[] = [];
   let current = '';
   let currentTokens = 0;
-  for (const piece of piecesOf(cleaned, packBudget, 0, '\n\n')) {
+  for (const piece of yield* piecesOf(cleaned, packBudget, 0, '\n\n')) {
     if (current !== '' && currentTokens + 1 + piece.tokens > packBudget) {
-      parts.push(current);
+      parts.push({ text: current, tokens: currentTokens });
       current = '';
       currentTokens = 0;
     }
@@ -110,6 +167,23 @@ export function splitText(text: string, options: SplitOptions = {}): string[] {
       currentTokens += 1 + piece.tokens;
     }
   }
-  if (current !== '') parts.push(current);
+  if (current !== '') parts.push({ text: current, tokens: currentTokens });
   return parts;
+}
+
+/**
+ * Splits `text` into parts of at most `budgetTokens` tokens each, on section boundaries first,
+ * then paragraphs, then sentences; a single sentence longer than the budget is the only thing cut
+ * mid-way. A text within the budget comes back as one part, unchanged but for page markers.
+ */
+export function splitText(text: string, options: SplitOptions = {}): string[] {
+  return runToEnd(splitWork(text, options)).map((part) => part.text);
+}
+
+/**
+ * `splitText` for the request path: the same parts, with their token counts, computed in slices of
+ * about `sliceMs` that hand the event loop back in between, so a long text never stalls other requests.
+ */
+export function splitTextSliced(text: string, options: SplitOptions = {}, sliceMs = 8): Promise<TextPart[]> {
+  return runSliced(splitWork(text, options), sliceMs);
 }

@@ -22,6 +22,10 @@ export interface GenerateRoutesOptions {
   readonly fallbackMode: FallbackPolicy;
   /** Largest JSON body accepted, in bytes. */
   readonly bodyLimit: number;
+  /** Longest `text`, in characters (MAX_TEXT_CHARS): longer is 413 TEXT_TOO_LARGE. */
+  readonly maxTextChars: number;
+  /** Most parts one stage may split the text into (MAX_TEXT_PARTS). */
+  readonly maxTextParts: number;
 }
 
 export const generateBodySchema = z
@@ -123,6 +127,9 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
       const secrets = chain.map((link) => link.apiKey);
 
       let text = body.text;
+      if (text !== undefined && text.length > options.maxTextChars) {
+        throw new ApiError('TEXT_TOO_LARGE', `The text has ${text.length} characters; at most ${options.maxTextChars} are accepted (MAX_TEXT_CHARS).`);
+      }
       if (text === undefined) {
         const documentId = body.documentId ?? '';
         const document = await documentStore.get(documentId);
@@ -147,6 +154,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
           chain,
           policy: options.fallbackMode,
           signal: controller.signal,
+          maxParts: options.maxTextParts,
         });
       } finally {
         reply.raw.off('close', onClose);

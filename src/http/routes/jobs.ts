@@ -37,6 +37,8 @@ export interface JobsRoutesOptions {
     readonly maxJobs: number;
     readonly partBudgetTokens: number;
   };
+  /** Most parts a stage may split the document into (MAX_TEXT_PARTS). */
+  readonly maxTextParts?: number;
   /** SSE comment lines this often keep proxies from closing a quiet stream (default 15 s). */
   readonly heartbeatMs?: number;
   /** Where job views live (REDIS_URL: the fleet's Redis store); in process when absent. */
@@ -148,6 +150,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
     policy: options.fallbackMode,
     ...(options.resultCache === undefined ? {} : { cache: options.resultCache }),
     budgetTokens: options.jobs.partBudgetTokens,
+    ...(options.maxTextParts === undefined ? {} : { maxParts: options.maxTextParts }),
     concurrency: options.jobs.concurrency,
     maxJobs: options.jobs.maxJobs,
     ttlSeconds: options.jobs.ttlSeconds,

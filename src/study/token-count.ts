@@ -1,0 +1,93 @@
+import { encode } from 'gpt-tokenizer';
+
+/**
+ * Token counting whose cost is linear in the text, whatever the text. gpt-tokenizer's BPE is quadratic
+ * in the length of one pre-token (a run of letters, of punctuation or of whitespace): 100 000 `a` in a
+ * row take seconds. Here the text is first cut into pieces in one linear scan — every run of the same
+ * kind (whitespace or not) at most `maxRunChars` long, every piece at most `maxPieceChars` — and each
+ * piece is counted on its own. A cut inside a run can only add a token or so at the cut; a cut between
+ * a word and the single space before the next word changes nothing. The count is done piece by piece
+ * so a caller can hand the event loop back between pieces (src/study/split.ts).
+ */
+
+/** Longest run of whitespace or of non-whitespace encoded in one go. */
+export const maxRunChars = 256;
+/** A piece is cut at the next word boundary once it is this long… */
+const softPieceChars = 8192;
+/** …and anywhere once it is this long. */
+const hardPieceChars = 16_384;
+
+/** Exactly JavaScript's `\s`: the tokenizer's pre-tokenizer runs of whitespace use the same class. */
+function isSpace(code: number): boolean {
+  if (code <= 0x20) return code === 0x20 || (code >= 0x09 && code <= 0x0d);
+  if (code < 0xa0) return false;
+  return (
+    code === 0xa0 ||
+    code === 0x1680 ||
+    (code >= 0x2000 && code <= 0x200a) ||
+    code === 0x2028 ||
+    code === 0x2029 ||
+    code === 0x202f ||
+    code === 0x205f ||
+    code === 0x3000 ||
+    code === 0xfeff
+  );
+}
+
+function isLowSurrogate(code: number): boolean {
+  return code >= 0xdc00 && code <= 0xdfff;
+}
+
+/**
+ * The text cut into pieces whose runs are at most `maxRunChars` and whose length is at most
+ * `hardPieceChars` (never between the two halves of a surrogate pair). One pass, linear.
+ */
+export function boundedPieces(text: string): string[] {
+  const pieces: string[] = [];
+  let pieceStart = 0;
+  let runStart = 0;
+  let runSpace = false;
+  for (let index = 0; index < text.length; index += 1) {
+    const code = text.charCodeAt(index);
+    if (isLowSurrogate(code)) continue;
+    const space = isSpace(code);
+    if (index === runStart || space !== runSpace) {
+      // A new run starts here. A single space between two words is the cleanest place to cut a long piece.
+      const wordBoundary = space && code === 0x20 && !isSpace(text.charCodeAt(index + 1)) && index + 1 < text.length;
+      if (index > pieceStart && index - pieceStart >= softPieceChars && wordBoundary) {
+        pieces.push(text.slice(pieceStart, index));
+        pieceStart = index;
+      }
+      runStart = index;
+      runSpace = space;
+    }
+    if (index - runStart >= maxRunChars || index - pieceStart >= hardPieceChars) {
+      pieces.push(text.slice(pieceStart, index));
+      pieceStart = index;
+      runStart = index;
+    }
+  }
+  if (pieceStart < text.length) pieces.push(text.slice(pieceStart));
+  return pieces;
+}
+
+/**
+ * A cheap upper bound first: every token covers at least one UTF-8 byte, and a UTF-16 unit is at most
+ * three UTF-8 bytes. True when `text` certainly holds at most `budget` tokens, without counting.
+ */
+export function fitsWithoutCounting(text: string, budget: number): boolean {
+  if (text.length * 3 <= budget) return true;
+  return text.length <= budget && Buffer.byteLength(text, 'utf8') <= budget;
+}
+
+/** The text's tokens, encoded piece by piece (linear: each piece is bounded). */
+export function encodeBounded(text: string): number[] {
+  const tokens: number[] = [];
+  for (const piece of boundedPieces(text)) for (const token of encode(piece)) tokens.push(token);
+  return tokens;
+}
+
+/** Hands the event loop back (other requests' callbacks, timers, I/O) before going on. */
+export function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
