@@ -129,7 +129,7 @@ describe('POST /v1/documents', () => {
   });
 
   it('201: a PDF encrypted with an empty user password is accepted', async () => {
-    const response = await upload(testApp.app, await encryptedPdf(await englishTextPdf(2), ''));
+    const response = await upload(testApp.app, await encryptedPdf('aes256', false));
     expect(response.statusCode).toBe(201);
     expect(response.json()).toMatchObject({ pageCount: 2, pagesUsed: 2, wordCount: 120 });
   });
@@ -229,7 +229,7 @@ describe('POST /v1/documents', () => {
   });
 
   it('400 ENCRYPTED_PDF: a PDF that needs a password', async () => {
-    const response = await upload(testApp.app, await encryptedPdf(await englishTextPdf(1), 'user-password'));
+    const response = await upload(testApp.app, await encryptedPdf('rc4', true));
     expect(response.statusCode).toBe(400);
     expect(response.json().error).toMatchObject({
       code: 'ENCRYPTED_PDF',

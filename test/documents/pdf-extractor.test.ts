@@ -67,13 +67,13 @@ describe.each(['worker', 'inline'] as const)('PDF extractor (%s)', (mode) => {
     );
   });
 
-  it('refuses a PDF that needs a password as ENCRYPTED_PDF', async () => {
-    const locked = await encryptedPdf(await englishTextPdf(1), 'user-password');
+  it.each(['aes256', 'rc4'] as const)('refuses a %s PDF that needs a password as ENCRYPTED_PDF', async (cipher) => {
+    const locked = await encryptedPdf(cipher, true);
     expect(await rejectionCode(extractor.extract(locked, { maxPdfPages: 50 }))).toBe('ENCRYPTED_PDF');
   });
 
-  it('opens a PDF encrypted with an empty user password', async () => {
-    const openable = await encryptedPdf(await englishTextPdf(2), '');
+  it.each(['aes256', 'rc4'] as const)('opens a %s PDF encrypted with an empty user password', async (cipher) => {
+    const openable = await encryptedPdf(cipher, false);
     const result = await extractor.extract(openable, { maxPdfPages: 50 });
     expect(result).toMatchObject({ pageCount: 2, pagesUsed: 2 });
     expect(result.text).toContain('Chapter 2: Plant biology');

@@ -1,21 +1,20 @@
 /**
- * The whole flow in a real browser (issue 6): Debian's Chromium driven by playwright-core against the
- * emulator + service on loopback in demo mode. Upload a generated PDF, see the job reach 100%, answer a
- * quiz question, take Claude down in the fault panel, see its breaker open, reset the fault and see it
- * go half-open and close again. Screenshots go to test-artifacts/ (gitignored; CI keeps them).
+ * The whole flow in a real browser (issue 6): Chromium driven by playwright-core against the emulator +
+ * service on loopback in demo mode. The browser is CHROMIUM_PATH, else Debian's if it starts, else the
+ * one shipped in the @sparticuz/chromium devDependency (./chromium.ts, issue 11). Upload a generated PDF,
+ * see the job reach 100%, answer a quiz question, take Claude down in the fault panel, see its breaker
+ * open, reset the fault and see it go half-open and close again. Screenshots go to test-artifacts/ (gitignored; CI keeps them).
  */
-import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findProjectRoot } from '../../src/web/assets.js';
 import { englishTextPdf } from '../fixtures/pdf/generate.js';
+import { startChromium } from './chromium.js';
 import { startDemo } from './support.js';
 import type { Demo } from './support.js';
 
-const executablePath = '/usr/bin/chromium';
 const artifacts = join(findProjectRoot(), 'test-artifacts', 'web');
 const recoveryMs = 2500;
 
@@ -26,9 +25,6 @@ describe('the page in Chromium', () => {
   const problems: string[] = [];
 
   beforeAll(async () => {
-    if (!existsSync(executablePath)) {
-      throw new Error(`${executablePath} is missing: the browser test needs Debian's Chromium (apt-get install chromium; .ci/run installs it).`);
-    }
     await mkdir(artifacts, { recursive: true });
     demo = await startDemo({
       BREAKER_FAILURE_THRESHOLD: '2',
@@ -36,10 +32,7 @@ describe('the page in Chromium', () => {
       RETRY_MAX: '1',
       RETRY_BACKOFF_MS: '20',
     });
-    browser = await chromium.launch({
-      executablePath,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    ({ browser } = await startChromium());
     page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     page.on('pageerror', (error) => problems.push(`pageerror: ${error.message}`));
     page.on('console', (message) => {
