@@ -43,6 +43,19 @@ export interface Config {
     readonly maxJobs: number;
     /** Most document tokens in one prompt; above it a job works in parts (JOB_PART_BUDGET_TOKENS). */
     readonly partBudgetTokens: number;
+    /** Most live jobs (queued and running) of one client (JOB_MAX_JOBS_PER_CLIENT). */
+    readonly maxJobsPerClient: number;
+    /** Most running jobs of one client (JOB_CONCURRENCY_PER_CLIENT). */
+    readonly concurrencyPerClient: number;
+  };
+  /** Admission of `POST /v1/generate` runs (docs/operations.md). */
+  readonly admission: {
+    /** Runs in flight at once in this instance (MAX_INFLIGHT_GENERATIONS). */
+    readonly maxInFlight: number;
+    /** Runs one client may have in flight (MAX_INFLIGHT_GENERATIONS_PER_CLIENT). */
+    readonly maxPerClient: number;
+    /** `Retry-After` of a refusal for lack of a slot (ADMISSION_RETRY_AFTER_SECONDS). */
+    readonly retryAfterSeconds: number;
   };
   readonly baseUrls: Readonly<Record<ProviderId, string>>;
   readonly models: Readonly<Record<ProviderId, string>>;
@@ -126,6 +139,11 @@ const variables = {
   JOB_CONCURRENCY: { schema: integer(1, 1000), fallback: '4' },
   JOB_MAX_JOBS: { schema: integer(1, 1_000_000), fallback: '1000' },
   JOB_PART_BUDGET_TOKENS: { schema: integer(64, 1_000_000), fallback: '6000' },
+  JOB_MAX_JOBS_PER_CLIENT: { schema: integer(1, 1_000_000), fallback: '20' },
+  JOB_CONCURRENCY_PER_CLIENT: { schema: integer(1, 1000), fallback: '2' },
+  MAX_INFLIGHT_GENERATIONS: { schema: integer(1, 100_000), fallback: '64' },
+  MAX_INFLIGHT_GENERATIONS_PER_CLIENT: { schema: integer(1, 100_000), fallback: '8' },
+  ADMISSION_RETRY_AFTER_SECONDS: { schema: integer(1, 3600), fallback: '5' },
   ANTHROPIC_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.claude },
   OPENAI_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.gpt },
   TIMELYGPT_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.timelygpt },
@@ -205,6 +223,13 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       concurrency: read(env, 'JOB_CONCURRENCY'),
       maxJobs: read(env, 'JOB_MAX_JOBS'),
       partBudgetTokens: read(env, 'JOB_PART_BUDGET_TOKENS'),
+      maxJobsPerClient: read(env, 'JOB_MAX_JOBS_PER_CLIENT'),
+      concurrencyPerClient: read(env, 'JOB_CONCURRENCY_PER_CLIENT'),
+    },
+    admission: {
+      maxInFlight: read(env, 'MAX_INFLIGHT_GENERATIONS'),
+      maxPerClient: read(env, 'MAX_INFLIGHT_GENERATIONS_PER_CLIENT'),
+      retryAfterSeconds: read(env, 'ADMISSION_RETRY_AFTER_SECONDS'),
     },
     baseUrls: {
       claude: read(env, 'ANTHROPIC_BASE_URL'),

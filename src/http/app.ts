@@ -17,6 +17,7 @@ import type { JobStatusStore } from '../jobs/index.js';
 import type { Registry } from 'prom-client';
 import { createProviderMetrics } from '../metrics/index.js';
 import { createResultCache } from '../study/index.js';
+import { createAdmission } from './admission.js';
 import { clientErrorHandler, errorHandler, frameworkErrors, notFoundHandler } from './error-handler.js';
 import { ApiError } from './errors.js';
 import { keyHeaders } from './keys.js';
@@ -136,6 +137,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     bodyLimit: generateBodyLimit(config),
     maxTextChars: config.maxTextChars,
     maxTextParts: config.maxTextParts,
+    admission: createAdmission(config.admission),
   });
   // The web page, the live breaker stream and (demo mode) the fault panel's proxy to the emulator.
   await app.register(webRoutes, { gateway, ...(options.demo === undefined ? {} : { demo: options.demo }) });
@@ -148,6 +150,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     resultCache,
     jobs: config.jobs,
     maxTextParts: config.maxTextParts,
+    retryAfterSeconds: config.admission.retryAfterSeconds,
     ...(options.jobStatusStore === undefined ? {} : { statusStore: options.jobStatusStore }),
   });
 

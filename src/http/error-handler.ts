@@ -101,6 +101,9 @@ export async function errorHandler(error: unknown, request: FastifyRequest, repl
   }
   const body = apiError.toBody();
   body.error.message = redactKeys(body.error.message, secrets);
+  // Every refusal that says when to come back says it in the header too (RFC 9110 Retry-After).
+  const retryAfter = apiError.details.retryAfterSeconds;
+  if (typeof retryAfter === 'number' && reply.getHeader('retry-after') === undefined) void reply.header('retry-after', String(Math.ceil(retryAfter)));
   return reply.code(apiError.statusCode).type('application/json; charset=utf-8').send(body);
 }
 

@@ -18,6 +18,8 @@ export interface JobSpec {
   readonly fillCount: number;
   /** Raw keys: wrapped in `Secret` at once and held only by the job actor. */
   readonly chain: readonly ChainLink[];
+  /** Who asked (a salted hash of the key set, src/http/admission.ts), for the per-client shares. */
+  readonly clientId?: string;
 }
 
 export interface JobRegistryOptions {
@@ -32,6 +34,10 @@ export interface JobRegistryOptions {
   readonly concurrency: number;
   /** Most jobs held at once, live and finished (JOB_MAX_JOBS). */
   readonly maxJobs: number;
+  /** Most live jobs of one client (JOB_MAX_JOBS_PER_CLIENT); default `maxJobs`. */
+  readonly maxJobsPerClient?: number;
+  /** Most running jobs of one client (JOB_CONCURRENCY_PER_CLIENT); default `concurrency`. */
+  readonly concurrencyPerClient?: number;
   /** A finished job is forgotten this long after it ended (JOB_TTL_SECONDS). */
   readonly ttlSeconds: number;
   /** Default: an in-process store bounded by `maxJobs`. */
@@ -43,7 +49,10 @@ export interface JobRegistryOptions {
 export type JobListener = (event: JobStreamEvent) => void;
 
 export interface JobRegistry {
-  /** Starts a job (queued until a slot frees). Throws `JobCapacityError` when `maxJobs` are live. */
+  /**
+   * Starts a job (queued until a slot frees). Throws `JobCapacityError` when `maxJobs` are live, or
+   * when the job's client already has `maxJobsPerClient` live.
+   */
   create(spec: JobSpec): JobView;
   get(jobId: string): Promise<JobView | undefined>;
   /** Cancels a queued or running job; a finished one is answered as it is. Undefined when unknown. */
@@ -59,10 +68,17 @@ export interface JobRegistry {
   stop(): Promise<void>;
 }
 
-/** Every job slot is taken by a queued or running job. */
+/** Every job slot is taken by a queued or running job (`instance`), or every slot of this client (`client`). */
 export class JobCapacityError extends Error {
-  constructor(readonly maxJobs: number) {
-    super(`Too many jobs at once (at most ${maxJobs}); retry when one has finished.`);
+  constructor(
+    readonly maxJobs: number,
+    readonly scope: 'instance' | 'client' = 'instance',
+  ) {
+    super(
+      scope === 'instance'
+        ? `Too many jobs at once (at most ${maxJobs}); retry when one has finished.`
+        : `This client already has ${maxJobs} live jobs (JOB_MAX_JOBS_PER_CLIENT); retry when one has finished.`,
+    );
     this.name = 'JobCapacityError';
   }
 }
@@ -72,6 +88,7 @@ type JobSnapshot = SnapshotFrom<typeof jobMachine>;
 
 interface LiveJob {
   readonly jobId: string;
+  readonly clientId: string;
   readonly actor: JobActor;
   readonly listeners: Set<JobListener>;
   lastWritten: string;
@@ -145,7 +162,33 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
   const live = new Map<string, LiveJob>();
   const queue: LiveJob[] = [];
   const running = new Set<string>();
+  const liveByClient = new Map<string, number>();
+  const runningByClient = new Map<string, number>();
+  const maxJobsPerClient = options.maxJobsPerClient ?? options.maxJobs;
+  const concurrencyPerClient = options.concurrencyPerClient ?? options.concurrency;
   let stopped = false;
+
+  const bump = (counts: Map<string, number>, clientId: string, by: number): void => {
+    const next = (counts.get(clientId) ?? 0) + by;
+    if (next <= 0) counts.delete(clientId);
+    else counts.set(clientId, next);
+  };
+
+  /**
+   * The next queued job to run: among clients under their running share, the one running the fewest
+   * jobs goes first (in queue order on a tie), so one client's backlog never starves another's job.
+   */
+  function nextQueued(): LiveJob | undefined {
+    let best: { job: LiveJob; index: number; running: number } | undefined;
+    for (const [index, job] of queue.entries()) {
+      const clientRunning = runningByClient.get(job.clientId) ?? 0;
+      if (clientRunning >= concurrencyPerClient) continue;
+      if (best === undefined || clientRunning < best.running) best = { job, index, running: clientRunning };
+      if (clientRunning === 0) break;
+    }
+    if (best !== undefined) queue.splice(best.index, 1);
+    return best?.job;
+  }
 
   function write(job: LiveJob, snapshot: JobSnapshot): void {
     const view = jobView(snapshot);
@@ -159,10 +202,11 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
 
   function pump(): void {
     while (running.size < options.concurrency) {
-      const next = queue.shift();
+      const next = nextQueued();
       if (next === undefined) return;
       if (next.actor.getSnapshot().status !== 'active') continue;
       running.add(next.jobId);
+      bump(runningByClient, next.clientId, 1);
       next.actor.send({ type: 'job.start' });
     }
   }
@@ -170,7 +214,8 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
   function finish(job: LiveJob): void {
     if (!live.has(job.jobId)) return;
     live.delete(job.jobId);
-    running.delete(job.jobId);
+    bump(liveByClient, job.clientId, -1);
+    if (running.delete(job.jobId)) bump(runningByClient, job.clientId, -1);
     const queued = queue.indexOf(job);
     if (queued >= 0) queue.splice(queued, 1);
     job.listeners.clear();
@@ -214,6 +259,8 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
   return {
     create(spec) {
       if (stopped) throw new Error('The job registry is stopped.');
+      const clientId = spec.clientId ?? 'anonymous';
+      if ((liveByClient.get(clientId) ?? 0) >= maxJobsPerClient) throw new JobCapacityError(maxJobsPerClient, 'client');
       if (live.size >= options.maxJobs) throw new JobCapacityError(options.maxJobs);
       const jobId = randomUUID();
       const actor = createActor(logic, {
@@ -229,7 +276,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
           createdAt: Date.now(),
         },
       });
-      const job: LiveJob = { jobId, actor, listeners: new Set(), lastWritten: '' };
+      const job: LiveJob = { jobId, clientId, actor, listeners: new Set(), lastWritten: '' };
       const fanOut = (event: JobStreamEvent): void => job.listeners.forEach((listener) => listener(event));
       actor.on('progress', fanOut);
       actor.on('attempt', fanOut);
@@ -242,6 +289,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
         error: () => finish(job),
       });
       live.set(jobId, job);
+      bump(liveByClient, clientId, 1);
       actor.start();
       write(job, actor.getSnapshot());
       queue.push(job);

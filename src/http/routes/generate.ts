@@ -10,6 +10,8 @@ import type { DocumentStore } from '../../documents/index.js';
 import type { ProviderId } from '../../providers/index.js';
 import { fillResultSchema, generateStudyTask, mcqResultSchema, notesResultSchema } from '../../study/index.js';
 import type { StudyLang } from '../../study/index.js';
+import { clientIdOf } from '../admission.js';
+import type { Admission } from '../admission.js';
 import { ApiError, errorCodes } from '../errors.js';
 import type { ErrorCode } from '../errors.js';
 import { buildChain, keyHeaders, readProviderKeys, redactKeys } from '../keys.js';
@@ -26,6 +28,8 @@ export interface GenerateRoutesOptions {
   readonly maxTextChars: number;
   /** Most parts one stage may split the text into (MAX_TEXT_PARTS). */
   readonly maxTextParts: number;
+  /** The instance's generation slots and per-client shares. */
+  readonly admission: Admission;
 }
 
 export const generateBodySchema = z
@@ -125,7 +129,6 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
         throw new ApiError('NO_PROVIDER_KEY', `No requested provider has a key: send one of the headers ${wanted}.`);
       }
       const secrets = chain.map((link) => link.apiKey);
-
       let text = body.text;
       if (text !== undefined && text.length > options.maxTextChars) {
         throw new ApiError('TEXT_TOO_LARGE', `The text has ${text.length} characters; at most ${options.maxTextChars} are accepted (MAX_TEXT_CHARS).`);
@@ -137,49 +140,55 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
         text = document.text;
       }
 
-      // The client going away (socket closed before the answer was written) aborts the run.
-      const controller = new AbortController();
-      const onClose = (): void => {
-        if (!reply.raw.writableFinished) controller.abort();
-      };
-      reply.raw.on('close', onClose);
-      let outcome;
+      // Held from here to the answer: the text's split and every provider call count against the slot.
+      const release = options.admission.enter(clientIdOf(keys, request.ip));
       try {
-        outcome = await generateStudyTask(gateway, {
-          task: body.task,
-          text,
-          lang: body.options?.lang ?? detectLang(text),
-          ...(body.options?.count === undefined ? {} : { count: body.options.count }),
-          ...(body.options?.notes === undefined ? {} : { notes: body.options.notes }),
-          chain,
-          policy: options.fallbackMode,
-          signal: controller.signal,
-          maxParts: options.maxTextParts,
-        });
-      } finally {
-        reply.raw.off('close', onClose);
-      }
+        // The client going away (socket closed before the answer was written) aborts the run.
+        const controller = new AbortController();
+        const onClose = (): void => {
+          if (!reply.raw.writableFinished) controller.abort();
+        };
+        reply.raw.on('close', onClose);
+        let outcome;
+        try {
+          outcome = await generateStudyTask(gateway, {
+            task: body.task,
+            text,
+            lang: body.options?.lang ?? detectLang(text),
+            ...(body.options?.count === undefined ? {} : { count: body.options.count }),
+            ...(body.options?.notes === undefined ? {} : { notes: body.options.notes }),
+            chain,
+            policy: options.fallbackMode,
+            signal: controller.signal,
+            maxParts: options.maxTextParts,
+          });
+        } finally {
+          reply.raw.off('close', onClose);
+        }
 
-      const attempts = outcome.attempts.map((attempt) => scrubAttempt(attempt, secrets));
-      if (outcome.status === 'succeeded') {
-        return reply.code(200).send({
-          task: body.task,
-          result: outcome.value,
-          meta: { provider: outcome.provider, model: outcome.model, fallback: outcome.fallback, attempts, usage: outcome.usage },
+        const attempts = outcome.attempts.map((attempt) => scrubAttempt(attempt, secrets));
+        if (outcome.status === 'succeeded') {
+          return reply.code(200).send({
+            task: body.task,
+            result: outcome.value,
+            meta: { provider: outcome.provider, model: outcome.model, fallback: outcome.fallback, attempts, usage: outcome.usage },
+          });
+        }
+        if (outcome.status === 'aborted') {
+          request.log.info({ attempts: attempts.length }, 'client went away: generation aborted');
+          throw new ApiError('REQUEST_ABORTED', 'The client went away before the answer.', { attempts });
+        }
+        const code: ErrorCode = isErrorCode(outcome.code) ? outcome.code : 'PROVIDERS_UNAVAILABLE';
+        const error = new ApiError(code, redactKeys(outcome.message, secrets), {
+          attempts,
+          ...(outcome.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: Math.ceil(outcome.retryAfterSeconds) }),
         });
+        // The error handler renders the body; headers set on the reply survive it.
+        if (outcome.retryAfterSeconds !== undefined) void reply.header('retry-after', String(Math.ceil(outcome.retryAfterSeconds)));
+        throw error;
+      } finally {
+        release();
       }
-      if (outcome.status === 'aborted') {
-        request.log.info({ attempts: attempts.length }, 'client went away: generation aborted');
-        throw new ApiError('REQUEST_ABORTED', 'The client went away before the answer.', { attempts });
-      }
-      const code: ErrorCode = isErrorCode(outcome.code) ? outcome.code : 'PROVIDERS_UNAVAILABLE';
-      const error = new ApiError(code, redactKeys(outcome.message, secrets), {
-        attempts,
-        ...(outcome.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: Math.ceil(outcome.retryAfterSeconds) }),
-      });
-      // The error handler renders the body; headers set on the reply survive it.
-      if (outcome.retryAfterSeconds !== undefined) void reply.header('retry-after', String(Math.ceil(outcome.retryAfterSeconds)));
-      throw error;
     },
   );
 };

@@ -19,6 +19,7 @@ import {
   notesResultSchema,
 } from '../../study/index.js';
 import type { ResultCache, StudyLang } from '../../study/index.js';
+import { clientIdOf } from '../admission.js';
 import { ApiError } from '../errors.js';
 import { buildChain, keyHeaders, readProviderKeys } from '../keys.js';
 import { attemptSchema, errorBodySchema, providerIdSchema } from '../schemas.js';
@@ -36,7 +37,11 @@ export interface JobsRoutesOptions {
     readonly concurrency: number;
     readonly maxJobs: number;
     readonly partBudgetTokens: number;
+    readonly maxJobsPerClient?: number;
+    readonly concurrencyPerClient?: number;
   };
+  /** `Retry-After` of a refused job (ADMISSION_RETRY_AFTER_SECONDS; default 5). */
+  readonly retryAfterSeconds?: number;
   /** Most parts a stage may split the document into (MAX_TEXT_PARTS). */
   readonly maxTextParts?: number;
   /** SSE comment lines this often keep proxies from closing a quiet stream (default 15 s). */
@@ -153,6 +158,8 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
     ...(options.maxTextParts === undefined ? {} : { maxParts: options.maxTextParts }),
     concurrency: options.jobs.concurrency,
     maxJobs: options.jobs.maxJobs,
+    ...(options.jobs.maxJobsPerClient === undefined ? {} : { maxJobsPerClient: options.jobs.maxJobsPerClient }),
+    ...(options.jobs.concurrencyPerClient === undefined ? {} : { concurrencyPerClient: options.jobs.concurrencyPerClient }),
     ttlSeconds: options.jobs.ttlSeconds,
     ...(options.statusStore === undefined ? {} : { store: options.statusStore }),
   });
@@ -176,6 +183,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
           202: z.object({ jobId: z.string(), status: z.literal('queued') }),
           400: errorBodySchema,
           404: errorBodySchema,
+          429: errorBodySchema,
           503: errorBodySchema,
         },
       },
@@ -183,7 +191,8 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
     async (request, reply) => {
       const body = request.body;
       const order = body.providers ?? options.defaultOrder;
-      const chain = buildChain(order, readProviderKeys(request.headers));
+      const keys = readProviderKeys(request.headers);
+      const chain = buildChain(order, keys);
       if (chain.length === 0) {
         const wanted = order.map((id) => keyHeaders[id]).join(', ');
         throw new ApiError(
@@ -201,9 +210,13 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
           mcqCount: body.options?.mcqCount ?? defaultQuestionCount,
           fillCount: body.options?.fillCount ?? defaultQuestionCount,
           chain,
+          clientId: clientIdOf(keys, request.ip),
         });
       } catch (error) {
-        if (error instanceof JobCapacityError) throw new ApiError('TOO_MANY_JOBS', error.message);
+        if (error instanceof JobCapacityError) {
+          const retryAfterSeconds = options.retryAfterSeconds ?? 5;
+          throw new ApiError(error.scope === 'client' ? 'CLIENT_BUSY' : 'TOO_MANY_JOBS', error.message, { retryAfterSeconds });
+        }
         throw error;
       }
       return reply.code(202).send({ jobId: view.jobId, status: 'queued' as const });
