@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'coverage/', 'test-artifacts/', 'docs/machines/', 'src/web/public/vendor/'] },
+  { ignores: ['dist/', 'node_modules/', 'coverage/', 'test-artifacts/', 'docs/machines/', 'src/web/public/vendor/', 'reports/', '.stryker-tmp/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -1,0 +1,150 @@
+/**
+ * The fleet breaker script on the real Redis, rule by rule, with the expected values written out
+ * (SPEC.md §2: threshold consecutive counted failures open; one probe per recovery window; the
+ * probe's counted failure re-opens for another recovery time, its success closes, anything else
+ * frees the slot). test/fleet/conformance.test.ts compares the script with the machine on
+ * generated sequences; this file pins the same rules by example.
+ */
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createRedisStateStore,
+  type FleetBreakerOperation,
+  type RedisStateStore,
+} from '../../src/fleet/redis-state-store.js';
+import { redisTestUrl, uniquePrefix } from './support.js';
+
+const prefix = uniquePrefix('breaker-script');
+const t0 = 1_800_000_000_000;
+let store: RedisStateStore;
+let reader: Redis;
+
+beforeAll(async () => {
+  store = createRedisStateStore({
+    url: redisTestUrl,
+    prefix,
+    breaker: { threshold: 2, recoveryMs: 1000 },
+    probeLeaseMs: 600_000,
+  });
+  reader = new Redis(redisTestUrl);
+  expect(await store.ready(5000)).toBe(true);
+});
+
+afterAll(async () => {
+  const keys = await reader.keys(`${prefix}*`);
+  if (keys.length > 0) await reader.del(...keys);
+  reader.disconnect();
+  await store.close();
+});
+
+/** A fresh fleet breaker (threshold 2, recovery 1000 ms) and its probe lease. */
+function breaker() {
+  const providerId = `p-${randomUUID().slice(0, 8)}`;
+  return {
+    apply: (operation: FleetBreakerOperation, now: number) =>
+      store.breakers.apply(providerId, operation, now),
+    lease: () => reader.get(`${prefix}breaker:${providerId}:probe`),
+  };
+}
+
+/** Opens the breaker at t0 with two counted failures. */
+async function opened() {
+  const b = breaker();
+  await b.apply({ op: 'failed', callId: 'a' }, t0);
+  const { shared } = await b.apply({ op: 'failed', callId: 'b' }, t0);
+  expect(shared).toMatchObject({
+    state: 'open',
+    consecutiveFailures: 2,
+    openedAt: t0,
+    retryAt: t0 + 1000,
+    opens: 1,
+  });
+  return b;
+}
+
+describe('the fleet breaker script, rule by rule', () => {
+  it('counts consecutive counted failures, clears them on a success, and opens at the threshold', async () => {
+    const b = breaker();
+    expect((await b.apply({ op: 'failed', callId: 'a' }, t0)).shared).toMatchObject({
+      state: 'closed',
+      consecutiveFailures: 1,
+    });
+    expect((await b.apply({ op: 'succeeded', callId: 'b' }, t0 + 1)).shared).toMatchObject({
+      state: 'closed',
+      consecutiveFailures: 0,
+    });
+    await b.apply({ op: 'failed', callId: 'c' }, t0 + 2);
+    const { shared } = await b.apply({ op: 'failed', callId: 'd' }, t0 + 3);
+    expect(shared).toMatchObject({
+      state: 'open',
+      consecutiveFailures: 2,
+      openedAt: t0 + 3,
+      retryAt: t0 + 1003,
+      opens: 1,
+    });
+  });
+
+  it('refuses every call until retryAt, then grants exactly one probe lease', async () => {
+    const b = await opened();
+    expect((await b.apply({ op: 'acquire', callId: 'early' }, t0 + 999)).granted).toBe(false);
+    const probe = await b.apply({ op: 'acquire', callId: 'probe' }, t0 + 1000);
+    expect(probe.granted).toBe(true);
+    expect(probe.shared.state).toBe('halfOpen');
+    expect(await b.lease()).toBe('probe');
+    expect((await b.apply({ op: 'acquire', callId: 'second' }, t0 + 1001)).granted).toBe(false);
+  });
+
+  it("re-opens on the probe's counted failure: a new recovery time from now, one more opening, lease freed", async () => {
+    const b = await opened();
+    await b.apply({ op: 'acquire', callId: 'probe' }, t0 + 1500);
+    const { shared } = await b.apply({ op: 'failed', callId: 'probe' }, t0 + 1700);
+    expect(shared).toMatchObject({
+      state: 'open',
+      consecutiveFailures: 2,
+      openedAt: t0 + 1700,
+      retryAt: t0 + 2700,
+      opens: 2,
+    });
+    expect(await b.lease()).toBeNull();
+    expect((await b.apply({ op: 'acquire', callId: 'too-early' }, t0 + 2699)).granted).toBe(false);
+    expect((await b.apply({ op: 'acquire', callId: 'next-probe' }, t0 + 2700)).granted).toBe(true);
+  });
+
+  it('ignores a counted failure or a success of a call that is not the probe while half-open', async () => {
+    const b = await opened();
+    await b.apply({ op: 'acquire', callId: 'probe' }, t0 + 1000);
+    expect((await b.apply({ op: 'failed', callId: 'stale' }, t0 + 1100)).shared).toMatchObject({
+      state: 'halfOpen',
+      opens: 1,
+      consecutiveFailures: 2,
+    });
+    expect((await b.apply({ op: 'succeeded', callId: 'stale' }, t0 + 1200)).shared).toMatchObject({
+      state: 'halfOpen',
+      consecutiveFailures: 2,
+    });
+    expect(await b.lease()).toBe('probe');
+  });
+
+  it('frees the slot when the probe ends user-side or aborted (ignored), so the next call probes', async () => {
+    const b = await opened();
+    await b.apply({ op: 'acquire', callId: 'probe' }, t0 + 1000);
+    expect((await b.apply({ op: 'ignored', callId: 'probe' }, t0 + 1100)).shared.state).toBe('halfOpen');
+    expect(await b.lease()).toBeNull();
+    expect((await b.apply({ op: 'acquire', callId: 'next' }, t0 + 1200)).granted).toBe(true);
+  });
+
+  it("closes on the probe's success: count cleared, no times", async () => {
+    const b = await opened();
+    await b.apply({ op: 'acquire', callId: 'probe' }, t0 + 1000);
+    const { shared } = await b.apply({ op: 'succeeded', callId: 'probe' }, t0 + 1100);
+    expect(shared).toMatchObject({
+      state: 'closed',
+      consecutiveFailures: 0,
+      openedAt: null,
+      retryAt: null,
+      opens: 1,
+    });
+    expect(await b.lease()).toBeNull();
+  });
+});

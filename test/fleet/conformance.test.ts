@@ -1,0 +1,401 @@
+/**
+ * Conformance of the two breakers: the same generated event sequences go through the breaker machine
+ * (pure `transition`, with its delayed `recoveryTimeout` played by a simulated clock) and through the
+ * fleet's Lua script on the real Redis (`createRedisStateStore`), and after every step both must hold
+ * the same state, failure count, open count, opening time, retry time and probe holder, and answer
+ * the same admission.
+ *
+ * Neither side is the oracle of the other's rules: the machine is the design (SPEC.md §2) and the
+ * script must follow it. A kept mutant of the script (a probe's counted failure that does not re-open)
+ * shows the comparison can fail.
+ */
+import { randomUUID } from 'node:crypto';
+import fc from 'fast-check';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { initialTransition, transition, type SnapshotFrom } from 'xstate';
+import type { CountedErrorClass, IgnoredErrorClass } from '../../src/errors/index.js';
+import { breakerScript } from '../../src/fleet/breaker-script.js';
+import {
+  createRedisStateStore,
+  type FleetBreakerOperation,
+  type RedisStateStore,
+} from '../../src/fleet/redis-state-store.js';
+import { breakerMachine, type BreakerEvent } from '../../src/machines/breaker.machine.js';
+import { redisTestUrl, uniquePrefix } from './support.js';
+
+type BreakerSnapshot = SnapshotFrom<typeof breakerMachine>;
+
+const recoveryMs = 1000;
+/** Longer than any test: the Redis lease (a wall-clock TTL) must not expire mid-sequence. */
+const probeLeaseMs = 600_000;
+const startAt = 1_800_000_000_000;
+
+/** One step of a generated sequence. Calls are named by the order of their admission attempt. */
+type Step =
+  | { readonly kind: 'admit' }
+  | { readonly kind: 'succeed' | 'ignore'; readonly pick: number }
+  | { readonly kind: 'fail'; readonly pick: number; readonly errorClass: CountedErrorClass }
+  | { readonly kind: 'advance'; readonly ms: number; readonly timersFire: boolean }
+  | { readonly kind: 'reset' | 'forceOpen' };
+
+const countedClasses: readonly CountedErrorClass[] = ['server_error', 'overloaded', 'timeout', 'connection'];
+const ignoredClasses: readonly IgnoredErrorClass[] = ['auth', 'rate_limited', 'aborted', 'invalid_output'];
+
+const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
+  { weight: 6, arbitrary: fc.constant({ kind: 'admit' } as const) },
+  { weight: 4, arbitrary: fc.record({ kind: fc.constant('succeed' as const), pick: fc.nat(7) }) },
+  {
+    weight: 7,
+    arbitrary: fc.record({
+      kind: fc.constant('fail' as const),
+      pick: fc.nat(7),
+      errorClass: fc.constantFrom(...countedClasses),
+    }),
+  },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('ignore' as const), pick: fc.nat(7) }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant('advance' as const),
+      // Exactly the recovery time, just before it, or anything up to one and a half of it.
+      ms: fc.oneof(fc.constant(recoveryMs), fc.constant(recoveryMs - 1), fc.integer({ min: 1, max: 1500 })),
+      // A late timer (a busy event loop): the machine must still admit a probe once retryAt passed.
+      timersFire: fc.boolean(),
+    }),
+  },
+  { weight: 1, arbitrary: fc.constantFrom({ kind: 'reset' } as const, { kind: 'forceOpen' } as const) },
+);
+
+const scenarioArbitrary = fc.record({
+  threshold: fc.integer({ min: 1, max: 3 }),
+  steps: fc.array(stepArbitrary, { minLength: 1, maxLength: 40, size: 'max' }),
+});
+
+/** What both sides are compared on (the fleet's fields; `halfOpen` without its sub-state). */
+interface Observed {
+  readonly state: 'closed' | 'open' | 'halfOpen' | 'forcedOpen';
+  readonly consecutiveFailures: number;
+  readonly openedAt: number | null;
+  readonly retryAt: number | null;
+  readonly opens: number;
+  readonly probe: string | null;
+}
+
+/** The fleet side: the script as the store applies it, plus the probe lease read back from Redis. */
+interface ScriptSide {
+  apply(
+    operation: FleetBreakerOperation,
+    now: number,
+  ): Promise<{ observed: Omit<Observed, 'probe'>; granted: boolean }>;
+  probeHolder(): Promise<string | null>;
+}
+
+/**
+ * The breaker machine with a simulated clock: `raise` actions with a delay are the machine's timers,
+ * delivered when the clock passes them (or later, when a step makes them late); `cancel` drops them.
+ */
+class MachineSide {
+  snapshot: BreakerSnapshot;
+  private readonly timers = new Map<string, { due: number; event: { type: string } }>();
+  reopenedByProbe = 0;
+  lateProbes = 0;
+
+  constructor(threshold: number) {
+    const [snapshot, actions] = initialTransition(breakerMachine, {
+      providerId: 'conformance',
+      threshold,
+      recoveryMs,
+    });
+    this.snapshot = snapshot;
+    this.schedule(actions, startAt);
+  }
+
+  send(event: BreakerEvent, now: number): void {
+    const before = this.snapshot;
+    const [next, actions] = transition(breakerMachine, before, event);
+    if (event.type === 'call.failed' && before.matches({ halfOpen: 'probing' }) && next.matches('open')) {
+      this.reopenedByProbe += 1;
+    }
+    if (event.type === 'call.started' && before.matches('open') && next.matches({ halfOpen: 'probing' })) {
+      this.lateProbes += 1;
+    }
+    this.snapshot = next;
+    this.schedule(actions, now);
+  }
+
+  /** Delivers the timers due by `now`, earliest first. */
+  fireTimers(now: number): void {
+    for (;;) {
+      const due = [...this.timers.entries()]
+        .filter(([, timer]) => timer.due <= now)
+        .sort(([, a], [, b]) => a.due - b.due)[0];
+      if (due === undefined) return;
+      this.timers.delete(due[0]);
+      // The machine's own delayed event: typed by xstate, not by BreakerEvent.
+      const [next, actions] = transition(
+        breakerMachine,
+        this.snapshot,
+        due[1].event as unknown as BreakerEvent,
+      );
+      this.snapshot = next;
+      this.schedule(actions, due[1].due);
+    }
+  }
+
+  observed(): Observed {
+    const { context } = this.snapshot;
+    return {
+      state: this.snapshot.matches('closed')
+        ? 'closed'
+        : this.snapshot.matches('halfOpen')
+          ? 'halfOpen'
+          : this.snapshot.matches('forcedOpen')
+            ? 'forcedOpen'
+            : 'open',
+      consecutiveFailures: context.consecutiveFailures,
+      openedAt: context.openedAt,
+      retryAt: context.retryAt,
+      opens: context.opens,
+      probe: context.probeCallId,
+    };
+  }
+
+  admits(): boolean {
+    return this.snapshot.hasTag('admitting');
+  }
+
+  private schedule(actions: readonly { type: string; params?: unknown }[], now: number): void {
+    for (const action of actions) {
+      const params = (action.params ?? {}) as {
+        delay?: unknown;
+        id?: unknown;
+        event?: unknown;
+        sendId?: unknown;
+      };
+      if (
+        action.type === 'xstate.raise' &&
+        typeof params.delay === 'number' &&
+        typeof params.id === 'string'
+      ) {
+        this.timers.set(params.id, { due: now + params.delay, event: params.event as { type: string } });
+      }
+      if (action.type === 'xstate.cancel' && typeof params.sendId === 'string')
+        this.timers.delete(params.sendId);
+    }
+  }
+}
+
+/**
+ * What the fleet must show for the machine's state at `now`: the script resolves time whenever it
+ * is asked (`open` is `halfOpen` once `now >= retryAt`), so a machine whose timer is late is still
+ * `open` locally while the fleet already says `halfOpen` (the machine admits its probe all the same).
+ */
+function expectedFleetView(machine: Observed, now: number): Observed {
+  if (machine.state === 'open' && machine.retryAt !== null && now >= machine.retryAt) {
+    return { ...machine, state: 'halfOpen' };
+  }
+  return machine;
+}
+
+/** Runs one scenario through both sides; returns the first difference, or undefined. */
+async function firstDifference(
+  threshold: number,
+  steps: readonly Step[],
+  script: ScriptSide,
+  machine = new MachineSide(threshold),
+): Promise<string | undefined> {
+  let now = startAt;
+  let nextCall = 0;
+  const inFlight: string[] = [];
+  const compare = async (label: string, fleet: Omit<Observed, 'probe'>): Promise<string | undefined> => {
+    const expected = expectedFleetView(machine.observed(), now);
+    const actual: Observed = { ...fleet, probe: await script.probeHolder() };
+    const same = JSON.stringify(expected) === JSON.stringify(actual);
+    return same
+      ? undefined
+      : `after ${label} at +${now - startAt} ms: machine ${JSON.stringify(expected)}, fleet ${JSON.stringify(actual)}`;
+  };
+  for (const [index, step] of steps.entries()) {
+    const label = `step ${index} ${JSON.stringify(step)}`;
+    let fleet: Omit<Observed, 'probe'>;
+    switch (step.kind) {
+      case 'admit': {
+        const callId = `call-${nextCall}`;
+        nextCall += 1;
+        // The machine's answer: admitting (closed, or half-open with the slot free), or open with its
+        // retry time passed (the call becomes the probe). The fleet's: the script's lease.
+        const admittingBefore = machine.admits();
+        const wasProbing = machine.snapshot.matches({ halfOpen: 'probing' });
+        machine.send({ type: 'call.started', callId, at: now }, now);
+        const machineAdmits =
+          admittingBefore || (!wasProbing && machine.snapshot.matches({ halfOpen: 'probing' }));
+        const reply = await script.apply({ op: 'acquire', callId }, now);
+        if (machineAdmits !== reply.granted) {
+          return `${label}: machine admits ${String(machineAdmits)}, fleet grants ${String(reply.granted)}`;
+        }
+        if (machineAdmits) inFlight.push(callId);
+        fleet = reply.observed;
+        break;
+      }
+      case 'succeed':
+      case 'fail':
+      case 'ignore': {
+        if (inFlight.length === 0) continue;
+        // Counted from the newest, so the probe (admitted last) settles often.
+        const [callId] = inFlight.splice(inFlight.length - 1 - (step.pick % inFlight.length), 1) as [string];
+        const event: BreakerEvent =
+          step.kind === 'succeed'
+            ? { type: 'call.succeeded', callId, at: now }
+            : step.kind === 'fail'
+              ? { type: 'call.failed', callId, errorClass: step.errorClass, at: now }
+              : {
+                  type: 'call.ignored',
+                  callId,
+                  errorClass: ignoredClasses[step.pick % ignoredClasses.length]!,
+                  at: now,
+                };
+        machine.send(event, now);
+        const op = step.kind === 'succeed' ? 'succeeded' : step.kind === 'fail' ? 'failed' : 'ignored';
+        fleet = (await script.apply({ op, callId }, now)).observed;
+        break;
+      }
+      case 'advance': {
+        now += step.ms;
+        if (step.timersFire) machine.fireTimers(now);
+        fleet = (await script.apply({ op: 'read' }, now)).observed;
+        break;
+      }
+      case 'reset':
+        machine.send({ type: 'breaker.reset', at: now }, now);
+        fleet = (await script.apply({ op: 'reset' }, now)).observed;
+        break;
+      case 'forceOpen':
+        machine.send({ type: 'breaker.forceOpen', at: now }, now);
+        fleet = (await script.apply({ op: 'forceOpen' }, now)).observed;
+        break;
+    }
+    const difference = await compare(label, fleet);
+    if (difference !== undefined) return difference;
+  }
+  return undefined;
+}
+
+const prefix = uniquePrefix('conformance');
+/** The store's threshold is fixed per store: one store (one connection pair) per threshold generated. */
+const stores = new Map<number, RedisStateStore>();
+let reader: Redis;
+
+beforeAll(async () => {
+  reader = new Redis(redisTestUrl);
+  for (const threshold of [1, 2, 3]) {
+    const store = createRedisStateStore({
+      url: redisTestUrl,
+      prefix,
+      breaker: { threshold, recoveryMs },
+      probeLeaseMs,
+    });
+    expect(await store.ready(5000)).toBe(true);
+    stores.set(threshold, store);
+  }
+});
+
+afterAll(async () => {
+  const keys = await reader.keys(`${prefix}*`);
+  if (keys.length > 0) await reader.del(...keys);
+  reader.disconnect();
+  await Promise.all([...stores.values()].map((store) => store.close()));
+});
+
+/** The real store, with one fresh provider id (so one fresh fleet breaker) per scenario. */
+function storeSide(threshold: number): ScriptSide {
+  const providerId = `p-${randomUUID().slice(0, 8)}`;
+  const store = stores.get(threshold);
+  if (store === undefined) throw new Error(`no store for threshold ${threshold}`);
+  return {
+    apply: async (operation, now) => {
+      const { shared, granted } = await store.breakers.apply(providerId, operation, now);
+      const { state, consecutiveFailures, openedAt, retryAt, opens } = shared;
+      return { observed: { state, consecutiveFailures, openedAt, retryAt, opens }, granted };
+    },
+    probeHolder: async () => reader.get(`${prefix}breaker:${providerId}:probe`),
+  };
+}
+
+/** A script run by EVAL with the store's argument order (for the kept mutant only). */
+function rawScriptSide(script: string, threshold: number): ScriptSide {
+  const key = `${prefix}breaker:mutant-${randomUUID().slice(0, 8)}`;
+  const time = (value: unknown): number | null => (Number(value) < 0 ? null : Number(value));
+  return {
+    apply: async (operation, now) => {
+      const callId = 'callId' in operation ? operation.callId : '';
+      const reply = (await reader.eval(
+        script,
+        2,
+        key,
+        `${key}:probe`,
+        operation.op,
+        now,
+        threshold,
+        recoveryMs,
+        callId,
+        probeLeaseMs,
+        key,
+      )) as unknown[];
+      const [state, failures, openedAt, retryAt, opens] = reply;
+      return {
+        observed: {
+          state: String(state) as Observed['state'],
+          consecutiveFailures: Number(failures),
+          openedAt: time(openedAt),
+          retryAt: time(retryAt),
+          opens: Number(opens),
+        },
+        granted: Number(reply[7]) === 1,
+      };
+    },
+    probeHolder: async () => reader.get(`${key}:probe`),
+  };
+}
+
+describe('the fleet script conforms to the breaker machine (generated sequences, real Redis)', () => {
+  it('gives the same states, counts, times, probe and admissions on every generated sequence', async () => {
+    const totals = { runs: 0, reopenedByProbe: 0, lateProbes: 0 };
+    await fc.assert(
+      fc.asyncProperty(scenarioArbitrary, async ({ threshold, steps }) => {
+        const machine = new MachineSide(threshold);
+        const difference = await firstDifference(threshold, steps, storeSide(threshold), machine);
+        totals.runs += 1;
+        totals.reopenedByProbe += machine.reopenedByProbe;
+        totals.lateProbes += machine.lateProbes;
+        expect(difference).toBeUndefined();
+      }),
+      { numRuns: 300 },
+    );
+    console.log(
+      `conformance: ${totals.runs} sequences, ${totals.reopenedByProbe} probe failures re-opened, ${totals.lateProbes} probes admitted on a late timer`,
+    );
+    // The generator reaches the rules that matter (a sequence set that never re-opens proves nothing).
+    expect(totals.reopenedByProbe).toBeGreaterThan(10);
+    expect(totals.lateProbes).toBeGreaterThan(5);
+  });
+
+  it('catches the kept mutant whose probe failure is counted but does not re-open', async () => {
+    const probeFailure =
+      "elseif s.state == 'halfOpen' and isProbe then\n    open()\n  end\nelseif op == 'succeeded'";
+    expect(breakerScript).toContain(probeFailure);
+    const mutant = breakerScript.replace(
+      probeFailure,
+      "elseif s.state == 'halfOpen' and isProbe then\n    s.failures = s.failures + 1\n    changed = true\n  end\nelseif op == 'succeeded'",
+    );
+    const steps: Step[] = [
+      { kind: 'admit' },
+      { kind: 'fail', pick: 0, errorClass: 'server_error' },
+      { kind: 'advance', ms: recoveryMs, timersFire: true },
+      { kind: 'admit' },
+      { kind: 'fail', pick: 0, errorClass: 'timeout' },
+    ];
+    expect(await firstDifference(1, steps, storeSide(1))).toBeUndefined();
+    expect(await firstDifference(1, steps, rawScriptSide(mutant, 1))).toMatch(/step 4/);
+  });
+});
