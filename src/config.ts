@@ -48,6 +48,19 @@ export interface Config {
     /** Most running jobs of one client (JOB_CONCURRENCY_PER_CLIENT). */
     readonly concurrencyPerClient: number;
   };
+  /** Socket and stream limits of the HTTP server (docs/operations.md). */
+  readonly server: {
+    /** The whole request, headers and body, must arrive within this (REQUEST_TIMEOUT_MS). */
+    readonly requestTimeoutMs: number;
+    /** The request headers must arrive within this (HEADERS_TIMEOUT_MS). */
+    readonly headersTimeoutMs: number;
+    /** A socket with no byte either way for this long is closed (CONNECTION_TIMEOUT_MS). */
+    readonly connectionTimeoutMs: number;
+    /** An idle keep-alive socket is closed after this (KEEP_ALIVE_TIMEOUT_MS). */
+    readonly keepAliveTimeoutMs: number;
+    /** Most bytes queued for one SSE client before it is dropped (SSE_MAX_BUFFER_BYTES). */
+    readonly sseMaxBufferBytes: number;
+  };
   /** Admission of `POST /v1/generate` runs (docs/operations.md). */
   readonly admission: {
     /** Runs in flight at once in this instance (MAX_INFLIGHT_GENERATIONS). */
@@ -144,6 +157,11 @@ const variables = {
   MAX_INFLIGHT_GENERATIONS: { schema: integer(1, 100_000), fallback: '64' },
   MAX_INFLIGHT_GENERATIONS_PER_CLIENT: { schema: integer(1, 100_000), fallback: '8' },
   ADMISSION_RETRY_AFTER_SECONDS: { schema: integer(1, 3600), fallback: '5' },
+  REQUEST_TIMEOUT_MS: { schema: integer(1, 3_600_000), fallback: '90000' },
+  HEADERS_TIMEOUT_MS: { schema: integer(1, 3_600_000), fallback: '10000' },
+  CONNECTION_TIMEOUT_MS: { schema: integer(1, 86_400_000), fallback: '600000' },
+  KEEP_ALIVE_TIMEOUT_MS: { schema: integer(1, 3_600_000), fallback: '72000' },
+  SSE_MAX_BUFFER_BYTES: { schema: integer(1024, 1_073_741_824), fallback: '65536' },
   ANTHROPIC_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.claude },
   OPENAI_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.gpt },
   TIMELYGPT_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.timelygpt },
@@ -198,6 +216,22 @@ function readProviderOrder(env: NodeJS.ProcessEnv, warnings: string[]): readonly
   return order;
 }
 
+/** The server's timeouts: the headers must be due no later than the whole request (Node refuses otherwise). */
+function readServer(env: NodeJS.ProcessEnv): Config['server'] {
+  const requestTimeoutMs = read(env, 'REQUEST_TIMEOUT_MS');
+  const headersTimeoutMs = read(env, 'HEADERS_TIMEOUT_MS');
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new ConfigError('HEADERS_TIMEOUT_MS', `must not exceed REQUEST_TIMEOUT_MS (${requestTimeoutMs}) (got ${headersTimeoutMs})`);
+  }
+  return {
+    requestTimeoutMs,
+    headersTimeoutMs,
+    connectionTimeoutMs: read(env, 'CONNECTION_TIMEOUT_MS'),
+    keepAliveTimeoutMs: read(env, 'KEEP_ALIVE_TIMEOUT_MS'),
+    sseMaxBufferBytes: read(env, 'SSE_MAX_BUFFER_BYTES'),
+  };
+}
+
 /** Reads and validates every variable; throws `ConfigError` naming the first bad one. */
 export function loadConfig(env: NodeJS.ProcessEnv): Config {
   const warnings: string[] = [];
@@ -226,6 +260,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       maxJobsPerClient: read(env, 'JOB_MAX_JOBS_PER_CLIENT'),
       concurrencyPerClient: read(env, 'JOB_CONCURRENCY_PER_CLIENT'),
     },
+    server: readServer(env),
     admission: {
       maxInFlight: read(env, 'MAX_INFLIGHT_GENERATIONS'),
       maxPerClient: read(env, 'MAX_INFLIGHT_GENERATIONS_PER_CLIENT'),

@@ -77,6 +77,16 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     frameworkErrors,
     bodyLimit: mebibyte,
     requestIdHeader: false,
+    // Slow clients are cut (issue 12): headers and the whole request have deadlines, idle sockets close.
+    requestTimeout: config.server.requestTimeoutMs,
+    connectionTimeout: config.server.connectionTimeoutMs,
+    keepAliveTimeout: config.server.keepAliveTimeoutMs,
+    http: {
+      headersTimeout: config.server.headersTimeoutMs,
+      requestTimeout: config.server.requestTimeoutMs,
+      // Node checks both deadlines on this interval (30 s by default): often enough that they hold.
+      connectionsCheckingInterval: Math.max(50, Math.min(30_000, Math.floor(config.server.headersTimeoutMs / 4))),
+    },
   }).withTypeProvider<ZodTypeProvider>();
 
   app.setValidatorCompiler(validatorCompiler);
@@ -140,7 +150,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     admission: createAdmission(config.admission),
   });
   // The web page, the live breaker stream and (demo mode) the fault panel's proxy to the emulator.
-  await app.register(webRoutes, { gateway, ...(options.demo === undefined ? {} : { demo: options.demo }) });
+  await app.register(webRoutes, { gateway, sseMaxBufferBytes: config.server.sseMaxBufferBytes, ...(options.demo === undefined ? {} : { demo: options.demo }) });
   // Jobs (POST/GET/DELETE /v1/jobs, SSE events) register here: `await app.register(jobsRoutes, {...})`.
   await app.register(jobsRoutes, {
     gateway,
@@ -151,6 +161,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     jobs: config.jobs,
     maxTextParts: config.maxTextParts,
     retryAfterSeconds: config.admission.retryAfterSeconds,
+    sseMaxBufferBytes: config.server.sseMaxBufferBytes,
     ...(options.jobStatusStore === undefined ? {} : { statusStore: options.jobStatusStore }),
   });
 

@@ -124,6 +124,13 @@ export function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket)
     socket.destroy();
     return;
   }
+  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    const timeout = JSON.stringify(new ApiError('REQUEST_TIMEOUT', 'The request did not arrive in time.').toBody());
+    socket.end(
+      `HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(timeout)}\r\n\r\n${timeout}`,
+    );
+    return;
+  }
   const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
   const body = JSON.stringify(new ApiError('INVALID_REQUEST', tooLarge ? 'The request headers are too large.' : 'The HTTP request is malformed.').toBody());
   const status = tooLarge ? '431 Request Header Fields Too Large' : '400 Bad Request';

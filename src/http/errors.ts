@@ -31,6 +31,7 @@ export const errorCodes = {
   SERVER_BUSY: { status: 503, description: 'Every in-flight generation slot of this instance (MAX_INFLIGHT_GENERATIONS) is taken. Retry-After.' },
   CLIENT_BUSY: { status: 429, description: 'This client already holds its share: MAX_INFLIGHT_GENERATIONS_PER_CLIENT generations in flight, or JOB_MAX_JOBS_PER_CLIENT live jobs. Retry-After.' },
   SHUTTING_DOWN: { status: 503, description: 'The service is shutting down; retry against another instance.' },
+  REQUEST_TIMEOUT: { status: 408, description: 'The request headers (HEADERS_TIMEOUT_MS) or the whole request (REQUEST_TIMEOUT_MS) did not arrive in time; the connection is closed.' },
   REQUEST_ABORTED: { status: 499, description: 'The caller went away before the answer (never sent to a live client).' },
   INTERNAL_ERROR: { status: 500, description: 'A bug: the service failed in a way it did not expect.' },
 } as const satisfies Record<string, { status: number; description: string }>;

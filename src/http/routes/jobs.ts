@@ -4,7 +4,6 @@
  * server-sent events, written by hand on the raw socket after `reply.hijack()` (the protocol is a few
  * lines of text; no plugin needed). The keys travel from the request headers into the job actor only.
  */
-import type { ServerResponse } from 'node:http';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { FallbackPolicy, Gateway } from '../../actors/types.js';
@@ -21,6 +20,7 @@ import {
 import type { ResultCache, StudyLang } from '../../study/index.js';
 import { clientIdOf } from '../admission.js';
 import { ApiError } from '../errors.js';
+import { defaultSseMaxBufferBytes, sseWriter } from '../sse.js';
 import { buildChain, keyHeaders, readProviderKeys } from '../keys.js';
 import { attemptSchema, errorBodySchema, providerIdSchema } from '../schemas.js';
 import { loadDocumentOrThrow } from './documents.js';
@@ -46,6 +46,8 @@ export interface JobsRoutesOptions {
   readonly maxTextParts?: number;
   /** SSE comment lines this often keep proxies from closing a quiet stream (default 15 s). */
   readonly heartbeatMs?: number;
+  /** Most bytes queued for one event stream's client before it is dropped (SSE_MAX_BUFFER_BYTES). */
+  readonly sseMaxBufferBytes?: number;
   /** Where job views live (REDIS_URL: the fleet's Redis store); in process when absent. */
   readonly statusStore?: JobStatusStore;
   /** Receives the registry the plugin creates (tests and metrics read it). */
@@ -145,9 +147,6 @@ function notFound(id: string): ApiError {
   );
 }
 
-function writeEvent(raw: ServerResponse, event: JobStreamEvent): void {
-  raw.write(`event: ${event.type}\ndata: ${JSON.stringify(event.data)}\n\n`);
-}
 
 export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, options) => {
   const registry = createJobRegistry({
@@ -288,7 +287,11 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
 
       let ended = false;
       const subscription: { unsubscribe?: () => void } = {};
-      const heartbeat = setInterval(() => raw.write(': heartbeat\n\n'), heartbeatMs);
+      // A client that does not read is dropped once its buffer is full (src/http/sse.ts); the job goes on.
+      const sse = sseWriter(raw, options.sseMaxBufferBytes ?? defaultSseMaxBufferBytes, () =>
+        request.log.info({ jobId }, 'job events: client not reading, dropped'),
+      );
+      const heartbeat = setInterval(() => sse.raw(': heartbeat\n\n'), heartbeatMs);
       heartbeat.unref();
       const cleanUp = (): void => {
         if (ended) return;
@@ -302,7 +305,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
 
       const onEvent = (event: JobStreamEvent): void => {
         if (ended) return;
-        writeEvent(raw, event);
+        if (!sse.event(event.type, event.data)) return cleanUp();
         if (event.type === 'done') {
           cleanUp();
           raw.end();

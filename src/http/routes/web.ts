@@ -9,7 +9,6 @@
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { ServerResponse } from 'node:http';
 import type { FastifyReply } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -21,6 +20,7 @@ import type { WebPaths } from '../../web/assets.js';
 import { parseStateDiagram } from '../../web/machine-diagram.js';
 import type { MachineDiagram } from '../../web/machine-diagram.js';
 import { ApiError } from '../errors.js';
+import { defaultSseMaxBufferBytes, sseWriter } from '../sse.js';
 import { errorBodySchema, providerIdSchema } from '../schemas.js';
 
 export interface WebRoutesOptions {
@@ -29,6 +29,8 @@ export interface WebRoutesOptions {
   readonly demo?: { readonly emulatorUrl: string };
   /** How often the providers stream repeats the full snapshot (default 1000 ms). */
   readonly snapshotIntervalMs?: number;
+  /** Most bytes queued for one stream's client before it is dropped (SSE_MAX_BUFFER_BYTES). */
+  readonly sseMaxBufferBytes?: number;
   /** Where the page's files are; found from the project root when absent. */
   readonly paths?: WebPaths;
 }
@@ -74,9 +76,6 @@ const demoConfigSchema = z.object({
   faults: z.array(z.string()).optional(),
 });
 
-function writeEvent(response: ServerResponse, event: string, data: unknown): void {
-  response.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
-}
 
 export const webRoutes: FastifyPluginAsyncZod<WebRoutesOptions> = async (app, options) => {
   const { gateway } = options;
@@ -144,12 +143,17 @@ export const webRoutes: FastifyPluginAsyncZod<WebRoutesOptions> = async (app, op
         connection: 'keep-alive',
         'x-accel-buffering': 'no',
       });
-      response.write('retry: 2000\n\n');
-      const snapshot = (): void => writeEvent(response, 'snapshot', { providers: gateway.providers(), at: Date.now() });
+      // A client that does not read is dropped once its buffer is full (src/http/sse.ts).
+      const sse = sseWriter(response, options.sseMaxBufferBytes ?? defaultSseMaxBufferBytes, () =>
+        request.log.info('providers stream: client not reading, dropped'),
+      );
+      sse.raw('retry: 2000\n\n');
+      const snapshot = (): void => {
+        sse.event('snapshot', { providers: gateway.providers(), at: Date.now() });
+      };
       snapshot();
       const unsubscribe = gateway.onBreakerTransition((transition) => {
-        writeEvent(response, 'transition', transition);
-        snapshot();
+        if (sse.event('transition', transition)) snapshot();
       });
       const timer = setInterval(snapshot, snapshotIntervalMs);
       let closed = false;

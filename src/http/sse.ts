@@ -1,0 +1,41 @@
+/**
+ * Server-Sent Events written with backpressure in mind (issue 12). Node queues whatever a socket cannot
+ * take yet in user space, without bound: a client that never reads would make the service hold every
+ * event ever sent to it. Each stream here has a bounded buffer (`SSE_MAX_BUFFER_BYTES`): when what is
+ * queued for the client passes it, the client is not keeping up and is dropped (its socket destroyed);
+ * it can reconnect and start again from the current state. Other streams are never affected.
+ */
+import type { ServerResponse } from 'node:http';
+
+/** Default bound on the bytes queued for one SSE client (SSE_MAX_BUFFER_BYTES). */
+export const defaultSseMaxBufferBytes = 64 * 1024;
+
+export interface SseWriter {
+  /** Writes one event (`event:` + `data:` as JSON). False when the stream is closed or was just dropped. */
+  event(name: string, data: unknown): boolean;
+  /** Writes raw protocol text (a comment line, `retry:`). Same answer as `event`. */
+  raw(text: string): boolean;
+}
+
+/**
+ * Wraps `response` (headers already written). `onDrop` runs once when the client is dropped for not
+ * reading; the caller cleans up on the socket's `close` as usual.
+ */
+export function sseWriter(response: ServerResponse, maxBufferedBytes: number, onDrop?: () => void): SseWriter {
+  let dropped = false;
+  const raw = (text: string): boolean => {
+    if (dropped || response.destroyed || response.writableEnded) return false;
+    response.write(text);
+    if (response.writableLength > maxBufferedBytes) {
+      dropped = true;
+      onDrop?.();
+      response.destroy();
+      return false;
+    }
+    return true;
+  };
+  return {
+    raw,
+    event: (name, data) => raw(`event: ${name}\ndata: ${JSON.stringify(data)}\n\n`),
+  };
+}
