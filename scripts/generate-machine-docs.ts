@@ -1,9 +1,10 @@
 /**
- * `npm run docs:machines`: writes docs/machines/<name>.json (the machine definition, for Stately
- * Studio) and docs/machines/<name>.mmd (a Mermaid stateDiagram-v2) for every machine in
- * `machineSources`, and docs/machines/README.md. `--check` writes nothing and exits 1 when a
- * committed file is stale (test/core/machine-docs.test.ts runs the same comparison). It also
- * rewrites the diagrams embedded between markers in `embeddingDocuments` (docs/architecture.md).
+ * `npm run docs:machines`: writes docs/machines/<name>.json (the machine's config as plain data: runnable
+ * by `createMachine`, importable by Stately Studio) and docs/machines/<name>.mmd (a Mermaid
+ * stateDiagram-v2) for every machine in `machineSources`, and docs/machines/README.md. `--check` writes
+ * nothing and exits 1 when a committed file is stale (test/core/machine-docs.test.ts runs the same
+ * comparison). It also rewrites the diagrams embedded between markers in `embeddingDocuments`
+ * (docs/architecture.md). test/core/machine-json.test.ts runs every JSON file with stub implementations.
  *
  * The diagram comes from `toDirectedGraph` (xstate/graph), which omits `always` transitions: they are
  * added from `stateNode.always`. Delayed transitions are labelled `after <delay>`; guards label edges.
@@ -78,20 +79,152 @@ function guardText(guard: unknown): string {
   return 'inline';
 }
 
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+/** Plain data as is; functions (and anything holding one) left out. */
+function plainData(value: unknown): Json | undefined {
+  if (typeof value === 'function' || value === undefined || typeof value === 'symbol' || typeof value === 'bigint') return undefined;
+  if (value === null || typeof value !== 'object') return value as Json;
+  if (Array.isArray(value)) {
+    const items = value.map(plainData);
+    return items.some((item) => item === undefined) ? undefined : (items as Json[]);
+  }
+  const result: { [key: string]: Json } = {};
+  for (const [key, item] of Object.entries(value)) {
+    const data = plainData(item);
+    if (data === undefined) return undefined;
+    result[key] = data;
+  }
+  return result;
+}
+
+/** Builds an object from entries, leaving out the undefined ones. */
+function compact(entries: ReadonlyArray<readonly [string, Json | undefined]>): { [key: string]: Json } {
+  const result: { [key: string]: Json } = {};
+  for (const [key, value] of entries) if (value !== undefined) result[key] = value;
+  return result;
+}
+
+/** A guard as config: a name (or `{ type, params }` with plain params); a combined guard as its text. */
+function guardConfig(guard: unknown): Json {
+  if (typeof guard === 'string') return guard;
+  if (isRecord(guard) && typeof guard.type === 'string' && typeof guard !== 'function') {
+    const params = plainData(guard.params);
+    return params === undefined ? guard.type : { type: guard.type, params };
+  }
+  return guardText(guard);
+}
+
 /**
- * `machine.toJSON()` holds functions (assign/sendTo implementations, dynamic params, context
- * factories). Built-in actions keep their `type`; combinator guards become their text; anything
- * else executable is dropped, so the file is plain data.
+ * One action as config: named actions keep their name (and their params when plain data; dynamic params
+ * are left out); a built-in action creator (assign, raise, sendTo, …) keeps its `type`; any other inline
+ * function is named by its function name, or `inline`.
  */
-function toPlainJson(machine: AnyStateMachine): unknown {
-  const text = JSON.stringify(machine.toJSON(), (key, value: unknown) => {
-    if (typeof value !== 'function') return value;
-    if (key === 'guard') return guardText(value);
-    const type = (value as { type?: unknown }).type;
-    if (typeof type === 'string') return { type };
-    return undefined;
-  });
-  return JSON.parse(text) as unknown;
+function actionConfig(action: unknown): Json {
+  if (typeof action === 'string') return action;
+  if (typeof action === 'function') {
+    const type = (action as { type?: unknown }).type;
+    if (typeof type === 'string') return type;
+    return action.name === '' ? 'inline' : action.name;
+  }
+  if (isRecord(action) && typeof action.type === 'string') {
+    const params = plainData(action.params);
+    return params === undefined ? action.type : { type: action.type, params };
+  }
+  return 'inline';
+}
+
+function actionsConfig(actions: unknown): Json | undefined {
+  if (actions === undefined) return undefined;
+  return Array.isArray(actions) ? actions.map(actionConfig) : actionConfig(actions);
+}
+
+function transitionConfig(transition: unknown): Json {
+  if (typeof transition === 'string' || Array.isArray(transition)) {
+    if (typeof transition === 'string' || transition.every((item) => typeof item === 'string')) return plainData(transition) ?? null;
+    return transition.map(transitionConfig);
+  }
+  if (!isRecord(transition)) return null;
+  return compact([
+    ['target', plainData(transition.target)],
+    ['guard', transition.guard === undefined ? undefined : guardConfig(transition.guard)],
+    ['actions', actionsConfig(transition.actions)],
+    ['reenter', plainData(transition.reenter)],
+    ['description', plainData(transition.description)],
+    ['meta', plainData(transition.meta)],
+  ]);
+}
+
+function transitionMap(map: unknown): Json | undefined {
+  if (!isRecord(map)) return undefined;
+  return Object.fromEntries(Object.entries(map).map(([key, transition]) => [key, transitionConfig(transition)]));
+}
+
+/** An invocation as config: `src` is the actor's name (an inline actor is named `inline:<id>`); `input` only when plain data. */
+function invokeConfig(invoke: unknown): Json {
+  if (!isRecord(invoke)) return null;
+  const id = typeof invoke.id === 'string' ? invoke.id : undefined;
+  const src = typeof invoke.src === 'string' ? invoke.src : `inline:${id ?? 'actor'}`;
+  return compact([
+    ['id', id],
+    ['systemId', plainData(invoke.systemId)],
+    ['src', src],
+    ['input', plainData(invoke.input)],
+    ['onDone', invoke.onDone === undefined ? undefined : transitionConfig(invoke.onDone)],
+    ['onError', invoke.onError === undefined ? undefined : transitionConfig(invoke.onError)],
+    ['onSnapshot', invoke.onSnapshot === undefined ? undefined : transitionConfig(invoke.onSnapshot)],
+  ]);
+}
+
+/** A state node's config (the machine's root included): what the source gave `createMachine`, as plain data. */
+function stateConfig(config: Record<string, unknown>): { [key: string]: Json } {
+  const entries: Array<readonly [string, Json | undefined]> = [];
+  for (const [key, value] of Object.entries(config)) {
+    switch (key) {
+      case 'states':
+        entries.push([
+          key,
+          isRecord(value)
+            ? Object.fromEntries(Object.entries(value).map(([name, child]) => [name, isRecord(child) ? stateConfig(child) : {}]))
+            : undefined,
+        ]);
+        break;
+      case 'on':
+      case 'after':
+        entries.push([key, transitionMap(value)]);
+        break;
+      case 'always':
+      case 'onDone':
+        entries.push([key, transitionConfig(value)]);
+        break;
+      case 'invoke':
+        entries.push([key, Array.isArray(value) ? value.map(invokeConfig) : invokeConfig(value)]);
+        break;
+      case 'entry':
+      case 'exit':
+        entries.push([key, actionsConfig(value)]);
+        break;
+      case 'types':
+      case 'schemas':
+        // Type-only declarations: nothing to run.
+        break;
+      default:
+        // id, initial, type, tags, history, target, description, meta; context, input and output only when plain data.
+        entries.push([key, plainData(value)]);
+    }
+  }
+  return compact(entries);
+}
+
+/**
+ * The machine's config as `setup({...}).createMachine(config)` was given it, as plain JSON: a string
+ * `initial`, targets as written, named guards, actions, delays and actors kept as names, so
+ * `createMachine(json)` runs it (with implementations supplied by name) and Stately Studio imports it.
+ * Left out: functions (context factories, dynamic params and input, inline implementations). A combined
+ * guard (`and`/`or`/`not`) is written as one name spelling it out, e.g. `(isPendingCall and isCountedFailure)`.
+ */
+export function toMachineConfig(machine: AnyStateMachine): { [key: string]: Json } {
+  return stateConfig(machine.config as Record<string, unknown>);
 }
 
 // ---------------------------------------------------------------- Mermaid
@@ -250,10 +383,13 @@ function readme(documented: readonly MachineSource[]): string {
     '2. Choose **Import** → **Import from JSON** and paste the content of one `<name>.json` file; or choose',
     '   **Import from code** and paste the `setup({...}).createMachine({...})` source from the file named in the',
     '   table (Studio reads the source; implementations stay named, not inlined).',
-    '3. The JSON is `machine.toJSON()` with executable parts removed: built-in actions keep their `type`',
-    '   (`xstate.assign`, `xstate.sendTo`, …), combined guards are written as text (`(isPendingCall and isCountedFailure)`),',
-    '   dynamic `params`, context factories and delay functions are left out. Studio shows the states,',
-    '   transitions, guards and action names; it cannot run the app\'s implementations.',
+    '3. The JSON is the machine\'s own config (what `createMachine` was given) as plain data: `initial` is a state',
+    '   name, targets are as written, guards, actions, delays and invoked actors are kept by name, and combined guards',
+    '   are written as one name spelling them out (`(isPendingCall and isCountedFailure)`). Left out: context',
+    '   factories, dynamic `params` and `input`, inline implementations. So it runs: `setup({ guards, actions,',
+    '   delays, actors }).createMachine(json)` (or `createMachine(json).provide(...)`) with implementations supplied',
+    '   by those names; test/core/machine-json.test.ts starts every file with stubs and walks a path through it.',
+    '   Studio shows the states, transitions, guards and action names; it cannot run the app\'s implementations.',
     '4. To watch a live system instead, start the service with the inspector enabled (see ../architecture.md).',
     '',
   ].join('\n');
@@ -285,7 +421,7 @@ export async function renderMachineDocs(): Promise<Map<string, string>> {
     documented.push(source);
     const diagram = toMermaid(machine);
     diagrams.set(source.name, diagram);
-    files.set(`docs/machines/${source.name}.json`, `${JSON.stringify(toPlainJson(machine), null, 2)}\n`);
+    files.set(`docs/machines/${source.name}.json`, `${JSON.stringify(toMachineConfig(machine), null, 2)}\n`);
     files.set(`docs/machines/${source.name}.mmd`, diagram);
   }
   files.set('docs/machines/README.md', readme(documented));
