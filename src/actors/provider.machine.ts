@@ -1,4 +1,4 @@
-import { and, assign, enqueueActions, or, sendTo, setup, type ActorRefFrom, type AnyActorRef } from 'xstate';
+import { and, assign, emit, enqueueActions, or, sendTo, setup, type ActorRefFrom, type AnyActorRef } from 'xstate';
 import {
   isCountedErrorClass,
   type CountedErrorClass,
@@ -248,7 +248,16 @@ export const providerMachine = setup({
         });
       },
     ),
-    /** The call's child actor is done: stop it and forget the call. */
+    /** A call still running was cancelled by its caller (client gone, job cancelled): record it as `aborted`. */
+    recordAborted: emit(({ context }, params: { callId: string; at: number }) => ({
+      type: 'call.finished' as const,
+      record: {
+        provider: context.providerId,
+        outcome: 'aborted' as const,
+        errorClass: 'aborted' as const,
+        durationMs: Math.max(0, params.at - pendingCall(context, params.callId).startedAt),
+      },
+    })),
     /**
      * Runs one upstream call; replaced (`.provide`) by the gateway with `createUpstreamCalls`, whose
      * calls report `upstream.succeeded | upstream.failed` back to this actor.
@@ -461,6 +470,7 @@ export const providerMachine = setup({
                 }),
               },
               { type: 'countStat', params: { stat: 'ignored' } },
+              { type: 'recordAborted', params: ({ event }) => ({ callId: event.callId, at: event.at }) },
               { type: 'abortUpstream', params: ({ event }) => ({ callId: event.callId }) },
               { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
             ],

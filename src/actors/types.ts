@@ -104,10 +104,13 @@ export interface BreakerTransition {
   readonly at: number;
 }
 
-/** Emitted once per finished upstream call (metrics read these). */
+/**
+ * Emitted once per finished upstream call (metrics read these): answered (`succeeded`), failed, refused by
+ * the breaker (`rejected`), or abandoned while running because its caller went away (`aborted`).
+ */
 export interface CallRecord {
   readonly provider: ProviderId;
-  readonly outcome: 'succeeded' | 'failed' | 'rejected';
+  readonly outcome: 'succeeded' | 'failed' | 'rejected' | 'aborted';
   readonly errorClass?: ErrorClass;
   readonly durationMs: number;
   readonly usage?: TokenUsage;

@@ -25,7 +25,8 @@ export interface ProviderMetricsOptions {
 
 export function createProviderMetrics(gateway: Gateway, options: ProviderMetricsOptions = {}): ProviderMetrics {
   const registry = new Registry();
-  if (options.processMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'studyhelper_process_' });
+  // prom-client's default metrics are already named process_* and nodejs_*: the prefix is only ours.
+  if (options.processMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'studyhelper_' });
 
   new Gauge({
     name: 'studyhelper_breaker_state',
@@ -46,7 +47,7 @@ export function createProviderMetrics(gateway: Gateway, options: ProviderMetrics
   });
   const calls = new Counter({
     name: 'studyhelper_provider_calls_total',
-    help: 'Upstream calls per provider by outcome (succeeded, failed, rejected by the breaker) and error class.',
+    help: 'Upstream calls per provider by outcome (succeeded, failed, rejected by the breaker, aborted by the caller) and error class.',
     labelNames: ['provider', 'outcome', 'error_class'] as const,
     registers: [registry],
   });
@@ -76,8 +77,8 @@ export function createProviderMetrics(gateway: Gateway, options: ProviderMetrics
     }),
     gateway.onCall((record) => {
       calls.inc({ provider: record.provider, outcome: record.outcome, error_class: record.errorClass ?? 'none' });
-      // A call the breaker rejected never went out: it has no duration worth a bucket.
-      if (record.outcome !== 'rejected') durations.observe({ provider: record.provider }, record.durationMs / 1000);
+      // A call the breaker rejected never went out, an aborted one was cut short: no duration worth a bucket.
+      if (record.outcome !== 'rejected' && record.outcome !== 'aborted') durations.observe({ provider: record.provider }, record.durationMs / 1000);
       const input = record.usage?.inputTokens;
       const output = record.usage?.outputTokens;
       if (typeof input === 'number' && input > 0) tokens.inc({ provider: record.provider, direction: 'input' }, input);
