@@ -278,9 +278,10 @@ describe('gateway: breaker', () => {
     expect(gateway.provider('claude').stats).toMatchObject({ failures: 1, ignored: 4 });
   });
 
-  // Known failing (reported to the lead): an answer that fails validation reaches the breaker as
-  // `call.succeeded` (the provider actor cannot see the verdict), which clears the count — and closes
-  // a half-open breaker — although ERRORS.md says invalid_output never counts and proves nothing.
+  // ERRORS.md: invalid_output never counts and proves nothing. The upstream call validates the answer and
+  // reports the verdict with it; the provider actor routes on it (`isAnswerValid`), so an invalid answer
+  // reaches the breaker as `call.ignored` (invalid_output), never as `call.succeeded` that would clear the
+  // count. Here the one counted failure survives four invalid answers.
   it('never moves consecutiveFailures on invalid_output', async () => {
     const { gateway, adapters } = start({ retry: { max: 0, backoffMs: [1000] } });
     adapters.claude.script(fail('server_error'));

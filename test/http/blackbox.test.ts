@@ -269,6 +269,43 @@ describe('when every provider fails', () => {
     expect(retryAfter).toBeLessThanOrEqual(60);
     expect(result.body.error.retryAfterSeconds).toBe(retryAfter);
   });
+
+  // A forced-open breaker has no time at which it would probe: it waits for an operator's release, so
+  // it adds no Retry-After hint (API.md: "where known"; docs/errors.md says so).
+  it('every provider forced open → 503 PROVIDERS_UNAVAILABLE without Retry-After (no probe is due)', async () => {
+    for (const provider of ['claude', 'gpt', 'timelygpt'] as const) {
+      const forced = await postJson(`${harness.url}/v1/providers/${provider}/breaker`, { action: 'forceOpen' }, { authorization: `Bearer ${adminToken}` });
+      expect(forced.status, forced.text).toBe(200);
+    }
+    const result = await generate({ task: 'notes', text: studyText }, allKeys);
+    expectError(result, 503, 'PROVIDERS_UNAVAILABLE');
+    expect((result.body.error.attempts as AttemptBody[]).map((a) => [a.provider, a.outcome, a.reason])).toEqual([
+      ['claude', 'skipped', 'circuit_open'],
+      ['gpt', 'skipped', 'circuit_open'],
+      ['timelygpt', 'skipped', 'circuit_open'],
+    ]);
+    expect(result.headers.get('retry-after')).toBeNull();
+    expect(result.body.error).not.toHaveProperty('retryAfterSeconds');
+  });
+
+  it('one forced open, one opened by failures → Retry-After to the latter\'s half-open', async () => {
+    harness.fault({ provider: 'gpt', fault: 'http500' });
+    expectError(await generate({ task: 'notes', text: studyText, providers: ['gpt'] }, allKeys), 503, 'PROVIDERS_UNAVAILABLE');
+    const forced = await postJson(`${harness.url}/v1/providers/claude/breaker`, { action: 'forceOpen' }, { authorization: `Bearer ${adminToken}` });
+    expect(forced.status, forced.text).toBe(200);
+    const providers = await request(`${harness.url}/v1/providers`);
+    const gpt = (providers.body.providers as { id: string; breaker: { state: string; retryAt: string } }[]).find((p) => p.id === 'gpt');
+    expect(gpt?.breaker.state).toBe('open');
+    const result = await generate({ task: 'notes', text: studyText, providers: ['claude', 'gpt'] }, allKeys);
+    expectError(result, 503, 'PROVIDERS_UNAVAILABLE');
+    const retryAfter = Number(result.headers.get('retry-after'));
+    // Seconds to GPT's half-open, rounded up: at most what was left when /v1/providers answered.
+    const leftThen = Math.ceil((Date.parse(gpt?.breaker.retryAt ?? '') - Date.now()) / 1000);
+    expect(retryAfter).toBeGreaterThan(0);
+    expect(retryAfter).toBeLessThanOrEqual(leftThen + 1);
+    expect(retryAfter).toBeGreaterThanOrEqual(leftThen - 1);
+    expect(result.body.error.retryAfterSeconds).toBe(retryAfter);
+  });
 });
 
 describe('every provider fails with context_too_long', () => {
