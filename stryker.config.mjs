@@ -12,9 +12,10 @@
  */
 export const mutationGroups = {
   errors: {
-    mutate: ['src/errors/**/*.ts', '!src/errors/index.ts'],
+    mutate: ['src/errors/**/*.ts', '!src/errors/index.ts', '!src/errors/failure-verdict.ts'],
     tests: [
       'test/errors/**/*.test.ts',
+      'test/core/error-table.test.ts',
       'test/core/failure-verdict.test.ts',
       'test/core/breaker.test.ts',
       'test/core/fallback.behaviour.test.ts',
@@ -28,10 +29,27 @@ export const mutationGroups = {
     mutate: ['src/machines/breaker*.ts'],
     tests: [
       'test/core/breaker.test.ts',
+      'test/core/provider.behaviour.test.ts',
       'test/fleet/conformance.test.ts',
       'test/core/provider.graph.test.ts',
       'test/core/gateway.test.ts',
       'test/core/breaker.graph.test.ts',
+    ],
+  },
+  provider: {
+    mutate: [
+      'src/machines/provider*.ts',
+      'src/machines/gateway*.ts',
+      'src/machines/fleet-link*.ts',
+      'src/machines/upstream*.ts',
+      'src/machines/call*.ts',
+    ],
+    tests: [
+      'test/core/provider.behaviour.test.ts',
+      'test/core/fallback.behaviour.test.ts',
+      'test/core/provider.test.ts',
+      'test/core/provider.graph.test.ts',
+      'test/core/gateway.test.ts',
     ],
   },
   fallback: {

@@ -7,93 +7,24 @@
  * Expected times and sums are written out, not computed by the code under test.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { createGateway } from '../../src/actors/gateway.js';
-import type { Gateway, GenerateOutcome, Validation } from '../../src/actors/types.js';
-import type { ProviderFailure } from '../../src/errors/index.js';
-import type { ProviderAdapter, ProviderAnswer, ProviderId, TokenUsage } from '../../src/providers/index.js';
+import type { GenerateOutcome } from '../../src/actors/types.js';
+import type { ProviderId, TokenUsage } from '../../src/providers/index.js';
+import { startRig, t0, type Call, type Rig, type Upstream } from './behaviour-support.js';
 
-/** One scripted call: an answer (valid or not, with its usage) or a classified failure. */
-type Call =
-  | { readonly answer: 'valid' | 'invalid'; readonly usage?: TokenUsage }
-  | { readonly failure: ProviderFailure['errorClass'] };
-
-class Scripted extends Error {
-  constructor(readonly failure: ProviderFailure) {
-    super(failure.message);
-  }
-}
-
-interface Upstream extends ProviderAdapter {
-  /** Milliseconds since the test's start at which each call reached the upstream. */
-  readonly calledAt: number[];
-}
-
-const t0 = Date.parse('2026-01-01T00:00:00Z');
-
-function upstream(id: ProviderId, calls: Call[]): Upstream {
-  const calledAt: number[] = [];
-  return {
-    id,
-    model: `${id}-model`,
-    calledAt,
-    async generate(): Promise<ProviderAnswer> {
-      calledAt.push(Date.now() - t0);
-      const call = calls.shift() ?? { answer: 'valid' };
-      if ('failure' in call)
-        throw new Scripted({ errorClass: call.failure, message: `scripted ${call.failure}` });
-      return {
-        text: call.answer === 'valid' ? '{"ok":true}' : '{"ok":false}',
-        model: `${id}-model`,
-        usage: call.usage ?? { inputTokens: null, outputTokens: null },
-        truncated: false,
-      };
-    },
-    classify: (error) =>
-      error instanceof Scripted ? error.failure : { errorClass: 'connection', message: 'unexpected' },
-  };
-}
-
-function validate(answer: ProviderAnswer): Validation<true> {
-  return answer.text === '{"ok":true}'
-    ? { ok: true, value: true }
-    : { ok: false, errors: ['ok: expected true'] };
-}
-
-let gateway: Gateway | undefined;
+let rig: Rig | undefined;
 
 function start(
   scripts: Partial<Record<ProviderId, Call[]>>,
   retry: { max: number; backoffMs: number[] },
-): Record<ProviderId, Upstream> {
-  const adapters = {
-    claude: upstream('claude', scripts.claude ?? []),
-    gpt: upstream('gpt', scripts.gpt ?? []),
-    timelygpt: upstream('timelygpt', scripts.timelygpt ?? []),
-  };
-  gateway = createGateway({
-    adapters,
-    // A threshold no test reaches: the breaker stays closed, only the retry rules act.
-    breaker: { threshold: 100, recoveryMs: 60_000 },
-    retry,
-    policy: 'retry-then-fallback',
-    providerTimeoutMs: 60_000,
-  });
-  return adapters;
+): Readonly<Record<ProviderId, Upstream>> {
+  // A threshold no test reaches: the breaker stays closed, only the retry rules act.
+  rig = startRig({ scripts, retry, breaker: { threshold: 100, recoveryMs: 60_000 } });
+  return rig.upstreams;
 }
 
 async function run(providers: ProviderId[]): Promise<GenerateOutcome<true>> {
-  if (gateway === undefined) throw new Error('start() first');
-  const pending = gateway.generate({
-    request: {
-      task: 'notes',
-      system: 'You write study notes.',
-      messages: [{ role: 'user', content: 'Light becomes chemical energy.' }],
-      jsonSchema: { type: 'object' },
-      maxOutputTokens: 256,
-    },
-    validate,
-    chain: providers.map((provider) => ({ provider, apiKey: `test-${provider}-key-behaviour` })),
-  });
+  if (rig === undefined) throw new Error('start() first');
+  const pending = rig.generate(providers);
   await vi.advanceTimersByTimeAsync(60_000);
   return pending;
 }
@@ -104,8 +35,8 @@ beforeEach(() => {
 });
 
 afterEach(async () => {
-  await gateway?.stop();
-  gateway = undefined;
+  await rig?.gateway.stop();
+  rig = undefined;
   vi.useRealTimers();
 });
 
