@@ -31,6 +31,21 @@ export interface Config {
   /** Most parts one stage may split a text into; bounds the upstream calls per request (MAX_TEXT_PARTS). */
   readonly maxTextParts: number;
   readonly documentTtlSeconds: number;
+  /** PDF extraction: the worker pool and the limits on one PDF (docs/documents.md). */
+  readonly pdf: {
+    /** Worker threads extracting at once (PDF_WORKERS). */
+    readonly workers: number;
+    /** Extractions waiting for a worker; past it 503 PDF_EXTRACTOR_BUSY (PDF_QUEUE_MAX). */
+    readonly queueMax: number;
+    /** One extraction's deadline (PDF_TIMEOUT_MS). */
+    readonly timeoutMs: number;
+    /** One worker's V8 heap (PDF_WORKER_MEMORY_MB). */
+    readonly workerMemoryMb: number;
+    /** Most bytes a PDF's streams may decompress to, in MB (PDF_MAX_DECODED_MB). */
+    readonly maxDecodedMb: number;
+    /** A PDF declaring or holding more pages is refused (PDF_MAX_TOTAL_PAGES). */
+    readonly maxTotalPages: number;
+  };
   /** Unset: the operator breaker route answers 404. */
   readonly adminToken: string | undefined;
   /** Background jobs (POST /v1/jobs): see docs/jobs.md. */
@@ -147,6 +162,12 @@ const variables = {
   MAX_TEXT_CHARS: { schema: integer(1, 10_000_000), fallback: '200000' },
   MAX_TEXT_PARTS: { schema: integer(1, 10_000), fallback: '40' },
   DOCUMENT_TTL_SECONDS: { schema: integer(1, 31_536_000), fallback: '7200' },
+  PDF_WORKERS: { schema: integer(1, 64), fallback: '2' },
+  PDF_QUEUE_MAX: { schema: integer(0, 10_000), fallback: '16' },
+  PDF_TIMEOUT_MS: { schema: integer(100, 600_000), fallback: '30000' },
+  PDF_WORKER_MEMORY_MB: { schema: integer(32, 8192), fallback: '256' },
+  PDF_MAX_DECODED_MB: { schema: integer(1, 4096), fallback: '64' },
+  PDF_MAX_TOTAL_PAGES: { schema: integer(1, 1_000_000), fallback: '10000' },
   ADMIN_TOKEN: { schema: z.string().min(1).optional(), fallback: undefined },
   JOB_TTL_SECONDS: { schema: integer(1, 31_536_000), fallback: '3600' },
   JOB_CONCURRENCY: { schema: integer(1, 1000), fallback: '4' },
@@ -251,6 +272,14 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     maxTextChars: read(env, 'MAX_TEXT_CHARS'),
     maxTextParts: read(env, 'MAX_TEXT_PARTS'),
     documentTtlSeconds: read(env, 'DOCUMENT_TTL_SECONDS'),
+    pdf: {
+      workers: read(env, 'PDF_WORKERS'),
+      queueMax: read(env, 'PDF_QUEUE_MAX'),
+      timeoutMs: read(env, 'PDF_TIMEOUT_MS'),
+      workerMemoryMb: read(env, 'PDF_WORKER_MEMORY_MB'),
+      maxDecodedMb: read(env, 'PDF_MAX_DECODED_MB'),
+      maxTotalPages: read(env, 'PDF_MAX_TOTAL_PAGES'),
+    },
     adminToken: read(env, 'ADMIN_TOKEN'),
     jobs: {
       ttlSeconds: read(env, 'JOB_TTL_SECONDS'),

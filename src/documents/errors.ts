@@ -1,7 +1,21 @@
 /** Why a PDF was refused; the codes are those of the HTTP registry (src/http/errors.ts). */
-export type PdfRejectionCode = 'INVALID_PDF' | 'ENCRYPTED_PDF' | 'NO_EXTRACTABLE_TEXT';
+export const pdfRejectionCodes = [
+  'INVALID_PDF',
+  'ENCRYPTED_PDF',
+  'NO_EXTRACTABLE_TEXT',
+  'PDF_EXTRACTION_TIMEOUT',
+  'PDF_MEMORY_LIMIT',
+  'PDF_DECOMPRESSION_LIMIT',
+  'PDF_TOO_MANY_PAGES',
+] as const;
 
-/** A PDF the service cannot use: corrupt, locked by a password, or without a text layer. */
+/** Why a PDF was refused. */
+export type PdfRejectionCode = (typeof pdfRejectionCodes)[number];
+
+/**
+ * A PDF the service cannot or will not use: corrupt, locked by a password, without a text layer, or
+ * hostile (too slow, too much memory, a decompression bomb, a page tree past the page cap).
+ */
 export class PdfRejectedError extends Error {
   readonly code: PdfRejectionCode;
 
@@ -12,6 +26,19 @@ export class PdfRejectedError extends Error {
   }
 }
 
+/** True when `value` is one of the PDF rejection codes. */
 export function isPdfRejectionCode(value: unknown): value is PdfRejectionCode {
-  return value === 'INVALID_PDF' || value === 'ENCRYPTED_PDF' || value === 'NO_EXTRACTABLE_TEXT';
+  return pdfRejectionCodes.some((code) => code === value);
+}
+
+/** Every extraction worker is busy and the wait queue (PDF_QUEUE_MAX) is full: retry later. */
+export class PdfExtractorBusyError extends Error {
+  /** A hint for the Retry-After header. */
+  readonly retryAfterSeconds: number;
+
+  constructor(message: string, retryAfterSeconds: number) {
+    super(message);
+    this.name = 'PdfExtractorBusyError';
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
 }

@@ -11,37 +11,101 @@ function loadPdfParse(): Promise<PdfParseModule> {
   pdfParseModule ??= import('pdf-parse');
   return pdfParseModule;
 }
+
+/**
+ * Loads pdf-parse and warms pdf.js up on a one-page PDF (its own worker code is imported on the first
+ * document), so that an extract worker that says it is ready takes no start-up time out of the
+ * deadline of the first PDF it reads.
+ */
+export async function preloadPdfParse(): Promise<void> {
+  const { PDFParse } = await loadPdfParse();
+  const parser = new PDFParse({ data: warmUpPdf(), ...pdfjsOptions });
+  try {
+    await parser.getText({ first: 1, pageJoiner: '' });
+  } finally {
+    await parser.destroy();
+  }
+}
+
+/** A minimal one-page PDF with a line of text, xref offsets computed. */
+function warmUpPdf(): Uint8Array {
+  const objects = [
+    '<< /Type /Catalog /Pages 2 0 R >>',
+    '<< /Type /Pages /Kids [3 0 R] /Count 1 >>',
+    '<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Resources << /Font << /F1 4 0 R >> >> /Contents 5 0 R >>',
+    '<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>',
+    '<< /Length 35 >>\nstream\nBT /F1 12 Tf 20 100 Td (warm) Tj ET\nendstream',
+  ];
+  let body = '%PDF-1.4\n';
+  const offsets = objects.map((object, index) => {
+    const offset = body.length;
+    body += `${index + 1} 0 obj\n${object}\nendobj\n`;
+    return offset;
+  });
+  const xref = offsets.map((offset) => `${String(offset).padStart(10, '0')} 00000 n \n`).join('');
+  body += `xref\n0 ${objects.length + 1}\n0000000000 65535 f \n${xref}trailer\n<< /Size ${objects.length + 1} /Root 1 0 R >>\nstartxref\n${body.length}\n%%EOF\n`;
+  return new Uint8Array(Buffer.from(body, 'latin1'));
+}
 import { PdfRejectedError } from './errors.js';
+import { scanPdfStreams, type StreamScan } from './stream-scan.js';
 import { cleanPageText, countCharacters, countWords, joinPages } from './text-stats.js';
 import type { ExtractedPdf } from './types.js';
 
 /** Options for one extraction. */
 export interface ExtractOptions {
-  /** Pages past this number are left out, with a warning. */
+  /** Pages past this number are left out, with a warning (MAX_PDF_PAGES). */
   maxPdfPages: number;
+  /** Most bytes the PDF's streams may decompress to (PDF_MAX_DECODED_MB); default 64 MiB. */
+  maxDecodedBytes?: number;
+  /** A PDF declaring or holding more pages is refused (PDF_MAX_TOTAL_PAGES); default 10000. */
+  maxTotalPages?: number;
 }
+
+/** Default of `ExtractOptions.maxDecodedBytes` (PDF_MAX_DECODED_MB=64). */
+export const defaultMaxDecodedBytes = 64 * 1024 * 1024;
+/** Default of `ExtractOptions.maxTotalPages` (PDF_MAX_TOTAL_PAGES). */
+export const defaultMaxTotalPages = 10_000;
+
+/**
+ * pdf.js options that bound its work: no `eval` of PDF functions (fonts are compiled to JS otherwise),
+ * no system fonts, no XFA, no font faces, images over 16 Mpx skipped (text extraction does not decode
+ * images anyway), recover from errors rather than stop.
+ */
+const pdfjsOptions = {
+  stopAtErrors: false,
+  isEvalSupported: false,
+  useSystemFonts: false,
+  enableXfa: false,
+  disableFontFace: true,
+  maxImageSize: 16 * 1024 * 1024,
+} as const;
 
 /**
  * Extracts the text of a PDF on the calling thread with pdf-parse (pdf.js). Throws PdfRejectedError:
  * ENCRYPTED_PDF when a password is needed (an empty user password opens by itself and is accepted),
- * INVALID_PDF when the file is corrupt, NO_EXTRACTABLE_TEXT when the kept pages hold no text.
+ * INVALID_PDF when the file is corrupt, NO_EXTRACTABLE_TEXT when the kept pages hold no text,
+ * PDF_DECOMPRESSION_LIMIT when its streams expand past `maxDecodedBytes` (checked before pdf.js reads
+ * it, src/documents/stream-scan.ts), PDF_TOO_MANY_PAGES when it declares or holds more than
+ * `maxTotalPages` pages. `pageCount` is the real page count: a page tree's /Count above the page
+ * objects the file holds is not believed.
  * This blocks the event loop while pdf.js parses; the service calls it through `createPdfExtractor`.
  */
 export async function extractPdfTextInline(
   bytes: Uint8Array,
   options: ExtractOptions,
 ): Promise<ExtractedPdf> {
+  const scan = await scanPdfStreams(bytes, { maxDecodedBytes: options.maxDecodedBytes ?? defaultMaxDecodedBytes });
   const { PDFParse, PasswordException } = await loadPdfParse();
   isPasswordError = (error) => error instanceof PasswordException;
   // pdf.js takes ownership of (transfers) the array it is given: hand it a copy.
-  const parser = new PDFParse({ data: new Uint8Array(bytes), stopAtErrors: false });
+  const parser = new PDFParse({ data: new Uint8Array(bytes), ...pdfjsOptions });
   try {
-    const pageCount = await loadPageCount(parser);
+    const warnings: string[] = [];
+    const pageCount = realPageCount(await loadPageCount(parser), scan, options.maxTotalPages ?? defaultMaxTotalPages, warnings);
     const pagesUsed = Math.min(pageCount, options.maxPdfPages);
     const result = await readText(parser, pagesUsed);
     const pageTexts = result.pages.map((page) => cleanPageText(page.text));
     const text = joinPages(pageTexts);
-    const warnings: string[] = [];
     if (pageCount > pagesUsed) {
       warnings.push(
         `The PDF has ${pageCount} pages; only the first ${pagesUsed} were used (MAX_PDF_PAGES=${options.maxPdfPages}), pages ${pagesUsed + 1}-${pageCount} were left out.`,
@@ -70,10 +134,45 @@ export async function extractPdfTextInline(
   }
 }
 
+/**
+ * The pages to believe: the page tree's count, unless the file holds fewer page objects (the scan
+ * cannot see inside an encrypted PDF's streams, so there the tree is believed). Above `maxTotalPages`
+ * (declared or held) the PDF is refused: pdf-parse walks every declared page number.
+ */
+function realPageCount(declared: number, scan: StreamScan, maxTotalPages: number, warnings: string[]): number {
+  const held = scan.encrypted ? declared : Math.max(1, Math.min(declared, scan.pageObjects));
+  if (declared > maxTotalPages) {
+    const holds = held < declared ? ` (it holds ${held} page object${held === 1 ? '' : 's'})` : '';
+    throw new PdfRejectedError(
+      'PDF_TOO_MANY_PAGES',
+      `The PDF declares ${declared} pages${holds}; more than ${maxTotalPages} (PDF_MAX_TOTAL_PAGES) are refused.`,
+    );
+  }
+  if (held < declared) {
+    warnings.push(`The PDF's page tree declares ${declared} pages but the file holds ${held}; ${held} is used.`);
+  }
+  return held;
+}
+
+/** What pdf-parse keeps private but exposes at run time: the loaded pdf.js document. */
+interface LoadableParser {
+  load(): Promise<{ numPages: number }>;
+}
+
+function asLoadable(parser: object): LoadableParser | undefined {
+  const candidate = parser as Partial<LoadableParser>;
+  return typeof candidate.load === 'function' ? (candidate as LoadableParser) : undefined;
+}
+
+/**
+ * The page tree's page count. Not through `getInfo`: it also reads page labels, an array as long as
+ * the declared count (a tree claiming 2^30 pages made that take seconds and half a gigabyte).
+ */
 async function loadPageCount(parser: PDFParse): Promise<number> {
   try {
-    const info = await parser.getInfo();
-    return info.total;
+    const loadable = asLoadable(parser);
+    if (loadable !== undefined) return (await loadable.load()).numPages;
+    return (await parser.getInfo()).total;
   } catch (error) {
     throw toRejection(error);
   }

@@ -1,10 +1,10 @@
 /**
- * The worker_threads entry that runs pdf.js off the main event loop (see pdf-extractor.ts).
- * Each message is one extraction; answers carry the request id.
+ * The worker_threads entry that runs pdf.js off the main event loop (see extract-pool.ts). It loads
+ * pdf.js, says `ready`, then answers one extraction at a time; answers carry the request id.
  */
 import { parentPort } from 'node:worker_threads';
 import { PdfRejectedError } from './errors.js';
-import { extractPdfTextInline } from './extract-text.js';
+import { extractPdfTextInline, preloadPdfParse } from './extract-text.js';
 import type { ExtractRequest, ExtractResponse } from './worker-protocol.js';
 
 const port = parentPort;
@@ -13,17 +13,17 @@ if (port === null) throw new Error('extract-worker must run as a worker thread')
 port.on('message', (request: ExtractRequest) => {
   void answer(request).then((response) => port.postMessage(response));
 });
+void preloadPdfParse().then(() => port.postMessage({ type: 'ready' } satisfies ExtractResponse));
 
 async function answer(request: ExtractRequest): Promise<ExtractResponse> {
   try {
-    const result = await extractPdfTextInline(new Uint8Array(request.bytes), {
-      maxPdfPages: request.maxPdfPages,
-    });
-    return { id: request.id, ok: true, result };
+    const result = await extractPdfTextInline(new Uint8Array(request.bytes), request.options);
+    return { type: 'result', id: request.id, ok: true, result };
   } catch (error) {
     if (error instanceof PdfRejectedError)
-      return { id: request.id, ok: false, code: error.code, message: error.message };
+      return { type: 'result', id: request.id, ok: false, code: error.code, message: error.message };
     return {
+      type: 'result',
       id: request.id,
       ok: false,
       code: 'INTERNAL',

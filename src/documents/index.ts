@@ -1,7 +1,7 @@
 export type { DocumentStore, ExtractedPdf, StoredDocument } from './types.js';
 export { createMemoryDocumentStore, type MemoryDocumentStoreOptions } from './memory-store.js';
-export { createPdfExtractor, type PdfExtractor, type PdfExtractorOptions } from './pdf-extractor.js';
-export type { ExtractOptions } from './extract-text.js';
-export { PdfRejectedError, type PdfRejectionCode } from './errors.js';
+export { createPdfExtractor, pdfExtractorDefaults, type PdfExtractor, type PdfExtractorOptions } from './pdf-extractor.js';
+export { defaultMaxDecodedBytes, defaultMaxTotalPages, type ExtractOptions } from './extract-text.js';
+export { PdfExtractorBusyError, PdfRejectedError, type PdfRejectionCode } from './errors.js';
 export { looksLikePdf } from './detect.js';
 export { countCharacters, countWords } from './text-stats.js';

@@ -138,7 +138,18 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(healthRoutes, { readiness });
   await app.register(metricsRoutes, { metrics });
   await app.register(providersRoutes, { gateway, adminToken: config.adminToken });
-  await app.register(documentsRoutes, { store: documentStore, maxUploadMb: config.maxUploadMb, maxPdfPages: config.maxPdfPages });
+  await app.register(documentsRoutes, {
+    store: documentStore,
+    maxUploadMb: config.maxUploadMb,
+    maxPdfPages: config.maxPdfPages,
+    pdfLimits: { maxDecodedBytes: config.pdf.maxDecodedMb * 1024 * 1024, maxTotalPages: config.pdf.maxTotalPages },
+    extractorOptions: {
+      workers: config.pdf.workers,
+      queueMax: config.pdf.queueMax,
+      timeoutMs: config.pdf.timeoutMs,
+      memoryMb: config.pdf.workerMemoryMb,
+    },
+  });
   await app.register(generateRoutes, {
     gateway,
     documentStore,

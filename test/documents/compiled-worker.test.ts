@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { englishTextPdf } from '../fixtures/pdf/generate.js';
+import { heapHungryPdf } from '../fixtures/pdf/hostile.js';
 
 const execFileAsync = promisify(execFile);
 const root = fileURLToPath(new URL('../../', import.meta.url));
@@ -51,4 +52,29 @@ describe('the PDF worker from compiled JavaScript (as under dist/)', () => {
     const { stdout } = await execFileAsync(process.execPath, [scriptPath], { cwd: outDir });
     expect(JSON.parse(stdout)).toEqual({ pageCount: 2, wordCount: 120 });
   }, 60_000);
+
+  it('a PDF past the worker memory cap fails alone with PDF_MEMORY_LIMIT; the extraction beside it succeeds', async () => {
+    // Compiled, pdf.js runs in a 48 MB heap; a TJ array of 4 million strings (12 KB on disk) needs more.
+    const hungryPath = join(outDir, 'hungry.pdf');
+    const benignPath = join(outDir, 'benign.pdf');
+    await writeFile(hungryPath, heapHungryPdf(4_000_000));
+    await writeFile(benignPath, await englishTextPdf(2));
+    const script = [
+      `import { readFileSync } from 'node:fs';`,
+      `import { createPdfExtractor } from ${JSON.stringify(join(outDir, 'index.js'))};`,
+      `const extractor = createPdfExtractor({ workers: 2, memoryMb: 48, timeoutMs: 120000 });`,
+      `const outcome = (promise) => promise.then((result) => ({ pageCount: result.pageCount }), (error) => ({ code: error.code }));`,
+      `const [hungry, benign] = await Promise.all([`,
+      `  outcome(extractor.extract(readFileSync(${JSON.stringify(hungryPath)}), { maxPdfPages: 50 })),`,
+      `  outcome(extractor.extract(readFileSync(${JSON.stringify(benignPath)}), { maxPdfPages: 50 })),`,
+      `]);`,
+      `const after = await outcome(extractor.extract(readFileSync(${JSON.stringify(benignPath)}), { maxPdfPages: 50 }));`,
+      `await extractor.close();`,
+      `console.log(JSON.stringify({ hungry, benign, after }));`,
+    ].join('\n');
+    const scriptPath = join(outDir, 'memory.mjs');
+    await writeFile(scriptPath, script);
+    const { stdout } = await execFileAsync(process.execPath, [scriptPath], { cwd: outDir });
+    expect(JSON.parse(stdout)).toEqual({ hungry: { code: 'PDF_MEMORY_LIMIT' }, benign: { pageCount: 2 }, after: { pageCount: 2 } });
+  }, 180_000);
 });

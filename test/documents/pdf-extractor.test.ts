@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPdfExtractor, PdfRejectedError, type PdfExtractor } from '../../src/documents/index.js';
 import { extractWorkerEntry } from '../../src/documents/pdf-extractor.js';
 import {
@@ -92,27 +92,7 @@ describe.each(['worker', 'inline'] as const)('PDF extractor (%s)', (mode) => {
   });
 });
 
-describe('worker PDF extractor timeout', () => {
-  afterEach(() => {
-    vi.useRealTimers();
-  });
-
-  it('refuses a PDF that takes longer than timeoutMs as INVALID_PDF, then serves the next one', async () => {
-    const pdf = await englishTextPdf(2);
-    const extractor = createPdfExtractor({ timeoutMs: 5_000 });
-    try {
-      vi.useFakeTimers();
-      const slow = extractor.extract(pdf, { maxPdfPages: 50 });
-      vi.advanceTimersByTime(5_000);
-      expect(await rejectionCode(slow)).toBe('INVALID_PDF');
-      vi.useRealTimers();
-      const next = await extractor.extract(pdf, { maxPdfPages: 50 });
-      expect(next.pageCount).toBe(2);
-    } finally {
-      await extractor.close();
-    }
-  });
-});
+// Deadlines, memory caps and the queue of the worker pool: extract-pool.test.ts, compiled-worker.test.ts.
 
 describe('extractWorkerEntry', () => {
   it('from TypeScript source, loads extract-worker.ts through tsx', () => {

@@ -7,7 +7,10 @@ import { z } from 'zod';
 import {
   createPdfExtractor,
   looksLikePdf,
+  PdfExtractorBusyError,
   PdfRejectedError,
+  type ExtractOptions,
+  type PdfExtractorOptions,
   type DocumentStore,
   type PdfExtractor,
   type StoredDocument,
@@ -21,7 +24,11 @@ export interface DocumentsRoutesOptions {
   maxUploadMb: number;
   /** MAX_PDF_PAGES: pages past it are left out with a warning. */
   maxPdfPages: number;
-  /** Defaults to a worker-thread extractor owned (and closed) by the plugin. */
+  /** PDF_MAX_DECODED_MB and PDF_MAX_TOTAL_PAGES (defaults: src/documents/extract-text.ts). */
+  pdfLimits?: Pick<ExtractOptions, 'maxDecodedBytes' | 'maxTotalPages'>;
+  /** The pool of the default extractor: PDF_WORKERS, PDF_QUEUE_MAX, PDF_TIMEOUT_MS, PDF_WORKER_MEMORY_MB. */
+  extractorOptions?: PdfExtractorOptions;
+  /** Defaults to a worker-pool extractor owned (and closed) by the plugin. */
   extractor?: PdfExtractor;
 }
 
@@ -50,7 +57,8 @@ export const documentsRoutes: FastifyPluginAsync<DocumentsRoutesOptions> = async
     limits: { fileSize: maxBytes, files: 1, fields: 20, fieldSize: 64 * 1024, parts: 40 },
     throwFileSizeLimit: true,
   });
-  const extractor = options.extractor ?? createPdfExtractor();
+  const extractor = options.extractor ?? createPdfExtractor(options.extractorOptions);
+  const extractOptions: ExtractOptions = { maxPdfPages: options.maxPdfPages, ...options.pdfLimits };
   if (options.extractor === undefined) fastify.addHook('onClose', async () => extractor.close());
 
   fastify.withTypeProvider<ZodTypeProvider>().post(
@@ -66,6 +74,7 @@ export const documentsRoutes: FastifyPluginAsync<DocumentsRoutesOptions> = async
           413: errorBodySchema,
           415: errorBodySchema,
           422: errorBodySchema,
+          503: errorBodySchema,
         },
       },
       // Refuse anything but multipart before a body parser reads a byte of it.
@@ -82,7 +91,7 @@ export const documentsRoutes: FastifyPluginAsync<DocumentsRoutesOptions> = async
         throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'The file is not a PDF: its first 1024 bytes hold no %PDF- header.');
       }
       const sha256 = createHash('sha256').update(upload.bytes).digest('hex');
-      const extracted = await extractOrThrow(extractor, upload.bytes, options.maxPdfPages);
+      const extracted = await extractOrThrow(extractor, upload.bytes, extractOptions);
       const document: StoredDocument = {
         documentId: randomUUID(),
         sha256,
@@ -142,11 +151,19 @@ async function readUpload(
   return upload;
 }
 
-async function extractOrThrow(extractor: PdfExtractor, bytes: Buffer, maxPdfPages: number): ReturnType<PdfExtractor['extract']> {
+async function extractOrThrow(
+  extractor: PdfExtractor,
+  bytes: Buffer,
+  options: ExtractOptions,
+): ReturnType<PdfExtractor['extract']> {
   try {
-    return await extractor.extract(bytes, { maxPdfPages });
+    return await extractor.extract(bytes, options);
   } catch (error) {
     if (error instanceof PdfRejectedError) throw new ApiError(error.code, error.message);
+    // The error handler mirrors retryAfterSeconds in a Retry-After header.
+    if (error instanceof PdfExtractorBusyError) {
+      throw new ApiError('PDF_EXTRACTOR_BUSY', error.message, { retryAfterSeconds: error.retryAfterSeconds });
+    }
     throw error;
   }
 }

@@ -1,0 +1,70 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  createPdfExtractor,
+  PdfExtractorBusyError,
+  PdfRejectedError,
+  type PdfExtractor,
+} from '../../src/documents/index.js';
+import { englishTextPdf } from '../fixtures/pdf/generate.js';
+import { sharedContentStreamPdf } from '../fixtures/pdf/hostile.js';
+
+const extractors: PdfExtractor[] = [];
+
+afterEach(async () => {
+  await Promise.all(extractors.splice(0).map((extractor) => extractor.close()));
+});
+
+function pool(options: Parameters<typeof createPdfExtractor>[0]): PdfExtractor {
+  const extractor = createPdfExtractor(options);
+  extractors.push(extractor);
+  return extractor;
+}
+
+async function failure(promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(
+    () => new Error('expected a rejection, got a result'),
+    (reason: unknown) => reason,
+  );
+}
+
+/** 50 pages sharing one content stream of 30000 text operators: ~9 KB, about half a minute of pdf.js. */
+const slowPdf = (): Uint8Array => sharedContentStreamPdf(50, 30_000);
+
+describe('PDF extraction pool (issue 12)', () => {
+  it('stops a PDF at its own deadline (PDF_EXTRACTION_TIMEOUT) while the extractions beside it succeed', async () => {
+    // Deadlines are real: a worker thread runs on its own clock. 5 s is far above what a 3-page PDF
+    // takes (~0.1 s warm) and far below what the slow PDF takes (~25 s).
+    const extractor = pool({ workers: 2, timeoutMs: 5_000 });
+    const benign = await englishTextPdf(3);
+    const slow = failure(extractor.extract(slowPdf(), { maxPdfPages: 50 }));
+    const beside = await Promise.all([1, 2, 3].map(() => extractor.extract(benign, { maxPdfPages: 50 })));
+    expect(beside.map((result) => result.pageCount)).toEqual([3, 3, 3]);
+    const error = await slow;
+    expect(error).toBeInstanceOf(PdfRejectedError);
+    expect((error as PdfRejectedError).code).toBe('PDF_EXTRACTION_TIMEOUT');
+    // The pool goes on: the stopped worker is replaced when needed.
+    expect((await extractor.extract(benign, { maxPdfPages: 50 })).pageCount).toBe(3);
+  }, 120_000);
+
+  it('refuses at once when every worker is busy and the queue is full, and fails nothing else', async () => {
+    const extractor = pool({ workers: 1, queueMax: 1, timeoutMs: 60_000 });
+    const running = failure(extractor.extract(slowPdf(), { maxPdfPages: 50 }));
+    const queued = failure(extractor.extract(slowPdf(), { maxPdfPages: 50 }));
+    const refused = await failure(extractor.extract(await englishTextPdf(1), { maxPdfPages: 50 }));
+    expect(refused).toBeInstanceOf(PdfExtractorBusyError);
+    expect((refused as PdfExtractorBusyError).retryAfterSeconds).toBeGreaterThan(0);
+    expect((refused as Error).message).toMatch(/PDF_WORKERS=1, PDF_QUEUE_MAX=1/);
+    await extractors.splice(0)[0]?.close();
+    // Closing fails the two it held (not as a refusal of the PDF).
+    for (const error of [await running, await queued]) {
+      expect(error).toBeInstanceOf(Error);
+      expect(error).not.toBeInstanceOf(PdfRejectedError);
+    }
+  });
+
+  it('with PDF_QUEUE_MAX=0 refuses whenever every worker is taken', async () => {
+    const extractor = pool({ workers: 1, queueMax: 0, timeoutMs: 60_000 });
+    void failure(extractor.extract(slowPdf(), { maxPdfPages: 50 }));
+    expect(await failure(extractor.extract(await englishTextPdf(1), { maxPdfPages: 50 }))).toBeInstanceOf(PdfExtractorBusyError);
+  });
+});
