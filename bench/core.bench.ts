@@ -11,7 +11,7 @@ import { assign, createActor, fromTransition, setup, type AnyActorRef } from 'xs
 import { createUpstreamCalls, type CallUpstreamInput } from '../src/actors/call-upstream.js';
 import { breakerMachine } from '../src/machines/breaker.machine.js';
 import { createGateway } from '../src/actors/gateway.js';
-import { providerMachine, type ProviderReply } from '../src/actors/provider.machine.js';
+import { providerMachine, type ProviderReply } from '../src/machines/provider.machine.js';
 import type { GenerationRequest, ProviderAnswer } from '../src/providers/index.js';
 import type { Validation } from '../src/actors/types.js';
 import { Secret } from '../src/security/secret.js';

@@ -32,8 +32,8 @@ export interface MachineSource {
 
 /** Every machine the docs show, in the order the README lists them. Extend here. */
 export const machineSources: readonly MachineSource[] = [
-  { name: 'gateway', file: 'src/actors/gateway.machine.ts', exportName: 'gatewayMachine', title: 'Gateway (root of the actor system)' },
-  { name: 'provider', file: 'src/actors/provider.machine.ts', exportName: 'providerMachine', title: 'Provider actor (one per provider)' },
+  { name: 'gateway', file: 'src/machines/gateway.machine.ts', exportName: 'gatewayMachine', title: 'Gateway (root of the actor system)' },
+  { name: 'provider', file: 'src/machines/provider.machine.ts', exportName: 'providerMachine', title: 'Provider actor (one per provider)' },
   { name: 'breaker', file: 'src/machines/breaker.machine.ts', exportName: 'breakerMachine', title: 'Circuit breaker (child of each provider actor)' },
   { name: 'fallback', file: 'src/machines/fallback.machine.ts', exportName: 'fallbackMachine', title: 'Retry-and-fallback run (one per request)' },
   { name: 'job', file: 'src/machines/job.machine.ts', exportName: 'jobMachine', title: 'Job (one per background job)' },

@@ -1,16 +1,10 @@
 import type { ProviderFailure } from '../errors/index.js';
-import type { GenerationRequest, ProviderAdapter, ProviderAnswer, ProviderId } from '../providers/index.js';
-import type { Validation } from './types.js';
-import type { Secret } from '../security/secret.js';
+import type { CallUpstreamInput, UpstreamEvent } from '../machines/provider.machine.js';
+import type { ProviderAnswer, Validation } from '../machines/types.js';
+import type { ProviderAdapter, ProviderId } from '../providers/index.js';
 import { classifyOutcome } from './classify-outcome.js';
 
-export interface CallUpstreamInput {
-  readonly providerId: ProviderId;
-  readonly callId: string;
-  readonly request: GenerationRequest;
-  readonly apiKey: Secret;
-  readonly validate: (answer: ProviderAnswer) => Validation<unknown>;
-}
+export type { CallUpstreamInput, UpstreamEvent } from '../machines/provider.machine.js';
 
 /**
  * The study layer's verdict on an answer; a truncated answer is `invalid_output` whatever it holds.
@@ -35,18 +29,6 @@ export function judgeAnswer(
     };
   }
 }
-
-/** What an upstream call reports to its provider actor, exactly once. */
-export type UpstreamEvent =
-  | {
-      type: 'upstream.succeeded';
-      callId: string;
-      answer: ProviderAnswer;
-      verdict: Validation<unknown>;
-      durationMs: number;
-      at: number;
-    }
-  | { type: 'upstream.failed'; callId: string; failure: ProviderFailure; durationMs: number; at: number };
 
 export interface CallUpstreamOptions {
   readonly adapters: Readonly<Record<ProviderId, ProviderAdapter>>;

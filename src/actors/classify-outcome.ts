@@ -1,4 +1,4 @@
-import type { ProviderFailure } from '../errors/index.js';
+import { ownClasses, type ProviderFailure } from '../errors/index.js';
 
 /** Which of the two signals around an upstream call fired, if any. */
 export interface CallSignals {
@@ -19,9 +19,13 @@ export function classifyOutcome(
   classify: (error: unknown) => ProviderFailure,
   timeoutMs: number,
 ): ProviderFailure {
-  if (signals.callerAborted) return { errorClass: 'aborted', message: 'The caller cancelled the request.' };
+  if (signals.callerAborted)
+    return { errorClass: ownClasses.callerAborted, message: 'The caller cancelled the request.' };
   if (signals.deadlineFired) {
-    return { errorClass: 'timeout', message: `The provider did not answer within ${timeoutMs} ms.` };
+    return {
+      errorClass: ownClasses.deadlineFired,
+      message: `The provider did not answer within ${timeoutMs} ms.`,
+    };
   }
   return classify(error);
 }

@@ -5,9 +5,9 @@ import { providerIds, type ProviderAdapter, type ProviderId } from '../providers
 import { Secret } from '../security/secret.js';
 import { breakerStateName, breakerView } from './breaker-view.js';
 import { createUpstreamCalls } from './call-upstream.js';
-import type { embeddedFleetLink } from './fleet-link.js';
-import { gatewayMachine } from './gateway.machine.js';
-import { providerMachine } from './provider.machine.js';
+import type { embeddedFleetLink } from '../machines/fleet-link.js';
+import { gatewayMachine } from '../machines/gateway.machine.js';
+import { providerMachine } from '../machines/provider.machine.js';
 import type {
   BreakerAction,
   BreakerTransition,

@@ -1,29 +1,25 @@
-import type { ErrorClass } from '../errors/index.js';
-import type { GenerationRequest, ProviderAnswer, ProviderId, Task, TokenUsage } from '../providers/index.js';
+import type {
+  Attempt,
+  BreakerAction,
+  CallRecord,
+  FallbackPolicy,
+  GenerationRequest,
+  ProviderAnswer,
+  ProviderId,
+  ProviderStats,
+  TokenUsage,
+  Validation,
+} from '../machines/types.js';
 
-/** API.md "Attempt": one upstream generation call, or one provider skipped. */
-export interface Attempt {
-  readonly provider: ProviderId;
-  readonly model: string;
-  readonly outcome: 'succeeded' | 'failed' | 'skipped';
-  readonly errorClass?: ErrorClass;
-  readonly httpStatus?: number;
-  readonly reason?: 'circuit_open';
-  readonly countedByBreaker: boolean;
-  /** Calls to the same provider before this one within the request (re-asks included). */
-  readonly retry: number;
-  readonly durationMs: number;
-  readonly task?: Task;
-  /** Scrubbed upstream message, for people reading the attempt table. */
-  readonly message?: string;
-}
-
-export type FallbackPolicy = 'retry-then-fallback' | 'fallback-first';
-export const fallbackPolicies = ['retry-then-fallback', 'fallback-first'] as const;
-
-/** What the study layer says of an answer: the typed value, or why it is `invalid_output`. */
-export type Validation<T> =
-  { readonly ok: true; readonly value: T } | { readonly ok: false; readonly errors: readonly string[] };
+export { fallbackPolicies } from '../machines/types.js';
+export type {
+  Attempt,
+  BreakerAction,
+  CallRecord,
+  FallbackPolicy,
+  ProviderStats,
+  Validation,
+} from '../machines/types.js';
 
 export interface ChainLink {
   readonly provider: ProviderId;
@@ -78,15 +74,6 @@ export interface BreakerView {
   readonly forced: boolean;
 }
 
-export interface ProviderStats {
-  readonly calls: number;
-  readonly successes: number;
-  readonly failures: number;
-  readonly ignored: number;
-  readonly rejected: number;
-  readonly opens: number;
-}
-
 /** API.md `GET /v1/providers` item. */
 export interface ProviderStatus {
   readonly id: ProviderId;
@@ -95,25 +82,11 @@ export interface ProviderStatus {
   readonly stats: ProviderStats;
 }
 
-export type BreakerAction = 'reset' | 'forceOpen' | 'release';
-
 export interface BreakerTransition {
   readonly provider: ProviderId;
   readonly from: BreakerStateName;
   readonly to: BreakerStateName;
   readonly at: number;
-}
-
-/**
- * Emitted once per finished upstream call (metrics read these): answered (`succeeded`), failed, refused by
- * the breaker (`rejected`), or abandoned while running because its caller went away (`aborted`).
- */
-export interface CallRecord {
-  readonly provider: ProviderId;
-  readonly outcome: 'succeeded' | 'failed' | 'rejected' | 'aborted';
-  readonly errorClass?: ErrorClass;
-  readonly durationMs: number;
-  readonly usage?: TokenUsage;
 }
 
 /** The actor system as the HTTP layer sees it. */

@@ -1,8 +1,23 @@
 export {
+  countedClassGuard,
   countedErrorClasses,
-  ignoredErrorClasses,
+  countsInTable,
   errorClasses,
   errorPolicy,
+  errorTable,
+  ignoredErrorClasses,
   isCountedErrorClass,
+  isIgnoredErrorClass,
+  isProviderSideIn,
+  ownClasses,
 } from './error-class.js';
-export type { CountedErrorClass, IgnoredErrorClass, ErrorClass, ErrorPolicy, ProviderFailure } from './error-class.js';
+export type {
+  ApiAnswer,
+  CountedErrorClass,
+  ErrorClass,
+  ErrorPolicy,
+  ErrorRow,
+  ErrorTable,
+  IgnoredErrorClass,
+  ProviderFailure,
+} from './error-class.js';

@@ -1,17 +1,25 @@
+import { countedErrorClasses } from '../errors/index.js';
+import { openStrategies, type OpenStrategyName } from '../machines/breaker-strategy.js';
+
 /**
  * The fleet breaker's transition rules as one Lua script, so that every instance's update of one
  * provider's breaker is applied atomically on the Redis server (no lost counts, no two probes).
  * The rules are the breaker machine's (src/machines/breaker.machine.ts) for the consecutive-failures
  * strategy; time lives in the data: `open` becomes `halfOpen` when `now >= retryAt`, whoever asks.
+ * The script is generated from the error table (which classes count: ERRORS.md column B) and from the
+ * breaker's open strategy, so the fleet follows a changed row or strategy as the machine does.
  *
  * KEYS[1] the breaker hash (state, failures, openedAt, retryAt, opens, version, changedAt)
  * KEYS[2] the probe lease (SET NX PX: one probe per recovery window; a crashed prober's lease expires)
  * ARGV    op, now, threshold, recoveryMs, callId, leaseMs, channel, then for `merge`:
- *         state, failures, openedAt, retryAt, changedAt of the local breaker
+ *         state, failures, openedAt, retryAt, changedAt of the local breaker; for `failed` / `ignored`:
+ *         the error class, which (when given) decides between the two by the table's column B
  * Returns state, failures, openedAt, retryAt, opens, version, changedAt, granted (-1 = none for times).
  * Every change bumps `version` and is published on `channel` as the same fields joined by commas.
  */
-export const breakerScript = `
+export function breakerScriptFor(strategy: OpenStrategyName): string {
+  const counted = countedErrorClasses.map((errorClass) => `${errorClass} = true`).join(', ');
+  return `
 local op = ARGV[1]
 local now = tonumber(ARGV[2])
 local threshold = tonumber(ARGV[3])
@@ -19,6 +27,11 @@ local recovery = tonumber(ARGV[4])
 local callId = ARGV[5]
 local leaseMs = tonumber(ARGV[6])
 local channel = ARGV[7]
+local counted = { ${counted} }
+local function shouldOpen(failures) return ${openStrategies[strategy].lua} end
+if (op == 'failed' or op == 'ignored') and ARGV[8] ~= nil and ARGV[8] ~= '' then
+  if counted[ARGV[8]] then op = 'failed' else op = 'ignored' end
+end
 
 local h = redis.call('HMGET', KEYS[1], 'state', 'failures', 'openedAt', 'retryAt', 'opens', 'version', 'changedAt')
 local exists = h[1] ~= false
@@ -67,7 +80,7 @@ if op == 'failed' then
   if s.state == 'closed' then
     s.failures = s.failures + 1
     changed = true
-    if s.failures >= threshold then open() end
+    if shouldOpen(s.failures) then open() end
   elseif s.state == 'halfOpen' and isProbe then
     open()
   end
@@ -121,3 +134,7 @@ end
 reply[8] = granted
 return reply
 `;
+}
+
+/** The script for the default strategy (consecutive counted failures, SPEC.md §2). */
+export const breakerScript = breakerScriptFor('consecutiveFailures');

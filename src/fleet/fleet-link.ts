@@ -1,5 +1,5 @@
 import { fromCallback, type SnapshotFrom } from 'xstate';
-import type { FleetLinkEvent, FleetLinkInput, FleetLinkReply } from '../actors/fleet-link.js';
+import type { FleetLinkEvent, FleetLinkInput, FleetLinkReply } from '../machines/fleet-link.js';
 import type { BreakerEvent, breakerMachine, SharedBreakerState } from '../machines/breaker.machine.js';
 import type { FleetBreakerOperation, SharedBreakerStore } from './redis-state-store.js';
 
@@ -24,9 +24,9 @@ function operationFor(event: BreakerEvent): FleetBreakerOperation | undefined {
     case 'call.succeeded':
       return { op: 'succeeded', callId: event.callId };
     case 'call.failed':
-      return { op: 'failed', callId: event.callId };
+      return { op: 'failed', callId: event.callId, errorClass: event.errorClass };
     case 'call.ignored':
-      return { op: 'ignored', callId: event.callId };
+      return { op: 'ignored', callId: event.callId, errorClass: event.errorClass };
     case 'breaker.reset':
       return { op: 'reset' };
     case 'breaker.forceOpen':
@@ -82,7 +82,9 @@ export function createFleetLink(store: SharedBreakerStore, options: FleetLinkOpt
             // A periodic read that finds the fleet elsewhere than the local breaker, with nothing
             // else in flight, repairs a missed update even when the version did not move.
             const repair =
-              operation.op === 'read' && inFlight === 1 && result.shared.state !== localStateName(breaker.getSnapshot());
+              operation.op === 'read' &&
+              inFlight === 1 &&
+              result.shared.state !== localStateName(breaker.getSnapshot());
             adopt(result.shared, operation.op === 'merge' || repair);
             return result.granted;
           },
@@ -137,10 +139,13 @@ export function createFleetLink(store: SharedBreakerStore, options: FleetLinkOpt
 
     receive((event) => {
       if (event.type === 'probe.requested') {
-        const ask = store.isUp() ? run({ op: 'acquire', callId: event.callId }, event.at) : Promise.resolve(undefined);
+        const ask = store.isUp()
+          ? run({ op: 'acquire', callId: event.callId }, event.at)
+          : Promise.resolve(undefined);
         // Unreachable store: the local breaker alone decides this window's probe.
         void ask.then((granted) => {
-          if (!stopped) sendBack({ type: 'probe.leased', callId: event.callId, granted: granted ?? true, at: now() });
+          if (!stopped)
+            sendBack({ type: 'probe.leased', callId: event.callId, granted: granted ?? true, at: now() });
         });
         return;
       }

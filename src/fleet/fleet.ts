@@ -93,7 +93,8 @@ export async function connectFleet(options: FleetOptions): Promise<Fleet> {
       });
     },
     reportTo(log) {
-      if (!store.isUp()) log.warn('state store (Redis) unreachable at start: serving with per-process breakers; reconnecting');
+      if (!store.isUp())
+        log.warn('state store (Redis) unreachable at start: serving with per-process breakers; reconnecting');
       store.breakers.onAvailability((up) => {
         if (up) log.info('state store (Redis) reachable again: breakers shared and reconciled');
         else log.warn('state store (Redis) lost: serving with per-process breakers; reconnecting');

@@ -1,11 +1,15 @@
 import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
+import type { ErrorClass } from '../errors/index.js';
 import type { SharedBreakerState } from '../machines/breaker.machine.js';
-import { breakerScript } from './breaker-script.js';
+import type { OpenStrategyName } from '../machines/breaker-strategy.js';
+import { breakerScriptFor } from './breaker-script.js';
 
 /** One update of a provider's fleet breaker, applied atomically by the breaker script. */
 export type FleetBreakerOperation =
-  | { readonly op: 'failed' | 'succeeded' | 'ignored' | 'acquire'; readonly callId: string }
+  | { readonly op: 'succeeded' | 'acquire'; readonly callId: string }
+  /** A call's failure; its class, when given, decides counted or not in the script (column B). */
+  | { readonly op: 'failed' | 'ignored'; readonly callId: string; readonly errorClass?: ErrorClass }
   | { readonly op: 'reset' | 'release' | 'forceOpen' | 'read' }
   | {
       readonly op: 'merge';
@@ -21,6 +25,8 @@ export interface FleetBreakerResult {
 export interface BreakerSettings {
   readonly threshold: number;
   readonly recoveryMs: number;
+  /** The breakers' open strategy (default consecutive failures); the script is generated for it. */
+  readonly strategy?: OpenStrategyName;
 }
 
 /** The breakers' shared memory, as the fleet links use it. */
@@ -62,7 +68,9 @@ export interface RedisStateStore {
 const stateNames = ['closed', 'open', 'halfOpen', 'forcedOpen'] as const;
 
 function parseState(fields: readonly unknown[]): SharedBreakerState {
-  const [state, failures, openedAt, retryAt, opens, version, changedAt] = fields.map((field) => String(field));
+  const [state, failures, openedAt, retryAt, opens, version, changedAt] = fields.map((field) =>
+    String(field),
+  );
   const name = stateNames.find((candidate) => candidate === state);
   if (name === undefined) throw new Error(`Unknown fleet breaker state ${String(state)}`);
   const time = (value: string | undefined): number | null => (Number(value) < 0 ? null : Number(value));
@@ -84,7 +92,8 @@ function parseState(fields: readonly unknown[]): SharedBreakerState {
  */
 export function createRedisStateStore(options: RedisStateStoreOptions): RedisStateStore {
   const commandTimeout = options.commandTimeoutMs ?? 250;
-  const retryStrategy = (times: number): number => Math.min(50 * 2 ** Math.min(times, 6), options.maxReconnectDelayMs ?? 2000);
+  const retryStrategy = (times: number): number =>
+    Math.min(50 * 2 ** Math.min(times, 6), options.maxReconnectDelayMs ?? 2000);
   const client = new Redis(options.url, {
     commandTimeout,
     connectTimeout: 1000,
@@ -94,6 +103,7 @@ export function createRedisStateStore(options: RedisStateStoreOptions): RedisSta
   });
   // The subscriber keeps its subscriptions across reconnects (autoResubscribe) and needs no timeout.
   const subscriber = new Redis(options.url, { connectTimeout: 1000, retryStrategy, autoResubscribe: true });
+  const breakerScript = breakerScriptFor(options.breaker.strategy ?? 'consecutiveFailures');
   const scriptSha = createHash('sha1').update(breakerScript).digest('hex');
   const listeners = new Map<string, Set<(shared: SharedBreakerState) => void>>();
   const availability = new Set<(up: boolean) => void>();
@@ -148,7 +158,9 @@ export function createRedisStateStore(options: RedisStateStoreOptions): RedisSta
               operation.local.retryAt ?? -1,
               operation.local.changedAt,
             ]
-          : [];
+          : operation.op === 'failed' || operation.op === 'ignored'
+            ? [operation.errorClass ?? '']
+            : [];
       const reply = await runScript(
         [key, `${key}:probe`],
         [
@@ -162,7 +174,8 @@ export function createRedisStateStore(options: RedisStateStoreOptions): RedisSta
           ...merge,
         ],
       );
-      if (!Array.isArray(reply) || reply.length < 8) throw new Error('Unexpected reply from the breaker script');
+      if (!Array.isArray(reply) || reply.length < 8)
+        throw new Error('Unexpected reply from the breaker script');
       return { shared: parseState(reply.slice(0, 7)), granted: Number(reply[7]) === 1 };
     },
     subscribe(providerId, listener) {

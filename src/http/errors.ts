@@ -1,3 +1,5 @@
+import { errorClasses, errorTable } from '../errors/index.js';
+
 /**
  * The one registry of error codes the HTTP API answers with (API.md). `docs/errors.md` lists every
  * code here; a test keeps the two in step. Body of every error: `{"error":{"code","message",…}}`.
@@ -20,15 +22,15 @@ export const errorCodes = {
   PDF_TOO_MANY_PAGES: { status: 422, description: 'The PDF declares or holds more than PDF_MAX_TOTAL_PAGES pages.' },
   PDF_EXTRACTOR_BUSY: { status: 503, description: 'Every PDF worker (PDF_WORKERS) is busy and the wait queue (PDF_QUEUE_MAX) is full; Retry-After says when to retry.' },
   ADMIN_AUTH_REQUIRED: { status: 401, description: 'Missing or wrong admin bearer token.' },
-  PROVIDER_AUTH_FAILED: { status: 401, description: 'Every attempt failed with auth (the user key was refused).' },
-  PROVIDER_PERMISSION_DENIED: { status: 403, description: 'Every attempt failed with permission.' },
-  PROVIDER_QUOTA_EXHAUSTED: { status: 402, description: 'Every attempt failed with quota_exhausted (credit balance, spend limit).' },
-  PROVIDER_RATE_LIMITED: { status: 429, description: 'Every attempt was rate limited; Retry-After when the upstream gave one.' },
-  DOCUMENT_TOO_LONG: { status: 413, description: 'Every attempt failed with context_too_long.' },
-  INVALID_PROVIDER_OUTPUT: { status: 502, description: 'Every attempt answered output that failed validation.' },
-  PROVIDERS_UNAVAILABLE: { status: 503, description: 'Provider-side failures or open breakers: no provider could answer. Retry-After when known.' },
-  PROVIDER_BAD_REQUEST: { status: 400, description: 'The provider refused the request as malformed (bad_request).' },
-  PROVIDER_MODEL_NOT_FOUND: { status: 404, description: 'The configured model is unknown to the provider (not_found).' },
+  PROVIDER_AUTH_FAILED: { status: errorTable.auth.api.status, description: 'Every attempt failed with auth (the user key was refused).' },
+  PROVIDER_PERMISSION_DENIED: { status: errorTable.permission.api.status, description: 'Every attempt failed with permission.' },
+  PROVIDER_QUOTA_EXHAUSTED: { status: errorTable.quota_exhausted.api.status, description: 'Every attempt failed with quota_exhausted (credit balance, spend limit).' },
+  PROVIDER_RATE_LIMITED: { status: errorTable.rate_limited.api.status, description: 'Every attempt was rate limited; Retry-After when the upstream gave one.' },
+  DOCUMENT_TOO_LONG: { status: errorTable.context_too_long.api.status, description: 'Every attempt failed with context_too_long.' },
+  INVALID_PROVIDER_OUTPUT: { status: errorTable.invalid_output.api.status, description: 'Every attempt answered output that failed validation.' },
+  PROVIDERS_UNAVAILABLE: { status: errorTable.server_error.api.status, description: 'Provider-side failures or open breakers: no provider could answer. Retry-After when known.' },
+  PROVIDER_BAD_REQUEST: { status: errorTable.bad_request.api.status, description: 'The provider refused the request as malformed (bad_request).' },
+  PROVIDER_MODEL_NOT_FOUND: { status: errorTable.not_found.api.status, description: 'The configured model is unknown to the provider (not_found).' },
   TEXT_TOO_LARGE: { status: 413, description: 'The `text` of POST /v1/generate is longer than MAX_TEXT_CHARS characters.' },
   TOO_MANY_PARTS: { status: 413, description: 'The text would need more than MAX_TEXT_PARTS parts (each a provider call); refused before any call of that stage.' },
   REQUEST_TOO_LARGE: { status: 413, description: 'The JSON body is over the size limit (MAX_UPLOAD_MB).' },
@@ -37,11 +39,19 @@ export const errorCodes = {
   CLIENT_BUSY: { status: 429, description: 'This client already holds its share: MAX_INFLIGHT_GENERATIONS_PER_CLIENT generations in flight, or JOB_MAX_JOBS_PER_CLIENT live jobs. Retry-After.' },
   SHUTTING_DOWN: { status: 503, description: 'The service is shutting down; retry against another instance.' },
   REQUEST_TIMEOUT: { status: 408, description: 'The request headers (HEADERS_TIMEOUT_MS) or the whole request (REQUEST_TIMEOUT_MS) did not arrive in time; the connection is closed.' },
-  REQUEST_ABORTED: { status: 499, description: 'The caller went away before the answer (never sent to a live client).' },
+  REQUEST_ABORTED: { status: errorTable.aborted.api.status, description: 'The caller went away before the answer (never sent to a live client).' },
   INTERNAL_ERROR: { status: 500, description: 'A bug: the service failed in a way it did not expect.' },
 } as const satisfies Record<string, { status: number; description: string }>;
 
 export type ErrorCode = keyof typeof errorCodes;
+
+/**
+ * The statuses of provider failures above are read from the error table (src/errors), which names the
+ * code of each class; every code it names is in this registry (a type error otherwise).
+ */
+export const providerFailureCodes: readonly ErrorCode[] = errorClasses.map(
+  (errorClass) => errorTable[errorClass].api.code,
+);
 
 /** An error the service answers with on purpose: a stable code, the registry's status, a clear message. */
 export class ApiError extends Error {

@@ -10,11 +10,17 @@ export interface FailureRecord {
 export interface OpenStrategy {
   /** True when the counted failure just recorded (already included in `record`) must open the breaker. */
   shouldOpen(record: FailureRecord, threshold: number): boolean;
+  /**
+   * The same decision as a Lua expression over `failures` and `threshold`, for the fleet's breaker
+   * script (src/fleet/breaker-script.ts), so Redis opens a shared breaker by the same rule.
+   */
+  readonly lua: string;
 }
 
 /** Opens after `threshold` consecutive counted failures (SPEC.md §2). */
 export const consecutiveFailures: OpenStrategy = {
   shouldOpen: (record, threshold) => record.consecutiveFailures >= threshold,
+  lua: 'failures >= threshold',
 };
 
 export const openStrategies = { consecutiveFailures } as const satisfies Record<string, OpenStrategy>;

@@ -1,16 +1,22 @@
 import { assign, emit, sendTo, setup, type AnyActorRef } from 'xstate';
-import { errorPolicy, type ErrorClass } from '../errors/index.js';
-import type { Attempt, FallbackPolicy, Validation } from '../actors/types.js';
-import type { ProviderReply } from '../actors/provider.machine.js';
-import type { GenerationRequest, ProviderAnswer, ProviderId } from '../providers/index.js';
-import type { Secret } from '../security/secret.js';
+import { countsInTable, errorPolicy, ownClasses, type ErrorClass, type ErrorTable } from '../errors/index.js';
 import { failureVerdict, type FailureVerdict } from './failure-verdict.js';
+import type { ProviderReply } from './provider.machine.js';
+import type {
+  ApiKey,
+  Attempt,
+  FallbackPolicy,
+  GenerationRequest,
+  ProviderAnswer,
+  ProviderId,
+  Validation,
+} from './types.js';
 
 /** One provider of the chain, in the user's order. */
 export interface FallbackLink {
   readonly provider: ProviderId;
   readonly model: string;
-  readonly apiKey: Secret;
+  readonly apiKey: ApiKey;
   /** The provider actor that serves calls to this provider. */
   readonly ref: AnyActorRef;
 }
@@ -117,258 +123,264 @@ export function withValidationErrors(
 /**
  * The retry-and-fallback run of one generation. Tries the chain in order; a provider whose breaker
  * refuses is skipped at once; retries (after named backoff delays) and the single re-ask follow
- * ERRORS.md's policy table; every call and skip is recorded as an Attempt, in order.
+ * ERRORS.md's table (`table`, the production `errorPolicy` unless a test injects a flipped row);
+ * every call and skip is recorded as an Attempt, in order.
  */
-export const fallbackMachine = setup({
-  types: {
-    input: {} as FallbackInput,
-    context: {} as FallbackContext,
-    events: {} as FallbackEvent,
-    emitted: {} as FallbackEmitted,
-    output: {} as FallbackOutput,
-  },
-  guards: {
-    /** The reply belongs to the call in flight, not to one this run already gave up on. */
-    isCurrentCall: ({ context, event }) => 'callId' in event && event.callId === context.callId,
-    isAnswerValid: ({ context }) => context.verdict?.ok === true,
-    /** `invalid_output` gets exactly one re-ask with the validation errors. */
-    isReaskDue: ({ context }) =>
-      context.lastFailure !== null &&
-      errorPolicy[context.lastFailure.errorClass].retry === 'once' &&
-      !context.reasked &&
-      isSameProviderRetryAllowed(context),
-    /** A provider-side class, retries left, and the policy lets this provider be retried now. */
-    isRetryDue: ({ context }) =>
-      context.lastFailure !== null &&
-      errorPolicy[context.lastFailure.errorClass].retry === 'yes' &&
-      context.retries < context.retryMax &&
-      isSameProviderRetryAllowed(context),
-    /** The class allows falling back, and a provider remains. */
-    canFallBack: ({ context }) =>
-      context.lastFailure !== null &&
-      errorPolicy[context.lastFailure.errorClass].fallback &&
-      hasNextProvider(context),
-  },
-  actions: {
-    requestCall: assign(({ context }) => ({
-      callSeq: context.callSeq + 1,
-      callId: `${context.runId}:${context.callSeq + 1}`,
-    })),
-    sendCallRequest: sendTo(
-      ({ context }) => currentLink(context).ref,
-      ({ context, self }) => ({
-        type: 'call.requested' as const,
-        callId: context.callId,
-        request: context.nextRequest,
-        apiKey: currentLink(context).apiKey,
-        replyTo: self,
-        validate: context.validate,
-        at: Date.now(),
-      }),
-    ),
-    cancelCall: sendTo(
-      ({ context }) => currentLink(context).ref,
-      ({ context }) => ({ type: 'call.cancelled' as const, callId: context.callId, at: Date.now() }),
-    ),
-    storeAnswer: assign(({ context, event }) => {
-      if (event.type !== 'provider.succeeded') return {};
-      return {
-        answer: event.answer,
-        verdict: event.verdict,
-        inputTokens: addUsage(context.inputTokens, event.answer.usage.inputTokens),
-        outputTokens: addUsage(context.outputTokens, event.answer.usage.outputTokens),
-      };
-    }),
-    recordAttempt: assign(({ context, event }) => {
-      const link = currentLink(context);
-      const base = { provider: link.provider, retry: context.calls, task: context.request.task };
-      let attempt: Attempt;
-      let lastFailure: LastFailure | null = null;
-      let hint: number | undefined;
-      if (event.type === 'provider.rejected') {
-        attempt = {
-          ...base,
-          model: link.model,
-          outcome: 'skipped',
-          errorClass: 'circuit_open',
-          reason: 'circuit_open',
-          countedByBreaker: false,
-          durationMs: 0,
-        };
-        lastFailure = { errorClass: 'circuit_open' };
-        hint = event.retryAt === null ? undefined : Math.max(0, event.retryAt - Date.now());
-      } else if (event.type === 'provider.failed') {
-        attempt = {
-          ...base,
-          model: link.model,
-          outcome: 'failed',
-          errorClass: event.failure.errorClass,
-          ...(event.failure.httpStatus === undefined ? {} : { httpStatus: event.failure.httpStatus }),
-          countedByBreaker: event.countedByBreaker,
-          durationMs: event.durationMs,
-          message: event.failure.message,
-        };
-        lastFailure = { errorClass: event.failure.errorClass };
-        hint = event.failure.retryAfterMs;
-      } else if (context.answer !== null && context.verdict !== null) {
-        const durationMs = 'durationMs' in event ? event.durationMs : 0;
-        const valid = context.verdict.ok;
-        attempt = valid
-          ? {
-              ...base,
-              model: context.answer.model,
-              outcome: 'succeeded',
-              countedByBreaker: false,
-              durationMs,
-            }
-          : {
-              ...base,
-              model: context.answer.model,
-              outcome: 'failed',
-              errorClass: 'invalid_output',
-              countedByBreaker: false,
-              durationMs,
-              message: 'The output failed validation.',
-            };
-        if (context.verdict.ok === false) {
-          lastFailure = {
-            errorClass: 'invalid_output',
-            answerText: context.answer.text,
-            validationErrors: context.verdict.errors,
-          };
-        }
-      } else {
-        return {};
-      }
-      const called = attempt.outcome !== 'skipped';
-      return {
-        attempts: [...context.attempts, attempt],
-        calls: called ? context.calls + 1 : context.calls,
-        lastFailure,
-        retryAfterMs: hint === undefined ? context.retryAfterMs : [...context.retryAfterMs, hint],
-      };
-    }),
-    announceAttempt: emit(({ context }) => ({
-      type: 'attempt.recorded' as const,
-      attempt: context.attempts[context.attempts.length - 1] as Attempt,
-    })),
-    prepareReask: assign(({ context }) => ({
-      reasked: true,
-      nextRequest: withValidationErrors(
-        context.nextRequest,
-        context.lastFailure?.answerText ?? '',
-        context.lastFailure?.validationErrors ?? [],
+export function createFallbackMachine(table: ErrorTable) {
+  return setup({
+    types: {
+      input: {} as FallbackInput,
+      context: {} as FallbackContext,
+      events: {} as FallbackEvent,
+      emitted: {} as FallbackEmitted,
+      output: {} as FallbackOutput,
+    },
+    guards: {
+      /** The reply belongs to the call in flight, not to one this run already gave up on. */
+      isCurrentCall: ({ context, event }) => 'callId' in event && event.callId === context.callId,
+      isAnswerValid: ({ context }) => context.verdict?.ok === true,
+      /** `invalid_output` gets exactly one re-ask with the validation errors. */
+      isReaskDue: ({ context }) =>
+        context.lastFailure !== null &&
+        table[context.lastFailure.errorClass].retry === 'once' &&
+        !context.reasked &&
+        isSameProviderRetryAllowed(context),
+      /** A provider-side class, retries left, and the policy lets this provider be retried now. */
+      isRetryDue: ({ context }) =>
+        context.lastFailure !== null &&
+        table[context.lastFailure.errorClass].retry === 'yes' &&
+        context.retries < context.retryMax &&
+        isSameProviderRetryAllowed(context),
+      /** The class allows falling back, and a provider remains. */
+      canFallBack: ({ context }) =>
+        context.lastFailure !== null &&
+        table[context.lastFailure.errorClass].fallback &&
+        hasNextProvider(context),
+    },
+    actions: {
+      requestCall: assign(({ context }) => ({
+        callSeq: context.callSeq + 1,
+        callId: `${context.runId}:${context.callSeq + 1}`,
+      })),
+      sendCallRequest: sendTo(
+        ({ context }) => currentLink(context).ref,
+        ({ context, self }) => ({
+          type: 'call.requested' as const,
+          callId: context.callId,
+          request: context.nextRequest,
+          apiKey: currentLink(context).apiKey,
+          replyTo: self,
+          validate: context.validate,
+          at: Date.now(),
+        }),
       ),
-    })),
-    settle: assign((_, params: { status: 'succeeded' | 'failed' | 'aborted' }) => ({
-      status: params.status,
-    })),
-    countRetry: assign(({ context }) => ({ retries: context.retries + 1 })),
-    nextProvider: assign(({ context }) => ({
-      index: context.index + 1,
+      cancelCall: sendTo(
+        ({ context }) => currentLink(context).ref,
+        ({ context }) => ({ type: 'call.cancelled' as const, callId: context.callId, at: Date.now() }),
+      ),
+      storeAnswer: assign(({ context, event }) => {
+        if (event.type !== 'provider.succeeded') return {};
+        return {
+          answer: event.answer,
+          verdict: event.verdict,
+          inputTokens: addUsage(context.inputTokens, event.answer.usage.inputTokens),
+          outputTokens: addUsage(context.outputTokens, event.answer.usage.outputTokens),
+        };
+      }),
+      recordAttempt: assign(({ context, event }) => {
+        const link = currentLink(context);
+        const base = { provider: link.provider, retry: context.calls, task: context.request.task };
+        let attempt: Attempt;
+        let lastFailure: LastFailure | null = null;
+        let hint: number | undefined;
+        if (event.type === 'provider.rejected') {
+          attempt = {
+            ...base,
+            model: link.model,
+            outcome: 'skipped',
+            errorClass: ownClasses.breakerRefused,
+            reason: ownClasses.breakerRefused,
+            countedByBreaker: false,
+            durationMs: 0,
+          };
+          lastFailure = { errorClass: ownClasses.breakerRefused };
+          hint = event.retryAt === null ? undefined : Math.max(0, event.retryAt - Date.now());
+        } else if (event.type === 'provider.failed') {
+          attempt = {
+            ...base,
+            model: link.model,
+            outcome: 'failed',
+            errorClass: event.failure.errorClass,
+            ...(event.failure.httpStatus === undefined ? {} : { httpStatus: event.failure.httpStatus }),
+            countedByBreaker: event.countedByBreaker,
+            durationMs: event.durationMs,
+            message: event.failure.message,
+          };
+          lastFailure = { errorClass: event.failure.errorClass };
+          hint = event.failure.retryAfterMs;
+        } else if (context.answer !== null && context.verdict !== null) {
+          const durationMs = 'durationMs' in event ? event.durationMs : 0;
+          const valid = context.verdict.ok;
+          attempt = valid
+            ? {
+                ...base,
+                model: context.answer.model,
+                outcome: 'succeeded',
+                countedByBreaker: false,
+                durationMs,
+              }
+            : {
+                ...base,
+                model: context.answer.model,
+                outcome: 'failed',
+                errorClass: ownClasses.invalidOutput,
+                countedByBreaker: countsInTable(table, ownClasses.invalidOutput),
+                durationMs,
+                message: 'The output failed validation.',
+              };
+          if (context.verdict.ok === false) {
+            lastFailure = {
+              errorClass: ownClasses.invalidOutput,
+              answerText: context.answer.text,
+              validationErrors: context.verdict.errors,
+            };
+          }
+        } else {
+          return {};
+        }
+        const called = attempt.outcome !== 'skipped';
+        return {
+          attempts: [...context.attempts, attempt],
+          calls: called ? context.calls + 1 : context.calls,
+          lastFailure,
+          retryAfterMs: hint === undefined ? context.retryAfterMs : [...context.retryAfterMs, hint],
+        };
+      }),
+      announceAttempt: emit(({ context }) => ({
+        type: 'attempt.recorded' as const,
+        attempt: context.attempts[context.attempts.length - 1] as Attempt,
+      })),
+      prepareReask: assign(({ context }) => ({
+        reasked: true,
+        nextRequest: withValidationErrors(
+          context.nextRequest,
+          context.lastFailure?.answerText ?? '',
+          context.lastFailure?.validationErrors ?? [],
+        ),
+      })),
+      settle: assign((_, params: { status: 'succeeded' | 'failed' | 'aborted' }) => ({
+        status: params.status,
+      })),
+      countRetry: assign(({ context }) => ({ retries: context.retries + 1 })),
+      nextProvider: assign(({ context }) => ({
+        index: context.index + 1,
+        calls: 0,
+        retries: 0,
+        reasked: false,
+        nextRequest: context.request,
+        answer: null,
+        verdict: null,
+      })),
+      announceFallback: emit(({ context }) => ({
+        type: 'fallback.taken' as const,
+        from: currentLink(context).provider,
+        to: (context.links[context.index + 1] ?? currentLink(context)).provider,
+      })),
+    },
+    delays: {
+      /** RETRY_BACKOFF_MS: one delay per retry, the last repeats. */
+      retryBackoff: ({ context }) =>
+        context.backoffMs[Math.min(context.retries, context.backoffMs.length - 1)] ?? 0,
+    },
+  }).createMachine({
+    id: 'fallback',
+    context: ({ input }) => ({
+      ...input,
+      index: 0,
       calls: 0,
       retries: 0,
       reasked: false,
-      nextRequest: context.request,
+      nextRequest: input.request,
+      callSeq: 0,
+      callId: '',
+      attempts: [],
+      retryAfterMs: [],
+      lastFailure: null,
       answer: null,
       verdict: null,
-    })),
-    announceFallback: emit(({ context }) => ({
-      type: 'fallback.taken' as const,
-      from: currentLink(context).provider,
-      to: (context.links[context.index + 1] ?? currentLink(context)).provider,
-    })),
-  },
-  delays: {
-    /** RETRY_BACKOFF_MS: one delay per retry, the last repeats. */
-    retryBackoff: ({ context }) =>
-      context.backoffMs[Math.min(context.retries, context.backoffMs.length - 1)] ?? 0,
-  },
-}).createMachine({
-  id: 'fallback',
-  context: ({ input }) => ({
-    ...input,
-    index: 0,
-    calls: 0,
-    retries: 0,
-    reasked: false,
-    nextRequest: input.request,
-    callSeq: 0,
-    callId: '',
-    attempts: [],
-    retryAfterMs: [],
-    lastFailure: null,
-    answer: null,
-    verdict: null,
-    inputTokens: null,
-    outputTokens: null,
-    status: 'running',
-  }),
-  initial: 'calling',
-  states: {
-    /** One call is in flight to the current provider (or its breaker is about to refuse it). */
-    calling: {
-      entry: ['requestCall', 'sendCallRequest'],
-      on: {
-        'provider.succeeded': { guard: 'isCurrentCall', target: 'validating', actions: 'storeAnswer' },
-        'provider.failed': {
-          guard: 'isCurrentCall',
-          target: 'deciding',
-          actions: ['recordAttempt', 'announceAttempt'],
+      inputTokens: null,
+      outputTokens: null,
+      status: 'running',
+    }),
+    initial: 'calling',
+    states: {
+      /** One call is in flight to the current provider (or its breaker is about to refuse it). */
+      calling: {
+        entry: ['requestCall', 'sendCallRequest'],
+        on: {
+          'provider.succeeded': { guard: 'isCurrentCall', target: 'validating', actions: 'storeAnswer' },
+          'provider.failed': {
+            guard: 'isCurrentCall',
+            target: 'deciding',
+            actions: ['recordAttempt', 'announceAttempt'],
+          },
+          'provider.rejected': {
+            guard: 'isCurrentCall',
+            target: 'deciding',
+            actions: ['recordAttempt', 'announceAttempt'],
+          },
+          'request.aborted': { target: 'aborted', actions: 'cancelCall' },
         },
-        'provider.rejected': {
-          guard: 'isCurrentCall',
-          target: 'deciding',
-          actions: ['recordAttempt', 'announceAttempt'],
-        },
-        'request.aborted': { target: 'aborted', actions: 'cancelCall' },
       },
+      /** The provider answered; the verdict judged next to the call decides between success and `invalid_output`. */
+      validating: {
+        entry: ['recordAttempt', 'announceAttempt'],
+        always: [{ guard: 'isAnswerValid', target: 'succeeded' }, { target: 'deciding' }],
+      },
+      /** After a failure or a skip: re-ask, retry after a backoff, fall back, or give up — the policy table decides. */
+      deciding: {
+        always: [
+          { guard: 'isReaskDue', target: 'calling', actions: 'prepareReask' },
+          { guard: 'isRetryDue', target: 'backingOff' },
+          { guard: 'canFallBack', target: 'calling', actions: ['announceFallback', 'nextProvider'] },
+          { target: 'failed' },
+        ],
+      },
+      /** Waiting out the named backoff before retrying the same provider; never a sleep. */
+      backingOff: {
+        after: { retryBackoff: { target: 'calling', actions: 'countRetry' } },
+        on: { 'request.aborted': 'aborted' },
+      },
+      /** A provider answered valid material. */
+      succeeded: { type: 'final', entry: { type: 'settle', params: { status: 'succeeded' } } },
+      /** Every provider failed or was skipped; the output carries API.md's status and code. */
+      failed: { type: 'final', entry: { type: 'settle', params: { status: 'failed' } } },
+      /** The caller went away; the in-flight call was cancelled and counts nowhere. */
+      aborted: { type: 'final', entry: { type: 'settle', params: { status: 'aborted' } } },
     },
-    /** The provider answered; the verdict judged next to the call decides between success and `invalid_output`. */
-    validating: {
-      entry: ['recordAttempt', 'announceAttempt'],
-      always: [{ guard: 'isAnswerValid', target: 'succeeded' }, { target: 'deciding' }],
-    },
-    /** After a failure or a skip: re-ask, retry after a backoff, fall back, or give up — the policy table decides. */
-    deciding: {
-      always: [
-        { guard: 'isReaskDue', target: 'calling', actions: 'prepareReask' },
-        { guard: 'isRetryDue', target: 'backingOff' },
-        { guard: 'canFallBack', target: 'calling', actions: ['announceFallback', 'nextProvider'] },
-        { target: 'failed' },
-      ],
-    },
-    /** Waiting out the named backoff before retrying the same provider; never a sleep. */
-    backingOff: {
-      after: { retryBackoff: { target: 'calling', actions: 'countRetry' } },
-      on: { 'request.aborted': 'aborted' },
-    },
-    /** A provider answered valid material. */
-    succeeded: { type: 'final', entry: { type: 'settle', params: { status: 'succeeded' } } },
-    /** Every provider failed or was skipped; the output carries API.md's status and code. */
-    failed: { type: 'final', entry: { type: 'settle', params: { status: 'failed' } } },
-    /** The caller went away; the in-flight call was cancelled and counts nowhere. */
-    aborted: { type: 'final', entry: { type: 'settle', params: { status: 'aborted' } } },
-  },
-  output: ({ context }): FallbackOutput => {
-    if (context.status === 'succeeded' && context.answer !== null && context.verdict?.ok === true) {
+    output: ({ context }): FallbackOutput => {
+      if (context.status === 'succeeded' && context.answer !== null && context.verdict?.ok === true) {
+        return {
+          status: 'succeeded',
+          value: context.verdict.value,
+          provider: currentLink(context).provider,
+          model: context.answer.model,
+          fallback: context.index > 0,
+          attempts: context.attempts,
+          usage: { inputTokens: context.inputTokens, outputTokens: context.outputTokens },
+        };
+      }
+      if (context.status === 'aborted') return { status: 'aborted', attempts: context.attempts };
       return {
-        status: 'succeeded',
-        value: context.verdict.value,
-        provider: currentLink(context).provider,
-        model: context.answer.model,
-        fallback: context.index > 0,
+        status: 'failed',
         attempts: context.attempts,
-        usage: { inputTokens: context.inputTokens, outputTokens: context.outputTokens },
+        ...failureVerdict(context.attempts, context.retryAfterMs, table),
       };
-    }
-    if (context.status === 'aborted') return { status: 'aborted', attempts: context.attempts };
-    return {
-      status: 'failed',
-      attempts: context.attempts,
-      ...failureVerdict(context.attempts, context.retryAfterMs),
-    };
-  },
-});
+    },
+  });
+}
+
+/** The retry-and-fallback machine on ERRORS.md's table. */
+export const fallbackMachine = createFallbackMachine(errorPolicy);
 
 export type FallbackMachine = typeof fallbackMachine;

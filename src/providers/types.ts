@@ -1,41 +1,8 @@
 import type { ProviderFailure } from '../errors/index.js';
+import type { GenerationRequest, ProviderAnswer, ProviderId } from '../machines/types.js';
 
-/** The three providers a user can pick, by their API ids. */
-export const providerIds = ['claude', 'gpt', 'timelygpt'] as const;
-export type ProviderId = (typeof providerIds)[number];
-
-export const tasks = ['notes', 'mcq', 'fill'] as const;
-export type Task = (typeof tasks)[number];
-
-export interface ChatMessage {
-  readonly role: 'user' | 'assistant';
-  readonly content: string;
-}
-
-/** One provider-neutral generation request; adapters translate it to their wire format. */
-export interface GenerationRequest {
-  readonly task: Task;
-  readonly system: string;
-  readonly messages: readonly ChatMessage[];
-  /** JSON schema (from the task's zod schema) the answer must follow; its name is the task. */
-  readonly jsonSchema: Readonly<Record<string, unknown>>;
-  readonly maxOutputTokens: number;
-}
-
-export interface TokenUsage {
-  readonly inputTokens: number | null;
-  readonly outputTokens: number | null;
-}
-
-/** What a provider answered, before the study-material validation reads it. */
-export interface ProviderAnswer {
-  readonly text: string;
-  /** The model that actually answered, as the provider reported it. */
-  readonly model: string;
-  readonly usage: TokenUsage;
-  /** The answer was cut off (`stop_reason: max_tokens`, `finish_reason: length`). */
-  readonly truncated: boolean;
-}
+export { providerIds, tasks } from '../machines/types.js';
+export type { ChatMessage, GenerationRequest, ProviderAnswer, ProviderId, Task, TokenUsage } from '../machines/types.js';
 
 /**
  * One provider's upstream, injected into its provider actor. The adapter decides what an error *is*

@@ -8,18 +8,21 @@ import {
   type SnapshotFrom,
 } from 'xstate';
 import type { Attempt, FallbackPolicy } from '../../src/actors/types.js';
-import { errorClasses, errorPolicy, isCountedErrorClass, type ErrorClass } from '../../src/errors/index.js';
+import type { ErrorClass } from '../../src/errors/index.js';
 import {
+  createFallbackMachine,
   fallbackMachine,
   type FallbackEvent,
   type FallbackInput,
 } from '../../src/machines/fallback.machine.js';
+import { documentClasses, errorsMd, providerSideClasses, withRow } from './errors-md.js';
 import type { ProviderAnswer, ProviderId } from '../../src/providers/index.js';
 import { Secret } from '../../src/security/secret.js';
 import { sentEventTypes } from './graph-events.js';
 import { request } from './gateway-harness.js';
 
-type FallbackSnapshot = SnapshotFrom<typeof fallbackMachine>;
+type FallbackLogic = typeof fallbackMachine;
+type FallbackSnapshot = SnapshotFrom<FallbackLogic>;
 
 const providerRef = createActor(setup({}).createMachine({}));
 const answer: ProviderAnswer = {
@@ -32,7 +35,7 @@ const retryMax = 2;
 const chainIds: readonly ProviderId[] = ['claude', 'gpt', 'timelygpt'];
 
 /** Classes an upstream call can end in (circuit_open is a skip, invalid_output an answer). */
-const allUpstreamClasses = errorClasses.filter((c) => c !== 'circuit_open' && c !== 'invalid_output');
+const allUpstreamClasses = documentClasses.filter((c) => c !== 'circuit_open' && c !== 'invalid_output');
 /** One class per row of the policy table, for the 3-provider runs (the machine reads only the row). */
 const representativeClasses: readonly ErrorClass[] = ['auth', 'bad_request', 'server_error'];
 /** Two providers: one class per row, plus the ones the failure table answers apart. */
@@ -98,7 +101,7 @@ function eventsFor(snapshot: FallbackSnapshot, classes: readonly ErrorClass[]): 
           message: errorClass,
           ...(errorClass === 'rate_limited' ? { retryAfterMs: 7000 } : {}),
         },
-        countedByBreaker: isCountedErrorClass(errorClass),
+        countedByBreaker: errorsMd[errorClass].B,
         durationMs: 1,
       });
     }
@@ -110,30 +113,15 @@ function eventsFor(snapshot: FallbackSnapshot, classes: readonly ErrorClass[]): 
   return events;
 }
 
-/** API.md's "When every provider fails" table, written again from its text. */
+/** API.md's "When every provider fails" table, read from its rows as written in errors-md.ts. */
 function expectedFailure(attempts: readonly Attempt[]): { status: number; code: string } {
   const classes = attempts.map((a) => a.errorClass ?? 'circuit_open');
-  const row: Partial<Record<ErrorClass, [number, string]>> = {
-    auth: [401, 'PROVIDER_AUTH_FAILED'],
-    permission: [403, 'PROVIDER_PERMISSION_DENIED'],
-    quota_exhausted: [402, 'PROVIDER_QUOTA_EXHAUSTED'],
-    rate_limited: [429, 'PROVIDER_RATE_LIMITED'],
-    context_too_long: [413, 'DOCUMENT_TOO_LONG'],
-    invalid_output: [502, 'INVALID_PROVIDER_OUTPUT'],
-    circuit_open: [503, 'PROVIDERS_UNAVAILABLE'],
-    bad_request: [400, 'PROVIDER_BAD_REQUEST'],
-    not_found: [404, 'PROVIDER_MODEL_NOT_FOUND'],
-    aborted: [499, 'REQUEST_ABORTED'],
-  };
-  const providerSide = (c: ErrorClass) => c === 'circuit_open' || isCountedErrorClass(c);
   const first = classes[0] ?? 'circuit_open';
-  if (classes.every((c) => c === first) && row[first]) {
-    const [status, code] = row[first];
-    return { status, code };
-  }
-  if (classes.some(providerSide)) return { status: 503, code: 'PROVIDERS_UNAVAILABLE' };
-  const [status, code] = row[first] ?? [503, 'PROVIDERS_UNAVAILABLE'];
-  return { status, code };
+  const row = (c: ErrorClass) => ({ status: errorsMd[c].status, code: errorsMd[c].code });
+  if (classes.every((c) => c === first)) return row(first);
+  if (classes.some((c) => providerSideClasses.includes(c)))
+    return { status: 503, code: 'PROVIDERS_UNAVAILABLE' };
+  return row(first);
 }
 
 interface Walk {
@@ -146,9 +134,14 @@ interface Walk {
  * each step moves the provider index, its call count or its retries forward, so it terminates).
  * The checks run on every complete path.
  */
-function walkAllPaths(providers: number, policy: FallbackPolicy, classes: readonly ErrorClass[]): Walk {
+function walkAllPaths(
+  providers: number,
+  policy: FallbackPolicy,
+  classes: readonly ErrorClass[],
+  machine: FallbackLogic = fallbackMachine,
+): Walk {
   const walk: Walk = { paths: 0, steps: 0 };
-  const [initial, initialActions] = initialTransition(fallbackMachine, inputFor(providers, policy));
+  const [initial, initialActions] = initialTransition(machine, inputFor(providers, policy));
   const visit = (snapshot: FallbackSnapshot, calls: number, depth: number, cancelled: number): void => {
     expect(depth).toBeLessThan(40);
     if (snapshot.status === 'done') {
@@ -160,7 +153,7 @@ function walkAllPaths(providers: number, policy: FallbackPolicy, classes: readon
     // Always ends final: no reachable state waits for nothing.
     expect(events.length).toBeGreaterThan(0);
     for (const event of events) {
-      const [next, actions] = transition(fallbackMachine, snapshot, event);
+      const [next, actions] = transition(machine, snapshot, event);
       walk.steps += 1;
       const sent = sentEventTypes(actions).filter((type) => type === 'call.requested').length;
       // An abort while a call is in flight cancels it: that call gets no attempt.
@@ -206,8 +199,8 @@ function checkPath(
       if (previous === undefined) return;
       // A provider whose breaker refused is never called again in this run.
       expect(previous.outcome).not.toBe('skipped');
-      // Never retries a class the table forbids.
-      expect(errorPolicy[previous.errorClass ?? 'circuit_open'].retry).not.toBe('no');
+      // Never retries a class ERRORS.md's column R forbids.
+      expect(errorsMd[previous.errorClass ?? 'circuit_open'].R).not.toBe('no');
       // fallback-first never retries while another provider remains.
       if (policy === 'fallback-first') expect(position).toBe(providers - 1);
     });
@@ -216,6 +209,19 @@ function checkPath(
     ).length;
     expect(backoffRetries).toBeLessThanOrEqual(retryMax);
     expect(list.filter((a) => a.errorClass === 'invalid_output').length).toBeLessThanOrEqual(2);
+  }
+
+  // Falls back only after a class whose column F says so; a run that fails with providers left
+  // stopped on a class whose column F says no.
+  attempts.forEach((attempt, i) => {
+    const next = attempts[i + 1];
+    if (next !== undefined && next.provider !== attempt.provider) {
+      expect(errorsMd[attempt.errorClass ?? 'circuit_open'].F).toBe(true);
+    }
+  });
+  const last = attempts.at(-1);
+  if (output.status === 'failed' && last !== undefined && chainIds.indexOf(last.provider) < providers - 1) {
+    expect(errorsMd[last.errorClass ?? 'circuit_open'].F).toBe(false);
   }
 
   if (output.status === 'succeeded') {
@@ -254,4 +260,47 @@ describe('retry-and-fallback machine, over every path', () => {
       expect(paths).toBe(expectedPaths);
     },
   );
+});
+
+describe('retry-and-fallback machine, kept mutants: a flipped table row turns the walk red', () => {
+  it('R: a table that retries auth', () => {
+    const mutant = createFallbackMachine(withRow('auth', { retry: 'yes' }));
+    expect(() => walkAllPaths(1, 'retry-then-fallback', ['auth'], mutant)).toThrow(/expected/);
+  });
+
+  it('R: a table that never retries timeout is caught by the path count', () => {
+    const mutant = createFallbackMachine(withRow('timeout', { retry: 'no' }));
+    expect(walkAllPaths(1, 'retry-then-fallback', ['timeout'], mutant).paths).not.toBe(
+      walkAllPaths(1, 'retry-then-fallback', ['timeout']).paths,
+    );
+  });
+
+  it('F: a table that falls back after bad_request', () => {
+    const mutant = createFallbackMachine(withRow('bad_request', { fallback: true }));
+    expect(() => walkAllPaths(2, 'fallback-first', ['bad_request'], mutant)).toThrow(/expected/);
+  });
+
+  it('F: a table that does not fall back after rate_limited', () => {
+    const mutant = createFallbackMachine(withRow('rate_limited', { fallback: false }));
+    expect(() => walkAllPaths(2, 'fallback-first', ['rate_limited'], mutant)).toThrow(/expected/);
+  });
+
+  it('API: a table that answers every-auth with 503', () => {
+    const mutant = createFallbackMachine(
+      withRow('auth', { api: { status: 503, code: 'PROVIDERS_UNAVAILABLE', message: 'mutant' } }),
+    );
+    expect(() => walkAllPaths(1, 'fallback-first', ['auth'], mutant)).toThrow(/expected/);
+  });
+
+  it('B: a table that counts rate_limited makes a mix with it answer 503', () => {
+    const mutant = createFallbackMachine(withRow('rate_limited', { breaker: 'counts' }));
+    expect(() => walkAllPaths(2, 'fallback-first', ['rate_limited', 'auth'], mutant)).toThrow(/expected/);
+  });
+
+  it('the production table walks the same small cases green', () => {
+    expect(walkAllPaths(1, 'retry-then-fallback', ['auth', 'timeout']).paths).toBeGreaterThan(0);
+    expect(walkAllPaths(2, 'fallback-first', ['bad_request', 'rate_limited', 'auth']).paths).toBeGreaterThan(
+      0,
+    );
+  });
 });

@@ -1,9 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { createActor, setup, transition, type ActorLogic, type SnapshotFrom } from 'xstate';
 import { adjacencyMapToArray, getAdjacencyMap } from 'xstate/graph';
-import { errorClasses, isCountedErrorClass, type ErrorClass } from '../../src/errors/index.js';
+import type { ErrorClass } from '../../src/errors/index.js';
 import { breakerMachine } from '../../src/machines/breaker.machine.js';
-import { providerMachine, type ProviderEvent } from '../../src/actors/provider.machine.js';
+import {
+  createProviderMachine,
+  providerMachine,
+  type ProviderEvent,
+} from '../../src/machines/provider.machine.js';
+import { documentClasses, errorsMd, withRow } from './errors-md.js';
 import type { ProviderAnswer } from '../../src/providers/index.js';
 import { Secret } from '../../src/security/secret.js';
 import { sentEventTypes } from './graph-events.js';
@@ -14,18 +19,26 @@ type ProviderSnapshot = SnapshotFrom<ProviderLogic>;
 
 /**
  * Breaker stand-ins (XSTATE.md pitfall 3: spawned children are frozen during traversal, so the
- * provider is explored once per breaker situation instead of with a live breaker).
+ * provider is explored once per breaker situation instead of with a live breaker). `shared` is a
+ * breaker that a fleet shares while it recovers: a call must first get the fleet's probe lease.
  */
-function standIn(admitting: boolean): typeof breakerMachine {
+function standIn(admitting: boolean, shared = false): typeof breakerMachine {
   const logic = setup({}).createMachine({
     id: 'breaker',
-    context: { retryAt: admitting ? null : 61_000 },
+    context: { retryAt: admitting ? null : 61_000, shared },
     initial: 'standIn',
     states: { standIn: { tags: admitting ? ['admitting'] : [] } },
   });
-  // The provider reads only the `admitting` tag and `context.retryAt` of its breaker.
+  // The provider reads only the `admitting` tag, `context.retryAt` and `context.shared` of its breaker.
   return logic as unknown as typeof breakerMachine;
 }
+
+/** The breaker situations the provider is explored under. */
+const situations = [
+  ['admitting', standIn(true)],
+  ['refusing', standIn(false)],
+  ['fleet half-open', standIn(true, true)],
+] as const;
 
 const replyTo = createActor(setup({}).createMachine({}));
 const apiKey = new Secret('test-claude-key-graph');
@@ -37,7 +50,7 @@ const answer: ProviderAnswer = {
 };
 const validate = () => ({ ok: true as const, value: {} });
 const callIds = ['c1', 'c2'];
-const upstreamClasses: readonly ErrorClass[] = errorClasses.filter(
+const upstreamClasses: readonly ErrorClass[] = documentClasses.filter(
   (errorClass) => errorClass !== 'circuit_open',
 );
 
@@ -72,6 +85,8 @@ function payloadsFor(type: string): ProviderEvent[] {
       return callIds.map((callId) => ({ type, callId, at }));
     case 'breaker.control':
       return (['reset', 'forceOpen', 'release'] as const).map((action) => ({ type, action, at }));
+    case 'probe.leased':
+      return callIds.flatMap((callId) => [true, false].map((granted) => ({ type, callId, granted, at })));
     default:
       return [];
   }
@@ -83,12 +98,14 @@ const eventTypes = [
   'upstream.failed',
   'call.cancelled',
   'breaker.control',
+  'probe.leased',
 ];
 const events = () => eventTypes.flatMap(payloadsFor);
 
-/** The bounded state key: which calls are in flight (stats only grow, so they stay out). */
+/** The bounded state key: which calls are in flight or wait for a lease (stats only grow, so they stay out). */
 function serializeState(snapshot: ProviderSnapshot): string {
-  return JSON.stringify([snapshot.value, Object.keys(snapshot.context.pending).sort()]);
+  const { pending, leasing } = snapshot.context;
+  return JSON.stringify([snapshot.value, Object.keys(pending).sort(), Object.keys(leasing).sort()]);
 }
 
 const input = { providerId: 'claude' as const, model: 'claude-model', threshold: 5, recoveryMs: 60_000 };
@@ -109,16 +126,14 @@ interface Violation {
  * Explores the provider with each breaker stand-in and replays every edge through the pure
  * `transition()` to read the actions it takes: a user-side class, an invalid answer or a cancel
  * must never send the breaker a FAILURE (`call.failed`); a provider-side class must send exactly one.
+ * "Provider-side" is ERRORS.md's column B as written in errors-md.ts, not the code's table.
  */
 function checkEveryEdge(logic: ProviderLogic): { states: number; edges: number; violations: Violation[] } {
   let states = 0;
   let edgeCount = 0;
   const violations: Violation[] = [];
-  for (const [name, admitting] of [
-    ['admitting', true],
-    ['refusing', false],
-  ] as const) {
-    const machine = logic.provide({ actors: { breaker: standIn(admitting) } });
+  for (const [name, breaker] of situations) {
+    const machine = logic.provide({ actors: { breaker } });
     const adjacency = adjacencyOf(machine);
     const edges = adjacencyMapToArray(adjacency);
     states += Object.keys(adjacency).length;
@@ -130,8 +145,7 @@ function checkEveryEdge(logic: ProviderLogic): { states: number; edges: number; 
       // The fleet (Redis, when configured) hears exactly what the breaker hears.
       const fleetFailures = sent.filter((type) => type === 'fleet:call.failed').length;
       const pending = 'callId' in event && event.callId in state.context.pending;
-      const counted =
-        event.type === 'upstream.failed' && isCountedErrorClass(event.failure.errorClass) && pending;
+      const counted = event.type === 'upstream.failed' && errorsMd[event.failure.errorClass].B && pending;
       if (failures !== (counted ? 1 : 0) || fleetFailures !== failures) {
         const detail =
           event.type === 'upstream.failed' ? `${event.type}(${event.failure.errorClass})` : event.type;
@@ -141,6 +155,9 @@ function checkEveryEdge(logic: ProviderLogic): { states: number; edges: number; 
   }
   return { states, edges: edgeCount, violations };
 }
+
+const EXPECTED_STATES = 21;
+const EXPECTED_EDGES = 861;
 
 describe('provider actor, over every edge of its graph', () => {
   it('starts exactly one upstream call per admitted request, and aborts it when the caller cancels', () => {
@@ -165,26 +182,68 @@ describe('provider actor, over every edge of its graph', () => {
   it('sends the breaker a FAILURE exactly for provider-side classes, never for 401, 429 or any user-side class', () => {
     const { states, edges, violations } = checkEveryEdge(providerMachine);
     console.log(
-      `provider graph: ${states} states, ${edges} edges over 2 breaker stand-ins; ${violations.length} violations`,
+      `provider graph: ${states} states, ${edges} edges over 3 breaker stand-ins; ${violations.length} violations`,
     );
-    // Each stand-in: no call, c1, c2, or both in flight (the refusing breaker admits none).
-    expect(states).toBe(5);
-    expect(edges).toBe(185);
+    // Admitting: no call, c1, c2, or both in flight (4); refusing: none (1); fleet half-open: each of c1
+    // and c2 idle, waiting for the lease, in flight, or both under a repeated id (16).
+    expect(states).toBe(EXPECTED_STATES);
+    expect(edges).toBe(EXPECTED_EDGES);
     expect(violations).toEqual([]);
   });
 
-  it('catches the kept mutant that counts 429 as a provider failure', () => {
-    const mutant = providerMachine.provide({
-      guards: {
-        isCountedFailure: ({ event }) =>
-          event.type === 'upstream.failed' &&
-          (isCountedErrorClass(event.failure.errorClass) || event.failure.errorClass === 'rate_limited'),
-      },
-    });
+  it('explores the fleet-lease branch: a call waits for the lease, then runs or is refused', () => {
+    const [, breaker] = situations[2];
+    const machine = providerMachine.provide({ actors: { breaker } });
+    const edges = adjacencyMapToArray(adjacencyOf(machine));
+    const leaseAsked = edges.filter(({ event }) => event.type === 'call.requested');
+    expect(leaseAsked.length).toBeGreaterThan(0);
+    for (const { state, event, nextState } of leaseAsked) {
+      if (
+        !('callId' in event) ||
+        event.callId in state.context.leasing ||
+        event.callId in state.context.pending
+      )
+        continue;
+      expect(Object.keys(nextState.context.leasing)).toContain(event.callId);
+      expect(Object.keys(nextState.context.pending)).not.toContain(event.callId);
+    }
+    const granted = edges.filter(
+      ({ state, event }) =>
+        event.type === 'probe.leased' && event.granted && event.callId in state.context.leasing,
+    );
+    expect(granted.length).toBeGreaterThan(0);
+    for (const { event, nextState } of granted) {
+      if (event.type !== 'probe.leased') continue;
+      expect(Object.keys(nextState.context.pending)).toContain(event.callId);
+    }
+    // A lease granted to a call nobody waits for is freed at once, as an ignored (never counted) result.
+    const orphan = edges.find(
+      ({ state, event }) =>
+        event.type === 'probe.leased' && event.granted && !(event.callId in state.context.leasing),
+    );
+    expect(orphan).toBeDefined();
+    if (orphan)
+      expect(sentEventTypes(transition(machine, orphan.state, orphan.event)[1])).toEqual([
+        'fleet:call.ignored',
+      ]);
+  });
+
+  it.each([
+    ['auth', '401'],
+    ['rate_limited', '429'],
+    ['invalid_output', 'an invalid answer'],
+    ['aborted', 'a cancel'],
+  ] as const)('goes red on the kept mutant whose table row counts %s (%s)', (errorClass, _what) => {
+    const mutant = createProviderMachine(withRow(errorClass, { breaker: 'counts' }));
     const { violations } = checkEveryEdge(mutant);
-    console.log(`mutant (429 counted): caught on ${violations.length} edges`);
+    console.log(`mutant (${errorClass} counted): caught on ${violations.length} edges`);
     expect(violations.length).toBeGreaterThan(0);
-    expect(violations.every((violation) => violation.event === 'upstream.failed(rate_limited)')).toBe(true);
+  });
+
+  it('goes red on the kept mutant whose table row stops counting timeout', () => {
+    const { violations } = checkEveryEdge(createProviderMachine(withRow('timeout', { breaker: 'ignored' })));
+    expect(violations.length).toBeGreaterThan(0);
+    expect(violations.every((violation) => violation.event === 'upstream.failed(timeout)')).toBe(true);
   });
 
   it('never calls upstream while the breaker refuses: the request is answered provider.rejected', () => {

@@ -28,7 +28,7 @@ describe.each(providerIds)('%s: failures that arrive raw', (provider) => {
     const error = await rejectionOf(rig.adapters[provider].generate(studyRequest(), key, AbortSignal.timeout(300)));
     const failure = rig.adapters[provider].classify(error);
     expect(failure.errorClass).toBe('timeout');
-    expect(errorPolicy[failure.errorClass].countsTowardBreaker).toBe(true);
+    expect(errorPolicy[failure.errorClass].breaker).toBe('counts');
   });
 
   it('a request that never gets headers ends in timeout when the deadline signal fires', async () => {
@@ -44,7 +44,7 @@ describe.each(providerIds)('%s: failures that arrive raw', (provider) => {
     setTimeout(() => controller.abort(), 100);
     const failure = rig.adapters[provider].classify(await rejectionOf(call));
     expect(failure.errorClass).toBe('aborted');
-    expect(errorPolicy[failure.errorClass].countsTowardBreaker).toBe(false);
+    expect(errorPolicy[failure.errorClass].breaker).toBe('ignored');
   });
 
   it('a caller abort combined with a deadline (AbortSignal.any) still says aborted', async () => {

@@ -84,7 +84,7 @@ describe('timelyGptSessionMachine graph', () => {
       const output = path.state.output;
       const failure = classifyTimelyGptError(output?.status === 'failed' ? output.error : undefined);
       expect(failure.errorClass, JSON.stringify(path.steps.map((s) => s.event.type))).toBe('auth');
-      expect(errorPolicy[failure.errorClass].countsTowardBreaker).toBe(false);
+      expect(errorPolicy[failure.errorClass].breaker).toBe('ignored');
     }
   });
 

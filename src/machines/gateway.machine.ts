@@ -1,5 +1,5 @@
 import { setup, type ActorRefFrom } from 'xstate';
-import type { ProviderId } from '../providers/index.js';
+import type { ProviderId } from './types.js';
 import { providerMachine, type ProviderInput } from './provider.machine.js';
 
 export interface GatewayInput {

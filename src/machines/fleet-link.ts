@@ -1,6 +1,6 @@
 import { fromCallback, type ActorRefFrom } from 'xstate';
-import type { BreakerEvent, breakerMachine } from '../machines/breaker.machine.js';
-import type { ProviderId } from '../providers/index.js';
+import type { BreakerEvent, breakerMachine } from './breaker.machine.js';
+import type { ProviderId } from './types.js';
 
 /** What a provider actor gives the link between its breaker and the fleet store. */
 export interface FleetLinkInput {

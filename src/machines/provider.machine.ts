@@ -1,0 +1,519 @@
+import { and, assign, emit, enqueueActions, or, sendTo, setup, type ActorRefFrom, type AnyActorRef } from 'xstate';
+import {
+  countedClassGuard,
+  errorPolicy,
+  ownClasses,
+  type ErrorClass,
+  type ErrorTable,
+  type ProviderFailure,
+} from '../errors/index.js';
+import { breakerMachine, type BreakerEvent } from './breaker.machine.js';
+import { embeddedFleetLink, type FleetLinkReply } from './fleet-link.js';
+import type {
+  ApiKey,
+  BreakerAction,
+  CallRecord,
+  GenerationRequest,
+  ProviderAnswer,
+  ProviderId,
+  ProviderStats,
+  Validation,
+} from './types.js';
+
+/** What the upstream call of an admitted request needs. */
+export interface CallUpstreamInput {
+  readonly providerId: ProviderId;
+  readonly callId: string;
+  readonly request: GenerationRequest;
+  readonly apiKey: ApiKey;
+  readonly validate: (answer: ProviderAnswer) => Validation<unknown>;
+}
+
+/** What an upstream call reports to its provider actor, exactly once. */
+export type UpstreamEvent =
+  | {
+      type: 'upstream.succeeded';
+      callId: string;
+      answer: ProviderAnswer;
+      verdict: Validation<unknown>;
+      durationMs: number;
+      at: number;
+    }
+  | { type: 'upstream.failed'; callId: string; failure: ProviderFailure; durationMs: number; at: number };
+
+export interface ProviderInput {
+  readonly providerId: ProviderId;
+  readonly model: string;
+  readonly threshold: number;
+  readonly recoveryMs: number;
+}
+
+interface PendingCall {
+  readonly replyTo: AnyActorRef;
+  readonly startedAt: number;
+}
+
+export interface ProviderContext {
+  readonly providerId: ProviderId;
+  readonly model: string;
+  readonly breaker: ActorRefFrom<typeof breakerMachine>;
+  /** The breaker's link to the fleet store (a no-op without `REDIS_URL`). */
+  readonly fleetLink: ActorRefFrom<typeof embeddedFleetLink>;
+  /** Calls in flight, by call id: who asked, so the answer goes back to them. */
+  readonly pending: Readonly<Record<string, PendingCall>>;
+  /** Would-be half-open probes waiting for the fleet's probe lease, by call id. */
+  readonly leasing: Readonly<Record<string, CallRequest>>;
+  readonly stats: ProviderStats;
+}
+
+/** Requests the provider actor serves. */
+export type ProviderRequestEvent =
+  | {
+      type: 'call.requested';
+      callId: string;
+      request: GenerationRequest;
+      apiKey: ApiKey;
+      replyTo: AnyActorRef;
+      validate: (answer: ProviderAnswer) => Validation<unknown>;
+      at: number;
+    }
+  | { type: 'call.cancelled'; callId: string; at: number }
+  | { type: 'breaker.control'; action: BreakerAction; at: number };
+
+export type ProviderEvent = ProviderRequestEvent | UpstreamEvent | FleetLinkReply;
+
+/** A `call.requested` as it is kept while the fleet decides on the probe lease. */
+export type CallRequest = Omit<Extract<ProviderRequestEvent, { type: 'call.requested' }>, 'type'>;
+
+/** What the provider actor answers the caller of `call.requested`, exactly once per call. */
+export type ProviderReply =
+  | {
+      type: 'provider.succeeded';
+      callId: string;
+      providerId: ProviderId;
+      answer: ProviderAnswer;
+      /** The study layer's verdict, judged next to the call; `ok: false` is `invalid_output`. */
+      verdict: Validation<unknown>;
+      durationMs: number;
+    }
+  | {
+      type: 'provider.failed';
+      callId: string;
+      providerId: ProviderId;
+      failure: ProviderFailure;
+      countedByBreaker: boolean;
+      durationMs: number;
+    }
+  | { type: 'provider.rejected'; callId: string; providerId: ProviderId; retryAt: number | null };
+
+export type ProviderEmitted = { type: 'call.finished'; record: CallRecord };
+
+const emptyStats: ProviderStats = { calls: 0, successes: 0, failures: 0, ignored: 0, rejected: 0, opens: 0 };
+
+const breakerEventFor = {
+  reset: 'breaker.reset',
+  forceOpen: 'breaker.forceOpen',
+  release: 'breaker.release',
+} as const;
+
+/**
+ * One provider: it spawns its breaker and serves call requests. A call is admitted only while the
+ * breaker says so; each outcome is classified and told to the breaker as a typed event, where only a
+ * provider-side class can be a counted failure. Column B is read from `table` (the production
+ * `errorPolicy` unless a test injects a flipped row).
+ */
+export function createProviderMachine(table: ErrorTable) {
+  const isCounted = countedClassGuard(table);
+  /** The breaker's event for a call that ended in `errorClass`: a FAILURE exactly when column B says so. */
+  const breakerResult = (callId: string, errorClass: ErrorClass, at: number): BreakerEvent =>
+    isCounted(errorClass)
+      ? { type: 'call.failed', callId, errorClass, at }
+      : { type: 'call.ignored', callId, errorClass, at };
+  const statOf = (errorClass: ErrorClass): keyof ProviderStats =>
+    isCounted(errorClass) ? 'failures' : 'ignored';
+  return setup({
+    types: {
+      input: {} as ProviderInput,
+      context: {} as ProviderContext,
+      events: {} as ProviderEvent,
+      emitted: {} as ProviderEmitted,
+      children: {} as { breaker: 'breaker'; fleetLink: 'fleetLink' },
+    },
+    actors: {
+      breaker: breakerMachine,
+      /** Replaced (`.provide`) by `createFleetLink` when a fleet store is configured. */
+      fleetLink: embeddedFleetLink,
+    },
+    guards: {
+      /** The breaker admits this call: closed, or half-open with its probe slot free. */
+      isBreakerAdmitting: ({ context }) => context.breaker.getSnapshot().hasTag('admitting'),
+      /** The breaker is open but its `retryAt` has passed: the call may be the probe (time lives in the data). */
+      isRecoveryDue: ({ context, event }) => {
+        const breaker = context.breaker.getSnapshot();
+        const { retryAt } = breaker.context;
+        return breaker.matches('open') && retryAt !== null && 'at' in event && event.at >= retryAt;
+      },
+      /** The breaker is shared with a fleet and not closed: a probe needs the fleet's lease first. */
+      isFleetProbe: ({ context }) => {
+        const breaker = context.breaker.getSnapshot();
+        return breaker.context.shared === true && !breaker.matches('closed');
+      },
+      /** The fleet granted the probe lease asked for this call. */
+      isLeaseGranted: ({ event }) => event.type === 'probe.leased' && event.granted,
+      /** The event answers a lease request whose call still waits (not cancelled). */
+      isLeaseAwaited: ({ context, event }) => 'callId' in event && event.callId in context.leasing,
+      /** The event answers a call still waiting for it (not cancelled). */
+      isPendingCall: ({ context, event }) => 'callId' in event && event.callId in context.pending,
+      /** The study layer accepted the answer (validated next to the call). */
+      isAnswerValid: ({ event }) => event.type === 'upstream.succeeded' && event.verdict.ok,
+      /** The failure is the provider's, so it counts toward the breaker (ERRORS.md column B). */
+      isCountedFailure: ({ event }) =>
+        event.type === 'upstream.failed' && isCounted(event.failure.errorClass),
+    },
+    actions: {
+      /** Tell the breaker, and through the fleet link the fleet, what happened. */
+      notifyBreaker: enqueueActions(({ context, enqueue }, params: BreakerEvent) => {
+        enqueue.sendTo(context.breaker, params);
+        enqueue.sendTo(context.fleetLink, { type: 'fleet.report', event: params });
+      }),
+      /** The fleet's state (or its loss) for the breaker to adopt; never echoed back to the fleet. */
+      adoptFleetState: sendTo(
+        ({ context }) => context.breaker,
+        (_, params: Extract<BreakerEvent, { type: 'breaker.synced' | 'breaker.unshared' }>) => params,
+      ),
+      /** Admit one call: the breaker (and the fleet) hear it started; `startUpstream` then runs it. */
+      admitCall: enqueueActions(({ context, enqueue }, params: CallRequest) => {
+        const started: BreakerEvent = { type: 'call.started', callId: params.callId, at: params.at };
+        enqueue.sendTo(context.breaker, started);
+        enqueue.sendTo(context.fleetLink, { type: 'fleet.report', event: started });
+        enqueue.assign({
+          pending: { ...context.pending, [params.callId]: { replyTo: params.replyTo, startedAt: params.at } },
+          stats: { ...context.stats, calls: context.stats.calls + 1 },
+        });
+      }),
+      /** Refuse one call: the breaker (or the fleet's probe lease) does not admit it. */
+      rejectCall: enqueueActions(({ context, enqueue }, params: { callId: string; replyTo: AnyActorRef }) => {
+        enqueue.sendTo(params.replyTo, {
+          type: 'provider.rejected',
+          callId: params.callId,
+          providerId: context.providerId,
+          retryAt: context.breaker.getSnapshot().context.retryAt,
+        } satisfies ProviderReply);
+        enqueue.assign({ stats: { ...context.stats, rejected: context.stats.rejected + 1 } });
+        enqueue.emit({
+          type: 'call.finished',
+          record: {
+            provider: context.providerId,
+            outcome: 'rejected',
+            errorClass: 'circuit_open',
+            durationMs: 0,
+          },
+        });
+      }),
+      /** Hold the call and ask the fleet for this window's probe lease. */
+      requestLease: enqueueActions(({ context, enqueue }, params: CallRequest) => {
+        enqueue.assign({ leasing: { ...context.leasing, [params.callId]: params } });
+        enqueue.sendTo(context.fleetLink, { type: 'probe.requested', callId: params.callId, at: params.at });
+      }),
+      forgetLease: assign({
+        leasing: ({ context }, params: { callId: string }) => {
+          const { [params.callId]: _answered, ...leasing } = context.leasing;
+          return leasing;
+        },
+      }),
+      /** A lease granted to a call nobody waits for any more: free the fleet's probe slot at once. */
+      freeLease: sendTo(
+        ({ context }) => context.fleetLink,
+        (_, params: { callId: string; at: number }) => ({
+          type: 'fleet.report' as const,
+          event: breakerResult(params.callId, ownClasses.callerAborted, params.at),
+        }),
+      ),
+      countStat: assign({
+        stats: ({ context }, params: { stat: keyof ProviderStats }) => ({
+          ...context.stats,
+          [params.stat]: context.stats[params.stat] + 1,
+        }),
+      }),
+      replyAnswered: enqueueActions(
+        ({ context, enqueue }, params: { event: Extract<UpstreamEvent, { type: 'upstream.succeeded' }> }) => {
+          const { event } = params;
+          enqueue.sendTo(pendingCall(context, event.callId).replyTo, {
+            type: 'provider.succeeded',
+            callId: event.callId,
+            providerId: context.providerId,
+            answer: event.answer,
+            verdict: event.verdict,
+            durationMs: event.durationMs,
+          } satisfies ProviderReply);
+          enqueue.emit({
+            type: 'call.finished',
+            record: {
+              provider: context.providerId,
+              outcome: event.verdict.ok ? 'succeeded' : 'failed',
+              ...(event.verdict.ok ? {} : { errorClass: ownClasses.invalidOutput }),
+              durationMs: event.durationMs,
+              usage: event.answer.usage,
+            },
+          });
+        },
+      ),
+      replyFailed: enqueueActions(
+        (
+          { context, enqueue },
+          params: { callId: string; failure: ProviderFailure; counted: boolean; durationMs: number },
+        ) => {
+          enqueue.sendTo(pendingCall(context, params.callId).replyTo, {
+            type: 'provider.failed',
+            callId: params.callId,
+            providerId: context.providerId,
+            failure: params.failure,
+            countedByBreaker: params.counted,
+            durationMs: params.durationMs,
+          } satisfies ProviderReply);
+          enqueue.emit({
+            type: 'call.finished',
+            record: {
+              provider: context.providerId,
+              outcome: 'failed',
+              errorClass: params.failure.errorClass,
+              durationMs: params.durationMs,
+            },
+          });
+        },
+      ),
+      /**
+       * Runs one upstream call; replaced (`.provide`) by the gateway with `createUpstreamCalls`, whose
+       * calls report `upstream.succeeded | upstream.failed` back to this actor.
+       */
+      startUpstream: (_, _params: CallUpstreamInput) => undefined,
+      /** Aborts a call still running (the caller cancelled); a finished call is left alone. */
+      abortUpstream: (_, _params: { callId: string }) => undefined,
+      /** The call is answered or cancelled: forget who was waiting for it. */
+      finishCall: assign({
+        pending: ({ context }, params: { callId: string }) => {
+          const { [params.callId]: _finished, ...pending } = context.pending;
+          return pending;
+        },
+      }),
+    },
+  }).createMachine({
+    id: 'provider',
+    context: ({ input, spawn }) => {
+      const breaker = spawn('breaker', {
+        id: 'breaker',
+        systemId: `breaker.${input.providerId}`,
+        input: { providerId: input.providerId, threshold: input.threshold, recoveryMs: input.recoveryMs },
+      });
+      return {
+        providerId: input.providerId,
+        model: input.model,
+        breaker,
+        fleetLink: spawn('fleetLink', {
+          id: 'fleetLink',
+          systemId: `fleetLink.${input.providerId}`,
+          input: { providerId: input.providerId, breaker },
+        }),
+        pending: {},
+        leasing: {},
+        stats: emptyStats,
+      };
+    },
+    initial: 'serving',
+    on: {
+      'breaker.control': {
+        actions: {
+          type: 'notifyBreaker',
+          params: ({ event }) => ({ type: breakerEventFor[event.action], at: event.at }),
+        },
+      },
+    },
+    states: {
+      /** Always serving: calls run concurrently as children; the breaker decides each admission. */
+      serving: {
+        on: {
+          'call.requested': [
+            {
+              /** Shared and recovering: the fleet grants one probe per window; wait for its lease. */
+              guard: and([or(['isBreakerAdmitting', 'isRecoveryDue']), 'isFleetProbe']),
+              actions: { type: 'requestLease', params: ({ event }) => callRequest(event) },
+            },
+            {
+              guard: or(['isBreakerAdmitting', 'isRecoveryDue']),
+              actions: [
+                { type: 'admitCall', params: ({ event }) => callRequest(event) },
+                {
+                  type: 'startUpstream',
+                  params: ({ context, event }) => upstreamInput(context, callRequest(event)),
+                },
+              ],
+            },
+            {
+              actions: {
+                type: 'rejectCall',
+                params: ({ event }) => ({ callId: event.callId, replyTo: event.replyTo }),
+              },
+            },
+          ],
+          'probe.leased': [
+            {
+              guard: and(['isLeaseAwaited', 'isLeaseGranted', or(['isBreakerAdmitting', 'isRecoveryDue'])]),
+              actions: [
+                { type: 'admitCall', params: ({ context, event }) => leasedCall(context, event.callId) },
+                {
+                  type: 'startUpstream',
+                  params: ({ context, event }) => upstreamInput(context, leasedCall(context, event.callId)),
+                },
+                { type: 'forgetLease', params: ({ event }) => ({ callId: event.callId }) },
+              ],
+            },
+            {
+              /** Another instance holds this window's probe (or the breaker moved meanwhile). */
+              guard: 'isLeaseAwaited',
+              actions: [
+                {
+                  type: 'rejectCall',
+                  params: ({ context, event }) => {
+                    const call = leasedCall(context, event.callId);
+                    return { callId: call.callId, replyTo: call.replyTo };
+                  },
+                },
+                { type: 'forgetLease', params: ({ event }) => ({ callId: event.callId }) },
+              ],
+            },
+            {
+              guard: 'isLeaseGranted',
+              actions: { type: 'freeLease', params: ({ event }) => ({ callId: event.callId, at: event.at }) },
+            },
+          ],
+          /** The fleet's state, or its loss: the breaker adopts it. */
+          'breaker.synced': { actions: { type: 'adoptFleetState', params: ({ event }) => event } },
+          'breaker.unshared': { actions: { type: 'adoptFleetState', params: ({ event }) => event } },
+          'upstream.succeeded': [
+            {
+              guard: and(['isPendingCall', 'isAnswerValid']),
+              actions: [
+                {
+                  type: 'notifyBreaker',
+                  params: ({ event }) => ({ type: 'call.succeeded', callId: event.callId, at: event.at }),
+                },
+                { type: 'replyAnswered', params: ({ event }) => ({ event }) },
+                { type: 'countStat', params: { stat: 'successes' } },
+                { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
+              ],
+            },
+            {
+              /** An answer that fails validation proves nothing about the provider: `invalid_output` never counts. */
+              guard: 'isPendingCall',
+              actions: [
+                {
+                  type: 'notifyBreaker',
+                  params: ({ event }) => breakerResult(event.callId, ownClasses.invalidOutput, event.at),
+                },
+                { type: 'replyAnswered', params: ({ event }) => ({ event }) },
+                { type: 'countStat', params: { stat: statOf(ownClasses.invalidOutput) } },
+                { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
+              ],
+            },
+          ],
+          'upstream.failed': [
+            {
+              guard: and(['isPendingCall', 'isCountedFailure']),
+              actions: [
+                {
+                  type: 'notifyBreaker',
+                  params: ({ event }) => breakerResult(event.callId, event.failure.errorClass, event.at),
+                },
+                {
+                  type: 'replyFailed',
+                  params: ({ event }) => ({
+                    callId: event.callId,
+                    failure: event.failure,
+                    counted: true,
+                    durationMs: event.durationMs,
+                  }),
+                },
+                { type: 'countStat', params: { stat: 'failures' } },
+                { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
+              ],
+            },
+            {
+              guard: 'isPendingCall',
+              actions: [
+                {
+                  type: 'notifyBreaker',
+                  params: ({ event }) => breakerResult(event.callId, event.failure.errorClass, event.at),
+                },
+                {
+                  type: 'replyFailed',
+                  params: ({ event }) => ({
+                    callId: event.callId,
+                    failure: event.failure,
+                    counted: false,
+                    durationMs: event.durationMs,
+                  }),
+                },
+                { type: 'countStat', params: { stat: 'ignored' } },
+                { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
+              ],
+            },
+          ],
+          /** The caller went away: abort the call; the breaker hears `aborted`, which never counts. */
+          'call.cancelled': [
+            {
+              /** Still waiting for the probe lease: forget it (a lease granted later is freed at once). */
+              guard: 'isLeaseAwaited',
+              actions: { type: 'forgetLease', params: ({ event }) => ({ callId: event.callId }) },
+            },
+            {
+              guard: 'isPendingCall',
+              actions: [
+                {
+                  type: 'notifyBreaker',
+                  params: ({ event }) => breakerResult(event.callId, ownClasses.callerAborted, event.at),
+                },
+                { type: 'countStat', params: { stat: statOf(ownClasses.callerAborted) } },
+              { type: 'recordAborted', params: ({ event }) => ({ callId: event.callId, at: event.at }) },
+                { type: 'abortUpstream', params: ({ event }) => ({ callId: event.callId }) },
+                { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
+              ],
+            },
+          ],
+        },
+      },
+    },
+  });
+}
+
+/** The provider machine on ERRORS.md's table. */
+export const providerMachine = createProviderMachine(errorPolicy);
+
+/** What the upstream call of an admitted request needs. */
+function upstreamInput(context: ProviderContext, call: CallRequest): CallUpstreamInput {
+  return {
+    providerId: context.providerId,
+    callId: call.callId,
+    request: call.request,
+    apiKey: call.apiKey,
+    validate: call.validate,
+  };
+}
+
+function callRequest(event: Extract<ProviderRequestEvent, { type: 'call.requested' }>): CallRequest {
+  const { type: _type, ...call } = event;
+  return call;
+}
+
+function leasedCall(context: ProviderContext, callId: string): CallRequest {
+  const call = context.leasing[callId];
+  if (call === undefined) throw new Error(`No call waiting for a probe lease ${callId}`);
+  return call;
+}
+
+function pendingCall(context: ProviderContext, callId: string): PendingCall {
+  const call = context.pending[callId];
+  if (call === undefined) throw new Error(`No pending call ${callId}`);
+  return call;
+}
+
+export type ProviderMachine = typeof providerMachine;

@@ -1,0 +1,99 @@
+/**
+ * The types the machines speak in. `src/machines` is the bottom layer (it imports only `src/errors`),
+ * so the words shared with the layers above — a provider id, a generation request, an answer, an
+ * attempt — are defined here and re-exported by `src/providers` and `src/actors`.
+ */
+import type { ErrorClass } from '../errors/index.js';
+
+/** The three providers a user can pick, by their API ids. */
+export const providerIds = ['claude', 'gpt', 'timelygpt'] as const;
+export type ProviderId = (typeof providerIds)[number];
+
+export const tasks = ['notes', 'mcq', 'fill'] as const;
+export type Task = (typeof tasks)[number];
+
+export interface ChatMessage {
+  readonly role: 'user' | 'assistant';
+  readonly content: string;
+}
+
+/** One provider-neutral generation request; adapters translate it to their wire format. */
+export interface GenerationRequest {
+  readonly task: Task;
+  readonly system: string;
+  readonly messages: readonly ChatMessage[];
+  /** JSON schema (from the task's zod schema) the answer must follow; its name is the task. */
+  readonly jsonSchema: Readonly<Record<string, unknown>>;
+  readonly maxOutputTokens: number;
+}
+
+export interface TokenUsage {
+  readonly inputTokens: number | null;
+  readonly outputTokens: number | null;
+}
+
+/** What a provider answered, before the study-material validation reads it. */
+export interface ProviderAnswer {
+  readonly text: string;
+  /** The model that actually answered, as the provider reported it. */
+  readonly model: string;
+  readonly usage: TokenUsage;
+  /** The answer was cut off (`stop_reason: max_tokens`, `finish_reason: length`). */
+  readonly truncated: boolean;
+}
+
+/**
+ * A user's API key as the machines carry it: opaque, revealed only by the adapter's call.
+ * `Secret` (src/security) is the one implementation.
+ */
+export interface ApiKey {
+  readonly fingerprint: string;
+  reveal(): string;
+}
+
+/** API.md "Attempt": one upstream generation call, or one provider skipped. */
+export interface Attempt {
+  readonly provider: ProviderId;
+  readonly model: string;
+  readonly outcome: 'succeeded' | 'failed' | 'skipped';
+  readonly errorClass?: ErrorClass;
+  readonly httpStatus?: number;
+  readonly reason?: 'circuit_open';
+  readonly countedByBreaker: boolean;
+  /** Calls to the same provider before this one within the request (re-asks included). */
+  readonly retry: number;
+  readonly durationMs: number;
+  readonly task?: Task;
+  /** Scrubbed upstream message, for people reading the attempt table. */
+  readonly message?: string;
+}
+
+export type FallbackPolicy = 'retry-then-fallback' | 'fallback-first';
+export const fallbackPolicies = ['retry-then-fallback', 'fallback-first'] as const;
+
+/** What the study layer says of an answer: the typed value, or why it is `invalid_output`. */
+export type Validation<T> =
+  { readonly ok: true; readonly value: T } | { readonly ok: false; readonly errors: readonly string[] };
+
+export interface ProviderStats {
+  readonly calls: number;
+  readonly successes: number;
+  readonly failures: number;
+  readonly ignored: number;
+  readonly rejected: number;
+  readonly opens: number;
+}
+
+export type BreakerAction = 'reset' | 'forceOpen' | 'release';
+
+/**
+ * Emitted once per finished upstream call (metrics read these): answered (`succeeded`), failed, refused by
+ * the breaker (`rejected`), or abandoned while running because its caller went away (`aborted`).
+ */
+export interface CallRecord {
+  readonly provider: ProviderId;
+  readonly outcome: 'succeeded' | 'failed' | 'rejected' | 'aborted';
+  readonly errorClass?: ErrorClass;
+  readonly durationMs: number;
+  readonly usage?: TokenUsage;
+}

@@ -1,0 +1,75 @@
+import { describe, expect, it } from 'vitest';
+import {
+  countedErrorClasses,
+  errorClasses,
+  errorTable,
+  ignoredErrorClasses,
+  ownClasses,
+} from '../../src/errors/index.js';
+import { breakerScriptFor } from '../../src/fleet/breaker-script.js';
+import { errorCodes } from '../../src/http/errors.js';
+import { classifyOutcome } from '../../src/actors/classify-outcome.js';
+import { documentClasses, errorsMd } from './errors-md.js';
+
+describe('the error table in src/errors', () => {
+  it("holds exactly ERRORS.md's rows (B, R, F) and API.md's status and code for each class", () => {
+    expect(errorClasses).toEqual(documentClasses);
+    for (const errorClass of documentClasses) {
+      const row = errorTable[errorClass];
+      const doc = errorsMd[errorClass];
+      expect({ class: errorClass, B: row.breaker === 'counts', R: row.retry, F: row.fallback }).toEqual({
+        class: errorClass,
+        B: doc.B,
+        R: doc.R,
+        F: doc.F,
+      });
+      expect({ class: errorClass, status: row.api.status, code: row.api.code }).toEqual({
+        class: errorClass,
+        status: doc.status,
+        code: doc.code,
+      });
+    }
+  });
+
+  it('derives the counted and ignored class lists from column B', () => {
+    expect([...countedErrorClasses].sort()).toEqual(documentClasses.filter((c) => errorsMd[c].B).sort());
+    expect([...ignoredErrorClasses].sort()).toEqual(documentClasses.filter((c) => !errorsMd[c].B).sort());
+  });
+
+  it("answers every class with a code of the HTTP registry, at the registry's status", () => {
+    for (const errorClass of documentClasses) {
+      const { code, status } = errorsMd[errorClass];
+      expect(Object.hasOwn(errorCodes, code)).toBe(true);
+      expect(errorCodes[code as keyof typeof errorCodes].status).toBe(status);
+    }
+  });
+
+  it('names our own classes as ERRORS.md does: cancel → aborted, deadline → timeout, bad answer → invalid_output, refusal → circuit_open', () => {
+    expect(ownClasses).toEqual({
+      callerAborted: 'aborted',
+      deadlineFired: 'timeout',
+      invalidOutput: 'invalid_output',
+      breakerRefused: 'circuit_open',
+    });
+    const never = () => ({ errorClass: 'server_error' as const, message: 'classifier' });
+    expect(
+      classifyOutcome(new Error('x'), { callerAborted: true, deadlineFired: true }, never, 10).errorClass,
+    ).toBe('aborted');
+    expect(
+      classifyOutcome(new Error('x'), { callerAborted: false, deadlineFired: true }, never, 10).errorClass,
+    ).toBe('timeout');
+  });
+
+  it('generates the fleet script from column B: it counts exactly the classes ERRORS.md counts', () => {
+    const script = breakerScriptFor('consecutiveFailures');
+    const set = /local counted = \{ ([^}]*) \}/.exec(script)?.[1] ?? '';
+    const listed = set
+      .split(',')
+      .map((entry) => entry.trim().replace(/ = true$/, ''))
+      .filter((entry) => entry.length > 0)
+      .sort();
+    expect(listed).toEqual(documentClasses.filter((c) => errorsMd[c].B).sort());
+    // The consecutive-failures strategy (SPEC.md §2): open when the count reaches the threshold.
+    expect(script).toContain('local function shouldOpen(failures) return failures >= threshold end');
+  });
+});
