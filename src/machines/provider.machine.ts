@@ -1,4 +1,14 @@
-import { and, assign, emit, enqueueActions, or, sendTo, setup, type ActorRefFrom, type AnyActorRef } from 'xstate';
+import {
+  and,
+  assign,
+  emit,
+  enqueueActions,
+  or,
+  sendTo,
+  setup,
+  type ActorRefFrom,
+  type AnyActorRef,
+} from 'xstate';
 import {
   countedClassGuard,
   errorPolicy,
@@ -282,6 +292,16 @@ export function createProviderMachine(table: ErrorTable) {
           });
         },
       ),
+      /** A call still running was cancelled by its caller (client gone, job cancelled): record it as `aborted`. */
+      recordAborted: emit(({ context }, params: { callId: string; at: number }) => ({
+        type: 'call.finished' as const,
+        record: {
+          provider: context.providerId,
+          outcome: 'aborted' as const,
+          errorClass: ownClasses.callerAborted,
+          durationMs: Math.max(0, params.at - pendingCall(context, params.callId).startedAt),
+        },
+      })),
       /**
        * Runs one upstream call; replaced (`.provide`) by the gateway with `createUpstreamCalls`, whose
        * calls report `upstream.succeeded | upstream.failed` back to this actor.
@@ -473,7 +493,7 @@ export function createProviderMachine(table: ErrorTable) {
                   params: ({ event }) => breakerResult(event.callId, ownClasses.callerAborted, event.at),
                 },
                 { type: 'countStat', params: { stat: statOf(ownClasses.callerAborted) } },
-              { type: 'recordAborted', params: ({ event }) => ({ callId: event.callId, at: event.at }) },
+                { type: 'recordAborted', params: ({ event }) => ({ callId: event.callId, at: event.at }) },
                 { type: 'abortUpstream', params: ({ event }) => ({ callId: event.callId }) },
                 { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
               ],
