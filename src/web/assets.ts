@@ -39,11 +39,15 @@ export function webPaths(root: string = findProjectRoot()): WebPaths {
   return { publicDirectory: join(root, 'src', 'web', 'public'), machinesDirectory: join(root, 'docs', 'machines') };
 }
 
-/** The files the page is made of: name → content type. Nothing else is served from disk. */
-export const publicFiles: Readonly<Record<string, string>> = {
-  'index.html': 'text/html; charset=utf-8',
-  'app.js': 'text/javascript; charset=utf-8',
-  'machines.js': 'text/javascript; charset=utf-8',
-  'style.css': 'text/css; charset=utf-8',
-  'favicon.svg': 'image/svg+xml',
-};
+/**
+ * The files the page is made of: name → content type. Nothing else is served from disk. A Map, not an
+ * object: a lookup of `constructor`, `__proto__` or `toString` must find nothing (an object literal
+ * answers them from Object.prototype, which made `GET /web/constructor` a 500).
+ */
+export const publicFiles: ReadonlyMap<string, string> = new Map([
+  ['index.html', 'text/html; charset=utf-8'],
+  ['app.js', 'text/javascript; charset=utf-8'],
+  ['machines.js', 'text/javascript; charset=utf-8'],
+  ['style.css', 'text/css; charset=utf-8'],
+  ['favicon.svg', 'image/svg+xml'],
+]);

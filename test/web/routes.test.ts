@@ -42,6 +42,14 @@ describe('web routes (demo mode, real emulator)', () => {
     }
   });
 
+  it('answers 404 NOT_FOUND for names that live on Object.prototype (issue 12: /web/constructor was a 500)', async () => {
+    for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf']) {
+      const response = await fetch(`${demo.url}/web/${name}`);
+      expect(response.status, name).toBe(404);
+      expect(((await response.json()) as { error: { code: string } }).error.code, name).toBe('NOT_FOUND');
+    }
+  });
+
   it('gives the page the generated machine diagrams', async () => {
     const body = (await (await fetch(`${demo.url}/web/machines.json`)).json()) as { machines: MachineDiagram[] };
     const names = body.machines.map((machine) => machine.name);

@@ -83,7 +83,7 @@ export const webRoutes: FastifyPluginAsyncZod<WebRoutesOptions> = async (app, op
   const snapshotIntervalMs = options.snapshotIntervalMs ?? 1000;
 
   async function sendFile(name: string, reply: FastifyReply): Promise<unknown> {
-    const type = publicFiles[name];
+    const type = publicFiles.get(name);
     if (type === undefined) throw new ApiError('NOT_FOUND', `No route GET /web/${name}.`);
     const body = await readFile(join(paths.publicDirectory, name));
     return reply
