@@ -9,6 +9,7 @@ import type { Config } from '../config.js';
 import { createMemoryDocumentStore } from '../documents/index.js';
 import { connectFleet } from '../fleet/index.js';
 import { createAdapters } from '../providers/index.js';
+import { warmTokenizer } from '../study/index.js';
 import { buildApp } from './app.js';
 import type { LogOptions } from './logger.js';
 
@@ -35,6 +36,8 @@ async function inspector(config: Config): Promise<Inspection | undefined> {
 }
 
 export async function startService(config: Config, options: ServiceOptions = {}): Promise<Service> {
+  // Before the first request, not during it: the tokenizer's tables take a while to build.
+  warmTokenizer();
   const adapters = createAdapters({
     anthropicBaseUrl: config.baseUrls.claude,
     openaiBaseUrl: config.baseUrls.gpt,

@@ -1,5 +1,5 @@
-import { countTokens, decode } from 'gpt-tokenizer';
-import { boundedPieces, encodeBounded, fitsWithoutCounting, yieldToEventLoop } from './token-count.js';
+import { countTokens, decode, encode } from 'gpt-tokenizer';
+import { boundedPieces, fitsWithoutCounting, yieldToEventLoop } from './token-count.js';
 
 /**
  * Long documents: token estimate with a real BPE tokenizer (gpt-tokenizer, o200k_base — the
@@ -11,6 +11,15 @@ import { boundedPieces, encodeBounded, fitsWithoutCounting, yieldToEventLoop } f
 
 /** Default input budget per provider call, in tokens, for the document part of a prompt. */
 export const defaultPartBudgetTokens = 6000;
+
+/**
+ * The tokenizer builds its tables on first use (a few hundred milliseconds on one thread): the service
+ * calls this at start-up so no request pays for it on the event loop.
+ */
+export function warmTokenizer(): void {
+  decode(encode('Warm up: 토큰 세기.'));
+  countTokens('Warm up.');
+}
 
 /** Tokens in `text`: linear in its length, whatever it holds. */
 export function estimateTokens(text: string): number {
@@ -92,8 +101,11 @@ function sentences(text: string): string[] {
 
 /** Only when a single sentence exceeds the budget: cut it by tokens (encoded piece by piece, linear). */
 function* tokenSlices(text: string, budget: number): Work<string[]> {
-  const tokens = encodeBounded(text);
-  yield;
+  const tokens: number[] = [];
+  for (const piece of boundedPieces(text)) {
+    for (const token of encode(piece)) tokens.push(token);
+    yield;
+  }
   const out: string[] = [];
   for (let start = 0; start < tokens.length; start += budget) {
     out.push(decode(tokens.slice(start, start + budget)));
@@ -111,8 +123,8 @@ interface Piece {
 
 const levels = [sections, paragraphs, sentences] as const;
 
-function* piecesOf(text: string, budget: number, level: number, joiner: Piece['joiner']): Work<Piece[]> {
-  const tokens = yield* countWork(text);
+function* piecesOf(text: string, budget: number, level: number, joiner: Piece['joiner'], counted?: number): Work<Piece[]> {
+  const tokens = counted ?? (yield* countWork(text));
   if (tokens <= budget) return [{ text, tokens, joiner }];
   const splitter = levels[level];
   if (splitter === undefined) {
@@ -122,7 +134,8 @@ function* piecesOf(text: string, budget: number, level: number, joiner: Piece['j
     return out;
   }
   const units = splitter(text);
-  if (units.length <= 1) return yield* piecesOf(text, budget, level + 1, joiner);
+  // One unit is the same text again: its count is known.
+  if (units.length <= 1) return yield* piecesOf(text, budget, level + 1, joiner, tokens);
   const innerJoiner: Piece['joiner'] = splitter === sentences ? ' ' : '\n\n';
   const out: Piece[] = [];
   for (const [index, unit] of units.entries()) out.push(...(yield* piecesOf(unit, budget, level + 1, index === 0 ? joiner : innerJoiner)));
@@ -153,7 +166,7 @@ function* splitWork(text: string, options: SplitOptions): Work<TextPart[]> {
   const parts: TextPart[] = [];
   let current = '';
   let currentTokens = 0;
-  for (const piece of yield* piecesOf(cleaned, packBudget, 0, '\n\n')) {
+  for (const piece of yield* piecesOf(cleaned, packBudget, 0, '\n\n', total)) {
     if (current !== '' && currentTokens + 1 + piece.tokens > packBudget) {
       parts.push({ text: current, tokens: currentTokens });
       current = '';

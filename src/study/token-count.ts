@@ -1,5 +1,3 @@
-import { encode } from 'gpt-tokenizer';
-
 /**
  * Token counting whose cost is linear in the text, whatever the text. gpt-tokenizer's BPE is quadratic
  * in the length of one pre-token (a run of letters, of punctuation or of whitespace): 100 000 `a` in a
@@ -78,13 +76,6 @@ export function boundedPieces(text: string): string[] {
 export function fitsWithoutCounting(text: string, budget: number): boolean {
   if (text.length * 3 <= budget) return true;
   return text.length <= budget && Buffer.byteLength(text, 'utf8') <= budget;
-}
-
-/** The text's tokens, encoded piece by piece (linear: each piece is bounded). */
-export function encodeBounded(text: string): number[] {
-  const tokens: number[] = [];
-  for (const piece of boundedPieces(text)) for (const token of encode(piece)) tokens.push(token);
-  return tokens;
 }
 
 /** Hands the event loop back (other requests' callbacks, timers, I/O) before going on. */

@@ -1,0 +1,157 @@
+/**
+ * Isolation (issue 12): a steady client makes healthy `POST /v1/generate` requests (the emulator answers
+ * after 50 ms) while a hostile client runs each attack in turn. For every attack, a no-attack window of
+ * the same length runs just before it (same process, same load), and the report gives the steady
+ * client's p99 against that baseline, its error rate, the service's event-loop delay p99 and its peak
+ * RSS during the attack, and what the hostile client got back. Every part runs in its own process:
+ * emulator, service (the shipped defaults), steady load (autocannon); the hostile client runs here.
+ */
+import type { Outcomes } from './support/attacks.js';
+import {
+  flateBombPdf,
+  hugePageCountPdf,
+  hugeText,
+  jobFlood,
+  nonReadingSse,
+  pdfFlood,
+  sharedContentPdf,
+  slowClients,
+  unspacedText,
+} from './support/attacks.js';
+import type { LoadResult } from './support/load.child.js';
+import { benchText, gptKey, postJson, setFault, startEmulatorChild, startLoadChild, startServiceChild } from './support/index.js';
+import { mebibytes } from './support/stats.js';
+import { machineInfo, round, writeBenchmarkSection } from './report.js';
+import { englishTextPdf } from '../test/fixtures/pdf/generate.js';
+
+const windowSeconds = Number(process.env.BENCH_SECONDS ?? 8);
+const goals = { p99RiseMs: 50, errorRate: 0, loopDelayP99Ms: 50, pdfPeakRssMb: 300 };
+const hostileKey = 'bench-hostile-gpt-key-0001';
+
+interface Attack {
+  readonly key: string;
+  readonly label: string;
+  readonly pdf?: boolean;
+  /** Longer windows where a deadline must pass to be seen (slowloris: HEADERS_TIMEOUT_MS is 10 s). */
+  readonly seconds?: number;
+  run(context: { url: string; deadline: number; hostileKey: string }): Promise<Outcomes>;
+}
+
+interface Window {
+  readonly steady: LoadResult;
+  readonly loopDelayP99Ms: number;
+  readonly peakRssMb: number;
+  readonly hostile: Outcomes;
+}
+
+interface Row {
+  readonly attack: Attack;
+  readonly baseline: Window;
+  readonly attacked: Window;
+}
+
+function errorRate(result: LoadResult): number {
+  return result.requests === 0 ? 1 : (result.requests - result.ok) / result.requests;
+}
+
+async function main(): Promise<void> {
+  const emulator = await startEmulatorChild();
+  await setFault(emulator.url, { provider: 'gpt', fault: 'slow', ms: 50 });
+  const service = await startServiceChild(emulator);
+  const load = await startLoadChild();
+  const url = service.url;
+  const steadyBody = JSON.stringify({ task: 'notes', text: benchText, options: { lang: 'en' } });
+  const check = await postJson(`${url}/v1/generate`, steadyBody, { 'x-gpt-key': gptKey });
+  if (check.status !== 200) throw new Error(`the steady request failed: ${check.status} ${JSON.stringify(check.body)}`);
+
+  process.stdout.write('building the hostile PDFs…\n');
+  const smallPdf = await englishTextPdf(2);
+  const [sharedPdf, bombPdf] = [await sharedContentPdf(), await flateBombPdf()];
+  const pagesPdf = hugePageCountPdf();
+  const attacks: Attack[] = [
+    { key: 'unspaced', label: '100 KB text without a space (×4 at a time)', run: unspacedText },
+    { key: 'huge', label: '10 MB text (×4 at a time)', run: hugeText },
+    { key: 'jobs', label: 'job-slot flooding (8 loops of POST /v1/jobs)', run: (context) => jobFlood(context, smallPdf) },
+    { key: 'slow', label: 'slowloris: 200 header tricklers, 50 body tricklers (1 byte / 500 ms)', seconds: Math.max(windowSeconds, 14), run: slowClients },
+    { key: 'sse', label: '200 event streams that never read', run: nonReadingSse },
+    { key: 'pdfShared', label: `PDF, 50 pages sharing one content stream (${round(sharedPdf.length / 1024, 0)} KB, ×2 at a time)`, pdf: true, run: (context) => pdfFlood(context, sharedPdf) },
+    { key: 'pdfBomb', label: `PDF, FlateDecode bomb (${round(bombPdf.length / 1024 / 1024, 1)} MB → 1 GiB of zeros, ×2)`, pdf: true, run: (context) => pdfFlood(context, bombPdf) },
+    { key: 'pdfPages', label: 'PDF, page tree claiming 2^30 pages (×2)', pdf: true, run: (context) => pdfFlood(context, pagesPdf) },
+  ];
+  const only = process.env.BENCH_ATTACKS?.split(',');
+
+  const measureWindow = async (seconds: number, attack?: Attack): Promise<Window> => {
+    await service.request('loopDelay', { reset: true });
+    await service.usage(true);
+    const deadline = Date.now() + seconds * 1000;
+    const steady = load.run({ url: `${url}/v1/generate`, headers: { 'x-gpt-key': gptKey }, body: steadyBody, connections: 2, duration: seconds, timeoutSeconds: 10 });
+    const hostile = attack === undefined ? Promise.resolve({}) : attack.run({ url, deadline, hostileKey });
+    const [steadyResult, hostileOutcomes] = await Promise.all([steady, hostile]);
+    const delay = await service.request<{ p99Ms: number }>('loopDelay', { reset: true });
+    const usage = await service.usage(true);
+    return { steady: steadyResult, loopDelayP99Ms: delay.p99Ms, peakRssMb: mebibytes(usage.peakRss), hostile: hostileOutcomes };
+  };
+
+  const rows: Row[] = [];
+  try {
+    await measureWindow(2); // warm-up
+    for (const attack of attacks) {
+      if (only !== undefined && !only.includes(attack.key)) continue;
+      const seconds = attack.seconds ?? windowSeconds;
+      const baseline = await measureWindow(seconds);
+      const attacked = await measureWindow(seconds, attack);
+      rows.push({ attack, baseline, attacked });
+      process.stdout.write(
+        `${attack.key}: p99 ${round(baseline.steady.p99, 1)} → ${round(attacked.steady.p99, 1)} ms, errors ${round(errorRate(attacked.steady) * 100, 2)} %, ` +
+          `loop p99 ${round(attacked.loopDelayP99Ms, 1)} ms, peak RSS ${round(attacked.peakRssMb, 0)} MiB, hostile ${JSON.stringify(attacked.hostile)}\n`,
+      );
+      // Let the hostile client's leftovers (jobs, closing sockets) finish before the next baseline.
+      await new Promise((resolve) => setTimeout(resolve, 3000));
+    }
+  } finally {
+    await load.stop();
+    await service.stop();
+    await emulator.stop();
+  }
+  writeBenchmarkSection('isolation', report(rows));
+}
+
+function report(rows: readonly Row[]): string {
+  const verdict = (ok: boolean): string => (ok ? 'yes' : '**no**');
+  const lines = [
+    '## Isolation: a steady client while a hostile one attacks (bench/isolation.bench.ts)',
+    '',
+    `\`npm run bench -- isolation\` (BENCH_SECONDS=${windowSeconds} per window; BENCH_ATTACKS=unspaced,huge,… runs some). ${machineInfo()}.`,
+    'The service runs with its shipped defaults (docs/configuration.md) in its own process; the emulator answers',
+    'after 50 ms; the steady client is autocannon with 2 connections making `POST /v1/generate` notes requests with',
+    'its own key. Before each attack a window of the same length without it is the baseline. Loop delay is the',
+    "service's `monitorEventLoopDelay` p99 (5 ms resolution) during the attack; peak RSS the service's, sampled",
+    'every 100 ms. The hostile PDFs are built at run time (bench/support/attacks.ts).',
+    `Goals: p99 rise ≤ ${goals.p99RiseMs} ms, error rate 0, loop delay p99 ≤ ${goals.loopDelayP99Ms} ms, peak RSS during PDF attacks ≤ ${goals.pdfPeakRssMb} MB.`,
+    '',
+    '| attack | steady p99 baseline → attack (ms) | rise (ms) | steady requests | steady errors | loop delay p99 baseline → attack (ms) | peak RSS baseline → attack (MiB) | goals met |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- |',
+  ];
+  for (const { attack, baseline, attacked } of rows) {
+    const rise = attacked.steady.p99 - baseline.steady.p99;
+    const rate = errorRate(attacked.steady);
+    const met =
+      rise <= goals.p99RiseMs &&
+      rate <= goals.errorRate &&
+      attacked.loopDelayP99Ms <= goals.loopDelayP99Ms &&
+      (attack.pdf !== true || attacked.peakRssMb * 1.048576 <= goals.pdfPeakRssMb);
+    lines.push(
+      `| ${attack.label} | ${round(baseline.steady.p99, 1)} → ${round(attacked.steady.p99, 1)} | ${rise >= 0 ? '+' : ''}${round(rise, 1)} | ${attacked.steady.requests} | ${round(rate * 100, 2)} % | ${round(baseline.loopDelayP99Ms, 1)} → ${round(attacked.loopDelayP99Ms, 1)} | ${round(baseline.peakRssMb, 0)} → ${round(attacked.peakRssMb, 0)} | ${verdict(met)} |`,
+    );
+  }
+  lines.push('', 'What the hostile client got back in each attack window:', '');
+  for (const { attack, attacked } of rows) {
+    const outcomes = Object.entries(attacked.hostile)
+      .map(([label, times]) => `${label} ×${times}`)
+      .join(', ');
+    lines.push(`- ${attack.label}: ${outcomes === '' ? 'nothing' : outcomes}`);
+  }
+  return lines.join('\n');
+}
+
+await main();

@@ -1,0 +1,251 @@
+/**
+ * The hostile client of the isolation bench (issue 12): each attack runs from the bench parent until
+ * its deadline and reports what the hostile client got back (status or code counts), so the report
+ * can show the refusals beside the steady client's figures. PDFs are built here at run time.
+ */
+import { connect } from 'node:net';
+import type { Socket } from 'node:net';
+import { createDeflate } from 'node:zlib';
+
+export type Outcomes = Record<string, number>;
+
+export interface AttackContext {
+  readonly url: string;
+  readonly deadline: number;
+  readonly hostileKey: string;
+}
+
+function count(outcomes: Outcomes, label: string): void {
+  outcomes[label] = (outcomes[label] ?? 0) + 1;
+}
+
+/** The answer's status and contract code ("413 TEXT_TOO_LARGE"), or the network error's name. */
+async function outcomeOf(request: Promise<Response>): Promise<string> {
+  try {
+    const response = await request;
+    const text = await response.text();
+    const code = /"code":"([A-Z_]+)"/.exec(text)?.[1];
+    return code === undefined ? String(response.status) : `${response.status} ${code}`;
+  } catch (error) {
+    const cause = (error as { cause?: { code?: string } }).cause?.code;
+    return `network ${cause ?? (error instanceof Error ? error.name : 'error')}`;
+  }
+}
+
+/** `workers` loops each sending `send()` until the deadline. */
+async function flood(context: AttackContext, workers: number, send: () => Promise<Response>): Promise<Outcomes> {
+  const outcomes: Outcomes = {};
+  const loop = async (): Promise<void> => {
+    while (Date.now() < context.deadline) count(outcomes, await outcomeOf(send()));
+  };
+  await Promise.all(Array.from({ length: workers }, loop));
+  return outcomes;
+}
+
+function generate(context: AttackContext, body: string): Promise<Response> {
+  return fetch(`${context.url}/v1/generate`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-gpt-key': context.hostileKey },
+    body,
+    signal: AbortSignal.timeout(Math.max(1000, context.deadline - Date.now() + 5000)),
+  });
+}
+
+/** 100 KB of `a` without a space, four at a time (was: 10 s per request and /healthz 8 s). */
+export function unspacedText(context: AttackContext): Promise<Outcomes> {
+  const body = JSON.stringify({ task: 'notes', text: 'a'.repeat(100_000) });
+  return flood(context, 4, () => generate(context, body));
+}
+
+/** A 10 MB text, four at a time (was: 368 upstream calls each, RSS 159 → 489 MB). */
+export function hugeText(context: AttackContext): Promise<Outcomes> {
+  const body = JSON.stringify({ task: 'notes', text: 'lorem ipsum '.repeat(875_000) });
+  return flood(context, 4, () => generate(context, body));
+}
+
+/** Uploads `pdf` with the hostile key; the document id, or the outcome when refused. */
+export async function upload(url: string, pdf: Uint8Array, name = 'attack.pdf'): Promise<{ documentId?: string; outcome: string }> {
+  const form = new FormData();
+  form.append('file', new Blob([Uint8Array.from(pdf)], { type: 'application/pdf' }), name);
+  try {
+    const response = await fetch(`${url}/v1/documents`, { method: 'POST', body: form, signal: AbortSignal.timeout(120_000) });
+    const text = await response.text();
+    const code = /"code":"([A-Z_]+)"/.exec(text)?.[1];
+    const documentId = /"documentId":"([^"]+)"/.exec(text)?.[1];
+    return { ...(documentId === undefined ? {} : { documentId }), outcome: code === undefined ? String(response.status) : `${response.status} ${code}` };
+  } catch (error) {
+    return { outcome: `network ${error instanceof Error ? error.name : 'error'}` };
+  }
+}
+
+/** Job-slot flooding: eight loops creating jobs over one small document as fast as answers come. */
+export async function jobFlood(context: AttackContext, pdf: Uint8Array): Promise<Outcomes> {
+  const { documentId, outcome } = await upload(context.url, pdf);
+  if (documentId === undefined) return { [`upload ${outcome}`]: 1 };
+  const body = JSON.stringify({ documentId });
+  return flood(context, 8, () =>
+    fetch(`${context.url}/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-gpt-key': context.hostileKey }, body }),
+  );
+}
+
+/** Raw sockets sending `text` one byte every `everyMs` until the deadline; counts those the server closed. */
+async function trickleSockets(context: AttackContext, sockets: number, text: string, everyMs: number, first = ''): Promise<Outcomes> {
+  const address = new URL(context.url);
+  const open: Socket[] = [];
+  const outcomes: Outcomes = {};
+  let closedByServer = 0;
+  let answered408 = 0;
+  for (let index = 0; index < sockets; index += 1) {
+    const socket = connect(Number(address.port), address.hostname);
+    socket.on('error', () => undefined);
+    if (first !== '') socket.write(first);
+    let position = 0;
+    const timer = setInterval(() => {
+      if (socket.destroyed || position >= text.length) return;
+      socket.write(text[position] ?? '');
+      position += 1;
+    }, everyMs);
+    socket.on('data', (chunk: Buffer) => {
+      if (chunk.toString().startsWith('HTTP/1.1 408')) answered408 += 1;
+    });
+    socket.on('close', () => {
+      clearInterval(timer);
+      if (Date.now() < context.deadline) closedByServer += 1;
+    });
+    open.push(socket);
+  }
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, context.deadline - Date.now())));
+  for (const socket of open) socket.destroy();
+  outcomes[`sockets ${sockets}`] = sockets;
+  outcomes['closed by the server before the end'] = closedByServer;
+  outcomes['408 REQUEST_TIMEOUT'] = answered408;
+  return outcomes;
+}
+
+/** Slowloris: 200 sockets trickling headers and 50 trickling a request body, a byte every 500 ms each. */
+export async function slowClients(context: AttackContext): Promise<Outcomes> {
+  const headers = `GET /healthz HTTP/1.1\r\nHost: x\r\n${'x-slow: loris\r\n'.repeat(200)}\r\n`;
+  const body = JSON.stringify({ task: 'notes', text: 'x'.repeat(100_000) });
+  const bodyRequest = `POST /v1/generate HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\nx-gpt-key: ${context.hostileKey}\r\ncontent-length: ${body.length}\r\n\r\n`;
+  const [headerSockets, bodySockets] = await Promise.all([
+    trickleSockets(context, 200, headers, 500),
+    // The headers go at once; then the body trickles.
+    trickleSockets(context, 50, body, 500, bodyRequest),
+  ]);
+  return { ...prefix('headers: ', headerSockets), ...prefix('bodies: ', bodySockets) };
+}
+
+function prefix(label: string, outcomes: Outcomes): Outcomes {
+  return Object.fromEntries(Object.entries(outcomes).map(([key, value]) => [`${label}${key}`, value]));
+}
+
+/** 200 clients open the live breaker stream and never read a byte. */
+export async function nonReadingSse(context: AttackContext): Promise<Outcomes> {
+  const address = new URL(context.url);
+  const sockets: Socket[] = [];
+  let closedByServer = 0;
+  for (let index = 0; index < 200; index += 1) {
+    const socket = connect(Number(address.port), address.hostname);
+    socket.on('error', () => undefined);
+    socket.write('GET /v1/providers/events HTTP/1.1\r\nHost: x\r\n\r\n');
+    socket.pause();
+    socket.on('close', () => {
+      if (Date.now() < context.deadline) closedByServer += 1;
+    });
+    sockets.push(socket);
+  }
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, context.deadline - Date.now())));
+  for (const socket of sockets) socket.destroy();
+  return { 'streams 200': 200, 'closed by the server before the end': closedByServer };
+}
+
+/** Uploads `pdf` from two loops until the deadline. */
+export function pdfFlood(context: AttackContext, pdf: Uint8Array): Promise<Outcomes> {
+  const outcomes: Outcomes = {};
+  const loop = async (): Promise<void> => {
+    while (Date.now() < context.deadline) count(outcomes, (await upload(context.url, pdf)).outcome);
+  };
+  return Promise.all([loop(), loop()]).then(() => outcomes);
+}
+
+// ---------------------------------------------------------------- hostile PDFs, built at run time
+
+/** A PDF from numbered object bodies (object n is `objects[n - 1]`), with a correct xref table. */
+function assemblePdf(objects: readonly (string | Buffer)[], rootObject = 1): Buffer {
+  const chunks: Buffer[] = [Buffer.from('%PDF-1.7\n%\xe2\xe3\xcf\xd3\n', 'latin1')];
+  const offsets: number[] = [];
+  let length = chunks[0]?.length ?? 0;
+  objects.forEach((body, index) => {
+    offsets.push(length);
+    const part = Buffer.concat([Buffer.from(`${index + 1} 0 obj\n`, 'latin1'), typeof body === 'string' ? Buffer.from(body, 'latin1') : body, Buffer.from('\nendobj\n', 'latin1')]);
+    chunks.push(part);
+    length += part.length;
+  });
+  const xref = [`xref\n0 ${objects.length + 1}\n0000000000 65535 f \n`, ...offsets.map((offset) => `${String(offset).padStart(10, '0')} 00000 n \n`)].join('');
+  chunks.push(Buffer.from(`${xref}trailer\n<< /Size ${objects.length + 1} /Root ${rootObject} 0 R >>\nstartxref\n${length}\n%%EOF\n`, 'latin1'));
+  return Buffer.concat(chunks);
+}
+
+function streamObject(dictionary: string, data: Buffer): Buffer {
+  return Buffer.concat([Buffer.from(`<< ${dictionary} /Length ${data.length} >>\nstream\n`, 'latin1'), data, Buffer.from('\nendstream', 'latin1')]);
+}
+
+async function deflate(parts: AsyncIterable<Buffer> | Iterable<Buffer>): Promise<Buffer> {
+  const deflater = createDeflate({ level: 9 });
+  const out: Buffer[] = [];
+  deflater.on('data', (chunk: Buffer) => out.push(chunk));
+  const ended = new Promise<void>((resolve, reject) => {
+    deflater.on('end', () => resolve());
+    deflater.on('error', reject);
+  });
+  for await (const part of parts) {
+    if (!deflater.write(part)) await new Promise((resolve) => deflater.once('drain', resolve));
+  }
+  deflater.end();
+  await ended;
+  return Buffer.concat(out);
+}
+
+const font = '<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>';
+
+/** 50 pages that all point at one compressed content stream of ~200 000 text-show operators. */
+export async function sharedContentPdf(pages = 50): Promise<Buffer> {
+  const operators = Buffer.from(`BT /F1 1 Tf ${'(x) Tj 0 0 Td '.repeat(200_000)}ET`, 'latin1');
+  const content = streamObject('/Filter /FlateDecode', await deflate([operators]));
+  const pageIds = Array.from({ length: pages }, (_, index) => 5 + index);
+  const objects: (string | Buffer)[] = [
+    '<< /Type /Catalog /Pages 2 0 R >>',
+    `<< /Type /Pages /Kids [${pageIds.map((id) => `${id} 0 R`).join(' ')}] /Count ${pages} >>`,
+    font,
+    content,
+    ...pageIds.map(() => '<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents 4 0 R >>'),
+  ];
+  return assemblePdf(objects);
+}
+
+/** One page whose content stream inflates to `gigabytes` GB of zeros (about 1 MB compressed per GB). */
+export async function flateBombPdf(gigabytes = 1): Promise<Buffer> {
+  const zeros = Buffer.alloc(1024 * 1024);
+  function* chunks(): Generator<Buffer> {
+    for (let index = 0; index < 1024 * gigabytes; index += 1) yield zeros;
+  }
+  const content = streamObject('/Filter /FlateDecode', await deflate(chunks()));
+  return assemblePdf([
+    '<< /Type /Catalog /Pages 2 0 R >>',
+    '<< /Type /Pages /Kids [4 0 R] /Count 1 >>',
+    content,
+    '<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 3 0 R >>',
+  ]);
+}
+
+/** A page tree that claims 2^30 pages and holds one. */
+export function hugePageCountPdf(): Buffer {
+  const content = streamObject('', Buffer.from('BT /F1 12 Tf 72 712 Td (One real page of text.) Tj ET', 'latin1'));
+  return assemblePdf([
+    '<< /Type /Catalog /Pages 2 0 R >>',
+    `<< /Type /Pages /Kids [5 0 R] /Count ${2 ** 30} >>`,
+    font,
+    content,
+    '<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents 4 0 R >>',
+  ]);
+}
