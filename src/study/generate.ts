@@ -4,7 +4,7 @@ import { sha256Hex, studyCacheKey, type CachedStudyResult, type ResultCache } fr
 import { mapConcurrent } from './limit.js';
 import { buildMergeNotesRequest, buildNotesRequest, buildQuestionsRequest, conceptList } from './prompts.js';
 import type { FillResult, McqResult, NotesResult, StudyLang, StudyResult, StudyResultByTask } from './schemas.js';
-import { defaultPartBudgetTokens, estimateTokens, splitTextSliced, type TextPart } from './split.js';
+import { defaultPartBudgetTokens, estimateTokensSliced, splitTextSliced, type TextPart } from './split.js';
 import { studyValidator, validateStudyValue, type QualityContext } from './validate.js';
 
 /**
@@ -226,18 +226,30 @@ async function mergeNotes(run: StudyRun, partials: readonly NotesResult[]): Prom
     run.step(buildMergeNotesRequest({ partials: group, lang: run.input.lang }), studyValidator('notes'));
   let level = partials;
   for (;;) {
-    const groups = groupWithinBudget(level, run.budget);
+    const groups = await groupWithinBudget(level, run.budget);
     if (groups.length <= 1 || groups.every((group) => group.length === 1)) return merge(level);
     level = await run.parallel(groups, (group) => (group.length === 1 && group[0] !== undefined ? Promise.resolve(group[0]) : merge(group)));
   }
 }
 
-function groupWithinBudget(partials: readonly NotesResult[], budget: number): NotesResult[][] {
+/** Token sizes of notes already counted (a merge tree counts each partial once). */
+const notesTokens = new WeakMap<NotesResult, number>();
+
+async function tokensOfNotes(notes: NotesResult): Promise<number> {
+  const known = notesTokens.get(notes);
+  if (known !== undefined) return known;
+  // Provider output can be long: counted in slices, off the event loop's critical path.
+  const size = await estimateTokensSliced(JSON.stringify(notes));
+  notesTokens.set(notes, size);
+  return size;
+}
+
+async function groupWithinBudget(partials: readonly NotesResult[], budget: number): Promise<NotesResult[][]> {
   const groups: NotesResult[][] = [];
   let current: NotesResult[] = [];
   let tokens = 0;
   for (const notes of partials) {
-    const size = estimateTokens(JSON.stringify(notes));
+    const size = await tokensOfNotes(notes);
     if (current.length > 0 && tokens + size > budget) {
       groups.push(current);
       current = [];
@@ -256,7 +268,7 @@ async function generateQuestions(run: StudyRun, task: 'mcq' | 'fill', notes: Not
   const conceptIds = notes.keyConcepts.map((concept) => concept.id);
   const context: QualityContext = { count, conceptIds };
   // The concept list travels with every part: the document part gets what is left of the budget.
-  const partBudget = Math.max(Math.floor(run.budget / 2), run.budget - estimateTokens(conceptList(notes)));
+  const partBudget = Math.max(Math.floor(run.budget / 2), run.budget - (await estimateTokensSliced(conceptList(notes))));
   const split = await run.split(partBudget);
   const parts = split.map((part) => part.text);
   if (parts.length <= 1) {

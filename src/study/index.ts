@@ -13,6 +13,6 @@ export { validateStudyAnswer, validateStudyValue, studyValidator } from './valid
 export type { QualityContext } from './validate.js';
 export { createResultCache, studyCacheKey, sha256Hex } from './cache.js';
 export type { ResultCache, ResultCacheOptions, CachedStudyResult, StudyCacheKeyParts } from './cache.js';
-export { estimateTokens, splitText, splitTextSliced, defaultPartBudgetTokens, warmTokenizer } from './split.js';
+export { estimateTokens, estimateTokensSliced, splitText, splitTextSliced, defaultPartBudgetTokens, warmTokenizer } from './split.js';
 export type { TextPart } from './split.js';
 export { buildNotesRequest, buildMergeNotesRequest, buildQuestionsRequest, taskMarker } from './prompts.js';

@@ -1,5 +1,5 @@
 import { countTokens, decode, encode } from 'gpt-tokenizer';
-import { boundedPieces, fitsWithoutCounting, yieldToEventLoop } from './token-count.js';
+import { fitsWithoutCounting, iteratePieces, yieldToEventLoop } from './token-count.js';
 
 /**
  * Long documents: token estimate with a real BPE tokenizer (gpt-tokenizer, o200k_base — the
@@ -24,6 +24,11 @@ export function warmTokenizer(): void {
 /** Tokens in `text`: linear in its length, whatever it holds. */
 export function estimateTokens(text: string): number {
   return runToEnd(countWork(text));
+}
+
+/** `estimateTokens` for the request path: the count hands the event loop back every `sliceMs`. */
+export function estimateTokensSliced(text: string, sliceMs = 8): Promise<number> {
+  return runSliced(countWork(text), sliceMs);
 }
 
 /**
@@ -53,7 +58,7 @@ async function runSliced<T>(work: Work<T>, sliceMs: number): Promise<T> {
 
 function* countWork(text: string): Work<number> {
   let total = 0;
-  for (const piece of boundedPieces(text)) {
+  for (const piece of iteratePieces(text)) {
     total += countTokens(piece);
     yield;
   }
@@ -102,7 +107,7 @@ function sentences(text: string): string[] {
 /** Only when a single sentence exceeds the budget: cut it by tokens (encoded piece by piece, linear). */
 function* tokenSlices(text: string, budget: number): Work<string[]> {
   const tokens: number[] = [];
-  for (const piece of boundedPieces(text)) {
+  for (const piece of iteratePieces(text)) {
     for (const token of encode(piece)) tokens.push(token);
     yield;
   }

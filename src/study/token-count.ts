@@ -41,7 +41,11 @@ function isLowSurrogate(code: number): boolean {
  * `hardPieceChars` (never between the two halves of a surrogate pair). One pass, linear.
  */
 export function boundedPieces(text: string): string[] {
-  const pieces: string[] = [];
+  return [...iteratePieces(text)];
+}
+
+/** `boundedPieces`, one piece at a time (a caller can yield between them). */
+export function* iteratePieces(text: string): Generator<string, void, undefined> {
   let pieceStart = 0;
   let runStart = 0;
   let runSpace = false;
@@ -53,20 +57,19 @@ export function boundedPieces(text: string): string[] {
       // A new run starts here. A single space between two words is the cleanest place to cut a long piece.
       const wordBoundary = space && code === 0x20 && !isSpace(text.charCodeAt(index + 1)) && index + 1 < text.length;
       if (index > pieceStart && index - pieceStart >= softPieceChars && wordBoundary) {
-        pieces.push(text.slice(pieceStart, index));
+        yield text.slice(pieceStart, index);
         pieceStart = index;
       }
       runStart = index;
       runSpace = space;
     }
     if (index - runStart >= maxRunChars || index - pieceStart >= hardPieceChars) {
-      pieces.push(text.slice(pieceStart, index));
+      yield text.slice(pieceStart, index);
       pieceStart = index;
       runStart = index;
     }
   }
-  if (pieceStart < text.length) pieces.push(text.slice(pieceStart));
-  return pieces;
+  if (pieceStart < text.length) yield text.slice(pieceStart);
 }
 
 /**
