@@ -21,6 +21,7 @@ export const faultNames = [
   'stringNumbers',
   'truncated',
   'invalidOutput',
+  'wrongLanguage',
   'tokenExpired',
   'respond',
 ] as const;

@@ -6,7 +6,7 @@ import type { ServerResponse } from 'node:http';
 import type { EmulatedProvider, FaultBoard, FaultSpec } from './faults.js';
 import { approximateTokens, cutMidBody, garbageBody, send, stallAfterHeaders, type WireHeaders, type WireResponse } from './http-io.js';
 import { invalidStudyAnswer, numbersAsStrings, studyAnswer } from './study-answers.js';
-import { parseTaskMarker } from './task-marker.js';
+import { parseTaskMarker, type TaskMarker } from './task-marker.js';
 
 export type WireErrorKind =
   | 'auth'
@@ -73,12 +73,20 @@ export function withHeaders(wire: WireResponse, headers: WireHeaders): WireRespo
   return { ...wire, headers: { ...headers, ...wire.headers } };
 }
 
+/** The marker with the other language (`wrongLanguage`): valid material, in the language not asked for. */
+function otherLanguage(marker: TaskMarker | undefined): TaskMarker {
+  const asked = marker ?? { task: 'notes', lang: 'en', count: 5, conceptIds: [] };
+  return { ...asked, lang: asked.lang === 'ko' ? 'en' : 'ko' };
+}
+
 /** The answer's text for a call and a content fault. */
 function answerText(call: GenerationCall, fault: FaultSpec | undefined): string {
   const marker = parseTaskMarker(call.system) ?? parseTaskMarker(call.userText);
   switch (fault?.fault) {
     case 'invalidOutput':
       return JSON.stringify(invalidStudyAnswer(marker));
+    case 'wrongLanguage':
+      return JSON.stringify(studyAnswer(otherLanguage(marker), call.userText));
     case 'stringNumbers':
       return JSON.stringify(numbersAsStrings(studyAnswer(marker, call.userText)));
     case 'fenced':

@@ -68,9 +68,26 @@ function clip(text: string, max: number): string {
   return text.length <= max ? text : `${text.slice(0, max - 1).trimEnd()}…`;
 }
 
+/**
+ * Whether a sentence of the document can be quoted in an answer in `lang`: at least 4 in 5 of its
+ * words are in that language's script (stricter than the service's check, so that the emulator's
+ * normal answers always pass it). A document in the other language gets template sentences instead,
+ * as a model would translate.
+ */
+function inLanguage(sentence: string, lang: Lang): boolean {
+  let hangul = 0;
+  let latin = 0;
+  for (const word of sentence.split(/\s+/)) {
+    if (/\p{Script=Hangul}/u.test(word)) hangul += 1;
+    else if (/[A-Za-z]/.test(word)) latin += 1;
+  }
+  const matching = lang === 'ko' ? hangul : latin;
+  return matching * 5 >= (hangul + latin) * 4;
+}
+
 /** The notes' concepts, derived from the document text alone (3 to 6 of them). */
 function conceptsOf(text: string, lang: Lang): Concept[] {
-  const sentences = sentencesOf(text);
+  const sentences = sentencesOf(text).filter((sentence) => inLanguage(sentence, lang));
   const terms = termsOf(text).slice(0, 6);
   for (const fallback of fallbackTerms[lang]) {
     if (terms.length >= 3) break;
@@ -90,7 +107,13 @@ function conceptsOf(text: string, lang: Lang): Concept[] {
 /** Notes of one document text (the text inside `<document>`, never the prompt around it). */
 export function notesAnswer(text: string, lang: Lang): JsonRecord {
   const concepts = conceptsOf(text, lang);
-  const sentences = sentencesOf(text);
+  const all = sentencesOf(text);
+  const quotable = all.filter((sentence) => inLanguage(sentence, lang));
+  // A document in the other language: one template sentence per concept instead of its sentences.
+  const sentences =
+    quotable.length > 0 || all.length === 0
+      ? quotable
+      : concepts.map((concept) => (lang === 'ko' ? `${concept.term}에 대해 자료가 설명하는 내용입니다.` : `What the material says about ${concept.term}.`));
   const sectionCount = Math.max(1, Math.min(3, Math.ceil(sentences.length / 3)));
   const perSection = Math.max(1, Math.ceil(sentences.length / sectionCount));
   const sections = Array.from({ length: sectionCount }, (_, index) => {
@@ -100,8 +123,8 @@ export function notesAnswer(text: string, lang: Lang): JsonRecord {
     const bullets = part.slice(0, 3).map((s) => clip(s, 160));
     return {
       title: lang === 'ko' ? `${index + 1}부: ${term}` : `Part ${index + 1}: ${term}`,
-      summary: clip(part[0] ?? (lang === 'ko' ? `${term}에 대한 설명입니다.` : `About ${term}.`), 240),
-      bullets: bullets.length > 0 ? bullets : [lang === 'ko' ? `${term}의 요점` : `Key point of ${term}`],
+      summary: clip(part[0] ?? (lang === 'ko' ? `${term}에 대한 설명입니다.` : `What the material says about ${term}.`), 240),
+      bullets: bullets.length > 0 ? bullets : [lang === 'ko' ? `${term}의 요점` : `A key point the material makes about ${term}`],
     };
   });
   return {
@@ -206,6 +229,11 @@ function variationOf(prompt: PromptText): PartVariation | undefined {
   return { part: prompt.part, sentences: sentencesOf(prompt.document).filter((sentence) => /\p{L}/u.test(sentence)) };
 }
 
+/** The part's sentences a question in `lang` may quote. */
+function quotableSentences(variation: PartVariation, lang: Lang): readonly string[] {
+  return variation.sentences.filter((sentence) => inLanguage(sentence, lang));
+}
+
 /** Index `index` shifted by the part: the first questions of different parts start elsewhere. */
 function shifted(variation: PartVariation | undefined, index: number, step: number): number {
   return variation === undefined ? index : index + (variation.part.index - 1) * step;
@@ -223,7 +251,8 @@ function partWords(lang: Lang, part: number, index: number): string[] {
 
 /** The first words of one of the part's sentences (no blanks, so fill sentences keep exactly one). */
 function partQuote(variation: PartVariation, index: number, lang: Lang): string {
-  const sentence = variation.sentences[index % Math.max(1, variation.sentences.length)] ?? '';
+  const sentences = quotableSentences(variation, lang);
+  const sentence = sentences[index % Math.max(1, sentences.length)] ?? '';
   const words = sentence.replace(/_+/g, ' ').split(/\s+/).filter((word) => word.length > 0);
   const quote = words.slice(0, lang === 'ko' ? 4 : 6).join(' ');
   return quote.length > 0 ? `“${quote}…”` : '';

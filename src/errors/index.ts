@@ -21,3 +21,13 @@ export type {
   IgnoredErrorClass,
   ProviderFailure,
 } from './error-class.js';
+export {
+  clipText,
+  invalidOutputMessage,
+  invalidOutputMessagePrefix,
+  maxReasonChars,
+  maxReasonsChars,
+  maxReportedReasons,
+  reasonsOfInvalidOutputMessage,
+  summarizeValidationErrors,
+} from './validation-reasons.js';

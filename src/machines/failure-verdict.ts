@@ -1,5 +1,8 @@
 import {
+  clipText,
   errorPolicy,
+  maxReasonsChars,
+  reasonsOfInvalidOutputMessage,
   isProviderSideIn,
   ownClasses,
   type ErrorClass,
@@ -40,9 +43,25 @@ export function failureVerdict(
   const uniform = classes.every((errorClass) => errorClass === first);
   const providerSide = classes.some((errorClass) => isProviderSideIn(table, errorClass));
   const answer = table[uniform || !providerSide ? first : mixedProviderSide].api;
-  const base = { httpStatus: answer.status, code: answer.code, message: answer.message };
+  const stated = { httpStatus: answer.status, code: answer.code, message: answer.message };
+  const base = stated.code === 'INVALID_PROVIDER_OUTPUT' ? { ...stated, message: invalidOutputVerdictMessage(stated.message, failed) } : stated;
   const hints = retryAfterMs.filter((ms) => Number.isFinite(ms) && ms > 0);
   const retryAfterSeconds = hints.length > 0 ? Math.max(1, Math.ceil(Math.min(...hints) / 1000)) : undefined;
   const answersRetryAfter = base.httpStatus === 429 || base.httpStatus === 503;
   return answersRetryAfter && retryAfterSeconds !== undefined ? { ...base, retryAfterSeconds } : base;
+}
+
+/**
+ * The 502's message with why the output failed: each provider's last validation reasons (already
+ * bounded per attempt), the whole capped at twice one attempt's summary.
+ */
+function invalidOutputVerdictMessage(base: string, failed: readonly Attempt[]): string {
+  const byProvider = new Map<string, string>();
+  for (const attempt of failed) {
+    const reasons = attempt.errorClass === 'invalid_output' ? reasonsOfInvalidOutputMessage(attempt.message) : undefined;
+    if (reasons !== undefined) byProvider.set(attempt.provider, reasons);
+  }
+  if (byProvider.size === 0) return base;
+  const detail = [...byProvider].map(([provider, reasons]) => `${provider}: ${reasons}`).join(' | ');
+  return `${base} ${clipText(detail, maxReasonsChars * 2)}`;
 }

@@ -1,5 +1,5 @@
 import { assign, emit, sendTo, setup, type AnyActorRef } from 'xstate';
-import { countsInTable, errorPolicy, ownClasses, type ErrorClass, type ErrorTable } from '../errors/index.js';
+import { countsInTable, errorPolicy, invalidOutputMessage, ownClasses, type ErrorClass, type ErrorTable } from '../errors/index.js';
 import { failureVerdict, type FailureVerdict } from './failure-verdict.js';
 import type { ProviderReply } from './provider.machine.js';
 import type {
@@ -221,6 +221,7 @@ export function createFallbackMachine(table: ErrorTable) {
         } else if (context.answer !== null && context.verdict !== null) {
           const durationMs = 'durationMs' in event ? event.durationMs : 0;
           const valid = context.verdict.ok;
+          const errors = context.verdict.ok ? [] : context.verdict.errors;
           attempt = valid
             ? {
                 ...base,
@@ -236,7 +237,7 @@ export function createFallbackMachine(table: ErrorTable) {
                 errorClass: ownClasses.invalidOutput,
                 countedByBreaker: countsInTable(table, ownClasses.invalidOutput),
                 durationMs,
-                message: 'The output failed validation.',
+                message: invalidOutputMessage(errors),
               };
           if (context.verdict.ok === false) {
             lastFailure = {

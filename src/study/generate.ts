@@ -1,3 +1,4 @@
+import { summarizeValidationErrors } from '../errors/index.js';
 import type { Attempt, ChainLink, FallbackPolicy, Gateway, GenerateOutcome, Validation } from '../actors/types.js';
 import type { GenerationRequest, ProviderAnswer, ProviderId, Task, TokenUsage } from '../providers/index.js';
 import { sha256Hex, studyCacheKey, type CachedStudyResult, type ResultCache } from './cache.js';
@@ -183,14 +184,14 @@ class StudyRun {
   }
 }
 
-function cachedContext(entry: CachedStudyResult, count: number): QualityContext {
-  return { count, conceptIds: entry.conceptIds ?? [] };
+function cachedContext(entry: CachedStudyResult, count: number, lang: StudyLang): QualityContext {
+  return { count, conceptIds: entry.conceptIds ?? [], lang };
 }
 
 async function generateNotes(run: StudyRun): Promise<NotesResult> {
   const { input } = run;
   const key = run.cacheKey('notes');
-  const hit = input.cache?.get(key, (entry) => validateStudyValue('notes', entry.value));
+  const hit = input.cache?.get(key, (entry) => validateStudyValue('notes', entry.value, { lang: input.lang }));
   if (hit !== undefined) {
     run.progress('notes', 1, 1);
     return hit.value;
@@ -198,14 +199,14 @@ async function generateNotes(run: StudyRun): Promise<NotesResult> {
   const parts = (await run.split(run.budget)).map((part) => part.text);
   let notes: NotesResult;
   if (parts.length <= 1) {
-    notes = await run.step(buildNotesRequest({ text: parts[0] ?? input.text, lang: input.lang }), studyValidator('notes'));
+    notes = await run.step(buildNotesRequest({ text: parts[0] ?? input.text, lang: input.lang }), studyValidator('notes', { lang: input.lang }));
     run.progress('notes', 1, 1);
   } else {
     // Map: notes per part. Reduce: merge them; the merge counts as the stage's last part.
     const total = parts.length + 1;
     let done = 0;
     const partials = await run.parallel(parts, async (text, index) => {
-      const partNotes = await run.step(buildNotesRequest({ text, lang: input.lang, part: { index: index + 1, total: parts.length } }), studyValidator('notes'));
+      const partNotes = await run.step(buildNotesRequest({ text, lang: input.lang, part: { index: index + 1, total: parts.length } }), studyValidator('notes', { lang: input.lang }));
       done += 1;
       run.progress('notes', done, total);
       return partNotes;
@@ -223,7 +224,7 @@ async function generateNotes(run: StudyRun): Promise<NotesResult> {
  */
 async function mergeNotes(run: StudyRun, partials: readonly NotesResult[]): Promise<NotesResult> {
   const merge = (group: readonly NotesResult[]): Promise<NotesResult> =>
-    run.step(buildMergeNotesRequest({ partials: group, lang: run.input.lang }), studyValidator('notes'));
+    run.step(buildMergeNotesRequest({ partials: group, lang: run.input.lang }), studyValidator('notes', { lang: run.input.lang }));
   let level = partials;
   for (;;) {
     const groups = await groupWithinBudget(level, run.budget);
@@ -266,7 +267,7 @@ async function generateQuestions(run: StudyRun, task: 'mcq' | 'fill', notes: Not
   const { input } = run;
   const count = input.count ?? defaultQuestionCount;
   const conceptIds = notes.keyConcepts.map((concept) => concept.id);
-  const context: QualityContext = { count, conceptIds };
+  const context: QualityContext = { count, conceptIds, lang: input.lang };
   // The concept list travels with every part: the document part gets what is left of the budget.
   const partBudget = Math.max(Math.floor(run.budget / 2), run.budget - (await estimateTokensSliced(conceptList(notes))));
   const split = await run.split(partBudget);
@@ -282,7 +283,7 @@ async function generateQuestions(run: StudyRun, task: 'mcq' | 'fill', notes: Not
   const results = await run.parallel(jobs, async (job) => {
     const value = await run.step(
       buildQuestionsRequest({ task, text: job.text, lang: input.lang, count: job.count, notes, part: { index: job.index + 1, total: parts.length } }),
-      studyValidator(task, { count: job.count, conceptIds }),
+      studyValidator(task, { count: job.count, conceptIds, lang: input.lang }),
     );
     done += 1;
     run.progress(task, done, jobs.length);
@@ -297,7 +298,7 @@ async function generateQuestions(run: StudyRun, task: 'mcq' | 'fill', notes: Not
       status: 'failed',
       httpStatus: 502,
       code: 'INVALID_PROVIDER_OUTPUT',
-      message: `questions from the document's parts failed the checks when combined: ${combined.errors.join('; ')}`,
+      message: `Questions from the document's parts failed the checks when combined: ${summarizeValidationErrors(combined.errors)}`,
       attempts: [],
     });
   }
@@ -320,7 +321,7 @@ function cachedOutcome(run: StudyRun): StudyTaskOutcome | undefined {
   const count = input.count ?? defaultQuestionCount;
   const key = input.task === 'notes' ? run.cacheKey('notes') : run.cacheKey(input.task, input.notes);
   const hit = input.cache.get(key, (entry) =>
-    entry.task === input.task ? validateStudyValue(input.task, entry.value, cachedContext(entry, count)) : { ok: false, errors: ['task mismatch'] },
+    entry.task === input.task ? validateStudyValue(input.task, entry.value, cachedContext(entry, count, input.lang)) : { ok: false, errors: ['task mismatch'] },
   );
   if (hit === undefined) return undefined;
   return {

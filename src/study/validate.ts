@@ -1,10 +1,12 @@
 import type { z } from 'zod';
 import type { Validation } from '../actors/types.js';
-import type { ProviderAnswer, Task } from '../providers/index.js';
+import { clipText } from '../errors/index.js';
+import { scrubSecrets, type ProviderAnswer, type Task } from '../providers/index.js';
 import { extractJson } from './extract-json.js';
 import { normalizers } from './normalize.js';
 import { checkFill, checkMcq, checkNotes, type QuestionCheckOptions } from './quality.js';
-import { studyResultSchemas, type FillResult, type McqResult, type NotesResult, type StudyResultByTask } from './schemas.js';
+import { checkLanguage } from './language.js';
+import { studyResultSchemas, type FillResult, type McqResult, type NotesResult, type StudyLang, type StudyResultByTask } from './schemas.js';
 
 /**
  * The `validate` handed to `gateway.generate`: truncation, JSON extraction, normalization, the zod
@@ -12,8 +14,8 @@ import { studyResultSchemas, type FillResult, type McqResult, type NotesResult, 
  * back to the model in the one re-ask.
  */
 
-/** What mcq and fill are checked against; notes need nothing. */
-export type QualityContext = Partial<QuestionCheckOptions>;
+/** What mcq and fill are checked against, and the language every task's prose must be in. */
+export type QualityContext = Partial<QuestionCheckOptions> & { readonly lang?: StudyLang };
 
 const maxSchemaErrors = 8;
 
@@ -36,6 +38,10 @@ export function validateStudyValue<T extends Task>(task: T, raw: unknown, contex
 }
 
 function checkQuality<T extends Task>(task: T, value: StudyResultByTask[T], context: QualityContext): Validation<StudyResultByTask[T]> {
+  if (context.lang !== undefined) {
+    const language = checkLanguage(value, context.lang);
+    if (!language.ok) return language;
+  }
   if (task === 'notes') return checkNotes(value as NotesResult) as Validation<StudyResultByTask[T]>;
   const options: QuestionCheckOptions = {
     count: context.count ?? (value as McqResult | FillResult).questions.length,
@@ -46,8 +52,16 @@ function checkQuality<T extends Task>(task: T, value: StudyResultByTask[T], cont
   return checked as Validation<StudyResultByTask[T]>;
 }
 
-/** One provider answer → the typed study result or the reasons it is `invalid_output`. */
+/** Longest validation error kept, in characters: reasons quote the answer only in short pieces. */
+const maxErrorChars = 300;
+
+/** One provider answer → the typed study result or the reasons it is `invalid_output` (short, key-like text scrubbed). */
 export function validateStudyAnswer<T extends Task>(task: T, answer: ProviderAnswer, context: QualityContext = {}): Validation<StudyResultByTask[T]> {
+  const verdict = judgeStudyAnswer(task, answer, context);
+  return verdict.ok ? verdict : { ok: false, errors: verdict.errors.map((error) => scrubSecrets(clipText(error, maxErrorChars))) };
+}
+
+function judgeStudyAnswer<T extends Task>(task: T, answer: ProviderAnswer, context: QualityContext): Validation<StudyResultByTask[T]> {
   if (answer.truncated) {
     return { ok: false, errors: ['the answer was cut off at the output token limit; answer more briefly with complete JSON'] };
   }

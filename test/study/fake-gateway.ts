@@ -82,10 +82,12 @@ const words = ['alpha', 'bravo', 'charlie', 'delta', 'echo', 'foxtrot', 'golf', 
 /** Answers valid study JSON for whatever the marker asks, like the emulator does. */
 export function markerResponder(request: GenerationRequest, call: number): string {
   const marker = readMarker(request);
+  // In the language asked for, as a model would answer (the service checks the language).
+  const ko = marker.lang === 'ko';
   if (marker.task === 'notes') {
     return JSON.stringify({
-      keyConcepts: [1, 2, 3].map((index) => ({ id: `c${index}`, term: `term ${call}-${index}`, definition: `definition ${index}`, importance: 'high' })),
-      sections: [{ title: `section ${call}`, summary: 'summary', bullets: ['point'] }],
+      keyConcepts: [1, 2, 3].map((index) => ({ id: `c${index}`, term: `term ${call}-${index}`, definition: ko ? `${index}번째 개념의 정의` : `definition ${index}`, importance: 'high' })),
+      sections: [{ title: `section ${call}`, summary: ko ? '자료의 요약' : 'summary', bullets: [ko ? '요점' : 'point'] }],
       glossary: [],
     });
   }
@@ -94,8 +96,17 @@ export function markerResponder(request: GenerationRequest, call: number): strin
     const topic = `${words[(call * 7 + index) % words.length]} ${words[(call * 3 + index * 5) % words.length]} ${call}x${index}`;
     const conceptId = conceptIds[index % conceptIds.length] ?? 'c1';
     return marker.task === 'mcq'
-      ? { id: `q${index + 1}`, question: `Which statement about ${topic} holds?`, options: { A: 'one', B: 'two', C: 'three', D: 'four' }, answer: 'A', explanation: 'because', conceptId, level: 2, questionType: 'concept' }
-      : { id: `q${index + 1}`, sentence: `The ___ of ${topic} matters.`, answer: 'role', acceptableAnswers: [], hint: 'h', conceptId, level: 2, questionType: 'concept' };
+      ? {
+          id: `q${index + 1}`,
+          question: ko ? `${topic}에 대해 옳은 설명은 무엇인가?` : `Which statement about ${topic} holds?`,
+          options: ko ? { A: '하나', B: '둘', C: '셋', D: '넷' } : { A: 'one', B: 'two', C: 'three', D: 'four' },
+          answer: 'A',
+          explanation: ko ? '자료에 그렇게 나온다' : 'because',
+          conceptId,
+          level: 2,
+          questionType: 'concept',
+        }
+      : { id: `q${index + 1}`, sentence: ko ? `자료에서 ${topic}의 ___이(가) 중요하다고 설명한다.` : `The ___ of ${topic} matters.`, answer: 'role', acceptableAnswers: [], hint: ko ? '역할을 생각해 보세요' : 'h', conceptId, level: 2, questionType: 'concept' };
   });
   return JSON.stringify({ questions });
 }
