@@ -65,7 +65,7 @@ export const mutationGroups = {
     tests: ['test/core/failure-verdict.test.ts', 'test/core/gateway.test.ts'],
   },
   job: {
-    mutate: ['src/machines/job*.ts'],
+    mutate: ['src/jobs/job.machine.ts'],
     tests: ['test/jobs/job-machine.test.ts'],
   },
   timelygpt: {

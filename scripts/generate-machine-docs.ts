@@ -36,7 +36,7 @@ export const machineSources: readonly MachineSource[] = [
   { name: 'provider', file: 'src/machines/provider.machine.ts', exportName: 'providerMachine', title: 'Provider actor (one per provider)' },
   { name: 'breaker', file: 'src/machines/breaker.machine.ts', exportName: 'breakerMachine', title: 'Circuit breaker (child of each provider actor)' },
   { name: 'fallback', file: 'src/machines/fallback.machine.ts', exportName: 'fallbackMachine', title: 'Retry-and-fallback run (one per request)' },
-  { name: 'job', file: 'src/machines/job.machine.ts', exportName: 'jobMachine', title: 'Job (one per background job)' },
+  { name: 'job', file: 'src/jobs/job.machine.ts', exportName: 'jobMachine', title: 'Job (one per background job)' },
   {
     name: 'timelygpt-session',
     file: 'src/machines/timelygpt-session.machine.ts',

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import type { ChainLink, FallbackPolicy, Gateway } from '../actors/types.js';
-import { jobMachine } from '../machines/job.machine.js';
+import { jobMachine } from './job.machine.js';
 import { Secret } from '../security/secret.js';
 import type { ResultCache, StudyLang } from '../study/index.js';
 import { createStageActor } from './stage-actor.js';

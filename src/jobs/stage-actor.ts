@@ -1,6 +1,6 @@
 import { fromPromise } from 'xstate';
 import type { Attempt, FallbackPolicy, Gateway } from '../actors/types.js';
-import type { StageActorInput } from '../machines/job.machine.js';
+import type { StageActorInput } from './job.machine.js';
 import { scrubSecrets } from '../providers/index.js';
 import { generateStudyTask } from '../study/index.js';
 import type { ResultCache, StudyTaskOutcome } from '../study/index.js';

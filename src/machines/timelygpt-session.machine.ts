@@ -6,18 +6,46 @@
  * never a class that counts toward the breaker (test/providers/timelygpt-session.graph.test.ts).
  */
 import { assign, fromPromise, setup, type EventFromLogic } from 'xstate';
-import { isExpiredTokenError } from '../providers/timelygpt/errors.js';
-import type { TimelyCompletion } from '../providers/timelygpt/wire.js';
-import type { Secret } from '../security/secret.js';
+import type { ApiKey } from './types.js';
+
+/** One `llm-completion` answer, as the session carries it (src/providers/timelygpt/wire.ts reads it off the wire). */
+export interface TimelyCompletion {
+  readonly text: string;
+  readonly model: string | undefined;
+  readonly inputTokens: number | null;
+  readonly outputTokens: number | null;
+}
+
+/** A TimelyGPT HTTP failure as the session sees it: which endpoint answered which status. */
+interface EndpointFailure {
+  readonly status: number;
+  readonly endpoint: string;
+}
+
+function isEndpointFailure(error: unknown): error is EndpointFailure {
+  return (
+    typeof error === 'object' &&
+    error !== null &&
+    'status' in error &&
+    typeof error.status === 'number' &&
+    'endpoint' in error &&
+    typeof error.endpoint === 'string'
+  );
+}
+
+/** Is this the 401 of an expired token at `llm-completion` (the one that earns a re-authentication)? */
+export function isExpiredTokenError(error: unknown): boolean {
+  return isEndpointFailure(error) && error.status === 401 && error.endpoint === 'completion';
+}
 
 export interface TimelyGptSessionInput {
-  readonly apiKey: Secret;
+  readonly apiKey: ApiKey;
   /** Aborts on the caller's cancel and on the provider actor's deadline. */
   readonly signal: AbortSignal;
 }
 
 export interface TimelyGptSessionContext {
-  readonly apiKey: Secret;
+  readonly apiKey: ApiKey;
   readonly signal: AbortSignal;
   readonly token: string | null;
   readonly completion: TimelyCompletion | null;
@@ -30,7 +58,7 @@ export type TimelyGptSessionOutput =
   | { readonly status: 'failed'; readonly error: unknown };
 
 export interface AcquireTokenInput {
-  readonly apiKey: Secret;
+  readonly apiKey: ApiKey;
   readonly signal: AbortSignal;
 }
 
@@ -57,7 +85,7 @@ export const timelyGptSessionMachine = setup({
   },
   actions: {
     /** Drop the expired token from the cache (only if it is still the cached one). */
-    evictToken: (_, _params: { apiKey: Secret; token: string | null }) => undefined,
+    evictToken: (_, _params: { apiKey: ApiKey; token: string | null }) => undefined,
     recordToken: assign({ token: (_, params: { token: string }) => params.token }),
     recordCompletion: assign({ completion: (_, params: { completion: TimelyCompletion }) => params.completion }),
     recordError: assign({ error: (_, params: { error: unknown }) => params.error }),

@@ -31,7 +31,4 @@ function describeBody(body: unknown): string {
   return typeof body === 'string' && body.length > 0 ? body.slice(0, 200) : 'no body';
 }
 
-/** Is this the 401 of an expired token at `llm-completion` (the one that earns a re-authentication)? */
-export function isExpiredTokenError(error: unknown): boolean {
-  return error instanceof TimelyGptHttpError && error.status === 401 && error.endpoint === 'completion';
-}
+export { isExpiredTokenError } from '../../machines/timelygpt-session.machine.js';

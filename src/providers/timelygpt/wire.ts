@@ -3,6 +3,7 @@
  * Default base: https://hello.timelygpt.co.kr/api/v2/chat
  */
 import { UnexpectedResponseError } from '../upstream-errors.js';
+import type { TimelyCompletion } from '../../machines/timelygpt-session.machine.js';
 import { TimelyGptHttpError, type TimelyGptEndpoint } from './errors.js';
 
 export interface TimelyCompletionBody {
@@ -15,12 +16,7 @@ export interface TimelyCompletionBody {
   readonly locale: string;
 }
 
-export interface TimelyCompletion {
-  readonly text: string;
-  readonly model: string | undefined;
-  readonly inputTokens: number | null;
-  readonly outputTokens: number | null;
-}
+export type { TimelyCompletion } from '../../machines/timelygpt-session.machine.js';
 
 async function readJson(endpoint: TimelyGptEndpoint, response: Response): Promise<unknown> {
   const text = await response.text();

@@ -1,7 +1,7 @@
 import { assign, emit, fromPromise, setup } from 'xstate';
-import type { Attempt } from '../actors/types.js';
-import type { JobError, JobPosition, JobStage, JobStreamEvent, StageMeta } from '../jobs/types.js';
-import type { ProviderId } from '../providers/index.js';
+import type { Attempt } from '../machines/types.js';
+import type { JobError, JobPosition, JobStage, JobStreamEvent, StageMeta } from './types.js';
+import type { ProviderId } from '../machines/types.js';
 import type { Secret } from '../security/secret.js';
 import type { FillResult, McqResult, NotesResult, StudyLang, StudyTaskOutcome } from '../study/index.js';
 
