@@ -1,4 +1,5 @@
 // @ts-check
+import { readFileSync } from 'node:fs';
 /**
  * Mutation testing of the resilience core (`npm run test:mutation`, scripts/mutation.ts; not part
  * of `npm test`). docs/testing.md ("Mutation testing") explains the goal, the groups and the table.
@@ -10,6 +11,24 @@
  * One group: `MUTATION_GROUP=breaker npx stryker run`; one file: `... npx stryker run --mutate <file>`.
  * @type {Record<string, { mutate: string[]; tests: string[] }>}
  */
+/**
+ * The classifier part of an adapter file (a Stryker mutation range, lines `from`-`to`): from the
+ * first line matching `from` to the closing brace of the function named `classifier`. The adapters'
+ * SDK plumbing around it is exercised by the over-the-wire tests, not judged here.
+ * @param {string} file
+ * @param {RegExp} from
+ * @param {string} classifier
+ */
+function classifierRange(file, from, classifier) {
+  const lines = readFileSync(file, 'utf8').split('\n');
+  const start = lines.findIndex((line) => from.test(line));
+  const declaration = lines.findIndex((line) => line.startsWith(`export function ${classifier}(`));
+  const end = lines.findIndex((line, index) => index > declaration && line === '}');
+  if (start === -1 || declaration === -1 || end === -1)
+    throw new Error(`${file}: no ${classifier} to mutate`);
+  return `${file}:${start + 1}-${end + 1}`;
+}
+
 export const mutationGroups = {
   errors: {
     mutate: ['src/errors/**/*.ts', '!src/errors/index.ts', '!src/errors/failure-verdict.ts'],
@@ -77,7 +96,11 @@ export const mutationGroups = {
     ],
   },
   classifiers: {
-    mutate: ['src/providers/classify-common.ts', 'src/providers/claude.ts', 'src/providers/gpt.ts'],
+    mutate: [
+      'src/providers/classify-common.ts',
+      classifierRange('src/providers/claude.ts', /^const spendLimitCodes/, 'classifyClaudeError'),
+      classifierRange('src/providers/gpt.ts', /^function isQuotaCode/, 'classifyGptError'),
+    ],
     tests: [
       'test/providers/classification-rules.test.ts',
       'test/providers/claude.classification.test.ts',

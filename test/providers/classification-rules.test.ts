@@ -4,6 +4,11 @@
  * unnoticed; here every fixture carries exactly the signal its rule reads, and the expected class is
  * written out from ERRORS.md, never computed by the code under test.
  */
+import {
+  APIConnectionError as AnthropicConnectionError,
+  APIError as AnthropicAPIError,
+} from '@anthropic-ai/sdk';
+import { APIConnectionError as OpenAIConnectionError, APIError as OpenAIAPIError } from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ErrorClass } from '../../src/errors/index.js';
 import {
@@ -50,6 +55,8 @@ const anthropicRows: readonly Row[] = [
     'quota_exhausted',
   ],
   ['402 with a non-JSON body', 402, 'payment required', 'quota_exhausted'],
+  // 402 is quota even when the body's type names another class.
+  ['402 whose body says api_error', 402, anthropicError('api_error', 'Internal error'), 'quota_exhausted'],
   // A 429 is quota only for the two spend-limit codes; any other error_code stays a rate limit.
   [
     '429 with another error_code',
@@ -295,6 +302,18 @@ describe('retryAfterMsOf: retry-after-ms, retry-after in seconds, retry-after as
     expect(at({ 'retry-after-ms': 'Infinity', 'retry-after': '2' })).toBe(2000);
   });
 
+  it('treats a blank value as absent, from a header reader that does not trim either', () => {
+    const raw = (values: Record<string, string>) => ({ get: (name: string) => values[name] ?? null });
+    expect(retryAfterMsOf(raw({ 'retry-after-ms': '  ', 'retry-after': '2' }), now)).toBe(2000);
+    expect(retryAfterMsOf(raw({ 'retry-after': ' \t ' }), now)).toBeUndefined();
+  });
+
+  it('never answers an infinite or negative delay', () => {
+    expect(at({ 'retry-after': 'Infinity' })).toBeUndefined();
+    const negative = at({ 'retry-after': '-3' });
+    expect(negative === undefined || negative >= 0).toBe(true);
+  });
+
   it('reads retry-after as seconds, fractions included', () => {
     expect(at({ 'retry-after': '7' })).toBe(7000);
     expect(at({ 'retry-after': '1.5' })).toBe(1500);
@@ -437,6 +456,34 @@ describe('classifyTransportError: failures that arrive raw, not as SDK status er
     });
     expect(classifyClaudeError(new Error('boom')).errorClass).toBe('server_error');
     expect(classifyGptError(new Error('boom')).errorClass).toBe('server_error');
+  });
+});
+
+describe('SDK errors without a status, and connection errors whose cause says more', () => {
+  it('an APIError with no status (a broken stream) is an unknown upstream failure: server_error', () => {
+    expect(
+      classifyClaudeError(new AnthropicAPIError(undefined, undefined, 'stream broke', undefined)).errorClass,
+    ).toBe('server_error');
+    expect(
+      classifyGptError(new OpenAIAPIError(undefined, undefined, 'stream broke', undefined)).errorClass,
+    ).toBe('server_error');
+  });
+
+  it('a connection error with no cause is connection', () => {
+    expect(classifyClaudeError(new AnthropicConnectionError({ message: 'Connection error.' }))).toEqual({
+      errorClass: 'connection',
+      message: 'Connection error.',
+    });
+    expect(classifyGptError(new OpenAIConnectionError({ message: 'Connection error.' }))).toEqual({
+      errorClass: 'connection',
+      message: 'Connection error.',
+    });
+  });
+
+  it('a connection error whose cause is a headers timeout is timeout, not connection', () => {
+    const cause = withCode('UND_ERR_HEADERS_TIMEOUT');
+    expect(classifyClaudeError(new AnthropicConnectionError({ cause })).errorClass).toBe('timeout');
+    expect(classifyGptError(new OpenAIConnectionError({ cause })).errorClass).toBe('timeout');
   });
 });
 
