@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
 
 /** Salt for this process's key fingerprints: a fingerprint cannot be compared across runs or reversed offline. */
 const processSalt = randomBytes(16);
@@ -6,6 +6,14 @@ const processSalt = randomBytes(16);
 /** A short salted fingerprint of a key, safe for logs (never for metric labels). */
 export function fingerprint(value: string): string {
   return createHash('sha256').update(processSalt).update(value).digest('hex').slice(0, 10);
+}
+
+/**
+ * A full-length salted digest of a key (HMAC-SHA256 with this process's salt): what a store may keep to
+ * recognise the same key later in this process (the result cache's scope), never reversible offline.
+ */
+export function keyDigest(value: string): string {
+  return createHmac('sha256', processSalt).update(value).digest('hex');
 }
 
 /**

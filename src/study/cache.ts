@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
+import { keyDigest } from '../security/secret.js';
 import type { Validation } from '../actors/types.js';
 import type { ProviderId, Task, TokenUsage } from '../providers/index.js';
 import type { NotesResult, StudyLang } from './schemas.js';
@@ -7,8 +8,11 @@ import type { NotesResult, StudyLang } from './schemas.js';
 /**
  * Finished study results, so the same document is not paid for twice: a bounded LRU (lru-cache)
  * with a TTL, keyed by what determines the result — the document, the task, the language and the
- * options (count, the grounding notes, the part budget). A hit is re-validated by the caller's
- * check (schema + quality) before it is served; one that fails is evicted.
+ * options (count, the grounding notes, the part budget) — and by who produced it: the provider that
+ * answered and a salted digest of the key it was called with (`scope`). A hit therefore needs the
+ * same provider key that paid for the result: a request holding other keys (or a refused one) never
+ * gets it (issue 12). A hit is re-validated by the caller's check (schema + quality) before it is
+ * served; one that fails is evicted.
  */
 
 export interface CachedStudyResult {
@@ -92,6 +96,8 @@ function stableJson(value: unknown): string {
 }
 
 export interface StudyCacheKeyParts {
+  /** Who produced the result: `studyCacheScope(provider, key)` of the provider that answered. */
+  readonly scope: string;
   /** The document's identity: its sha256 (uploads) or a hash of the text. */
   readonly source: string;
   readonly task: Task;
@@ -101,11 +107,20 @@ export interface StudyCacheKeyParts {
   readonly budgetTokens?: number;
 }
 
-/** The cache key of one result: a sha256 over the parts that determine it. */
+/**
+ * The scope of a result produced by `provider` called with `apiKey`: the provider and a salted digest
+ * of the key (src/security/secret.ts), never the key.
+ */
+export function studyCacheScope(provider: ProviderId, apiKey: string): string {
+  return `${provider}:${keyDigest(apiKey)}`;
+}
+
+/** The cache key of one result: a sha256 over the parts that determine it and its scope. */
 export function studyCacheKey(parts: StudyCacheKeyParts): string {
   return sha256Hex(
     stableJson({
-      v: 1,
+      v: 2,
+      scope: parts.scope,
       source: parts.source,
       task: parts.task,
       lang: parts.lang,

@@ -1,7 +1,7 @@
 import { summarizeValidationErrors } from '../errors/index.js';
 import type { Attempt, ChainLink, FallbackPolicy, Gateway, GenerateOutcome, Validation } from '../actors/types.js';
 import type { GenerationRequest, ProviderAnswer, ProviderId, Task, TokenUsage } from '../providers/index.js';
-import { sha256Hex, studyCacheKey, type CachedStudyResult, type ResultCache } from './cache.js';
+import { sha256Hex, studyCacheKey, studyCacheScope, type CachedStudyResult, type ResultCache, type StudyCacheKeyParts } from './cache.js';
 import { mapConcurrent } from './limit.js';
 import { buildMergeNotesRequest, buildNotesRequest, buildQuestionsRequest, conceptList } from './prompts.js';
 import type { FillResult, McqResult, NotesResult, StudyLang, StudyResult, StudyResultByTask } from './schemas.js';
@@ -159,24 +159,45 @@ class StudyRun {
     this.input.onProgress?.({ stage, part, parts });
   }
 
-  cacheKey(task: Task, notes?: NotesResult): string {
-    return studyCacheKey({
+  /** What determines a result of `task`, its scope aside. */
+  private cacheParts(task: Task, notes?: NotesResult): Omit<StudyCacheKeyParts, 'scope'> {
+    return {
       source: this.input.cacheKey ?? `text:${sha256Hex(this.input.text)}`,
       task,
       lang: this.input.lang,
       ...(task === 'notes' ? {} : { count: this.input.count ?? defaultQuestionCount }),
       ...(notes === undefined ? {} : { notes }),
       budgetTokens: this.budget,
-    });
+    };
   }
 
-  remember(key: string, task: Task, value: StudyResult, conceptIds?: readonly string[]): void {
-    if (this.input.cache === undefined || this.answered === undefined) return;
-    this.input.cache.set(key, {
+  /**
+   * A cached result of `task` that this request could have produced itself: one stored under a
+   * provider key the request holds (each link of its chain is tried, in order). Never one paid for
+   * with another key.
+   */
+  cached<T>(task: Task, notes: NotesResult | undefined, revalidate: (entry: CachedStudyResult) => Validation<T>) {
+    const cache = this.input.cache;
+    if (cache === undefined) return undefined;
+    const parts = this.cacheParts(task, notes);
+    for (const link of this.input.chain) {
+      const hit = cache.get(studyCacheKey({ ...parts, scope: studyCacheScope(link.provider, link.apiKey) }), revalidate);
+      if (hit !== undefined) return hit;
+    }
+    return undefined;
+  }
+
+  /** Stores a result under the key of the provider that answered it (its scope). */
+  remember(task: Task, notes: NotesResult | undefined, value: StudyResult, conceptIds?: readonly string[]): void {
+    const answered = this.answered;
+    if (this.input.cache === undefined || answered === undefined) return;
+    const link = this.input.chain.find((candidate) => candidate.provider === answered.provider);
+    if (link === undefined) return;
+    this.input.cache.set(studyCacheKey({ ...this.cacheParts(task, notes), scope: studyCacheScope(link.provider, link.apiKey) }), {
       task,
       value,
-      provider: this.answered.provider,
-      model: this.answered.model,
+      provider: answered.provider,
+      model: answered.model,
       fallback: this.fallback,
       usage: sumUsage(this.usages),
       ...(conceptIds === undefined ? {} : { conceptIds }),
@@ -190,8 +211,7 @@ function cachedContext(entry: CachedStudyResult, count: number, lang: StudyLang)
 
 async function generateNotes(run: StudyRun): Promise<NotesResult> {
   const { input } = run;
-  const key = run.cacheKey('notes');
-  const hit = input.cache?.get(key, (entry) => validateStudyValue('notes', entry.value, { lang: input.lang }));
+  const hit = run.cached('notes', undefined, (entry) => validateStudyValue('notes', entry.value, { lang: input.lang }));
   if (hit !== undefined) {
     run.progress('notes', 1, 1);
     return hit.value;
@@ -214,7 +234,7 @@ async function generateNotes(run: StudyRun): Promise<NotesResult> {
     notes = await mergeNotes(run, partials);
     run.progress('notes', total, total);
   }
-  run.remember(key, 'notes', notes);
+  run.remember('notes', undefined, notes);
   return notes;
 }
 
@@ -309,18 +329,15 @@ async function runTask(run: StudyRun): Promise<StudyResult> {
   const { input } = run;
   if (input.task === 'notes') return generateNotes(run);
   const notes = input.notes ?? (await generateNotes(run));
-  const key = run.cacheKey(input.task, input.notes);
   const value = await generateQuestions(run, input.task, notes);
-  run.remember(key, input.task, value, notes.keyConcepts.map((concept) => concept.id));
+  run.remember(input.task, input.notes, value, notes.keyConcepts.map((concept) => concept.id));
   return value;
 }
 
 function cachedOutcome(run: StudyRun): StudyTaskOutcome | undefined {
   const { input } = run;
-  if (input.cache === undefined) return undefined;
   const count = input.count ?? defaultQuestionCount;
-  const key = input.task === 'notes' ? run.cacheKey('notes') : run.cacheKey(input.task, input.notes);
-  const hit = input.cache.get(key, (entry) =>
+  const hit = run.cached(input.task, input.task === 'notes' ? undefined : input.notes, (entry) =>
     entry.task === input.task ? validateStudyValue(input.task, entry.value, cachedContext(entry, count, input.lang)) : { ok: false, errors: ['task mismatch'] },
   );
   if (hit === undefined) return undefined;

@@ -11,7 +11,7 @@ export { generateStudyTask, defaultQuestionCount, defaultConcurrency, defaultMax
 export type { StudyTaskInput, StudyTaskOutcome, StudyProgress } from './generate.js';
 export { validateStudyAnswer, validateStudyValue, studyValidator } from './validate.js';
 export type { QualityContext } from './validate.js';
-export { createResultCache, studyCacheKey, sha256Hex } from './cache.js';
+export { createResultCache, studyCacheKey, studyCacheScope, sha256Hex } from './cache.js';
 export type { ResultCache, ResultCacheOptions, CachedStudyResult, StudyCacheKeyParts } from './cache.js';
 export { estimateTokens, estimateTokensSliced, splitText, splitTextSliced, defaultPartBudgetTokens, warmTokenizer } from './split.js';
 export type { TextPart } from './split.js';

@@ -186,6 +186,35 @@ describe('the results cache', () => {
     expect(job.body.result).toEqual(firstJob.body.result);
   });
 
+  it('never serves a result paid with one key to a request without that key (issue 12)', async () => {
+    const pdf = await englishTextPdf(4);
+    const body = (documentId: string) => ({ documentId, providers: ['claude'], options: { lang: 'en', mcqCount: 1, fillCount: 1 } });
+    // User A, with a working Claude key: the job succeeds and its results are cached.
+    const documentA = await uploadPdf(harness, pdf, 'shared-a.pdf');
+    const jobA = await startJob(body(documentA.documentId), { 'x-claude-key': keys['x-claude-key'] });
+    expect((await pollJob(harness, jobA, (job) => job.status !== 'queued' && job.status !== 'running')).body.status).toBe('succeeded');
+
+    // User B uploads the same bytes (same sha256) with only a key the provider refuses.
+    const documentB = await uploadPdf(harness, pdf, 'shared-b.pdf');
+    expect(documentB.sha256).toBe(documentA.sha256);
+    const refusedKey = { 'x-claude-key': 'emu-bad-someone-else-0003' };
+    const jobB = await startJob(body(documentB.documentId), refusedKey);
+    const viewB = await pollJob(harness, jobB, (job) => job.status !== 'queued' && job.status !== 'running');
+    // B's job fails as its key dictates: no material of A's, an attempt that really called Claude.
+    expect(viewB.body).toMatchObject({ status: 'failed', error: { code: 'PROVIDER_AUTH_FAILED' } });
+    expect(viewB.body.result).toBeUndefined();
+    expect(viewB.body.meta?.stages ?? {}).not.toHaveProperty('notes');
+    expect(viewB.body.error.attempts[0]).toMatchObject({ provider: 'claude', errorClass: 'auth' });
+    // Nor through POST /v1/generate on the same document.
+    const generated = await postJson(`${harness.url}/v1/generate`, { task: 'notes', documentId: documentB.documentId, providers: ['claude'], options: { lang: 'en' } }, refusedKey);
+    expect([generated.status, generated.body.error?.code]).toEqual([401, 'PROVIDER_AUTH_FAILED']);
+
+    // A again, with the key that paid: served from the cache.
+    const againA = await startJob(body(documentB.documentId), { 'x-claude-key': keys['x-claude-key'] });
+    const viewA = await pollJob(harness, againA, (job) => job.status !== 'queued' && job.status !== 'running');
+    expect(viewA.body.meta.stages.notes).toMatchObject({ cached: true });
+  });
+
   it('pays again for other options', async () => {
     const document = await uploadPdf(harness, await englishTextPdf(3), 'cache-3.pdf');
     const first = await startJob({

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ChainLink } from '../../src/actors/types.js';
-import { createResultCache, generateStudyTask, studyCacheKey, validateStudyValue, type NotesResult } from '../../src/study/index.js';
+import { createResultCache, generateStudyTask, studyCacheKey, studyCacheScope, validateStudyValue, type NotesResult } from '../../src/study/index.js';
 import { createFakeGateway, markerResponder } from './fake-gateway.js';
 
 const chain: readonly ChainLink[] = [{ provider: 'gpt', apiKey: 'test-gpt-key-0001' }];
@@ -37,8 +37,8 @@ describe('result cache', () => {
     expect(cache.size).toBe(0);
   });
 
-  it('keys by document, task, language, count and notes', () => {
-    const base = { source: 'sha-1', task: 'mcq' as const, lang: 'en' as const, count: 5, notes };
+  it('keys by scope (provider and key), document, task, language, count and notes', () => {
+    const base = { scope: 'gpt:digest-1', source: 'sha-1', task: 'mcq' as const, lang: 'en' as const, count: 5, notes };
     const keys = new Set([
       studyCacheKey(base),
       studyCacheKey({ ...base, source: 'sha-2' }),
@@ -46,8 +46,10 @@ describe('result cache', () => {
       studyCacheKey({ ...base, lang: 'ko' }),
       studyCacheKey({ ...base, count: 6 }),
       studyCacheKey({ ...base, notes: { ...notes, glossary: [{ term: 'x', definition: 'y' }] } }),
+      studyCacheKey({ ...base, scope: 'gpt:digest-2' }),
+      studyCacheKey({ ...base, scope: 'claude:digest-1' }),
     ]);
-    expect(keys.size).toBe(6);
+    expect(keys.size).toBe(8);
     expect(studyCacheKey({ ...base, notes: { glossary: [], sections: [], keyConcepts: notes.keyConcepts } })).toBe(studyCacheKey(base));
   });
 
@@ -65,5 +67,30 @@ describe('result cache', () => {
     // The notes generated for grounding were cached too: fill on the same document needs no notes call.
     await generateStudyTask(gateway, { ...input, task: 'fill' });
     expect(gateway.requests.slice(calls).map((request) => request.task)).toEqual(['fill']);
+  });
+
+  it('serves a result only to a request holding the provider key that produced it (issue 12)', async () => {
+    const cache = createResultCache();
+    const gateway = createFakeGateway(markerResponder);
+    const paid = { task: 'notes' as const, text: 'Deadlock needs four conditions.', lang: 'en' as const, chain, cache, cacheKey: 'doc-sha-2' };
+    expect((await generateStudyTask(gateway, paid)).status).toBe('succeeded');
+    const calls = gateway.requests.length;
+    // Same document, same task, another gpt key: not a hit, the provider is called with that key.
+    const other = await generateStudyTask(gateway, { ...paid, chain: [{ provider: 'gpt', apiKey: 'test-gpt-key-0002' }] });
+    expect(other).not.toMatchObject({ cached: true });
+    expect(gateway.requests.length).toBeGreaterThan(calls);
+    // Same key under another provider's name: not a hit either (the scope is provider and key).
+    const renamed = await generateStudyTask(gateway, { ...paid, chain: [{ provider: 'claude', apiKey: 'test-gpt-key-0001' }] });
+    expect(renamed).not.toMatchObject({ cached: true });
+    // The paying key, anywhere in the chain: a hit.
+    const again = await generateStudyTask(gateway, { ...paid, chain: [{ provider: 'claude', apiKey: 'test-claude-key-0009' }, ...chain] });
+    expect(again).toMatchObject({ status: 'succeeded', cached: true, provider: 'gpt' });
+  });
+
+  it('keeps no key in an entry or a cache key', () => {
+    const key = studyCacheKey({ scope: studyCacheScope('gpt', 'test-gpt-key-0001'), source: 's', task: 'notes', lang: 'en' });
+    expect(studyCacheScope('gpt', 'test-gpt-key-0001')).not.toContain('test-gpt-key-0001');
+    expect(studyCacheScope('gpt', 'test-gpt-key-0001')).toMatch(/^gpt:[0-9a-f]{64}$/);
+    expect(key).toMatch(/^[0-9a-f]{64}$/);
   });
 });
