@@ -18,6 +18,8 @@ export interface JobInput {
   /** The document's identity for the results cache (its sha256). */
   readonly cacheKey: string;
   readonly lang: StudyLang;
+  /** Whether `lang` was asked for or detected from the document. */
+  readonly langSource?: 'request' | 'detected';
   readonly mcqCount: number;
   readonly fillCount: number;
   readonly chain: readonly JobKey[];

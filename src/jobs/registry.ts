@@ -3,7 +3,7 @@ import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import type { ChainLink, FallbackPolicy, Gateway } from '../actors/types.js';
 import { jobMachine } from './job.machine.js';
 import { Secret } from '../security/secret.js';
-import type { ResultCache, StudyLang } from '../study/index.js';
+import type { LangSource, ResultCache, StudyLang } from '../study/index.js';
 import { createStageActor } from './stage-actor.js';
 import { createMemoryJobStatusStore, type JobStatusStore } from './status-store.js';
 import type { JobStatus, JobStreamEvent, JobView, ProgressEvent } from './types.js';
@@ -14,6 +14,8 @@ export interface JobSpec {
   /** The document's identity for the results cache (its sha256). */
   readonly cacheKey: string;
   readonly lang: StudyLang;
+  /** Whether `lang` was asked for or detected (reported in the view's `meta`). */
+  readonly langSource?: LangSource;
   readonly mcqCount: number;
   readonly fillCount: number;
   /** Raw keys: wrapped in `Secret` at once and held only by the job actor. */
@@ -116,6 +118,7 @@ export function jobView(snapshot: JobSnapshot): JobView {
     ...(context.error === null ? {} : { error: context.error }),
     meta: {
       lang: context.lang,
+      ...(context.langSource === undefined ? {} : { langSource: context.langSource }),
       mcqCount: context.mcqCount,
       fillCount: context.fillCount,
       stages: context.stages,
@@ -270,6 +273,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
           text: spec.text,
           cacheKey: spec.cacheKey,
           lang: spec.lang,
+          ...(spec.langSource === undefined ? {} : { langSource: spec.langSource }),
           mcqCount: spec.mcqCount,
           fillCount: spec.fillCount,
           chain: spec.chain.map((link) => ({ provider: link.provider, apiKey: new Secret(link.apiKey) })),

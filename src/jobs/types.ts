@@ -37,6 +37,8 @@ export interface StageMeta {
 
 export interface JobMeta {
   readonly lang: 'ko' | 'en';
+  /** `request`: options.lang gave it; `detected`: read from the document. */
+  readonly langSource?: 'request' | 'detected';
   readonly mcqCount: number;
   readonly fillCount: number;
   /** Stages finished so far. */

@@ -16,3 +16,5 @@ export type { ResultCache, ResultCacheOptions, CachedStudyResult, StudyCacheKeyP
 export { estimateTokens, estimateTokensSliced, splitText, splitTextSliced, defaultPartBudgetTokens, warmTokenizer } from './split.js';
 export type { TextPart } from './split.js';
 export { buildNotesRequest, buildMergeNotesRequest, buildQuestionsRequest, taskMarker } from './prompts.js';
+export { checkLanguage, detectLang, resolveLang } from './language.js';
+export type { LangSource } from './language.js';

@@ -126,3 +126,22 @@ export function checkLanguage<T extends NotesResult | McqResult | FillResult>(va
     ],
   };
 }
+
+/** How the language of a request was decided: given in `options.lang`, or detected from the document. */
+export type LangSource = 'request' | 'detected';
+
+/** Characters of the document read by `detectLang` (its first ones): bounded work whatever the size. */
+export const detectSampleChars = 20_000;
+
+/** The document's language when the request gives none: Hangul syllables at least half the Latin letters → `ko`, else `en`. */
+export function detectLang(text: string): StudyLang {
+  const sample = text.slice(0, detectSampleChars);
+  const hangul = sample.match(/[\uac00-\ud7a3]/g)?.length ?? 0;
+  const latin = sample.match(/[A-Za-z]/g)?.length ?? 0;
+  return hangul * 2 >= latin && hangul > 0 ? 'ko' : 'en';
+}
+
+/** The request's language, or the detected one, with where it came from (reported in `meta`). */
+export function resolveLang(requested: StudyLang | undefined, text: string): { readonly lang: StudyLang; readonly langSource: LangSource } {
+  return requested === undefined ? { lang: detectLang(text), langSource: 'detected' } : { lang: requested, langSource: 'request' };
+}

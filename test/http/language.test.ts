@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { postJson, startHarness, studyText } from './blackbox-support.js';
+import { postJson, request, startHarness, studyText, textPdf } from './blackbox-support.js';
 import type { Harness, HttpResult } from './blackbox-support.js';
 
 let harness: Harness;
@@ -145,5 +145,34 @@ describe('validation reasons in attempts and the 502', () => {
     expect(result.body.error.attempts[0].message).toMatch(/options must be 4 distinct texts/);
     expect(result.text).not.toContain(key);
     expect(result.text.toLowerCase()).not.toContain(key.toLowerCase().slice(13, 33));
+  });
+});
+
+describe('options.lang omitted: detected from the document, reported in meta', () => {
+  it('a Korean text without lang → meta.lang ko, langSource detected; the material is Korean', async () => {
+    const result = await generate({ task: 'notes', text: koreanText });
+    expect(result.status, result.text).toBe(200);
+    expect(result.body.meta).toMatchObject({ lang: 'ko', langSource: 'detected' });
+    expect(hangulWordShare(notesProse(result.body.result))).toBeGreaterThanOrEqual(0.6);
+  });
+
+  it('an English text without lang → en, detected; with lang → request', async () => {
+    expect((await generate({ task: 'notes', text: studyText })).body.meta).toMatchObject({ lang: 'en', langSource: 'detected' });
+    expect((await generate({ task: 'notes', text: studyText, options: { lang: 'ko' } })).body.meta).toMatchObject({ lang: 'ko', langSource: 'request' });
+  });
+
+  it('a job without lang reports the detected language in its meta', async () => {
+    const form = new FormData();
+    const pdf = await textPdf(['Photosynthesis converts light energy into chemical energy.', 'Chlorophyll absorbs blue and red light.']);
+    form.append('file', new Blob([new Uint8Array(pdf)], { type: 'application/pdf' }), 'detect.pdf');
+    const upload = await request(`${harness.url}/v1/documents`, { method: 'POST', body: form });
+    expect(upload.status, upload.text).toBe(201);
+    const detected = await postJson(`${harness.url}/v1/jobs`, { documentId: upload.body.documentId, options: { mcqCount: 1, fillCount: 1 } }, allKeys);
+    expect(detected.status, detected.text).toBe(202);
+    const view = await request(`${harness.url}/v1/jobs/${detected.body.jobId}`);
+    expect(view.body.meta).toMatchObject({ lang: 'en', langSource: 'detected' });
+    const asked = await postJson(`${harness.url}/v1/jobs`, { documentId: upload.body.documentId, options: { lang: 'ko', mcqCount: 1, fillCount: 1 } }, allKeys);
+    expect((await request(`${harness.url}/v1/jobs/${asked.body.jobId}`)).body.meta).toMatchObject({ lang: 'ko', langSource: 'request' });
+    for (const id of [detected.body.jobId, asked.body.jobId]) await request(`${harness.url}/v1/jobs/${id}`, { method: 'DELETE' });
   });
 });

@@ -8,8 +8,7 @@ import { z } from 'zod';
 import type { Attempt, FallbackPolicy, Gateway } from '../../actors/types.js';
 import type { DocumentStore } from '../../documents/index.js';
 import type { ProviderId } from '../../providers/index.js';
-import { fillResultSchema, generateStudyTask, mcqResultSchema, notesResultSchema } from '../../study/index.js';
-import type { StudyLang } from '../../study/index.js';
+import { fillResultSchema, generateStudyTask, mcqResultSchema, notesResultSchema, resolveLang } from '../../study/index.js';
 import { clientIdOf } from '../admission.js';
 import type { Admission } from '../admission.js';
 import { ApiError, errorCodes } from '../errors.js';
@@ -74,16 +73,10 @@ const generateResponseSchema = z.object({
     fallback: z.boolean(),
     attempts: z.array(attemptSchema),
     usage: usageSchema,
+    lang: z.enum(['ko', 'en']).describe('The language of the material: options.lang, or detected from the text.'),
+    langSource: z.enum(['request', 'detected']).describe('request: options.lang gave it; detected: read from the document.'),
   }),
 });
-
-/** Hangul syllables outnumbering Latin letters → Korean. */
-function detectLang(text: string): StudyLang {
-  const sample = text.slice(0, 20_000);
-  const hangul = sample.match(/[\uac00-\ud7a3]/g)?.length ?? 0;
-  const latin = sample.match(/[A-Za-z]/g)?.length ?? 0;
-  return hangul * 2 >= latin && hangul > 0 ? 'ko' : 'en';
-}
 
 function isErrorCode(code: string): code is ErrorCode {
   return Object.hasOwn(errorCodes, code);
@@ -139,6 +132,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
         if (document === undefined) throw new ApiError('DOCUMENT_NOT_FOUND', 'Unknown or expired documentId.');
         text = document.text;
       }
+      const language = resolveLang(body.options?.lang, text);
 
       // Held from here to the answer: the text's split and every provider call count against the slot.
       const release = options.admission.enter(clientIdOf(keys, request.ip));
@@ -154,7 +148,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
           outcome = await generateStudyTask(gateway, {
             task: body.task,
             text,
-            lang: body.options?.lang ?? detectLang(text),
+            lang: language.lang,
             ...(body.options?.count === undefined ? {} : { count: body.options.count }),
             ...(body.options?.notes === undefined ? {} : { notes: body.options.notes }),
             chain,
@@ -171,7 +165,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
           return reply.code(200).send({
             task: body.task,
             result: outcome.value,
-            meta: { provider: outcome.provider, model: outcome.model, fallback: outcome.fallback, attempts, usage: outcome.usage },
+            meta: { provider: outcome.provider, model: outcome.model, fallback: outcome.fallback, attempts, usage: outcome.usage, lang: language.lang, langSource: language.langSource },
           });
         }
         if (outcome.status === 'aborted') {

@@ -16,8 +16,9 @@ import {
   fillResultSchema,
   mcqResultSchema,
   notesResultSchema,
+  resolveLang,
 } from '../../study/index.js';
-import type { ResultCache, StudyLang } from '../../study/index.js';
+import type { ResultCache } from '../../study/index.js';
 import { clientIdOf } from '../admission.js';
 import { ApiError } from '../errors.js';
 import { defaultSseMaxBufferBytes, sseWriter } from '../sse.js';
@@ -116,6 +117,10 @@ export const jobViewSchema = z
     meta: z
       .object({
         lang: z.enum(['ko', 'en']),
+        langSource: z
+          .enum(['request', 'detected'])
+          .optional()
+          .describe('request: options.lang gave the language; detected: read from the document.'),
         mcqCount: z.number().int(),
         fillCount: z.number().int(),
         stages: z.object({
@@ -131,14 +136,6 @@ export const jobViewSchema = z
     finishedAt: z.number().optional(),
   })
   .describe('Job');
-
-/** Hangul syllables outnumbering Latin letters → Korean (as `POST /v1/generate` decides). */
-function detectLang(text: string): StudyLang {
-  const sample = text.slice(0, 20_000);
-  const hangul = sample.match(/[\uac00-\ud7a3]/g)?.length ?? 0;
-  const latin = sample.match(/[A-Za-z]/g)?.length ?? 0;
-  return hangul * 2 >= latin && hangul > 0 ? 'ko' : 'en';
-}
 
 function notFound(id: string): ApiError {
   return new ApiError(
@@ -205,7 +202,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
         view = registry.create({
           text: document.text,
           cacheKey: document.sha256,
-          lang: body.options?.lang ?? detectLang(document.text),
+          ...resolveLang(body.options?.lang, document.text),
           mcqCount: body.options?.mcqCount ?? defaultQuestionCount,
           fillCount: body.options?.fillCount ?? defaultQuestionCount,
           chain,
