@@ -90,6 +90,10 @@ export interface Config {
   readonly logLevel: LogLevel;
   /** Publish the live actors to the Stately inspector. */
   readonly inspect: boolean;
+  /** The inspector relay's interface (INSPECT_HOST, loopback by default). */
+  readonly inspectHost: string;
+  /** The inspector relay's port (INSPECT_PORT). */
+  readonly inspectPort: number;
   /** Running with the built-in emulator (`npm run demo`). */
   readonly demo: boolean;
   /** What start-up should log at warn level (unknown provider names and the like). */
@@ -191,6 +195,8 @@ const variables = {
   TIMELYGPT_MODEL: { schema: z.string().trim().min(1), fallback: defaultModels.timelygpt },
   LOG_LEVEL: { schema: z.enum(logLevels), fallback: 'info' },
   INSPECT: { schema: booleanFlag, fallback: 'false' },
+  INSPECT_HOST: { schema: z.string().trim().min(1), fallback: '127.0.0.1' },
+  INSPECT_PORT: { schema: integer(0, 65_535), fallback: '8080' },
   DEMO: { schema: booleanFlag, fallback: 'false' },
 } as const;
 
@@ -303,6 +309,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     models: { claude: read(env, 'CLAUDE_MODEL'), gpt: read(env, 'GPT_MODEL'), timelygpt: read(env, 'TIMELYGPT_MODEL') },
     logLevel: read(env, 'LOG_LEVEL'),
     inspect: read(env, 'INSPECT'),
+    inspectHost: read(env, 'INSPECT_HOST'),
+    inspectPort: read(env, 'INSPECT_PORT'),
     demo: read(env, 'DEMO'),
     warnings,
   };

@@ -30,8 +30,8 @@ export interface ServiceOptions {
 async function inspector(config: Config): Promise<Inspection | undefined> {
   if (!config.inspect) return undefined;
   const { startInspection } = await import('../inspect/index.js');
-  const inspection = await startInspection();
-  console.log(`Stately inspector: ${inspection.viewerUrl}`);
+  const inspection = await startInspection({ host: config.inspectHost, port: config.inspectPort });
+  if (inspection.viewerUrl !== undefined) console.log(`Stately inspector: ${inspection.viewerUrl}`);
   return inspection;
 }
 
