@@ -6,6 +6,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ChainLink } from '../actors/types.js';
+import { redactSecrets } from '../security/redact.js';
 import { providerIds } from '../providers/index.js';
 import type { ProviderId } from '../providers/index.js';
 
@@ -53,26 +54,13 @@ export function fingerprint(key: string): string {
   return createHash('sha256').update(fingerprintSalt).update(key).digest('hex').slice(0, 8);
 }
 
-const minimumPieceLength = 10;
-
 /**
- * Replaces every occurrence of a key, or of any 10-character piece of one, in `text`. A last line of
- * defence: adapters already scrub upstream messages, but an unexpected message must not carry a key out.
+ * Replaces every echo of a key in `text`: any piece of 8+ characters, also percent-encoded, spaced or
+ * punctuated, in base64 or hex (src/security/redact.ts). The last line of defence for error messages, and
+ * the filter of success bodies (a model can echo the key it was called with).
  */
 export function redactKeys(text: string, keys: readonly string[]): string {
-  let result = text;
-  for (const key of keys) {
-    if (key.length < minimumPieceLength) {
-      // Too short to be a real key; replacing a 1-3 character string would only mangle the text.
-      if (key.length >= 4) result = result.split(key).join('[redacted]');
-      continue;
-    }
-    for (let start = 0; start + minimumPieceLength <= key.length; start += 1) {
-      const piece = key.slice(start, start + minimumPieceLength);
-      if (result.includes(piece)) result = result.split(piece).join('[redacted]');
-    }
-  }
-  return result;
+  return redactSecrets(text, keys);
 }
 
 /** Every secret header value in a request, for `redactKeys`. */

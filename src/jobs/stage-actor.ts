@@ -2,6 +2,7 @@ import { fromPromise } from 'xstate';
 import type { Attempt, FallbackPolicy, Gateway } from '../actors/types.js';
 import type { StageActorInput } from './job.machine.js';
 import { scrubSecrets } from '../providers/index.js';
+import { keyRedactor, redactDeep } from '../security/redact.js';
 import { generateStudyTask } from '../study/index.js';
 import type { ResultCache, StudyTaskOutcome } from '../study/index.js';
 
@@ -26,6 +27,8 @@ function scrubOutcome(outcome: StudyTaskOutcome, keys: readonly string[]): Study
   const attempts = outcome.attempts.map((attempt) => scrubAttempt(attempt, keys));
   if (outcome.status === 'failed')
     return { ...outcome, message: scrubSecrets(outcome.message, keys), attempts };
+  // A model can echo the key it was called with: the result is scrubbed too (issue 12).
+  if (outcome.status === 'succeeded') return { ...outcome, value: redactDeep(outcome.value, keyRedactor(keys)), attempts };
   return { ...outcome, attempts };
 }
 

@@ -3,6 +3,8 @@
  * metrics). Upstreams echo key fragments, e.g. OpenAI's "Incorrect API key provided: sk-ab***wxyz".
  */
 
+import { redactSecrets } from '../security/redact.js';
+
 const redacted = '[redacted]';
 
 /** Patterns of secrets with their replacement, most specific first. */
@@ -25,25 +27,13 @@ const secretPatterns: readonly (readonly [RegExp, string])[] = [
 /** Long opaque token-like words (32+ chars of letters, digits, `_`/`-`, with both letters and digits). */
 const tokenLike = /[A-Za-z0-9_-]{32,}/g;
 
-function escapeRegExp(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-}
-
 /**
- * `text` without key-like content. `knownKeys` (the keys this call used) are removed wherever they
- * appear, and so are their longer fragments (first or last 8+ characters).
+ * `text` without key-like content. `knownKeys` (the keys this call used) are removed wherever any 8+
+ * character piece of them appears, also percent-encoded, spaced or punctuated, in base64 or hex
+ * (src/security/redact.ts); then the patterns above catch other key-like text.
  */
 export function scrubSecrets(text: string, knownKeys: readonly string[] = []): string {
-  let result = text;
-  for (const key of knownKeys) {
-    if (key.length < 6) continue;
-    result = result.replace(new RegExp(escapeRegExp(key), 'g'), redacted);
-    if (key.length >= 16) {
-      for (const fragment of [key.slice(0, 8), key.slice(-8)]) {
-        result = result.replace(new RegExp(escapeRegExp(fragment), 'g'), redacted);
-      }
-    }
-  }
+  let result = knownKeys.length === 0 ? text : redactSecrets(text, knownKeys);
   for (const [pattern, replacement] of secretPatterns) result = result.replace(pattern, replacement);
   result = result.replace(tokenLike, (word) =>
     /[0-9]/.test(word) && /[A-Za-z]/.test(word) ? redacted : word,

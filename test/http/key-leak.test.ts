@@ -101,6 +101,39 @@ describe('keys never leak', () => {
     expect((await generate(body, headersOf(leakKeys.plain))).status).toBe(502);
     harness.emulator.resetFaults();
 
+    // A 200 whose answer echoes the caller's key (issue 12): raw, percent-encoded, spaced, and a 9-character
+    // piece. The answer reaches the client scrubbed.
+    const echoed = leakKeys.plain.gpt;
+    const notes = {
+      keyConcepts: [
+        { id: 'c1', term: 'Photosynthesis', definition: `Light becomes chemical energy; your key is ${echoed}.`, importance: 'high' },
+        { id: 'c2', term: 'Chlorophyll', definition: `Absorbs blue and red light (${encodeURIComponent(echoed)}).`, importance: 'medium' },
+        { id: 'c3', term: 'Glucose', definition: `Stores the energy: ${[...echoed].join(' ')} and ${echoed.slice(9, 18)}.`, importance: 'low' },
+      ],
+      sections: [{ title: 'Photosynthesis in plants', summary: 'Plants turn light into chemical energy stored in glucose.', bullets: ['Chlorophyll absorbs light.'] }],
+      glossary: [{ term: 'ATP', definition: 'The energy currency of the cell.' }],
+    };
+    harness.fault({
+      provider: 'gpt',
+      fault: 'respond',
+      status: 200,
+      body: {
+        id: 'chatcmpl-echo',
+        object: 'chat.completion',
+        created: 1,
+        model: 'gpt-test',
+        choices: [{ index: 0, message: { role: 'assistant', content: JSON.stringify(notes) }, finish_reason: 'stop' }],
+        usage: { prompt_tokens: 10, completion_tokens: 10, total_tokens: 20 },
+      },
+    });
+    const answered = await generate({ task: 'notes', text: studyText, providers: ['gpt'] }, headersOf(leakKeys.plain));
+    expect(answered.status, answered.text).toBe(200);
+    expect(answered.text).toContain('[redacted]');
+    expect(answered.text).not.toContain(echoed.slice(9, 18));
+    expect(answered.text).not.toContain(encodeURIComponent(echoed).slice(0, 12));
+    expect(answered.text).not.toContain([...echoed.slice(8, 16)].join(' '));
+    harness.emulator.resetFaults();
+
     // Bad input and refusals of the service itself, keys in the headers all along.
     expect((await generate({ task: 'essay', text: 'x' }, headersOf(leakKeys.plain))).status).toBe(400);
     expect((await generate({ task: 'notes', documentId: 'nope' }, headersOf(leakKeys.plain))).status).toBe(404);

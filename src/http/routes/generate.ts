@@ -13,6 +13,7 @@ import { clientIdOf } from '../admission.js';
 import type { Admission } from '../admission.js';
 import { ApiError, errorCodes } from '../errors.js';
 import type { ErrorCode } from '../errors.js';
+import { keyRedactor, redactDeep } from '../../security/redact.js';
 import { buildChain, keyHeaders, readProviderKeys, redactKeys } from '../keys.js';
 import { attemptSchema, errorBodySchema, generationErrorBodySchema, providerIdSchema, taskSchema } from '../schemas.js';
 
@@ -164,7 +165,8 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
         if (outcome.status === 'succeeded') {
           return reply.code(200).send({
             task: body.task,
-            result: outcome.value,
+            // A model can echo the key it was called with: the answer is scrubbed like any message (issue 12).
+            result: redactDeep(outcome.value, keyRedactor(secrets)),
             meta: { provider: outcome.provider, model: outcome.model, fallback: outcome.fallback, attempts, usage: outcome.usage, lang: language.lang, langSource: language.langSource },
           });
         }

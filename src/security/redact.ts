@@ -1,0 +1,148 @@
+/**
+ * Redaction of the user's own keys wherever text leaves the service: error messages, attempt messages, and
+ * success bodies (a model can echo the key it was called with). Linear in the text: every 8-character piece
+ * of every key is indexed once in a Set, then the text is scanned once.
+ *
+ * What counts as an echo of a key (docs/errors.md "Keys in answers"): any run of **8 or more consecutive
+ * characters of the key**, compared
+ * - ignoring case and every character that is not a letter or a digit (so `s k - a n t`, `sk.ant`,
+ *   `SK-ANT` and `sk_ant` all match `sk-ant`), which also covers spaced, dotted, dashed and line-broken echoes;
+ * - after decoding percent-encoding (`%73%6B` is `sk`, `%2D` is `-`);
+ * - and in base64 (any of the three alignments) and lowercase hex of the key.
+ * The whole stretch of text from the first to the last matching character is replaced by `[redacted]`.
+ * Keys shorter than 8 letters and digits are replaced only where they appear whole (4+ characters).
+ */
+
+const redacted = '[redacted]';
+/** Pieces of a key shorter than this are not secret enough to find (and would mangle ordinary text). */
+export const minimumPieceLength = 8;
+
+/** Letters and digits, lowercased: what a key is compared on. */
+function normalize(text: string): string {
+  let out = '';
+  for (const char of text.toLowerCase()) if (isWordChar(char.charCodeAt(0))) out += char;
+  return out;
+}
+
+function isWordChar(code: number): boolean {
+  return (code >= 0x30 && code <= 0x39) || (code >= 0x61 && code <= 0x7a);
+}
+
+function hexValue(code: number): number {
+  if (code >= 0x30 && code <= 0x39) return code - 0x30;
+  const lower = code | 0x20;
+  if (lower >= 0x61 && lower <= 0x66) return lower - 0x61 + 10;
+  return -1;
+}
+
+/** The forms of a key whose pieces are looked for: itself, base64 at each alignment, hex. */
+function keyForms(key: string): string[] {
+  const bytes = Buffer.from(key, 'utf8');
+  const forms = [key, bytes.toString('hex')];
+  for (let shift = 0; shift < 3; shift += 1) {
+    const encoded = bytes.subarray(shift).toString('base64').replace(/=+$/u, '');
+    // The last 1-3 characters depend on what follows the key: only whole 4-character groups are stable.
+    forms.push(encoded.slice(0, Math.floor(encoded.length / 4) * 4));
+  }
+  return forms;
+}
+
+/** A function that redacts `keys` (and their echoes) from any text; build it once per request. */
+export function keyRedactor(keys: readonly string[]): (text: string) => string {
+  const pieces = new Set<string>();
+  const shortKeys: string[] = [];
+  for (const key of keys) {
+    if (normalize(key).length < minimumPieceLength) {
+      if (key.length >= 4) shortKeys.push(key);
+      continue;
+    }
+    for (const form of keyForms(key)) {
+      const normal = normalize(form);
+      for (let start = 0; start + minimumPieceLength <= normal.length; start += 1) pieces.add(normal.slice(start, start + minimumPieceLength));
+    }
+  }
+  return (text) => {
+    let result = pieces.size === 0 ? text : redactPieces(text, pieces);
+    for (const key of shortKeys) result = result.split(key).join(redacted);
+    return result;
+  };
+}
+
+/** `text` with every echo of `keys` replaced by `[redacted]`. */
+export function redactSecrets(text: string, keys: readonly string[]): string {
+  return keyRedactor(keys)(text);
+}
+
+/** A copy of a JSON-like value with every string passed through `redact` (object keys too). */
+export function redactDeep<T>(value: T, redact: (text: string) => string): T {
+  return redactValue(value, redact, 0) as T;
+}
+
+function redactValue(value: unknown, redact: (text: string) => string, depth: number): unknown {
+  if (typeof value === 'string') return redact(value);
+  if (value === null || typeof value !== 'object' || depth > 64) return value;
+  if (Array.isArray(value)) return value.map((item) => redactValue(item, redact, depth + 1));
+  const copy: Record<string, unknown> = {};
+  for (const [key, item] of Object.entries(value)) copy[redact(key)] = redactValue(item, redact, depth + 1);
+  return copy;
+}
+
+/**
+ * One pass: the text's letters and digits (percent-escapes decoded, lowercased) with where each came from;
+ * every 8-character window found in `pieces` marks its characters; marked stretches, with whatever lies
+ * between two marked characters of one stretch, are replaced.
+ */
+function redactPieces(text: string, pieces: ReadonlySet<string>): string {
+  const length = text.length;
+  const normal: string[] = [];
+  const from = new Int32Array(length);
+  const to = new Int32Array(length);
+  let count = 0;
+  for (let index = 0; index < length; ) {
+    let code = text.charCodeAt(index);
+    let next = index + 1;
+    if (code === 0x25 && index + 2 < length) {
+      const high = hexValue(text.charCodeAt(index + 1));
+      const low = hexValue(text.charCodeAt(index + 2));
+      if (high >= 0 && low >= 0) {
+        code = high * 16 + low;
+        next = index + 3;
+      }
+    }
+    if (code >= 0x41 && code <= 0x5a) code |= 0x20;
+    if (isWordChar(code)) {
+      normal.push(String.fromCharCode(code));
+      from[count] = index;
+      to[count] = next;
+      count += 1;
+    }
+    index = next;
+  }
+  if (count < minimumPieceLength) return text;
+  const flat = normal.join('');
+  const marked = new Uint8Array(count);
+  let found = false;
+  // Each position is covered by at most 8 windows: marking stays linear.
+  let markedUpTo = 0;
+  for (let start = 0; start + minimumPieceLength <= count; start += 1) {
+    if (!pieces.has(flat.slice(start, start + minimumPieceLength))) continue;
+    found = true;
+    for (let position = Math.max(start, markedUpTo); position < start + minimumPieceLength; position += 1) marked[position] = 1;
+    markedUpTo = start + minimumPieceLength;
+  }
+  if (!found) return text;
+  let out = '';
+  let copiedUpTo = 0;
+  for (let position = 0; position < count; ) {
+    if (marked[position] === 0) {
+      position += 1;
+      continue;
+    }
+    let end = position;
+    while (end + 1 < count && marked[end + 1] === 1) end += 1;
+    out += `${text.slice(copiedUpTo, from[position])}${redacted}`;
+    copiedUpTo = to[end] ?? length;
+    position = end + 1;
+  }
+  return out + text.slice(copiedUpTo);
+}

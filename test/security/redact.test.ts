@@ -1,0 +1,97 @@
+/**
+ * Key redaction (issue 12): every 8-character piece of a key, raw, percent-encoded, spaced or punctuated,
+ * in base64 or hex, is gone from the output; text holding nothing of a key is returned unchanged.
+ * Oracles are literal: they look for the pieces with `includes`, not through the function under test.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { redactDeep, keyRedactor, redactSecrets } from '../../src/security/redact.js';
+
+/** Keys from letters a-m, digits 0-4 and '-'/'_': random, and disjoint from the filler text below. */
+const keyArbitrary = fc
+  .array(fc.constantFrom(...'abcdefghijklmABCDEFGHIJKLM01234'.split('')), { minLength: 16, maxLength: 48 })
+  .map((chars) => `tk-${chars.join('')}`);
+/** Filler with none of the key's letters or digits (either case): nothing in it can match a key. */
+const fillerArbitrary = fc.string({ unit: fc.constantFrom(...'nopqrstuvwxyzNOPQRSTUVWXYZ56789 .,:;!?()"\n'.split('')), maxLength: 80 });
+
+/** Every 8-character window of `text`. */
+function windows(text: string): string[] {
+  const out: string[] = [];
+  for (let start = 0; start + 8 <= text.length; start += 1) out.push(text.slice(start, start + 8));
+  return out;
+}
+
+/** A piece of the key's body (letters and digits; the `tk-` prefix's dash is not a letter or digit) of 8+ characters. */
+const pieceOf = (key: string) =>
+  fc.integer({ min: 3, max: key.length - 8 }).chain((start) => fc.integer({ min: start + 8, max: key.length }).map((end) => key.slice(start, end)));
+
+describe('redactSecrets', () => {
+  it('removes every 8-character piece of a key echoed raw', () => {
+    fc.assert(
+      fc.property(keyArbitrary.chain((key) => fc.tuple(fc.constant(key), pieceOf(key), fillerArbitrary, fillerArbitrary)), ([key, piece, before, after]) => {
+        const out = redactSecrets(`${before}${piece}${after}`, [key]);
+        for (const window of windows(piece)) expect(out.includes(window), window).toBe(false);
+        expect(out).toContain('[redacted]');
+      }),
+    );
+  });
+
+  it('removes a piece echoed percent-encoded, spaced, punctuated or in another case', () => {
+    const variants: readonly ((piece: string) => string)[] = [
+      (piece) => [...piece].map((char) => `%${char.charCodeAt(0).toString(16).padStart(2, '0')}`).join(''),
+      (piece) => [...piece].map((char) => `%${char.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`).join(''),
+      (piece) => encodeURIComponent(piece),
+      (piece) => [...piece].join(' '),
+      (piece) => [...piece].join('.'),
+      (piece) => [...piece].join('-\n'),
+      (piece) => piece.toUpperCase(),
+    ];
+    fc.assert(
+      fc.property(
+        keyArbitrary.chain((key) => fc.tuple(fc.constant(key), pieceOf(key), fc.integer({ min: 0, max: variants.length - 1 }), fillerArbitrary)),
+        ([key, piece, which, filler]) => {
+          const encode = variants[which] ?? ((text: string) => text);
+          const out = redactSecrets(`${filler} ${encode(piece)} ${filler}`, [key]);
+          // No 8 consecutive characters of the key survive in that form.
+          for (const window of windows(piece.replace(/[-_]/gu, ''))) expect(out.includes(encode(window)), encode(window)).toBe(false);
+          expect(out).toContain('[redacted]');
+        },
+      ),
+    );
+  });
+
+  it('removes the key echoed in base64 (any alignment) or hex', () => {
+    fc.assert(
+      fc.property(keyArbitrary, fc.string({ maxLength: 2 }), fillerArbitrary, (key, lead, filler) => {
+        const base64 = Buffer.from(`${lead}${key}`).toString('base64');
+        const hex = Buffer.from(key).toString('hex');
+        const out = redactSecrets(`${filler}${base64} and ${hex}${filler}`, [key]);
+        // The middle of each encoding (its ends depend on what surrounds the key) is gone.
+        expect(out.includes(base64.slice(8, 24))).toBe(false);
+        expect(out.includes(hex.slice(8, 24))).toBe(false);
+      }),
+    );
+  });
+
+  it('returns text that holds nothing of the key unchanged', () => {
+    fc.assert(
+      fc.property(keyArbitrary, fillerArbitrary, (key, text) => {
+        expect(redactSecrets(text, [key])).toBe(text);
+      }),
+    );
+  });
+
+  it('leaves a 7-character piece (too short to be told from ordinary text) and what surrounds an echo', () => {
+    const key = 'tk-Ab3De4Fg0Hj2Kl1Mb';
+    expect(redactSecrets('code Ab3De4F here', [key])).toBe('code Ab3De4F here');
+    expect(redactSecrets('see Ab3De4Fg, then', [key])).toBe('see [redacted], then');
+  });
+
+  it('scrubs every string of a JSON value, object keys included', () => {
+    const key = 'tk-Ab3De4Fg0Hj2Kl1Mb';
+    const redact = keyRedactor([key]);
+    const value = { notes: [{ term: `the key is ${key}`, [key]: 'x' }], n: 3 };
+    expect(JSON.stringify(redactDeep(value, redact))).not.toContain('Ab3De4Fg');
+    expect(redactDeep(value, redact).n).toBe(3);
+  });
+});
