@@ -49,7 +49,7 @@ function keyForms(key: string): string[] {
 
 /** A function that redacts `keys` (and their echoes) from any text; build it once per request. */
 export function keyRedactor(keys: readonly string[]): (text: string) => string {
-  const pieces = new Set<string>();
+  const pieces = new Set<number>();
   const shortKeys: string[] = [];
   for (const key of keys) {
     if (normalize(key).length < minimumPieceLength) {
@@ -58,7 +58,7 @@ export function keyRedactor(keys: readonly string[]): (text: string) => string {
     }
     for (const form of keyForms(key)) {
       const normal = normalize(form);
-      for (let start = 0; start + minimumPieceLength <= normal.length; start += 1) pieces.add(normal.slice(start, start + minimumPieceLength));
+      for (let start = 0; start + minimumPieceLength <= normal.length; start += 1) pieces.add(pieceValue(normal, start));
     }
   }
   return (text) => {
@@ -87,14 +87,29 @@ function redactValue(value: unknown, redact: (text: string) => string, depth: nu
   return copy;
 }
 
+/** Base-36 digit of a lowercase letter or digit. */
+function symbol(code: number): number {
+  return code <= 0x39 ? code - 0x30 : code - 0x61 + 10;
+}
+
+/** An 8-character piece as a number (base 36: at most 36^8 ≈ 2.8e12, exact in a double). */
+function pieceValue(normal: string, start: number): number {
+  let value = 0;
+  for (let offset = 0; offset < minimumPieceLength; offset += 1) value = value * 36 + symbol(normal.charCodeAt(start + offset));
+  return value;
+}
+
+/** 36^7: the weight of a window's first symbol, removed as the window rolls on. */
+const leadingWeight = 36 ** (minimumPieceLength - 1);
+
 /**
  * One pass: the text's letters and digits (percent-escapes decoded, lowercased) with where each came from;
  * every 8-character window found in `pieces` marks its characters; marked stretches, with whatever lies
  * between two marked characters of one stretch, are replaced.
  */
-function redactPieces(text: string, pieces: ReadonlySet<string>): string {
+function redactPieces(text: string, pieces: ReadonlySet<number>): string {
   const length = text.length;
-  const normal: string[] = [];
+  const symbols = new Uint8Array(length);
   const from = new Int32Array(length);
   const to = new Int32Array(length);
   let count = 0;
@@ -111,7 +126,7 @@ function redactPieces(text: string, pieces: ReadonlySet<string>): string {
     }
     if (code >= 0x41 && code <= 0x5a) code |= 0x20;
     if (isWordChar(code)) {
-      normal.push(String.fromCharCode(code));
+      symbols[count] = symbol(code);
       from[count] = index;
       to[count] = next;
       count += 1;
@@ -119,13 +134,17 @@ function redactPieces(text: string, pieces: ReadonlySet<string>): string {
     index = next;
   }
   if (count < minimumPieceLength) return text;
-  const flat = normal.join('');
   const marked = new Uint8Array(count);
   let found = false;
-  // Each position is covered by at most 8 windows: marking stays linear.
+  // Each position is covered by at most 8 windows: marking stays linear. The window's value rolls.
   let markedUpTo = 0;
+  let value = 0;
+  for (let position = 0; position < minimumPieceLength - 1; position += 1) value = value * 36 + (symbols[position] ?? 0);
   for (let start = 0; start + minimumPieceLength <= count; start += 1) {
-    if (!pieces.has(flat.slice(start, start + minimumPieceLength))) continue;
+    value = value * 36 + (symbols[start + minimumPieceLength - 1] ?? 0);
+    const hit = pieces.has(value);
+    value -= (symbols[start] ?? 0) * leadingWeight;
+    if (!hit) continue;
     found = true;
     for (let position = Math.max(start, markedUpTo); position < start + minimumPieceLength; position += 1) marked[position] = 1;
     markedUpTo = start + minimumPieceLength;
