@@ -15,7 +15,8 @@ export type LogLevel = (typeof logLevels)[number];
 export interface Config {
   readonly port: number;
   readonly host: string;
-  readonly breaker: { readonly threshold: number; readonly recoveryMs: number };
+  /** `maxRecoveryMs` caps the open period, which doubles on each failed half-open probe. */
+  readonly breaker: { readonly threshold: number; readonly recoveryMs: number; readonly maxRecoveryMs: number };
   readonly retry: { readonly max: number; readonly backoffMs: readonly number[] };
   readonly fallbackMode: FallbackPolicy;
   readonly providerTimeoutMs: number;
@@ -154,6 +155,7 @@ const variables = {
   HOST: { schema: z.string().trim().min(1), fallback: '127.0.0.1' },
   BREAKER_FAILURE_THRESHOLD: { schema: integer(1, 1000), fallback: '5' },
   BREAKER_RECOVERY_MS: { schema: integer(1, 86_400_000), fallback: '60000' },
+  BREAKER_MAX_RECOVERY_MS: { schema: integer(1, 86_400_000), fallback: '600000' },
   RETRY_MAX: { schema: integer(0, 10), fallback: '2' },
   RETRY_BACKOFF_MS: { schema: backoffList, fallback: '1000,2000' },
   FALLBACK_MODE: { schema: z.enum(fallbackPolicies), fallback: 'retry-then-fallback' },
@@ -265,7 +267,11 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   return {
     port: read(env, 'PORT'),
     host: read(env, 'HOST'),
-    breaker: { threshold: read(env, 'BREAKER_FAILURE_THRESHOLD'), recoveryMs: read(env, 'BREAKER_RECOVERY_MS') },
+    breaker: {
+      threshold: read(env, 'BREAKER_FAILURE_THRESHOLD'),
+      recoveryMs: read(env, 'BREAKER_RECOVERY_MS'),
+      maxRecoveryMs: read(env, 'BREAKER_MAX_RECOVERY_MS'),
+    },
     retry: { max: read(env, 'RETRY_MAX'), backoffMs: read(env, 'RETRY_BACKOFF_MS') },
     fallbackMode: read(env, 'FALLBACK_MODE'),
     providerTimeoutMs: read(env, 'PROVIDER_TIMEOUT_MS'),

@@ -21,7 +21,8 @@ import type {
 
 export interface GatewayOptions {
   readonly adapters: Readonly<Record<ProviderId, ProviderAdapter>>;
-  readonly breaker: { readonly threshold: number; readonly recoveryMs: number };
+  /** `maxRecoveryMs` caps the open period that doubles on each failed probe (default 600 000). */
+  readonly breaker: { readonly threshold: number; readonly recoveryMs: number; readonly maxRecoveryMs?: number };
   readonly retry: { readonly max: number; readonly backoffMs: readonly number[] };
   readonly policy: FallbackPolicy;
   /** Overall deadline of one upstream call (PROVIDER_TIMEOUT_MS). */
@@ -69,6 +70,7 @@ export function createGateway(options: GatewayOptions): Gateway {
           model: options.adapters[providerId].model,
           threshold: options.breaker.threshold,
           recoveryMs: options.breaker.recoveryMs,
+          ...(options.breaker.maxRecoveryMs === undefined ? {} : { maxRecoveryMs: options.breaker.maxRecoveryMs }),
         })),
       },
       ...(options.inspect === undefined ? {} : { inspect: options.inspect }),

@@ -1,5 +1,5 @@
 import { countedErrorClasses } from '../errors/index.js';
-import { openStrategies, type OpenStrategyName } from '../machines/breaker-strategy.js';
+import { doublingOpenPeriod, openStrategies, type OpenStrategyName } from '../machines/breaker-strategy.js';
 
 /**
  * The fleet breaker's transition rules as one Lua script, so that every instance's update of one
@@ -9,12 +9,16 @@ import { openStrategies, type OpenStrategyName } from '../machines/breaker-strat
  * The script is generated from the error table (which classes count: ERRORS.md column B) and from the
  * breaker's open strategy, so the fleet follows a changed row or strategy as the machine does.
  *
- * KEYS[1] the breaker hash (state, failures, openedAt, retryAt, opens, version, changedAt)
+ * The open period (`period`) grows as the machine's does: `recoveryMs` when opening from closed,
+ * the strategy's next period (doubled, capped at maxRecoveryMs) on a failed probe, reset on closing.
+ *
+ * KEYS[1] the breaker hash (state, failures, openedAt, retryAt, opens, version, changedAt, period)
  * KEYS[2] the probe lease (SET NX PX: one probe per recovery window; a crashed prober's lease expires)
- * ARGV    op, now, threshold, recoveryMs, callId, leaseMs, channel, then for `merge`:
- *         state, failures, openedAt, retryAt, changedAt of the local breaker; for `failed` / `ignored`:
- *         the error class, which (when given) decides between the two by the table's column B
- * Returns state, failures, openedAt, retryAt, opens, version, changedAt, granted (-1 = none for times).
+ * ARGV    op, now, threshold, recoveryMs, callId, leaseMs, channel, maxRecoveryMs, then for `merge`:
+ *         state, failures, openedAt, retryAt, changedAt, period of the local breaker; for `failed` /
+ *         `ignored`: the error class, which (when given) decides between the two by the table's column B
+ * Returns state, failures, openedAt, retryAt, opens, version, changedAt, period, granted
+ * (-1 = none for times).
  * Every change bumps `version` and is published on `channel` as the same fields joined by commas.
  */
 export function breakerScriptFor(strategy: OpenStrategyName): string {
@@ -27,13 +31,15 @@ local recovery = tonumber(ARGV[4])
 local callId = ARGV[5]
 local leaseMs = tonumber(ARGV[6])
 local channel = ARGV[7]
+local maxRecovery = tonumber(ARGV[8]) or recovery
 local counted = { ${counted} }
 local function shouldOpen(failures) return ${openStrategies[strategy].lua} end
-if (op == 'failed' or op == 'ignored') and ARGV[8] ~= nil and ARGV[8] ~= '' then
-  if counted[ARGV[8]] then op = 'failed' else op = 'ignored' end
+local function nextPeriod(period) return ${doublingOpenPeriod.lua} end
+if (op == 'failed' or op == 'ignored') and ARGV[9] ~= nil and ARGV[9] ~= '' then
+  if counted[ARGV[9]] then op = 'failed' else op = 'ignored' end
 end
 
-local h = redis.call('HMGET', KEYS[1], 'state', 'failures', 'openedAt', 'retryAt', 'opens', 'version', 'changedAt')
+local h = redis.call('HMGET', KEYS[1], 'state', 'failures', 'openedAt', 'retryAt', 'opens', 'version', 'changedAt', 'period')
 local exists = h[1] ~= false
 local s = {
   state = h[1] or 'closed',
@@ -43,6 +49,7 @@ local s = {
   opens = tonumber(h[5]) or 0,
   version = tonumber(h[6]) or 0,
   changedAt = tonumber(h[7]) or 0,
+  period = tonumber(h[8]) or recovery,
 }
 local changed = false
 local granted = 0
@@ -60,7 +67,7 @@ end
 local function open()
   become('open')
   s.openedAt = now
-  s.retryAt = now + recovery
+  s.retryAt = now + s.period
   s.opens = s.opens + 1
   redis.call('DEL', KEYS[2])
 end
@@ -69,6 +76,7 @@ local function close()
   s.failures = 0
   s.openedAt = -1
   s.retryAt = -1
+  s.period = recovery
   redis.call('DEL', KEYS[2])
 end
 
@@ -80,8 +88,12 @@ if op == 'failed' then
   if s.state == 'closed' then
     s.failures = s.failures + 1
     changed = true
-    if shouldOpen(s.failures) then open() end
+    if shouldOpen(s.failures) then
+      s.period = recovery
+      open()
+    end
   elseif s.state == 'halfOpen' and isProbe then
+    s.period = nextPeriod(s.period)
     open()
   end
 elseif op == 'succeeded' then
@@ -109,29 +121,30 @@ elseif op == 'forceOpen' then
   redis.call('DEL', KEYS[2])
 elseif op == 'merge' then
   -- After an outage: the newer of the local and the fleet state wins; a fresh store takes the local one.
-  local localState = ARGV[8]
-  local localChangedAt = tonumber(ARGV[12])
+  local localState = ARGV[9]
+  local localChangedAt = tonumber(ARGV[13])
   if (not exists) or (localChangedAt > s.changedAt and localState ~= s.state) then
     s.state = localState
-    s.failures = tonumber(ARGV[9])
-    s.openedAt = tonumber(ARGV[10])
-    s.retryAt = tonumber(ARGV[11])
+    s.failures = tonumber(ARGV[10])
+    s.openedAt = tonumber(ARGV[11])
+    s.retryAt = tonumber(ARGV[12])
     s.changedAt = localChangedAt
+    s.period = tonumber(ARGV[14]) or recovery
     changed = true
     redis.call('DEL', KEYS[2])
     resolveTime()
   end
 end
 
-local reply = { s.state, s.failures, s.openedAt, s.retryAt, s.opens, s.version, s.changedAt }
+local reply = { s.state, s.failures, s.openedAt, s.retryAt, s.opens, s.version, s.changedAt, s.period }
 if changed then
   s.version = s.version + 1
   reply[6] = s.version
   redis.call('HSET', KEYS[1], 'state', s.state, 'failures', s.failures, 'openedAt', s.openedAt,
-    'retryAt', s.retryAt, 'opens', s.opens, 'version', s.version, 'changedAt', s.changedAt)
+    'retryAt', s.retryAt, 'opens', s.opens, 'version', s.version, 'changedAt', s.changedAt, 'period', s.period)
   redis.call('PUBLISH', channel, table.concat(reply, ','))
 end
-reply[8] = granted
+reply[9] = granted
 return reply
 `;
 }

@@ -109,6 +109,7 @@ export function createFleetLink(store: SharedBreakerStore, options: FleetLinkOpt
             consecutiveFailures: context.consecutiveFailures,
             openedAt: context.openedAt,
             retryAt: context.retryAt,
+            openPeriodMs: context.openPeriodMs,
             changedAt: localChangedAt ?? lastChangedAt,
           },
         },

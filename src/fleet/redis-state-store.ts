@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
 import type { ErrorClass } from '../errors/index.js';
 import type { SharedBreakerState } from '../machines/breaker.machine.js';
-import type { OpenStrategyName } from '../machines/breaker-strategy.js';
+import { defaultMaxRecoveryMs, type OpenStrategyName } from '../machines/breaker-strategy.js';
 import { breakerScriptFor } from './breaker-script.js';
 
 /** One update of a provider's fleet breaker, applied atomically by the breaker script. */
@@ -25,6 +25,8 @@ export interface FleetBreakerResult {
 export interface BreakerSettings {
   readonly threshold: number;
   readonly recoveryMs: number;
+  /** The cap of the open period, which doubles on each failed probe (default 600 000). */
+  readonly maxRecoveryMs?: number;
   /** The breakers' open strategy (default consecutive failures); the script is generated for it. */
   readonly strategy?: OpenStrategyName;
 }
@@ -68,7 +70,7 @@ export interface RedisStateStore {
 const stateNames = ['closed', 'open', 'halfOpen', 'forcedOpen'] as const;
 
 function parseState(fields: readonly unknown[]): SharedBreakerState {
-  const [state, failures, openedAt, retryAt, opens, version, changedAt] = fields.map((field) =>
+  const [state, failures, openedAt, retryAt, opens, version, changedAt, period] = fields.map((field) =>
     String(field),
   );
   const name = stateNames.find((candidate) => candidate === state);
@@ -82,6 +84,7 @@ function parseState(fields: readonly unknown[]): SharedBreakerState {
     opens: Number(opens),
     version: Number(version),
     changedAt: Number(changedAt),
+    openPeriodMs: Number(period),
   };
 }
 
@@ -157,6 +160,7 @@ export function createRedisStateStore(options: RedisStateStoreOptions): RedisSta
               operation.local.openedAt ?? -1,
               operation.local.retryAt ?? -1,
               operation.local.changedAt,
+              operation.local.openPeriodMs,
             ]
           : operation.op === 'failed' || operation.op === 'ignored'
             ? [operation.errorClass ?? '']
@@ -171,12 +175,13 @@ export function createRedisStateStore(options: RedisStateStoreOptions): RedisSta
           callId,
           options.probeLeaseMs,
           key,
+          options.breaker.maxRecoveryMs ?? defaultMaxRecoveryMs,
           ...merge,
         ],
       );
-      if (!Array.isArray(reply) || reply.length < 8)
+      if (!Array.isArray(reply) || reply.length < 9)
         throw new Error('Unexpected reply from the breaker script');
-      return { shared: parseState(reply.slice(0, 7)), granted: Number(reply[7]) === 1 };
+      return { shared: parseState(reply.slice(0, 8)), granted: Number(reply[8]) === 1 };
     },
     subscribe(providerId, listener) {
       let set = listeners.get(providerId);

@@ -25,3 +25,30 @@ export const consecutiveFailures: OpenStrategy = {
 
 export const openStrategies = { consecutiveFailures } as const satisfies Record<string, OpenStrategy>;
 export type OpenStrategyName = keyof typeof openStrategies;
+
+/**
+ * How long the breaker stays open after a failed half-open probe: the next open period from the
+ * current one. The first opening (from closed) always lasts `recoveryMs`; a probe success resets it.
+ */
+export interface OpenPeriodRule {
+  /** The open period after a failed probe, given the one that just ended (all in ms). */
+  next(currentMs: number, recoveryMs: number, maxRecoveryMs: number): number;
+  /**
+   * The same rule as a Lua expression over `period`, `recovery` and `maxRecovery`, for the fleet's
+   * breaker script (src/fleet/breaker-script.ts), so every instance grows the shared period alike.
+   */
+  readonly lua: string;
+}
+
+/** BREAKER_MAX_RECOVERY_MS when not configured: ten minutes. */
+export const defaultMaxRecoveryMs = 600_000;
+
+/**
+ * Each failed probe doubles the open period, capped at `maxRecoveryMs` (a cap below `recoveryMs`
+ * means no growth: the period stays `recoveryMs`). No jitter: the fleet shares one `retryAt` and
+ * one probe lease, so instances never probe together, and the times shown stay exact.
+ */
+export const doublingOpenPeriod: OpenPeriodRule = {
+  next: (currentMs, recoveryMs, maxRecoveryMs) => Math.min(currentMs * 2, Math.max(maxRecoveryMs, recoveryMs)),
+  lua: 'math.min(period * 2, math.max(maxRecovery, recovery))',
+};

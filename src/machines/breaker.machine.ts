@@ -1,6 +1,11 @@
 import { assign, setup } from 'xstate';
 import type { CountedErrorClass, IgnoredErrorClass } from '../errors/index.js';
-import { openStrategies, type OpenStrategyName } from './breaker-strategy.js';
+import {
+  defaultMaxRecoveryMs,
+  doublingOpenPeriod,
+  openStrategies,
+  type OpenStrategyName,
+} from './breaker-strategy.js';
 
 /** What a provider actor gives its breaker when it spawns it. */
 export interface BreakerInput {
@@ -9,6 +14,8 @@ export interface BreakerInput {
   readonly threshold: number;
   /** How long the breaker stays open before it admits one probe (default 60 000 ms). */
   readonly recoveryMs: number;
+  /** The cap of the open period, which doubles on each failed probe (default 600 000 ms). */
+  readonly maxRecoveryMs?: number;
   readonly strategy?: OpenStrategyName;
 }
 
@@ -16,6 +23,12 @@ export interface BreakerContext {
   readonly providerId: string;
   readonly threshold: number;
   readonly recoveryMs: number;
+  readonly maxRecoveryMs: number;
+  /**
+   * The open period: `recoveryMs` when opening from closed, doubled (capped at `maxRecoveryMs`) by
+   * each failed probe, back to `recoveryMs` on closing. `retryAt` is the opening time plus it.
+   */
+  readonly openPeriodMs: number;
   readonly strategy: OpenStrategyName;
   readonly consecutiveFailures: number;
   /** Epoch ms when the breaker last opened; null while closed. */
@@ -39,6 +52,8 @@ export interface SharedBreakerState {
   readonly openedAt: number | null;
   readonly retryAt: number | null;
   readonly opens: number;
+  /** The fleet's current open period (ms): grown by failed probes, reset on closing. */
+  readonly openPeriodMs: number;
   /** Bumped by every write to the fleet state; orders the updates one instance hears. */
   readonly version: number;
   /** Epoch ms of the fleet state's last state change (reconciliation after an outage: newer wins). */
@@ -95,10 +110,23 @@ export const breakerMachine = setup({
   },
   actions: {
     countFailure: assign({ consecutiveFailures: ({ context }) => context.consecutiveFailures + 1 }),
-    clearFailures: assign({ consecutiveFailures: 0, openedAt: null, retryAt: null, probeCallId: null }),
+    clearFailures: assign({
+      consecutiveFailures: 0,
+      openedAt: null,
+      retryAt: null,
+      probeCallId: null,
+      openPeriodMs: ({ context }) => context.recoveryMs,
+    }),
+    /** Opening from closed: the open period is the recovery time. */
+    startOpenPeriod: assign({ openPeriodMs: ({ context }) => context.recoveryMs }),
+    /** A failed probe: the next open period doubles, up to the cap (breaker-strategy.ts). */
+    growOpenPeriod: assign({
+      openPeriodMs: ({ context }) =>
+        doublingOpenPeriod.next(context.openPeriodMs, context.recoveryMs, context.maxRecoveryMs),
+    }),
     markOpened: assign({
       openedAt: ({ event }) => event.at,
-      retryAt: ({ context, event }) => event.at + context.recoveryMs,
+      retryAt: ({ context, event }) => event.at + context.openPeriodMs,
       probeCallId: null,
       opens: ({ context }) => context.opens + 1,
     }),
@@ -119,6 +147,7 @@ export const breakerMachine = setup({
         openedAt: shared.openedAt,
         retryAt: shared.retryAt,
         opens: Math.max(context.opens, shared.opens),
+        openPeriodMs: shared.openPeriodMs,
         probeCallId: shared.state === 'halfOpen' ? context.probeCallId : null,
         shared: true,
       };
@@ -126,9 +155,9 @@ export const breakerMachine = setup({
     decideLocally: assign({ shared: false }),
   },
   delays: {
-    /** Shared: until the fleet's `retryAt` (wall clock); embedded: the recovery time from entering `open`. */
+    /** Shared: until the fleet's `retryAt` (wall clock); embedded: the open period from entering `open`. */
     recoveryTimeout: ({ context }) =>
-      context.shared && context.retryAt !== null ? Math.max(0, context.retryAt - Date.now()) : context.recoveryMs,
+      context.shared && context.retryAt !== null ? Math.max(0, context.retryAt - Date.now()) : context.openPeriodMs,
   },
 }).createMachine({
   id: 'breaker',
@@ -136,6 +165,8 @@ export const breakerMachine = setup({
     providerId: input.providerId,
     threshold: input.threshold,
     recoveryMs: input.recoveryMs,
+    maxRecoveryMs: input.maxRecoveryMs ?? defaultMaxRecoveryMs,
+    openPeriodMs: input.recoveryMs,
     strategy: input.strategy ?? 'consecutiveFailures',
     consecutiveFailures: 0,
     openedAt: null,
@@ -166,7 +197,11 @@ export const breakerMachine = setup({
         'call.succeeded': { actions: 'clearFailures' },
         'breaker.synced': { guard: 'isFleetClosed', actions: 'adoptFleetState' },
         'call.failed': [
-          { guard: 'isThresholdReached', target: 'open', actions: ['countFailure', 'markOpened'] },
+          {
+            guard: 'isThresholdReached',
+            target: 'open',
+            actions: ['countFailure', 'startOpenPeriod', 'markOpened'],
+          },
           { actions: 'countFailure' },
         ],
       },
@@ -203,7 +238,8 @@ export const breakerMachine = setup({
               guard: 'isProbeResult',
               target: '#breaker.open',
               // The count stays at the threshold that opened it: bounded, and still true.
-              actions: 'markOpened',
+              // The open period grows: a provider still down is probed less and less often.
+              actions: ['growOpenPeriod', 'markOpened'],
             },
             /** A user-side class or an abort proves nothing about the provider: free the slot. */
             'call.ignored': { guard: 'isProbeResult', target: 'awaitingProbe', actions: 'freeProbe' },

@@ -56,6 +56,8 @@ export interface ProviderInput {
   readonly model: string;
   readonly threshold: number;
   readonly recoveryMs: number;
+  /** The cap of the breaker's growing open period (BREAKER_MAX_RECOVERY_MS). */
+  readonly maxRecoveryMs?: number;
 }
 
 interface PendingCall {
@@ -323,7 +325,12 @@ export function createProviderMachine(table: ErrorTable) {
       const breaker = spawn('breaker', {
         id: 'breaker',
         systemId: `breaker.${input.providerId}`,
-        input: { providerId: input.providerId, threshold: input.threshold, recoveryMs: input.recoveryMs },
+        input: {
+          providerId: input.providerId,
+          threshold: input.threshold,
+          recoveryMs: input.recoveryMs,
+          ...(input.maxRecoveryMs === undefined ? {} : { maxRecoveryMs: input.maxRecoveryMs }),
+        },
       });
       return {
         providerId: input.providerId,

@@ -132,7 +132,7 @@ describe('breaker machine', () => {
     expect(admitting(breaker)).toBe(true);
   });
 
-  it('re-opens with a new openedAt and retryAt when the probe fails with a counted class', () => {
+  it('re-opens with a new openedAt and a doubled open period when the probe fails with a counted class', () => {
     const breaker = startBreaker();
     openBreaker(breaker);
     vi.advanceTimersByTime(recoveryMs);
@@ -141,11 +141,37 @@ describe('breaker machine', () => {
     const snapshot = breaker.getSnapshot();
     expect(snapshot.value).toBe('open');
     expect(snapshot.context.openedAt).toBe(probeAt);
-    expect(snapshot.context.retryAt).toBe(probeAt + recoveryMs);
+    // 10 s doubled: 20 s.
+    expect(snapshot.context.retryAt).toBe(probeAt + 20_000);
+    expect(snapshot.context.openPeriodMs).toBe(20_000);
     expect(snapshot.context.opens).toBe(2);
     expect(snapshot.context.probeCallId).toBeNull();
     vi.advanceTimersByTime(recoveryMs);
+    expect(breaker.getSnapshot().value).toBe('open');
+    vi.advanceTimersByTime(recoveryMs);
     expect(breaker.getSnapshot().value).toEqual({ halfOpen: 'awaitingProbe' });
+  });
+
+  it('grows the open period 10 s, 20 s, 40 s, then holds it at the 40 s cap, and resets it on a probe success', () => {
+    const breaker = createActor(breakerMachine, {
+      input: { providerId: 'claude', threshold, recoveryMs, maxRecoveryMs: 40_000 },
+    }).start();
+    openBreaker(breaker);
+    const spacings: number[] = [];
+    for (let probe = 0; probe < 4; probe += 1) {
+      const { openedAt, retryAt } = breaker.getSnapshot().context;
+      spacings.push((retryAt ?? 0) - (openedAt ?? 0));
+      vi.advanceTimersByTime((retryAt ?? 0) - Date.now());
+      call(breaker, 'failed');
+    }
+    expect(spacings).toEqual([10_000, 20_000, 40_000, 40_000]);
+    vi.advanceTimersByTime(40_000);
+    call(breaker, 'succeeded');
+    expect(breaker.getSnapshot().value).toBe('closed');
+    expect(breaker.getSnapshot().context.openPeriodMs).toBe(10_000);
+    const reopenedAt = Date.now();
+    openBreaker(breaker);
+    expect(breaker.getSnapshot().context.retryAt).toBe(reopenedAt + 10_000);
   });
 
   it.each(['rate_limited', 'auth', 'quota_exhausted', 'aborted', 'invalid_output'] as const)(

@@ -24,7 +24,7 @@ beforeAll(async () => {
   store = createRedisStateStore({
     url: redisTestUrl,
     prefix,
-    breaker: { threshold: 2, recoveryMs: 1000 },
+    breaker: { threshold: 2, recoveryMs: 1000, maxRecoveryMs: 3000 },
     probeLeaseMs: 600_000,
   });
   reader = new Redis(redisTestUrl);
@@ -95,7 +95,7 @@ describe('the fleet breaker script, rule by rule', () => {
     expect((await b.apply({ op: 'acquire', callId: 'second' }, t0 + 1001)).granted).toBe(false);
   });
 
-  it("re-opens on the probe's counted failure: a new recovery time from now, one more opening, lease freed", async () => {
+  it("re-opens on the probe's counted failure: a doubled open period from now, one more opening, lease freed", async () => {
     const b = await opened();
     await b.apply({ op: 'acquire', callId: 'probe' }, t0 + 1500);
     const { shared } = await b.apply({ op: 'failed', callId: 'probe' }, t0 + 1700);
@@ -103,12 +103,36 @@ describe('the fleet breaker script, rule by rule', () => {
       state: 'open',
       consecutiveFailures: 2,
       openedAt: t0 + 1700,
-      retryAt: t0 + 2700,
+      retryAt: t0 + 3700,
       opens: 2,
+      openPeriodMs: 2000,
     });
     expect(await b.lease()).toBeNull();
-    expect((await b.apply({ op: 'acquire', callId: 'too-early' }, t0 + 2699)).granted).toBe(false);
-    expect((await b.apply({ op: 'acquire', callId: 'next-probe' }, t0 + 2700)).granted).toBe(true);
+    expect((await b.apply({ op: 'acquire', callId: 'too-early' }, t0 + 3699)).granted).toBe(false);
+    expect((await b.apply({ op: 'acquire', callId: 'next-probe' }, t0 + 3700)).granted).toBe(true);
+  });
+
+  it('grows the open period 1 s, 2 s, then holds it at the 3 s cap; a probe success resets it to 1 s', async () => {
+    const b = await opened();
+    const spacings: number[] = [];
+    let at = t0 + 1000;
+    for (const probe of ['p1', 'p2', 'p3']) {
+      await b.apply({ op: 'acquire', callId: probe }, at);
+      const { shared } = await b.apply({ op: 'failed', callId: probe }, at);
+      spacings.push((shared.retryAt ?? 0) - (shared.openedAt ?? 0));
+      at = shared.retryAt ?? 0;
+    }
+    expect(spacings).toEqual([2000, 3000, 3000]);
+    await b.apply({ op: 'acquire', callId: 'ok' }, at);
+    expect((await b.apply({ op: 'succeeded', callId: 'ok' }, at)).shared).toMatchObject({
+      state: 'closed',
+      openPeriodMs: 1000,
+    });
+    await b.apply({ op: 'failed', callId: 'x' }, at + 10);
+    expect((await b.apply({ op: 'failed', callId: 'y' }, at + 10)).shared).toMatchObject({
+      state: 'open',
+      retryAt: at + 1010,
+    });
   });
 
   it('ignores a counted failure or a success of a call that is not the probe while half-open', async () => {

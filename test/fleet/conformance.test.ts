@@ -2,12 +2,12 @@
  * Conformance of the two breakers: the same generated event sequences go through the breaker machine
  * (pure `transition`, with its delayed `recoveryTimeout` played by a simulated clock) and through the
  * fleet's Lua script on the real Redis (`createRedisStateStore`), and after every step both must hold
- * the same state, failure count, open count, opening time, retry time and probe holder, and answer
- * the same admission.
+ * the same state, failure count, open count, opening time, retry time, open period (doubled by each
+ * failed probe up to the cap, reset on closing) and probe holder, and answer the same admission.
  *
  * Neither side is the oracle of the other's rules: the machine is the design (SPEC.md §2) and the
- * script must follow it. A kept mutant of the script (a probe's counted failure that does not re-open)
- * shows the comparison can fail.
+ * script must follow it. Kept mutants of the script (a probe's counted failure that does not re-open;
+ * one that re-opens without growing the open period) show the comparison can fail.
  */
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
@@ -27,6 +27,8 @@ import { redisTestUrl, uniquePrefix } from './support.js';
 type BreakerSnapshot = SnapshotFrom<typeof breakerMachine>;
 
 const recoveryMs = 1000;
+/** The open period grows 1 s, 2 s, 4 s and stays there: sequences reach the cap. */
+const maxRecoveryMs = 4000;
 /** Longer than any test: the Redis lease (a wall-clock TTL) must not expire mid-sequence. */
 const probeLeaseMs = 600_000;
 const startAt = 1_800_000_000_000;
@@ -83,7 +85,14 @@ const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
     arbitrary: fc.record({
       kind: fc.constant('advance' as const),
       // Exactly the recovery time, just before it, or anything up to one and a half of it.
-      ms: fc.oneof(fc.constant(recoveryMs), fc.constant(recoveryMs - 1), fc.integer({ min: 1, max: 1500 })),
+      // Or a grown open period (twice, four times the recovery time: the cap), to reach later probes.
+      ms: fc.oneof(
+        fc.constant(recoveryMs),
+        fc.constant(recoveryMs - 1),
+        fc.integer({ min: 1, max: 1500 }),
+        fc.constant(2 * recoveryMs),
+        fc.constant(maxRecoveryMs),
+      ),
       // A late timer (a busy event loop): the machine must still admit a probe once retryAt passed.
       timersFire: fc.boolean(),
     }),
@@ -103,6 +112,7 @@ interface Observed {
   readonly openedAt: number | null;
   readonly retryAt: number | null;
   readonly opens: number;
+  readonly openPeriodMs: number;
   readonly probe: string | null;
 }
 
@@ -124,12 +134,15 @@ class MachineSide {
   private readonly timers = new Map<string, { due: number; event: { type: string } }>();
   reopenedByProbe = 0;
   lateProbes = 0;
+  /** Probe failures whose open period reached the cap (1 s → 2 s → 4 s). */
+  cappedPeriods = 0;
 
   constructor(threshold: number) {
     const [snapshot, actions] = initialTransition(breakerMachine, {
       providerId: 'conformance',
       threshold,
       recoveryMs,
+      maxRecoveryMs,
     });
     this.snapshot = snapshot;
     this.schedule(actions, startAt);
@@ -140,6 +153,7 @@ class MachineSide {
     const [next, actions] = transition(breakerMachine, before, event);
     if (event.type === 'call.failed' && before.matches({ halfOpen: 'probing' }) && next.matches('open')) {
       this.reopenedByProbe += 1;
+      if (next.context.openPeriodMs === maxRecoveryMs) this.cappedPeriods += 1;
     }
     if (event.type === 'call.started' && before.matches('open') && next.matches({ halfOpen: 'probing' })) {
       this.lateProbes += 1;
@@ -181,6 +195,7 @@ class MachineSide {
       openedAt: context.openedAt,
       retryAt: context.retryAt,
       opens: context.opens,
+      openPeriodMs: context.openPeriodMs,
       probe: context.probeCallId,
     };
   }
@@ -316,7 +331,7 @@ beforeAll(async () => {
     const store = createRedisStateStore({
       url: redisTestUrl,
       prefix,
-      breaker: { threshold, recoveryMs },
+      breaker: { threshold, recoveryMs, maxRecoveryMs },
       probeLeaseMs,
     });
     expect(await store.ready(5000)).toBe(true);
@@ -339,8 +354,8 @@ function storeSide(threshold: number): ScriptSide {
   return {
     apply: async (operation, now) => {
       const { shared, granted } = await store.breakers.apply(providerId, operation, now);
-      const { state, consecutiveFailures, openedAt, retryAt, opens } = shared;
-      return { observed: { state, consecutiveFailures, openedAt, retryAt, opens }, granted };
+      const { state, consecutiveFailures, openedAt, retryAt, opens, openPeriodMs } = shared;
+      return { observed: { state, consecutiveFailures, openedAt, retryAt, opens, openPeriodMs }, granted };
     },
     probeHolder: async () => reader.get(`${prefix}breaker:${providerId}:probe`),
   };
@@ -366,9 +381,10 @@ function rawScriptSide(script: string, threshold: number): ScriptSide {
         callId,
         probeLeaseMs,
         key,
+        maxRecoveryMs,
         errorClass,
       )) as unknown[];
-      const [state, failures, openedAt, retryAt, opens] = reply;
+      const [state, failures, openedAt, retryAt, opens, , , openPeriodMs] = reply;
       return {
         observed: {
           state: String(state) as Observed['state'],
@@ -376,8 +392,9 @@ function rawScriptSide(script: string, threshold: number): ScriptSide {
           openedAt: time(openedAt),
           retryAt: time(retryAt),
           opens: Number(opens),
+          openPeriodMs: Number(openPeriodMs),
         },
-        granted: Number(reply[7]) === 1,
+        granted: Number(reply[8]) === 1,
       };
     },
     probeHolder: async () => reader.get(`${key}:probe`),
@@ -386,7 +403,7 @@ function rawScriptSide(script: string, threshold: number): ScriptSide {
 
 describe('the fleet script conforms to the breaker machine (generated sequences, real Redis)', () => {
   it('gives the same states, counts, times, probe and admissions on every generated sequence', async () => {
-    const totals = { runs: 0, reopenedByProbe: 0, lateProbes: 0 };
+    const totals = { runs: 0, reopenedByProbe: 0, lateProbes: 0, cappedPeriods: 0 };
     await fc.assert(
       fc.asyncProperty(scenarioArbitrary, async ({ threshold, steps }) => {
         const machine = new MachineSide(threshold);
@@ -394,21 +411,52 @@ describe('the fleet script conforms to the breaker machine (generated sequences,
         totals.runs += 1;
         totals.reopenedByProbe += machine.reopenedByProbe;
         totals.lateProbes += machine.lateProbes;
+        totals.cappedPeriods += machine.cappedPeriods;
         expect(difference).toBeUndefined();
       }),
       { numRuns: 250 },
     );
     console.log(
-      `conformance: ${totals.runs} sequences, ${totals.reopenedByProbe} probe failures re-opened, ${totals.lateProbes} probes admitted on a late timer`,
+      `conformance: ${totals.runs} sequences, ${totals.reopenedByProbe} probe failures re-opened (${totals.cappedPeriods} at the capped period), ${totals.lateProbes} probes admitted on a late timer`,
     );
     // The generator reaches the rules that matter (a sequence set that never re-opens proves nothing).
     expect(totals.reopenedByProbe).toBeGreaterThanOrEqual(5);
     expect(totals.lateProbes).toBeGreaterThanOrEqual(3);
   }, 180_000);
 
+  it('agrees through a growing open period: three failed probes (1 s, 2 s, 4 s, 4 s), a success, a new opening', async () => {
+    const probeThenFail = (ms: number): Step[] => [
+      { kind: 'advance', ms, timersFire: true },
+      { kind: 'admit' },
+      { kind: 'fail', pick: 0, errorClass: 'timeout' },
+    ];
+    const steps: Step[] = [
+      { kind: 'admit' },
+      { kind: 'fail', pick: 0, errorClass: 'server_error' },
+      // A probe admitted only when the grown period has passed, not one recovery time later.
+      ...probeThenFail(recoveryMs),
+      { kind: 'advance', ms: recoveryMs, timersFire: true },
+      { kind: 'admit' },
+      ...probeThenFail(recoveryMs),
+      ...probeThenFail(maxRecoveryMs),
+      { kind: 'advance', ms: maxRecoveryMs, timersFire: false },
+      { kind: 'admit' },
+      { kind: 'succeed', pick: 0 },
+      { kind: 'admit' },
+      { kind: 'fail', pick: 0, errorClass: 'connection' },
+    ];
+    const machine = new MachineSide(1);
+    expect(await firstDifference(1, steps, storeSide(1), machine)).toBeUndefined();
+    expect(machine.reopenedByProbe).toBe(3);
+    expect(machine.cappedPeriods).toBe(2);
+    // Closed by the probe's success, then opened from closed: the period is back to the recovery time.
+    const { openedAt, retryAt, openPeriodMs } = machine.observed();
+    expect([openPeriodMs, (retryAt ?? 0) - (openedAt ?? 0)]).toEqual([recoveryMs, recoveryMs]);
+  });
+
   it('catches the kept mutant whose probe failure is counted but does not re-open', async () => {
     const probeFailure =
-      "elseif s.state == 'halfOpen' and isProbe then\n    open()\n  end\nelseif op == 'succeeded'";
+      "elseif s.state == 'halfOpen' and isProbe then\n    s.period = nextPeriod(s.period)\n    open()\n  end\nelseif op == 'succeeded'";
     expect(breakerScript).toContain(probeFailure);
     const mutant = breakerScript.replace(
       probeFailure,
@@ -432,5 +480,21 @@ describe('the fleet script conforms to the breaker machine (generated sequences,
     const steps: Step[] = [{ kind: 'admit' }, { kind: 'fail', pick: 0, errorClass: 'rate_limited' }];
     expect(await firstDifference(1, steps, storeSide(1))).toBeUndefined();
     expect(await firstDifference(1, steps, rawScriptSide(mutant, 1))).toMatch(/step 1/);
+  });
+
+  it('catches the kept mutant whose probe failure re-opens without growing the open period', async () => {
+    const growth = '    s.period = nextPeriod(s.period)\n';
+    expect(breakerScript).toContain(growth);
+    const mutant = breakerScript.replace(growth, '');
+    const steps: Step[] = [
+      { kind: 'admit' },
+      { kind: 'fail', pick: 0, errorClass: 'server_error' },
+      { kind: 'advance', ms: recoveryMs, timersFire: true },
+      { kind: 'admit' },
+      { kind: 'fail', pick: 0, errorClass: 'overloaded' },
+    ];
+    expect(await firstDifference(1, steps, storeSide(1))).toBeUndefined();
+    // The machine re-opens for 2 s (1 s doubled), the mutant for 1 s again.
+    expect(await firstDifference(1, steps, rawScriptSide(mutant, 1))).toMatch(/step 4.*"retryAt":1800000003000/);
   });
 });
