@@ -5,7 +5,7 @@
  *   and the next call probes (the provider does not refuse every call until a reset);
  * - time lives in the data: once the clock passes `retryAt` a call is admitted as the probe even if
  *   no timer fired, and not one millisecond before;
- * - the probe's counted failure re-opens for a whole recovery time from that failure.
+ * - the probe's counted failure re-opens from that failure for a doubled open period (2 × recovery).
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ProviderId } from '../../src/providers/index.js';
@@ -125,18 +125,18 @@ describe('time lives in the data: retryAt admits the probe even if no timer fire
 });
 
 describe("the probe's counted failure re-opens for a whole recovery time from that failure", () => {
-  it('re-opens on a server_error probe, refuses until 1000 ms after it, then probes again', async () => {
+  it('re-opens on a server_error probe, refuses until 2000 ms (the doubled period) after it, then probes again', async () => {
     const r = await openedAtT0({ failure: 'server_error' }, { answer: 'valid' });
     await vi.advanceTimersByTimeAsync(recoveryMs + 500);
     expect((await request(r)).status).toBe('failed');
     expect(state(r)).toBe('open');
-    await vi.advanceTimersByTimeAsync(recoveryMs - 1);
+    await vi.advanceTimersByTimeAsync(2000 - 1);
     expect(state(r)).toBe('open');
     expect((await request(r)).attempts).toMatchObject([{ reason: 'circuit_open' }]);
     await vi.advanceTimersByTimeAsync(1);
     expect(state(r)).toBe('halfOpen');
     expect((await request(r)).status).toBe('succeeded');
-    expect(r.upstreams.claude.calledAt).toEqual([0, 1500, 2500]);
+    expect(r.upstreams.claude.calledAt).toEqual([0, 1500, 3500]);
     expect(state(r)).toBe('closed');
   });
 });
