@@ -24,6 +24,7 @@ const goalMicroseconds = 5;
 
 const request: GenerationRequest = {
   task: 'notes',
+  lang: 'en',
   system: 'bench',
   messages: [{ role: 'user', content: 'bench' }],
   jsonSchema: { type: 'object' },

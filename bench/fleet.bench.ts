@@ -25,6 +25,7 @@ const instanceCounts = (process.env.BENCH_INSTANCES ?? '1,2,4').split(',').map(N
 
 const request: GenerationRequest = {
   task: 'notes',
+  lang: 'en',
   system: 'bench',
   messages: [{ role: 'user', content: 'bench' }],
   jsonSchema: { type: 'object' },

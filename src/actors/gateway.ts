@@ -140,6 +140,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       model: options.adapters[link.provider].model,
       apiKey: new Secret(link.apiKey),
       ref: providerRef(link.provider),
+      isAdmitting: () => providerRef(link.provider).getSnapshot().context.breaker.getSnapshot().hasTag('admitting'),
     }));
     if (links.length === 0) {
       return Promise.resolve({
@@ -159,6 +160,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         policy: input.policy ?? options.policy,
         retryMax: options.retry.max,
         backoffMs: options.retry.backoffMs,
+        startedAt: Date.now(),
       },
       ...(options.inspect === undefined ? {} : { inspect: options.inspect }),
     });
@@ -174,7 +176,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         running.delete(handle);
       };
       const handle = {
-        abort: () => run.send({ type: 'request.aborted' }),
+        abort: () => run.send({ type: 'request.aborted', at: Date.now() }),
         fail: (error: Error) => {
           finish();
           run.stop();

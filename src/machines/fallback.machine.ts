@@ -1,5 +1,12 @@
-import { assign, emit, sendTo, setup, type AnyActorRef } from 'xstate';
-import { countsInTable, errorPolicy, invalidOutputMessage, ownClasses, type ErrorClass, type ErrorTable } from '../errors/index.js';
+import { and, assign, emit, sendTo, setup, type AnyActorRef } from 'xstate';
+import {
+  countsInTable,
+  errorPolicy,
+  invalidOutputMessage,
+  ownClasses,
+  type ErrorClass,
+  type ErrorTable,
+} from '../errors/index.js';
 import { failureVerdict, type FailureVerdict } from './failure-verdict.js';
 import type { ProviderReply } from './provider.machine.js';
 import type {
@@ -19,6 +26,11 @@ export interface FallbackLink {
   readonly apiKey: ApiKey;
   /** The provider actor that serves calls to this provider. */
   readonly ref: AnyActorRef;
+  /**
+   * Whether the provider's breaker admits a call now (absent: always). Read after a failure, so a
+   * retry into a breaker that this very failure opened is not waited out first (the refusal comes at once).
+   */
+  readonly isAdmitting?: () => boolean;
 }
 
 export interface FallbackInput {
@@ -31,6 +43,8 @@ export interface FallbackInput {
   readonly retryMax: number;
   /** One delay per retry; the last repeats (RETRY_BACKOFF_MS, default 1000,2000). */
   readonly backoffMs: readonly number[];
+  /** Epoch ms when the run starts: its clock until an event brings a later time. */
+  readonly startedAt: number;
 }
 
 interface LastFailure {
@@ -60,9 +74,12 @@ export interface FallbackContext extends FallbackInput {
   readonly inputTokens: number | null;
   readonly outputTokens: number | null;
   readonly status: 'running' | 'succeeded' | 'failed' | 'aborted';
+  /** The run's clock: the time the last event carried, plus the backoff delays waited since. */
+  readonly now: number;
 }
 
-export type FallbackEvent = ProviderReply | { type: 'request.aborted' };
+/** `at`: epoch ms when it happened; time enters the run only through events (and the backoff delays). */
+export type FallbackEvent = ProviderReply | { type: 'request.aborted'; at: number };
 
 export type FallbackEmitted =
   | { type: 'attempt.recorded'; attempt: Attempt }
@@ -94,6 +111,35 @@ function hasNextProvider(context: FallbackContext): boolean {
 /** fallback-first (seed 004) never retries a provider while another one remains. */
 function isSameProviderRetryAllowed(context: FallbackContext): boolean {
   return context.policy === 'retry-then-fallback' || !hasNextProvider(context);
+}
+
+/** The shortest `Retry-After` hint for a refusal whose breaker is already past `retryAt` (probe in flight). */
+export const minRetryAfterMs = 1000;
+
+/** RETRY_BACKOFF_MS: the delay before the next retry; the last one repeats. */
+function backoffOf(context: FallbackContext): number {
+  return context.backoffMs[Math.min(context.retries, context.backoffMs.length - 1)] ?? 0;
+}
+
+function attemptBase(context: FallbackContext): Pick<Attempt, 'provider' | 'retry' | 'task'> {
+  return { provider: currentLink(context).provider, retry: context.calls, task: context.request.task };
+}
+
+/** The context after one more attempt: counted as a call unless skipped, its hint kept, the clock moved. */
+function appendAttempt(
+  context: FallbackContext,
+  attempt: Attempt,
+  lastFailure: LastFailure | null,
+  hint: number | undefined,
+  at: number,
+): Partial<FallbackContext> {
+  return {
+    attempts: [...context.attempts, attempt],
+    calls: attempt.outcome === 'skipped' ? context.calls : context.calls + 1,
+    lastFailure,
+    retryAfterMs: hint === undefined ? context.retryAfterMs : [...context.retryAfterMs, hint],
+    now: Math.max(context.now, at),
+  };
 }
 
 function addUsage(total: number | null, more: number | null): number | null {
@@ -151,6 +197,8 @@ export function createFallbackMachine(table: ErrorTable) {
         table[context.lastFailure.errorClass].retry === 'yes' &&
         context.retries < context.retryMax &&
         isSameProviderRetryAllowed(context),
+      /** The current provider's breaker refuses calls now (it just opened): a backoff would only delay the refusal. */
+      isProviderRefusing: ({ context }) => currentLink(context).isAdmitting?.() === false,
       /** The class allows falling back, and a provider remains. */
       canFallBack: ({ context }) =>
         context.lastFailure !== null &&
@@ -171,12 +219,16 @@ export function createFallbackMachine(table: ErrorTable) {
           apiKey: currentLink(context).apiKey,
           replyTo: self,
           validate: context.validate,
-          at: Date.now(),
+          at: context.now,
         }),
       ),
       cancelCall: sendTo(
         ({ context }) => currentLink(context).ref,
-        ({ context }) => ({ type: 'call.cancelled' as const, callId: context.callId, at: Date.now() }),
+        ({ context, event }) => ({
+          type: 'call.cancelled' as const,
+          callId: context.callId,
+          at: event.type === 'request.aborted' ? event.at : context.now,
+        }),
       ),
       storeAnswer: assign(({ context, event }) => {
         if (event.type !== 'provider.succeeded') return {};
@@ -187,76 +239,69 @@ export function createFallbackMachine(table: ErrorTable) {
           outputTokens: addUsage(context.outputTokens, event.answer.usage.outputTokens),
         };
       }),
-      recordAttempt: assign(({ context, event }) => {
+      /** The breaker refused the call: a skip, with the time to its half-open as a `retry-after` hint. */
+      recordSkip: assign(({ context, event }) => {
+        if (event.type !== 'provider.rejected') return {};
         const link = currentLink(context);
-        const base = { provider: link.provider, retry: context.calls, task: context.request.task };
-        let attempt: Attempt;
-        let lastFailure: LastFailure | null = null;
-        let hint: number | undefined;
-        if (event.type === 'provider.rejected') {
-          attempt = {
-            ...base,
-            model: link.model,
-            outcome: 'skipped',
-            errorClass: ownClasses.breakerRefused,
-            reason: ownClasses.breakerRefused,
-            countedByBreaker: false,
-            durationMs: 0,
-          };
-          lastFailure = { errorClass: ownClasses.breakerRefused };
-          hint = event.retryAt === null ? undefined : Math.max(0, event.retryAt - Date.now());
-        } else if (event.type === 'provider.failed') {
-          attempt = {
-            ...base,
-            model: link.model,
-            outcome: 'failed',
-            errorClass: event.failure.errorClass,
-            ...(event.failure.httpStatus === undefined ? {} : { httpStatus: event.failure.httpStatus }),
-            countedByBreaker: event.countedByBreaker,
-            durationMs: event.durationMs,
-            message: event.failure.message,
-          };
-          lastFailure = { errorClass: event.failure.errorClass };
-          hint = event.failure.retryAfterMs;
-        } else if (context.answer !== null && context.verdict !== null) {
-          const durationMs = 'durationMs' in event ? event.durationMs : 0;
-          const valid = context.verdict.ok;
-          const errors = context.verdict.ok ? [] : context.verdict.errors;
-          attempt = valid
-            ? {
-                ...base,
-                model: context.answer.model,
-                outcome: 'succeeded',
-                countedByBreaker: false,
-                durationMs,
-              }
-            : {
-                ...base,
-                model: context.answer.model,
-                outcome: 'failed',
-                errorClass: ownClasses.invalidOutput,
-                countedByBreaker: countsInTable(table, ownClasses.invalidOutput),
-                durationMs,
-                message: invalidOutputMessage(errors),
-              };
-          if (context.verdict.ok === false) {
-            lastFailure = {
-              errorClass: ownClasses.invalidOutput,
-              answerText: context.answer.text,
-              validationErrors: context.verdict.errors,
-            };
-          }
-        } else {
-          return {};
-        }
-        const called = attempt.outcome !== 'skipped';
-        return {
-          attempts: [...context.attempts, attempt],
-          calls: called ? context.calls + 1 : context.calls,
-          lastFailure,
-          retryAfterMs: hint === undefined ? context.retryAfterMs : [...context.retryAfterMs, hint],
+        const attempt: Attempt = {
+          ...attemptBase(context),
+          model: link.model,
+          outcome: 'skipped',
+          errorClass: ownClasses.breakerRefused,
+          reason: ownClasses.breakerRefused,
+          countedByBreaker: false,
+          durationMs: 0,
         };
+        // A half-open breaker whose probe is in flight is past `retryAt`: try again in a moment.
+        const hint = event.retryAt === null ? undefined : Math.max(minRetryAfterMs, event.retryAt - event.at);
+        return appendAttempt(context, attempt, { errorClass: ownClasses.breakerRefused }, hint, event.at);
       }),
+      /** The call failed with a classified failure. */
+      recordFailure: assign(({ context, event }) => {
+        if (event.type !== 'provider.failed') return {};
+        const attempt: Attempt = {
+          ...attemptBase(context),
+          model: currentLink(context).model,
+          outcome: 'failed',
+          errorClass: event.failure.errorClass,
+          ...(event.failure.httpStatus === undefined ? {} : { httpStatus: event.failure.httpStatus }),
+          countedByBreaker: event.countedByBreaker,
+          durationMs: event.durationMs,
+          message: event.failure.message,
+        };
+        const lastFailure = { errorClass: event.failure.errorClass };
+        return appendAttempt(context, attempt, lastFailure, event.failure.retryAfterMs, event.at);
+      }),
+      /** The provider answered: a success, or `invalid_output` with what was wrong (for the re-ask). */
+      recordAnswer: assign(({ context, event }) => {
+        if (event.type !== 'provider.succeeded' || context.answer === null || context.verdict === null)
+          return {};
+        const base = { ...attemptBase(context), model: context.answer.model, durationMs: event.durationMs };
+        if (context.verdict.ok) {
+          const attempt: Attempt = { ...base, outcome: 'succeeded', countedByBreaker: false };
+          return appendAttempt(context, attempt, null, undefined, event.at);
+        }
+        const attempt: Attempt = {
+          ...base,
+          outcome: 'failed',
+          errorClass: ownClasses.invalidOutput,
+          countedByBreaker: countsInTable(table, ownClasses.invalidOutput),
+          message: invalidOutputMessage(context.verdict.errors),
+        };
+        const lastFailure = {
+          errorClass: ownClasses.invalidOutput,
+          answerText: context.answer.text,
+          validationErrors: context.verdict.errors,
+        };
+        return appendAttempt(context, attempt, lastFailure, undefined, event.at);
+      }),
+      /** The backoff's delay has passed: the clock moved by it (no `Date.now()` in actions). */
+      countRetry: assign(({ context }) => ({
+        retries: context.retries + 1,
+        now: context.now + backoffOf(context),
+      })),
+      /** A retry at once, without a backoff (the breaker just refused the provider). */
+      countImmediateRetry: assign(({ context }) => ({ retries: context.retries + 1 })),
       announceAttempt: emit(({ context }) => ({
         type: 'attempt.recorded' as const,
         attempt: context.attempts[context.attempts.length - 1] as Attempt,
@@ -272,7 +317,6 @@ export function createFallbackMachine(table: ErrorTable) {
       settle: assign((_, params: { status: 'succeeded' | 'failed' | 'aborted' }) => ({
         status: params.status,
       })),
-      countRetry: assign(({ context }) => ({ retries: context.retries + 1 })),
       nextProvider: assign(({ context }) => ({
         index: context.index + 1,
         calls: 0,
@@ -290,8 +334,7 @@ export function createFallbackMachine(table: ErrorTable) {
     },
     delays: {
       /** RETRY_BACKOFF_MS: one delay per retry, the last repeats. */
-      retryBackoff: ({ context }) =>
-        context.backoffMs[Math.min(context.retries, context.backoffMs.length - 1)] ?? 0,
+      retryBackoff: ({ context }) => backoffOf(context),
     },
   }).createMachine({
     id: 'fallback',
@@ -312,6 +355,7 @@ export function createFallbackMachine(table: ErrorTable) {
       inputTokens: null,
       outputTokens: null,
       status: 'running',
+      now: input.startedAt,
     }),
     initial: 'calling',
     states: {
@@ -323,25 +367,31 @@ export function createFallbackMachine(table: ErrorTable) {
           'provider.failed': {
             guard: 'isCurrentCall',
             target: 'deciding',
-            actions: ['recordAttempt', 'announceAttempt'],
+            actions: ['recordFailure', 'announceAttempt'],
           },
           'provider.rejected': {
             guard: 'isCurrentCall',
             target: 'deciding',
-            actions: ['recordAttempt', 'announceAttempt'],
+            actions: ['recordSkip', 'announceAttempt'],
           },
           'request.aborted': { target: 'aborted', actions: 'cancelCall' },
         },
       },
       /** The provider answered; the verdict judged next to the call decides between success and `invalid_output`. */
       validating: {
-        entry: ['recordAttempt', 'announceAttempt'],
+        entry: ['recordAnswer', 'announceAttempt'],
         always: [{ guard: 'isAnswerValid', target: 'succeeded' }, { target: 'deciding' }],
       },
       /** After a failure or a skip: re-ask, retry after a backoff, fall back, or give up — the policy table decides. */
       deciding: {
         always: [
           { guard: 'isReaskDue', target: 'calling', actions: 'prepareReask' },
+          /** The breaker just opened: retry at once, so the refusal is recorded as a skip without a wait. */
+          {
+            guard: and(['isRetryDue', 'isProviderRefusing']),
+            target: 'calling',
+            actions: 'countImmediateRetry',
+          },
           { guard: 'isRetryDue', target: 'backingOff' },
           { guard: 'canFallBack', target: 'calling', actions: ['announceFallback', 'nextProvider'] },
           { target: 'failed' },

@@ -107,6 +107,7 @@ export type ProviderReply =
       /** The study layer's verdict, judged next to the call; `ok: false` is `invalid_output`. */
       verdict: Validation<unknown>;
       durationMs: number;
+      at: number;
     }
   | {
       type: 'provider.failed';
@@ -115,8 +116,9 @@ export type ProviderReply =
       failure: ProviderFailure;
       countedByBreaker: boolean;
       durationMs: number;
+      at: number;
     }
-  | { type: 'provider.rejected'; callId: string; providerId: ProviderId; retryAt: number | null };
+  | { type: 'provider.rejected'; callId: string; providerId: ProviderId; retryAt: number | null; at: number };
 
 export type ProviderEmitted = { type: 'call.finished'; record: CallRecord };
 
@@ -204,24 +206,27 @@ export function createProviderMachine(table: ErrorTable) {
         });
       }),
       /** Refuse one call: the breaker (or the fleet's probe lease) does not admit it. */
-      rejectCall: enqueueActions(({ context, enqueue }, params: { callId: string; replyTo: AnyActorRef }) => {
-        enqueue.sendTo(params.replyTo, {
-          type: 'provider.rejected',
-          callId: params.callId,
-          providerId: context.providerId,
-          retryAt: context.breaker.getSnapshot().context.retryAt,
-        } satisfies ProviderReply);
-        enqueue.assign({ stats: { ...context.stats, rejected: context.stats.rejected + 1 } });
-        enqueue.emit({
-          type: 'call.finished',
-          record: {
-            provider: context.providerId,
-            outcome: 'rejected',
-            errorClass: 'circuit_open',
-            durationMs: 0,
-          },
-        });
-      }),
+      rejectCall: enqueueActions(
+        ({ context, enqueue }, params: { callId: string; replyTo: AnyActorRef; at: number }) => {
+          enqueue.sendTo(params.replyTo, {
+            type: 'provider.rejected',
+            callId: params.callId,
+            providerId: context.providerId,
+            retryAt: context.breaker.getSnapshot().context.retryAt,
+            at: params.at,
+          } satisfies ProviderReply);
+          enqueue.assign({ stats: { ...context.stats, rejected: context.stats.rejected + 1 } });
+          enqueue.emit({
+            type: 'call.finished',
+            record: {
+              provider: context.providerId,
+              outcome: 'rejected',
+              errorClass: ownClasses.breakerRefused,
+              durationMs: 0,
+            },
+          });
+        },
+      ),
       /** Hold the call and ask the fleet for this window's probe lease. */
       requestLease: enqueueActions(({ context, enqueue }, params: CallRequest) => {
         enqueue.assign({ leasing: { ...context.leasing, [params.callId]: params } });
@@ -257,6 +262,7 @@ export function createProviderMachine(table: ErrorTable) {
             answer: event.answer,
             verdict: event.verdict,
             durationMs: event.durationMs,
+            at: event.at,
           } satisfies ProviderReply);
           enqueue.emit({
             type: 'call.finished',
@@ -273,7 +279,13 @@ export function createProviderMachine(table: ErrorTable) {
       replyFailed: enqueueActions(
         (
           { context, enqueue },
-          params: { callId: string; failure: ProviderFailure; counted: boolean; durationMs: number },
+          params: {
+            callId: string;
+            failure: ProviderFailure;
+            counted: boolean;
+            durationMs: number;
+            at: number;
+          },
         ) => {
           enqueue.sendTo(pendingCall(context, params.callId).replyTo, {
             type: 'provider.failed',
@@ -282,6 +294,7 @@ export function createProviderMachine(table: ErrorTable) {
             failure: params.failure,
             countedByBreaker: params.counted,
             durationMs: params.durationMs,
+            at: params.at,
           } satisfies ProviderReply);
           enqueue.emit({
             type: 'call.finished',
@@ -378,7 +391,7 @@ export function createProviderMachine(table: ErrorTable) {
             {
               actions: {
                 type: 'rejectCall',
-                params: ({ event }) => ({ callId: event.callId, replyTo: event.replyTo }),
+                params: ({ event }) => ({ callId: event.callId, replyTo: event.replyTo, at: event.at }),
               },
             },
           ],
@@ -402,7 +415,7 @@ export function createProviderMachine(table: ErrorTable) {
                   type: 'rejectCall',
                   params: ({ context, event }) => {
                     const call = leasedCall(context, event.callId);
-                    return { callId: call.callId, replyTo: call.replyTo };
+                    return { callId: call.callId, replyTo: call.replyTo, at: event.at };
                   },
                 },
                 { type: 'forgetLease', params: ({ event }) => ({ callId: event.callId }) },
@@ -458,6 +471,7 @@ export function createProviderMachine(table: ErrorTable) {
                     failure: event.failure,
                     counted: true,
                     durationMs: event.durationMs,
+                    at: event.at,
                   }),
                 },
                 { type: 'countStat', params: { stat: 'failures' } },
@@ -478,6 +492,7 @@ export function createProviderMachine(table: ErrorTable) {
                     failure: event.failure,
                     counted: false,
                     durationMs: event.durationMs,
+                    at: event.at,
                   }),
                 },
                 { type: 'countStat', params: { stat: 'ignored' } },

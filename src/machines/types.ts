@@ -17,9 +17,15 @@ export interface ChatMessage {
   readonly content: string;
 }
 
+/** The languages study material is written in (API.md `options.lang`). */
+export const requestLangs = ['ko', 'en'] as const;
+export type RequestLang = (typeof requestLangs)[number];
+
 /** One provider-neutral generation request; adapters translate it to their wire format. */
 export interface GenerationRequest {
   readonly task: Task;
+  /** The language the answer is written in (TimelyGPT's `locale`); never parsed back out of the prompt. */
+  readonly lang: RequestLang;
   readonly system: string;
   readonly messages: readonly ChatMessage[];
   /** JSON schema (from the task's zod schema) the answer must follow; its name is the task. */

@@ -76,6 +76,7 @@ export function buildNotesRequest(input: NotesPromptInput): GenerationRequest {
   const words = text[input.lang];
   return {
     task: 'notes',
+    lang: input.lang,
     system: [words.role, words.notes, `${words.shape} ${notesShape}`, words.jsonOnly, taskMarker('notes', input.lang)].join('\n'),
     messages: [{ role: 'user', content: documentBlock(input.lang, input.text, input.part) }],
     jsonSchema: studyJsonSchema('notes'),
@@ -89,6 +90,7 @@ export function buildMergeNotesRequest(input: { readonly partials: readonly Note
   const body = input.partials.map((notes, index) => `<part index="${index + 1}">\n${JSON.stringify(notes)}\n</part>`).join('\n');
   return {
     task: 'notes',
+    lang: input.lang,
     system: [words.role, words.merge, `${words.shape} ${notesShape}`, words.jsonOnly, taskMarker('notes', input.lang)].join('\n'),
     messages: [{ role: 'user', content: `${words.partialNotes}\n${body}` }],
     jsonSchema: studyJsonSchema('notes'),
@@ -117,6 +119,7 @@ export function buildQuestionsRequest(input: QuestionsPromptInput): GenerationRe
   const shape = input.task === 'mcq' ? mcqShape : fillShape;
   return {
     task: input.task,
+    lang: input.lang,
     system: [words.role, instructions, `${words.shape} ${shape}`, words.jsonOnly, taskMarker(input.task, input.lang, { count: input.count, conceptIds })].join('\n'),
     messages: [{ role: 'user', content: `${words.concepts}\n${conceptList(input.notes)}\n\n${documentBlock(input.lang, input.text, input.part)}` }],
     jsonSchema: studyJsonSchema(input.task),

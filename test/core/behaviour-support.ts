@@ -105,6 +105,7 @@ export function startRig(options: RigOptions = {}): Rig {
       gateway.generate({
         request: {
           task: 'notes',
+          lang: 'en',
           system: 'You write study notes.',
           messages: [{ role: 'user', content: 'Light becomes chemical energy.' }],
           jsonSchema: { type: 'object' },

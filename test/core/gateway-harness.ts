@@ -12,6 +12,7 @@ export const keys: Readonly<Record<ProviderId, string>> = {
 
 export const request: GenerationRequest = {
   task: 'notes',
+  lang: 'en',
   system: 'You write study notes.',
   messages: [{ role: 'user', content: 'Photosynthesis turns light into chemical energy.' }],
   jsonSchema: { type: 'object' },

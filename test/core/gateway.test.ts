@@ -335,6 +335,47 @@ describe('gateway: breaker', () => {
     expect(gateway.provider('claude').breaker.consecutiveFailures).toBe(1);
   });
 
+  it('does not wait out a backoff before a retry into the breaker the failure just opened', async () => {
+    const { gateway, adapters } = start({ breaker: { threshold: 2, recoveryMs: 10_000 } });
+    adapters.claude.script(fail('server_error'), fail('server_error'));
+    let done = false;
+    const pending = gateway.generate(input(['claude'])).finally(() => {
+      done = true;
+    });
+    await settle();
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(adapters.claude.requests).toHaveLength(2);
+    expect(gateway.provider('claude').breaker.state).toBe('open');
+    // No 2 s backoff: the refusal of the retry is recorded at once.
+    await settle();
+    expect(done).toBe(true);
+    const outcome = expectFailed(await pending);
+    expect(summary(outcome.attempts)).toEqual([
+      'claude:failed:server_error:0',
+      'claude:failed:server_error:1',
+      'claude:skipped:circuit_open:2',
+    ]);
+    expect(outcome.httpStatus).toBe(503);
+    expect(outcome.retryAfterSeconds).toBe(10);
+    expect(adapters.claude.requests).toHaveLength(2);
+  });
+
+  it('answers 503 with Retry-After while the only provider is half-open with its probe in flight', async () => {
+    const h = start();
+    await openBreakerOf(h, 'claude');
+    await vi.advanceTimersByTimeAsync(10_000);
+    h.adapters.claude.script({ kind: 'hang' });
+    const probe = h.gateway.generate(input(['claude']));
+    await settle();
+    expect(h.gateway.provider('claude').breaker.state).toBe('halfOpen');
+    const outcome = expectFailed(await h.gateway.generate(input(['claude'])));
+    expect(summary(outcome.attempts)).toEqual(['claude:skipped:circuit_open:0']);
+    expect(outcome.httpStatus).toBe(503);
+    expect(outcome.retryAfterSeconds).toBe(1);
+    await vi.advanceTimersByTimeAsync(5000);
+    await probe;
+  });
+
   it('re-opens when a probe times out, without retrying into its own open breaker', async () => {
     const h = start({ policy: 'fallback-first' });
     await openBreakerOf(h, 'claude');

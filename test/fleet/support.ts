@@ -20,6 +20,7 @@ export const testKey = 'test-claude-key-fleet-0001';
 
 export const request: GenerationRequest = {
   task: 'notes',
+  lang: 'en',
   system: 'You write study notes.',
   messages: [{ role: 'user', content: 'Photosynthesis turns light into chemical energy.' }],
   jsonSchema: { type: 'object' },

@@ -11,6 +11,7 @@ export function studyRequest(
       : { task, lang: options.lang ?? 'en', count: options.count ?? 3, conceptIds: options.conceptIds ?? ['c1', 'c2'] };
   return {
     task,
+    lang: options.lang ?? 'en',
     system: `You write study material.\nstudy-helper-task: ${JSON.stringify(marker)}`,
     messages: [
       {

@@ -39,11 +39,8 @@ export interface TimelyGptAdapter extends ProviderAdapter {
   readonly tokenCache: TokenCache;
 }
 
-function localeOf(request: GenerationRequest): string {
-  return /"lang"\s*:\s*"ko"/.test(request.system) ? 'ko' : 'en';
-}
-
-function completionBody(request: GenerationRequest, model: string): TimelyCompletionBody {
+/** The `llm-completion` body of one request; `locale` is the request's `lang` field. */
+export function completionBody(request: GenerationRequest, model: string): TimelyCompletionBody {
   return {
     session_id: randomUUID(),
     messages: request.messages.map((m) => ({ role: m.role, content: m.content })),
@@ -51,7 +48,7 @@ function completionBody(request: GenerationRequest, model: string): TimelyComple
     instructions: withJsonInstruction(request),
     output_type: 'JSON',
     stream: false,
-    locale: localeOf(request),
+    locale: request.lang,
   };
 }
 
