@@ -41,12 +41,18 @@ export interface InstanceOptions {
   readonly emulator: Emulator;
   readonly threshold?: number;
   readonly recoveryMs?: number;
+  /** BREAKER_MAX_RECOVERY_MS: the cap of the open period that doubles on each failed probe. */
+  readonly maxRecoveryMs?: number;
   readonly syncIntervalMs?: number;
 }
 
 /** One service instance in this process: its own gateway and its own Redis connections. */
 export async function startInstance(options: InstanceOptions): Promise<Instance> {
-  const breaker = { threshold: options.threshold ?? 3, recoveryMs: options.recoveryMs ?? 60_000 };
+  const breaker = {
+    threshold: options.threshold ?? 3,
+    recoveryMs: options.recoveryMs ?? 60_000,
+    ...(options.maxRecoveryMs === undefined ? {} : { maxRecoveryMs: options.maxRecoveryMs }),
+  };
   const fleet = await connectFleet({
     url: options.url,
     prefix: options.prefix,
