@@ -42,3 +42,18 @@ export class PdfExtractorBusyError extends Error {
     this.retryAfterSeconds = retryAfterSeconds;
   }
 }
+
+/**
+ * The shared document store (Redis) could not be read and this process holds no copy: the document
+ * may well exist, so it is not "not found". Retry once the store is back.
+ */
+export class DocumentStoreUnavailableError extends Error {
+  /** A hint for the Retry-After header. */
+  readonly retryAfterSeconds: number;
+
+  constructor(retryAfterSeconds: number) {
+    super('The document store is unreachable; the document could not be read. Retry shortly.');
+    this.name = 'DocumentStoreUnavailableError';
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
+}

@@ -1,5 +1,9 @@
 import type { Redis } from 'ioredis';
+import { DocumentStoreUnavailableError } from './errors.js';
 import type { DocumentStore, StoredDocument } from './types.js';
+
+/** Retry-After of a read that found Redis unreachable: about one reconnect of the client. */
+const defaultRetryAfterSeconds = 2;
 
 export interface RedisDocumentStoreOptions {
   /** A connection with short command timeouts (src/fleet `createRedisStateStore(...).client`). */
@@ -13,11 +17,15 @@ export interface RedisDocumentStoreOptions {
    * fails because Redis did (the memory store; such a document is seen by this process only).
    */
   readonly fallback: DocumentStore;
+  /** The Retry-After hint when a read finds Redis unreachable (default 2 s). */
+  readonly retryAfterSeconds?: number;
 }
 
 /**
  * Documents shared by every instance through Redis, each with a TTL. A document holds the extracted
- * text and what the client was told; never a key (keys are not part of `StoredDocument`).
+ * text and what the client was told; never a key (keys are not part of `StoredDocument`). A read
+ * that cannot reach Redis answers this process's own copy, or throws `DocumentStoreUnavailableError`
+ * (HTTP 503 `DOCUMENT_STORE_UNAVAILABLE`): the document is not known to be missing.
  */
 export function createRedisDocumentStore(options: RedisDocumentStoreOptions): DocumentStore {
   const { client, fallback } = options;
@@ -31,12 +39,16 @@ export function createRedisDocumentStore(options: RedisDocumentStoreOptions): Do
       }
     },
     async get(documentId) {
+      let text: string | null;
       try {
-        const text = await client.get(key(documentId));
-        if (text !== null) return parseDocument(text);
+        text = await client.get(key(documentId));
       } catch {
-        // Unreachable: this process's own documents are still there.
+        // Unreachable: this process's own documents are still there; any other may exist in Redis.
+        const local = await fallback.get(documentId);
+        if (local !== undefined) return local;
+        throw new DocumentStoreUnavailableError(options.retryAfterSeconds ?? defaultRetryAfterSeconds);
       }
+      if (text !== null) return parseDocument(text);
       return fallback.get(documentId);
     },
     async close() {

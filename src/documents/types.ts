@@ -20,7 +20,10 @@ export interface StoredDocument {
 /** Where uploaded documents live until they expire. The memory store is one; a Redis store can be another. */
 export interface DocumentStore {
   put(doc: StoredDocument): Promise<void>;
-  /** The document, or undefined when the id is unknown or expired. */
+  /**
+   * The document, or undefined when the id is unknown or expired. Rejects with
+   * `DocumentStoreUnavailableError` when a shared store cannot be read (the document may exist).
+   */
   get(documentId: string): Promise<StoredDocument | undefined>;
   close?(): Promise<void>;
 }

@@ -2,6 +2,7 @@ import { Gauge, type Registry } from 'prom-client';
 import { createMemoryDocumentStore, type DocumentStore } from '../documents/index.js';
 import { createRedisDocumentStore } from '../documents/redis-store.js';
 import { createMemoryJobStatusStore, type JobStatusStore } from '../jobs/status-store.js';
+import { createRedisJobCancelBus, type JobCancelBus } from '../jobs/cancel-bus.js';
 import { createRedisJobStatusStore } from '../jobs/redis-status-store.js';
 import { createFleetLink } from './fleet-link.js';
 import { createRedisStateStore, type BreakerSettings, type RedisStateStore } from './redis-state-store.js';
@@ -39,6 +40,8 @@ export interface Fleet {
    * finished view's TTL (the registry passes it); a live view's is the longer of it and an hour.
    */
   jobStatusStore(options: { readonly ttlSeconds: number; readonly maxJobs: number }): JobStatusStore;
+  /** Carries job cancels to the instance that runs the job (pub/sub on `<prefix>jobs:cancel`). */
+  jobCancelBus(): JobCancelBus;
   /** For `buildApp({ readiness })`: degraded while Redis is unreachable. */
   readiness(): Promise<{ store: 'redis'; storeReachable: boolean }>;
   /** Adds `studyhelper_state_store_up` (1 reachable, 0 not) to a registry. */
@@ -81,6 +84,7 @@ export async function connectFleet(options: FleetOptions): Promise<Fleet> {
         liveTtlMs: Math.max(ttlSeconds * 1000, 3_600_000),
         fallback: createMemoryJobStatusStore({ maxEntries: maxJobs }),
       }),
+    jobCancelBus: () => createRedisJobCancelBus({ url: options.url, prefix: options.prefix, client: store.client }),
     readiness: async () => ({ store: 'redis', storeReachable: store.isUp() }),
     registerMetrics(registry) {
       new Gauge({

@@ -13,7 +13,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Gateway } from '../actors/types.js';
 import type { Config } from '../config.js';
 import type { DocumentStore } from '../documents/index.js';
-import type { JobStatusStore } from '../jobs/index.js';
+import type { JobCancelBus, JobStatusStore } from '../jobs/index.js';
 import type { Registry } from 'prom-client';
 import { createProviderMetrics } from '../metrics/index.js';
 import { createResultCache } from '../study/index.js';
@@ -38,6 +38,8 @@ export interface AppOptions {
   readonly documentStore: DocumentStore;
   /** Where job views live (the fleet's Redis store with REDIS_URL); in process when absent. */
   readonly jobStatusStore?: JobStatusStore;
+  /** Carries `DELETE /v1/jobs/:id` to the instance that runs the job (the fleet's Redis pub/sub). */
+  readonly jobCancelBus?: JobCancelBus;
   /** Log level and destination; `config.logLevel` to stdout when absent. */
   readonly log?: Partial<LogOptions>;
   /** Running with the built-in emulator: shown in the OpenAPI description. */
@@ -174,6 +176,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     retryAfterSeconds: config.admission.retryAfterSeconds,
     sseMaxBufferBytes: config.server.sseMaxBufferBytes,
     ...(options.jobStatusStore === undefined ? {} : { statusStore: options.jobStatusStore }),
+    ...(options.jobCancelBus === undefined ? {} : { cancelBus: options.jobCancelBus }),
   });
 
   app.addHook('onClose', async () => {

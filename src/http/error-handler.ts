@@ -6,6 +6,7 @@
  */
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { DocumentStoreUnavailableError } from '../documents/index.js';
 import { ApiError } from './errors.js';
 import { redactKeys, secretsOf } from './keys.js';
 
@@ -78,6 +79,9 @@ function frameworkError(error: FastifyError, request: FastifyRequest): ApiError 
 /** The error → response mapping, as a pure function the tests can read. */
 export function toApiError(error: unknown, request: FastifyRequest): ApiError | undefined {
   if (error instanceof ApiError) return error;
+  if (error instanceof DocumentStoreUnavailableError) {
+    return new ApiError('DOCUMENT_STORE_UNAVAILABLE', error.message, { retryAfterSeconds: error.retryAfterSeconds });
+  }
   if (hasValidation(error)) {
     return new ApiError('INVALID_REQUEST', describeValidation(error.validation, error.validationContext));
   }

@@ -11,6 +11,7 @@ export const errorCodes = {
   JOB_NOT_FOUND: { status: 404, description: 'Unknown or expired job id.' },
   PROVIDER_NOT_FOUND: { status: 404, description: 'Unknown provider id in the path.' },
   DOCUMENT_NOT_FOUND: { status: 404, description: 'Unknown or expired document id.' },
+  DOCUMENT_STORE_UNAVAILABLE: { status: 503, description: 'The shared document store (Redis) is unreachable, so the document could not be read (it may exist); Retry-After says when to try again.' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, description: 'The upload is not a PDF by its bytes, or the request is not multipart/form-data.' },
   FILE_TOO_LARGE: { status: 413, description: 'The upload is over MAX_UPLOAD_MB (checked while streaming).' },
   INVALID_PDF: { status: 400, description: 'The PDF is corrupt.' },

@@ -79,7 +79,10 @@ export async function startService(config: Config, options: ServiceOptions = {})
     // Job views too (GET /v1/jobs/:id from any instance); never the keys, which stay in the job's actor.
     ...(fleet === undefined
       ? {}
-      : { jobStatusStore: fleet.jobStatusStore({ ttlSeconds: config.jobs.ttlSeconds, maxJobs: config.jobs.maxJobs }) }),
+      : {
+          jobStatusStore: fleet.jobStatusStore({ ttlSeconds: config.jobs.ttlSeconds, maxJobs: config.jobs.maxJobs }),
+          jobCancelBus: fleet.jobCancelBus(),
+        }),
     ...(fleet === undefined
       ? {}
       : { readiness: fleet.readiness, registerMetrics: (registry) => fleet.registerMetrics(registry) }),

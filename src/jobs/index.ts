@@ -16,3 +16,5 @@ export type {
   ProgressEvent,
   JobStreamEvent,
 } from './types.js';
+export { createRedisJobCancelBus } from './cancel-bus.js';
+export type { JobCancelBus, RedisJobCancelBusOptions } from './cancel-bus.js';

@@ -5,6 +5,7 @@ import { jobMachine } from './job.machine.js';
 import { Secret } from '../security/secret.js';
 import type { LangSource, ResultCache, StudyLang } from '../study/index.js';
 import { createStageActor } from './stage-actor.js';
+import type { JobCancelBus } from './cancel-bus.js';
 import { createMemoryJobStatusStore, type JobStatusStore } from './status-store.js';
 import type { JobStatus, JobStreamEvent, JobView, ProgressEvent } from './types.js';
 
@@ -46,6 +47,13 @@ export interface JobRegistryOptions {
   readonly store?: JobStatusStore;
   /** How often a stream follows a job another instance runs, through the shared store (default 1 s). */
   readonly remotePollMs?: number;
+  /**
+   * Carries a cancel to the instance that runs the job (REDIS_URL: Redis pub/sub). Without it a job
+   * another instance runs cannot be cancelled from here (its view is answered as it is).
+   */
+  readonly cancelBus?: JobCancelBus;
+  /** How long a remote cancel waits for the job's view to show it ended (default 2 s), polling every 25 ms. */
+  readonly remoteCancelWaitMs?: number;
 }
 
 export type JobListener = (event: JobStreamEvent) => void;
@@ -259,6 +267,35 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
     return stopFollowing;
   }
 
+  // A cancel asked on another instance: the job is cancelled here if this instance runs it.
+  const unsubscribeCancels =
+    options.cancelBus?.subscribe((jobId) => live.get(jobId)?.actor.send({ type: 'job.cancel' })) ?? (() => undefined);
+
+  /**
+   * `DELETE` of a job this instance does not run: the cancel goes over the bus to the instance that
+   * does, and the answer is the job's view once it shows the job ended (or, after
+   * `remoteCancelWaitMs`, the view as it then is: the real state, never a guess).
+   */
+  async function cancelRemoteJob(jobId: string): Promise<JobView | undefined> {
+    const view = await store.get(jobId);
+    if (view === undefined || isFinal(view) || options.cancelBus === undefined) return view;
+    try {
+      await options.cancelBus.publish(jobId);
+    } catch {
+      return view;
+    }
+    const deadline = Date.now() + (options.remoteCancelWaitMs ?? 2000);
+    let latest: JobView = view;
+    while (Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 25));
+      const next = await store.get(jobId);
+      if (next === undefined) return latest;
+      latest = next;
+      if (isFinal(latest)) return latest;
+    }
+    return latest;
+  }
+
   return {
     create(spec) {
       if (stopped) throw new Error('The job registry is stopped.');
@@ -311,7 +348,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
 
     async cancel(jobId) {
       const job = live.get(jobId);
-      if (job === undefined) return store.get(jobId);
+      if (job === undefined) return cancelRemoteJob(jobId);
       job.actor.send({ type: 'job.cancel' });
       return jobView(job.actor.getSnapshot());
     },
@@ -341,6 +378,8 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
 
     async stop() {
       stopped = true;
+      unsubscribeCancels();
+      await options.cancelBus?.close();
       for (const stopFollowing of [...remoteFollowers]) stopFollowing();
       queue.length = 0;
       for (const job of [...live.values()]) job.actor.send({ type: 'job.cancel' });

@@ -108,7 +108,7 @@ describe('job status shared through Redis', () => {
     }
   });
 
-  it('answers a running job from the other instance; a cancel there answers the stored view and cancels nothing', async () => {
+  it('answers a running job from the other instance, and a cancel there cancels it where it runs', async () => {
     const { a, b } = await twoInstances('jobs-running');
     // Every call to A's provider takes 5 s: the job stays running.
     a.fault({ provider: 'claude', fault: 'slow', ms: 5000 });
@@ -117,24 +117,41 @@ describe('job status shared through Redis', () => {
     const running = await until(b, jobId, 'running');
     expect(running).toMatchObject({ jobId, status: 'running', stage: 'notes' });
 
-    const remoteCancel = await request(`${b.url}/v1/jobs/${jobId}`, { method: 'DELETE' });
-    expect(remoteCancel.status, remoteCancel.text).toBe(200);
-    expect(remoteCancel.body).toMatchObject({ jobId, status: 'running' });
-    expect((await view(a, jobId)).body.status).toBe('running');
-
     // A stream opened on B follows the job A runs through the store, up to its end.
     const stream = await openEvents(`${b.url}/v1/jobs/${jobId}/events`);
     await stream.waitFor((event) => event.event === 'progress');
 
-    // Cancelled where it runs: the other instance sees it.
-    const cancel = await request(`${a.url}/v1/jobs/${jobId}`, { method: 'DELETE' });
-    expect(cancel.status, cancel.text).toBe(200);
-    const cancelled = await until(b, jobId, 'cancelled');
-    expect(cancelled.finishedAt).toEqual(expect.any(Number));
+    // DELETE on B, which does not run the job: A cancels it, and B answers the job's real state.
+    const remoteCancel = await request(`${b.url}/v1/jobs/${jobId}`, { method: 'DELETE' });
+    expect(remoteCancel.status, remoteCancel.text).toBe(200);
+    expect(remoteCancel.body).toMatchObject({ jobId, status: 'cancelled' });
+    expect(remoteCancel.body.finishedAt).toEqual(expect.any(Number));
+    const onA = await view(a, jobId);
+    expect(onA.body.status).toBe('cancelled');
+    // A held the job: its in-flight call was aborted and counted nowhere.
+    const providers = await request(`${a.url}/v1/providers`);
+    const claude = (providers.body.providers as { id: string; breaker: { consecutiveFailures: number } }[]).find((p) => p.id === 'claude');
+    expect(claude?.breaker.consecutiveFailures).toBe(0);
     const done = await stream.waitFor((event) => event.event === 'done');
     expect(JSON.parse(done.at(-1)?.data ?? '{}')).toEqual({ status: 'cancelled' });
     stream.close();
+
+    // A second DELETE, on either instance, answers the finished job as it is.
+    expect((await request(`${b.url}/v1/jobs/${jobId}`, { method: 'DELETE' })).body.status).toBe('cancelled');
+    expect((await request(`${a.url}/v1/jobs/${jobId}`, { method: 'DELETE' })).body.status).toBe('cancelled');
     expect((await request(`${b.url}/v1/jobs/no-such-job`)).status).toBe(404);
+    expect((await request(`${b.url}/v1/jobs/no-such-job`, { method: 'DELETE' })).status).toBe(404);
+  });
+
+  it('a DELETE on the instance that runs the job answers cancelled there, and the other instance sees it', async () => {
+    const { a, b } = await twoInstances('jobs-local-cancel');
+    a.fault({ provider: 'claude', fault: 'slow', ms: 5000 });
+    const jobId = await startJob(a);
+    await until(b, jobId, 'running');
+    const cancel = await request(`${a.url}/v1/jobs/${jobId}`, { method: 'DELETE' });
+    expect(cancel.body).toMatchObject({ jobId, status: 'cancelled' });
+    const cancelled = await until(b, jobId, 'cancelled');
+    expect(cancelled.finishedAt).toEqual(expect.any(Number));
   });
 });
 

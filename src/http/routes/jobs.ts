@@ -9,7 +9,7 @@ import { z } from 'zod';
 import type { FallbackPolicy, Gateway } from '../../actors/types.js';
 import type { DocumentStore } from '../../documents/index.js';
 import { createJobRegistry, JobCapacityError, jobStages, jobStatuses } from '../../jobs/index.js';
-import type { JobRegistry, JobStatusStore, JobStreamEvent } from '../../jobs/index.js';
+import type { JobCancelBus, JobRegistry, JobStatusStore, JobStreamEvent } from '../../jobs/index.js';
 import type { ProviderId } from '../../providers/index.js';
 import {
   defaultQuestionCount,
@@ -51,6 +51,8 @@ export interface JobsRoutesOptions {
   readonly sseMaxBufferBytes?: number;
   /** Where job views live (REDIS_URL: the fleet's Redis store); in process when absent. */
   readonly statusStore?: JobStatusStore;
+  /** Carries a cancel to the instance that runs the job (REDIS_URL); without it only local jobs cancel. */
+  readonly cancelBus?: JobCancelBus;
   /** Receives the registry the plugin creates (tests and metrics read it). */
   readonly onRegistry?: (registry: JobRegistry) => void;
 }
@@ -158,6 +160,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
     ...(options.jobs.concurrencyPerClient === undefined ? {} : { concurrencyPerClient: options.jobs.concurrencyPerClient }),
     ttlSeconds: options.jobs.ttlSeconds,
     ...(options.statusStore === undefined ? {} : { store: options.statusStore }),
+    ...(options.cancelBus === undefined ? {} : { cancelBus: options.cancelBus }),
   });
   options.onRegistry?.(registry);
   const heartbeatMs = options.heartbeatMs ?? 15_000;
