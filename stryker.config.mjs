@@ -48,6 +48,7 @@ export const mutationGroups = {
     mutate: ['src/machines/breaker*.ts'],
     tests: [
       'test/core/breaker.test.ts',
+      'test/core/breaker.fleet-sync.test.ts',
       'test/core/provider.behaviour.test.ts',
       'test/fleet/conformance.test.ts',
       'test/core/provider.graph.test.ts',
