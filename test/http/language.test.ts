@@ -21,7 +21,8 @@ beforeEach(async () => {
   await harness.reset();
 });
 
-const allKeys = { 'x-claude-key': 'test-claude-key-0001', 'x-gpt-key': 'test-gpt-key-0001', 'x-timelygpt-key': 'test-timelygpt-key-0001' };
+// Keys that share no piece with a provider name (the scrubber redacts any piece of a key from messages).
+const allKeys = { 'x-claude-key': 'lang-test-Qz8Lm3Rt7Wv2', 'x-gpt-key': 'lang-test-Hb4Nc9Xs1Kd6', 'x-timelygpt-key': 'lang-test-Pw5Jf2Vy8Mg3' };
 const koreanText = '광합성은 빛 에너지를 포도당에 저장된 화학 에너지로 바꾼다. 엽록소는 주로 파란빛과 붉은빛을 흡수한다. 명반응은 물을 분해하여 산소를 내놓는다.';
 
 interface AttemptBody {
