@@ -31,6 +31,7 @@ function fleet(state: SharedBreakerState['state'], more: Partial<SharedBreakerSt
     openedAt: state === 'closed' ? null : t - 10,
     retryAt: state === 'open' || state === 'halfOpen' ? t + 990 : null,
     opens: 4,
+    openPeriodMs: 1000,
     version: 1,
     changedAt: t - 10,
     ...more,
