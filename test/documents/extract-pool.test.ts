@@ -27,13 +27,13 @@ async function failure(promise: Promise<unknown>): Promise<unknown> {
   );
 }
 
-/** 50 pages sharing one content stream of 30000 text operators: ~9 KB, about half a minute of pdf.js. */
-const slowPdf = (): Uint8Array => sharedContentStreamPdf(50, 30_000);
+/** 50 pages sharing one content stream of 150000 text operators: minutes of pdf.js even on an idle machine. */
+const slowPdf = (): Uint8Array => sharedContentStreamPdf(50, 150_000);
 
 describe('PDF extraction pool (issue 12)', () => {
   it('stops a PDF at its own deadline (PDF_EXTRACTION_TIMEOUT) while the extractions beside it succeed', async () => {
     // Deadlines are real: a worker thread runs on its own clock. 5 s is far above what a 3-page PDF
-    // takes (~0.1 s warm) and far below what the slow PDF takes (~25 s).
+    // takes (~0.1 s warm) and far below what the slow PDF takes (minutes).
     const extractor = pool({ workers: 2, timeoutMs: 5_000 });
     const benign = await englishTextPdf(3);
     const slow = failure(extractor.extract(slowPdf(), { maxPdfPages: 50 }));

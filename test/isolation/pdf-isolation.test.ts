@@ -38,7 +38,7 @@ describe('hostile PDFs through POST /v1/documents (issue 12)', () => {
     const app = await start({ PDF_WORKERS: '2', PDF_TIMEOUT_MS: '5000' });
     const benign = await englishTextPdf(3);
     const [slow, bomb, nested, lying, ...beside] = await Promise.all([
-      upload(app, sharedContentStreamPdf(50, 30_000), 'slow.pdf'),
+      upload(app, sharedContentStreamPdf(50, 150_000), 'slow.pdf'),
       upload(app, await flateBombPdf(2 ** 30), 'bomb.pdf'),
       upload(app, await nestedFlateBombPdf(2 ** 28), 'nested-bomb.pdf'),
       upload(app, lyingPageTreePdf(2 ** 30), 'lying-tree.pdf'),
@@ -59,7 +59,7 @@ describe('hostile PDFs through POST /v1/documents (issue 12)', () => {
 
   it('answers 503 PDF_EXTRACTOR_BUSY with Retry-After when every worker is busy and the queue is full', async () => {
     const app = await start({ PDF_WORKERS: '1', PDF_QUEUE_MAX: '0', PDF_TIMEOUT_MS: '3000' });
-    const slow = sharedContentStreamPdf(50, 30_000);
+    const slow = sharedContentStreamPdf(50, 150_000);
     const answers = await Promise.all([upload(app, slow, 'one.pdf'), upload(app, slow, 'two.pdf')]);
     const busy = answers.find((response) => response.statusCode === 503);
     const stopped = answers.find((response) => response.statusCode !== 503);
