@@ -251,7 +251,8 @@ async function claudeIgnored(): Promise<number> {
 
 describe('cancelling a job', () => {
   it('aborts the calls in flight, ends cancelled, and leaves every breaker untouched', async () => {
-    const document = await uploadPdf(harness, await englishTextPdf(4), 'cancel-4.pdf');
+    // A document no other test in this file runs a job on: a cached notes stage would make no call to cancel.
+    const document = await uploadPdf(harness, await englishTextPdf(7), 'cancel-7.pdf');
     harness.fault({ provider: 'claude', fault: 'slow', ms: 2000 });
     const callsBefore = harness.emulator.stats().claude.calls;
     const ignoredBefore = await claudeIgnored();
