@@ -10,7 +10,7 @@ import { breakerSettings, chainOf, keys, nextProvider, prefixedKey, startGateway
  * Issue 3 "End to end": the provider actors run the real adapters against the emulator over real
  * HTTP. For every provider: fallback, the breaker opening after the threshold, no upstream call
  * while open, one probe in half-open, and user-side failures (401, 429, quota, 403) never moving
- * a breaker. Real timers with short intervals (recoveryMs 300): fake timers do not drive sockets.
+ * a breaker. Real timers with short intervals (recoveryMs 1500): fake timers do not drive sockets.
  */
 
 const request = buildNotesRequest({
@@ -132,7 +132,7 @@ describe('resilience end to end: gateway + real adapters + emulator over HTTP', 
       expect(gateway.provider(provider).stats.rejected).toBeGreaterThanOrEqual(3);
 
       // Half-open after recoveryMs: the probe is slow, so the other requests arrive while it is in flight.
-      await vi.waitFor(() => expect(gateway.provider(provider).breaker.state).toBe('halfOpen'), { timeout: 2000, interval: 20 });
+      await vi.waitFor(() => expect(gateway.provider(provider).breaker.state).toBe('halfOpen'), { timeout: 10_000, interval: 20 });
       await setFault(emulator, { provider, fault: 'slow', ms: 300, count: 1 });
       const outcomes = await Promise.all(Array.from({ length: 4 }, () => gateway.generate({ request, validate, chain })));
       expect(await upstreamCalls(emulator, provider)).toBe(threshold + 1);

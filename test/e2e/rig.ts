@@ -19,7 +19,8 @@ export function prefixedKey(prefix: string, provider: ProviderId): string {
   return `${prefix}${provider}-0001`;
 }
 
-export const breakerSettings = { threshold: 3, recoveryMs: 300 } as const;
+// recoveryMs: long enough that the three "open" calls finish inside it on a loaded machine.
+export const breakerSettings = { threshold: 3, recoveryMs: 1500 } as const;
 
 export function startGateway(emulator: Emulator, options: Partial<Omit<GatewayOptions, 'adapters'>> = {}): Gateway {
   const adapters = createAdapters({

@@ -28,7 +28,7 @@ async function startProcess(prefix: string): Promise<string> {
   });
   children.push(child);
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 20_000;
+  const deadline = Date.now() + 50_000; // tsx compiles on start: slow on a loaded machine
   for (;;) {
     try {
       if ((await fetch(`${url}/healthz`)).ok) return url;
@@ -60,7 +60,7 @@ beforeAll(async () => {
   emulator = await startEmulator();
   const prefix = uniquePrefix('processes');
   urls.push(...(await Promise.all([startProcess(prefix), startProcess(prefix)])));
-}, 60_000);
+}, 120_000);
 
 afterAll(async () => {
   await Promise.all(

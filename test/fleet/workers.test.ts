@@ -65,7 +65,7 @@ beforeAll(async () => {
   });
   // Both workers listening: two different pids have answered /healthz.
   const pids = new Set<number>();
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + 50_000; // tsx compiles on start: slow on a loaded machine
   while (pids.size < 2) {
     try {
       const { json } = await call('GET', '/healthz');
@@ -76,7 +76,7 @@ beforeAll(async () => {
     if (Date.now() > deadline) throw new Error(`workers did not start (pids seen: ${[...pids].join(', ')})`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-}, 60_000);
+}, 120_000);
 
 afterAll(async () => {
   if (primary.exitCode === null) {
