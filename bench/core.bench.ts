@@ -46,7 +46,7 @@ function forgetRequests(): void {
 // ---- baseline: the same upstream called directly
 const signal = new AbortController().signal;
 async function directCalls(count: number): Promise<void> {
-  for (let i = 0; i < count; i += 1) await adapters.claude.generate(request, apiKey, signal);
+  for (let i = 0; i < count; i += 1) await adapters.claude.generate(request, secret, signal);
 }
 
 // ---- breaker + provider actor: call.requested → provider.succeeded
@@ -101,7 +101,7 @@ async function providerCalls(count: number): Promise<void> {
 const bareProviderMachine = providerMachine.provide({
   actions: {
     startUpstream: ({ self }, input: CallUpstreamInput) => {
-      void adapters.claude.generate(input.request, apiKey, signal).then((answer) =>
+      void adapters.claude.generate(input.request, secret, signal).then((answer) =>
         self.send({
           type: 'upstream.succeeded',
           callId: input.callId,
@@ -143,7 +143,7 @@ async function abortPlumbing(count: number): Promise<void> {
     const caller = new AbortController();
     const deadline = new AbortController();
     const timer = setTimeout(() => deadline.abort(), 60_000);
-    await adapters.claude.generate(request, apiKey, AbortSignal.any([caller.signal, deadline.signal]));
+    await adapters.claude.generate(request, secret, AbortSignal.any([caller.signal, deadline.signal]));
     clearTimeout(timer);
   }
 }
@@ -170,7 +170,7 @@ const gateway = createGateway({
 const validate = (answer: ProviderAnswer) => ({ ok: true as const, value: answer.text });
 async function generateCalls(count: number): Promise<void> {
   for (let i = 0; i < count; i += 1) {
-    const outcome = await gateway.generate({ request, validate, chain: [{ provider: 'claude', apiKey }] });
+    const outcome = await gateway.generate({ request, validate, chain: [{ provider: 'claude', apiKey: new Secret(apiKey) }] });
     if (outcome.status !== 'succeeded') throw new Error(`unexpected ${outcome.status}`);
   }
 }

@@ -14,6 +14,7 @@ import { startEmulator, type Emulator } from '../src/emulator/index.js';
 import { connectFleet, type Fleet } from '../src/fleet/index.js';
 import { createAdapters, type GenerationRequest } from '../src/providers/index.js';
 import { machineInfo, median, round, writeBenchmarkSection } from './report.js';
+import { Secret } from '../src/security/secret.js';
 
 const redisUrl = process.env.REDIS_URL ?? process.env.REDIS_TEST_URL ?? 'redis://127.0.0.1:6379';
 const threshold = 5;
@@ -87,7 +88,7 @@ async function measure(emulator: Emulator, instances: number, sharedMode: boolea
       await gateway.generate({
         request,
         validate: (answer) => ({ ok: true, value: answer.text }),
-        chain: [{ provider: 'claude', apiKey: 'test-claude-key-bench-0001' }],
+        chain: [{ provider: 'claude', apiKey: new Secret('test-claude-key-bench-0001') }],
       });
       await new Promise((resolve) => setTimeout(resolve, 2));
     }

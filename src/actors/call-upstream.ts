@@ -79,7 +79,7 @@ export function createUpstreamCalls(options: CallUpstreamOptions): UpstreamCalls
         // An aborted call reports nothing: its caller is gone and the provider actor already moved on.
         return running.delete(input.callId) && !callerAborted;
       };
-      adapter.generate(input.request, input.apiKey.reveal(), controller.signal).then(
+      adapter.generate(input.request, input.apiKey, controller.signal).then(
         (answer) => {
           if (!settle()) return;
           const at = now();

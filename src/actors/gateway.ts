@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { createActor, type ActorRefFrom, type InspectionEvent, type Observer } from 'xstate';
 import { fallbackMachine, type FallbackLink, type FallbackOutput } from '../machines/fallback.machine.js';
 import { providerIds, type ProviderAdapter, type ProviderId } from '../providers/index.js';
-import { Secret } from '../security/secret.js';
 import { breakerStateName, breakerView } from './breaker-view.js';
 import { createUpstreamCalls } from './call-upstream.js';
 import type { embeddedFleetLink } from '../machines/fleet-link.js';
@@ -138,7 +137,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     const links: FallbackLink[] = input.chain.map((link) => ({
       provider: link.provider,
       model: options.adapters[link.provider].model,
-      apiKey: new Secret(link.apiKey),
+      apiKey: link.apiKey,
       ref: providerRef(link.provider),
       isAdmitting: () => providerRef(link.provider).getSnapshot().context.breaker.getSnapshot().hasTag('admitting'),
     }));

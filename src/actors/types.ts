@@ -1,4 +1,5 @@
 import type {
+  ApiKey,
   Attempt,
   BreakerAction,
   CallRecord,
@@ -23,8 +24,8 @@ export type {
 
 export interface ChainLink {
   readonly provider: ProviderId;
-  /** The user's key: held in memory for the request only; never logged or stored. */
-  readonly apiKey: string;
+  /** The user's key, a `Secret` from the header parser on: held for the request only, revealed by the adapter alone. */
+  readonly apiKey: ApiKey;
 }
 
 export interface GenerateInput<T> {

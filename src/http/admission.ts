@@ -5,7 +5,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { providerIds } from '../providers/index.js';
-import type { ProviderId } from '../providers/index.js';
+import type { ApiKey, ProviderId } from '../providers/index.js';
 import { ApiError } from './errors.js';
 
 /** Per-process salt: a client id says nothing about the keys behind it, and means nothing elsewhere. */
@@ -16,11 +16,11 @@ const clientSalt = randomBytes(16);
  * carries (the same keys in any order are the same client), or of the remote address when it carries
  * none. Never the key itself; the id is only compared, never logged.
  */
-export function clientIdOf(keys: Partial<Record<ProviderId, string>>, remoteAddress: string | undefined): string {
+export function clientIdOf(keys: Partial<Record<ProviderId, ApiKey>>, remoteAddress: string | undefined): string {
   const hash = createHash('sha256').update(clientSalt);
   const present = providerIds.filter((id) => keys[id] !== undefined);
   if (present.length === 0) return `address:${hash.update(remoteAddress ?? 'unknown').digest('hex').slice(0, 24)}`;
-  for (const id of present) hash.update(`${id}\u0000${keys[id] ?? ''}\u0000`);
+  for (const id of present) hash.update(`${id}\u0000${keys[id]?.reveal() ?? ''}\u0000`);
   return `keys:${hash.digest('hex').slice(0, 24)}`;
 }
 

@@ -8,7 +8,8 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { DocumentStoreUnavailableError } from '../documents/index.js';
 import { ApiError } from './errors.js';
-import { redactKeys, secretsOf } from './keys.js';
+import { scrubSecrets } from '../security/redact.js';
+import { secretsOf } from './keys.js';
 
 interface ValidationIssue {
   readonly instancePath?: string;
@@ -99,12 +100,12 @@ export async function errorHandler(error: unknown, request: FastifyRequest, repl
     const name = error instanceof Error ? error.name : typeof error;
     const message = error instanceof Error ? error.message : String(error);
     const stack = error instanceof Error ? (error.stack ?? '') : '';
-    request.log.error({ error: { name, message: redactKeys(message, secrets), stack: redactKeys(stack, secrets) } }, 'unexpected error');
+    request.log.error({ error: { name, message: scrubSecrets(message, secrets), stack: scrubSecrets(stack, secrets) } }, 'unexpected error');
   } else if (apiError.statusCode >= 500) {
     request.log.warn({ code: apiError.code }, 'request failed');
   }
   const body = apiError.toBody();
-  body.error.message = redactKeys(body.error.message, secrets);
+  body.error.message = scrubSecrets(body.error.message, secrets);
   // Every refusal that says when to come back says it in the header too (RFC 9110 Retry-After).
   const retryAfter = apiError.details.retryAfterSeconds;
   if (typeof retryAfter === 'number' && reply.getHeader('retry-after') === undefined) void reply.header('retry-after', String(Math.ceil(retryAfter)));

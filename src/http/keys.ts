@@ -1,12 +1,13 @@
 /**
- * The user's provider keys as they travel in request headers (API.md "Providers and keys"). A key lives in
- * memory for the request only: it is never logged (only a short salted fingerprint), echoed, put in a
- * metric label or stored.
+ * The user's provider keys as they travel in request headers (API.md "Providers and keys"). A key becomes
+ * a `Secret` (src/security/secret.ts) right here, the header parser, and stays one up to the adapter that
+ * sends it upstream: logs, snapshots and JSON see only its fingerprint. It lives in memory for the request
+ * only: never logged, echoed, put in a metric label or stored. Every text that leaves the service is
+ * scrubbed of it by the one scrubber, src/security/redact.ts.
  */
-import { createHash, randomBytes } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ChainLink } from '../actors/types.js';
-import { redactSecrets } from '../security/redact.js';
+import { Secret } from '../security/secret.js';
 import { providerIds } from '../providers/index.js';
 import type { ProviderId } from '../providers/index.js';
 
@@ -26,18 +27,18 @@ function headerValue(headers: IncomingHttpHeaders, name: string): string | undef
   return trimmed === undefined || trimmed === '' ? undefined : trimmed;
 }
 
-/** The keys present in the request, by provider. */
-export function readProviderKeys(headers: IncomingHttpHeaders): Partial<Record<ProviderId, string>> {
-  const keys: Partial<Record<ProviderId, string>> = {};
+/** The keys present in the request, by provider, each wrapped in a `Secret` at once. */
+export function readProviderKeys(headers: IncomingHttpHeaders): Partial<Record<ProviderId, Secret>> {
+  const keys: Partial<Record<ProviderId, Secret>> = {};
   for (const id of providerIds) {
     const key = headerValue(headers, keyHeaders[id]);
-    if (key !== undefined) keys[id] = key;
+    if (key !== undefined) keys[id] = new Secret(key);
   }
   return keys;
 }
 
 /** The requested order, with every provider that has no key left out. */
-export function buildChain(order: readonly ProviderId[], keys: Partial<Record<ProviderId, string>>): ChainLink[] {
+export function buildChain(order: readonly ProviderId[], keys: Partial<Record<ProviderId, Secret>>): ChainLink[] {
   const chain: ChainLink[] = [];
   for (const provider of order) {
     const apiKey = keys[provider];
@@ -46,32 +47,15 @@ export function buildChain(order: readonly ProviderId[], keys: Partial<Record<Pr
   return chain;
 }
 
-/** Per-process salt: fingerprints correlate requests in one process's logs and nothing more. */
-const fingerprintSalt = randomBytes(16);
-
-/** A short salted fingerprint of a key (8 hex characters), safe for logs; never for metric labels. */
-export function fingerprint(key: string): string {
-  return createHash('sha256').update(fingerprintSalt).update(key).digest('hex').slice(0, 8);
-}
-
-/**
- * Replaces every echo of a key in `text`: any piece of 8+ characters, also percent-encoded, spaced or
- * punctuated, in base64 or hex (src/security/redact.ts). The last line of defence for error messages, and
- * the filter of success bodies (a model can echo the key it was called with).
- */
-export function redactKeys(text: string, keys: readonly string[]): string {
-  return redactSecrets(text, keys);
-}
-
-/** Every secret header value in a request, for `redactKeys`. */
-export function secretsOf(headers: IncomingHttpHeaders): string[] {
-  const secrets: string[] = [];
+/** Every secret header value in a request as `Secret`s, for the scrubber (`scrubSecrets`). */
+export function secretsOf(headers: IncomingHttpHeaders): Secret[] {
+  const secrets: Secret[] = [];
   for (const name of secretHeaders) {
     const value = headerValue(headers, name);
     if (value === undefined) continue;
-    secrets.push(value);
+    secrets.push(new Secret(value));
     const bearer = /^bearer\s+(.+)$/i.exec(value)?.[1];
-    if (bearer !== undefined) secrets.push(bearer);
+    if (bearer !== undefined) secrets.push(new Secret(bearer));
   }
   return secrets;
 }

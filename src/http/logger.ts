@@ -5,7 +5,7 @@
  */
 import type { FastifyRequest, FastifyServerOptions } from 'fastify';
 import type { LogLevel } from '../config.js';
-import { fingerprint, readProviderKeys, secretHeaders } from './keys.js';
+import { readProviderKeys, secretHeaders } from './keys.js';
 
 export interface LogOptions {
   readonly level: LogLevel;
@@ -22,7 +22,7 @@ const redactPaths = secretHeaders.flatMap((name) => [
 
 function serializeRequest(request: FastifyRequest): Record<string, unknown> {
   const keys = readProviderKeys(request.headers);
-  const fingerprints = Object.fromEntries(Object.entries(keys).map(([provider, key]) => [provider, fingerprint(key)]));
+  const fingerprints = Object.fromEntries(Object.entries(keys).map(([provider, key]) => [provider, key.fingerprint]));
   return {
     method: request.method,
     url: request.url,

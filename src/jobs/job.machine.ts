@@ -1,14 +1,13 @@
 import { assign, emit, fromPromise, setup } from 'xstate';
 import type { Attempt } from '../machines/types.js';
 import type { JobError, JobPosition, JobStage, JobStreamEvent, StageMeta } from './types.js';
-import type { ProviderId } from '../machines/types.js';
-import type { Secret } from '../security/secret.js';
+import type { ApiKey, ProviderId } from '../machines/types.js';
 import type { FillResult, McqResult, NotesResult, StudyLang, StudyTaskOutcome } from '../study/index.js';
 
 /** One provider of the job's chain, in the user's order. The key stays a `Secret` in the actor's memory. */
 export interface JobKey {
   readonly provider: ProviderId;
-  readonly apiKey: Secret;
+  readonly apiKey: ApiKey;
 }
 
 export interface JobInput {

@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import type { ChainLink, FallbackPolicy, Gateway } from '../actors/types.js';
 import { jobMachine } from './job.machine.js';
-import { Secret } from '../security/secret.js';
 import type { LangSource, ResultCache, StudyLang } from '../study/index.js';
 import { createStageActor } from './stage-actor.js';
 import type { JobCancelBus } from './cancel-bus.js';
@@ -19,7 +18,7 @@ export interface JobSpec {
   readonly langSource?: LangSource;
   readonly mcqCount: number;
   readonly fillCount: number;
-  /** Raw keys: wrapped in `Secret` at once and held only by the job actor. */
+  /** The keys as `Secret`s (src/http/keys.ts wraps them), held only by the job actor. */
   readonly chain: readonly ChainLink[];
   /** Who asked (a salted hash of the key set, src/http/admission.ts), for the per-client shares. */
   readonly clientId?: string;
@@ -313,7 +312,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
           ...(spec.langSource === undefined ? {} : { langSource: spec.langSource }),
           mcqCount: spec.mcqCount,
           fillCount: spec.fillCount,
-          chain: spec.chain.map((link) => ({ provider: link.provider, apiKey: new Secret(link.apiKey) })),
+          chain: spec.chain.map((link) => ({ provider: link.provider, apiKey: link.apiKey })),
           createdAt: Date.now(),
         },
       });

@@ -1,8 +1,8 @@
 import { fromPromise } from 'xstate';
 import type { Attempt, FallbackPolicy, Gateway } from '../actors/types.js';
 import type { StageActorInput } from './job.machine.js';
-import { scrubSecrets } from '../providers/index.js';
-import { keyRedactor, redactDeep } from '../security/redact.js';
+import type { ApiKey } from '../machines/types.js';
+import { keyRedactor, redactDeep, scrubSecrets } from '../security/redact.js';
 import { generateStudyTask } from '../study/index.js';
 import type { ResultCache, StudyTaskOutcome } from '../study/index.js';
 
@@ -17,13 +17,13 @@ export interface StageActorDependencies {
   readonly maxParts?: number;
 }
 
-function scrubAttempt(attempt: Attempt, keys: readonly string[]): Attempt {
+function scrubAttempt(attempt: Attempt, keys: readonly ApiKey[]): Attempt {
   return attempt.message === undefined
     ? attempt
     : { ...attempt, message: scrubSecrets(attempt.message, keys) };
 }
 
-function scrubOutcome(outcome: StudyTaskOutcome, keys: readonly string[]): StudyTaskOutcome {
+function scrubOutcome(outcome: StudyTaskOutcome, keys: readonly ApiKey[]): StudyTaskOutcome {
   const attempts = outcome.attempts.map((attempt) => scrubAttempt(attempt, keys));
   if (outcome.status === 'failed')
     return { ...outcome, message: scrubSecrets(outcome.message, keys), attempts };
@@ -49,20 +49,20 @@ function deferredAbort(signals: readonly AbortSignal[]): AbortSignal {
 
 /**
  * The job machine's `generateStage`: one stage through `generateStudyTask`. It aborts when the job
- * cancels (the job's signal) or when the actor is stopped (XState's own signal), reveals the keys
- * only to build the gateway's chain, and scrubs them out of every message it hands back.
+ * cancels (the job's signal) or when the actor is stopped (XState's own signal), hands the keys on as
+ * `Secret`s, and scrubs them out of every message it hands back.
  */
 export function createStageActor(dependencies: StageActorDependencies) {
   return fromPromise<StudyTaskOutcome, StageActorInput>(async ({ input, signal }) => {
     const abort = deferredAbort([signal, input.signal]);
-    const keys = input.chain.map((link) => link.apiKey.reveal());
+    const keys = input.chain.map((link) => link.apiKey);
     const outcome = await generateStudyTask(dependencies.gateway, {
       task: input.stage,
       text: input.text,
       lang: input.lang,
       ...(input.count === undefined ? {} : { count: input.count }),
       ...(input.notes === undefined ? {} : { notes: input.notes }),
-      chain: input.chain.map((link) => ({ provider: link.provider, apiKey: link.apiKey.reveal() })),
+      chain: input.chain,
       policy: dependencies.policy,
       signal: abort,
       cacheKey: input.cacheKey,

@@ -3,7 +3,8 @@
  * the failures that arrive raw from undici/fetch instead of as SDK errors (ERRORS.md).
  */
 import type { ErrorClass, ProviderFailure } from '../errors/index.js';
-import { knownKeysOf, scrubSecrets } from './scrub.js';
+import { scrubSecrets } from '../security/redact.js';
+import { knownKeysOf } from './scrub.js';
 import { UnexpectedResponseError, UpstreamAbortError } from './upstream-errors.js';
 
 /** A failure with its message scrubbed of key-like text. */

@@ -104,7 +104,7 @@ export function createClaudeAdapter(options: ClaudeAdapterOptions): ProviderAdap
             messages: request.messages.map((m) => ({ role: m.role, content: m.content })),
           },
           // SDK 1.x sends the key as a bearer token; per-request headers override the client's.
-          { signal, headers: { Authorization: `Bearer ${apiKey}` } },
+          { signal, headers: { Authorization: `Bearer ${apiKey.reveal()}` } },
         );
         return readMessage(message, model);
       } catch (error) {

@@ -98,7 +98,7 @@ export function createGptAdapter(options: GptAdapterOptions): ProviderAdapter {
               json_schema: { name: request.task, schema: { ...request.jsonSchema }, strict: false },
             },
           },
-          { signal, headers: { Authorization: `Bearer ${apiKey}` } },
+          { signal, headers: { Authorization: `Bearer ${apiKey.reveal()}` } },
         );
         return readCompletion(completion, model);
       } catch (error) {

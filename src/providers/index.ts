@@ -1,5 +1,6 @@
 export { providerIds, tasks } from './types.js';
 export type {
+  ApiKey,
   ProviderId,
   Task,
   ChatMessage,
@@ -16,4 +17,3 @@ export { createTimelyGptAdapter, classifyTimelyGptError } from './timelygpt/inde
 export type { TimelyGptAdapter, TimelyGptAdapterOptions } from './timelygpt/index.js';
 export { createAdapters } from './create-adapters.js';
 export type { AdaptersConfig } from './create-adapters.js';
-export { scrubSecrets } from './scrub.js';

@@ -1,8 +1,8 @@
 import type { ProviderFailure } from '../errors/index.js';
-import type { GenerationRequest, ProviderAnswer, ProviderId } from '../machines/types.js';
+import type { ApiKey, GenerationRequest, ProviderAnswer, ProviderId } from '../machines/types.js';
 
 export { providerIds, tasks } from '../machines/types.js';
-export type { ChatMessage, GenerationRequest, ProviderAnswer, ProviderId, Task, TokenUsage } from '../machines/types.js';
+export type { ApiKey, ChatMessage, GenerationRequest, ProviderAnswer, ProviderId, Task, TokenUsage } from '../machines/types.js';
 
 /**
  * One provider's upstream, injected into its provider actor. The adapter decides what an error *is*
@@ -14,9 +14,10 @@ export interface ProviderAdapter {
   /**
    * One upstream generation call with the SDK's own retries off. `signal` aborts on the caller's
    * cancel and on the provider actor's overall deadline; the actor tells the two apart itself.
-   * Rejects with whatever the SDK or the wire raised.
+   * Rejects with whatever the SDK or the wire raised. `apiKey` stays a `Secret` up to here: the adapter
+   * reveals it only into the upstream request's header.
    */
-  generate(request: GenerationRequest, apiKey: string, signal: AbortSignal): Promise<ProviderAnswer>;
+  generate(request: GenerationRequest, apiKey: ApiKey, signal: AbortSignal): Promise<ProviderAnswer>;
   /** Pure: an error `generate` rejected with → its ERRORS.md class, message scrubbed of key-like text. */
   classify(error: unknown): ProviderFailure;
 }

@@ -1,7 +1,11 @@
 /**
- * Redaction of the user's own keys wherever text leaves the service: error messages, attempt messages, and
- * success bodies (a model can echo the key it was called with). Linear in the text: every 8-character piece
- * of every key is indexed once in a Set, then the text is scanned once.
+ * The one scrubber of the service. Every text that leaves it passes here: error messages, attempt messages,
+ * log lines (`scrubSecrets`: the keys of the request plus anything key-shaped) and success bodies (a model can
+ * echo the key it was called with: `keyRedactor` + `redactDeep`, the keys only, so ordinary content is kept).
+ * Keys arrive as `Secret`s (src/security/secret.ts) and are revealed only here and in the adapter's call.
+ *
+ * Redaction of the keys is linear in the text: every 8-character piece of every key is indexed once in a
+ * Set, then the text is scanned once.
  *
  * What counts as an echo of a key (docs/errors.md "Keys in answers"): any run of **8 or more consecutive
  * characters of the key**, compared
@@ -14,6 +18,13 @@
  */
 
 const redacted = '[redacted]';
+
+/** A key as the scrubber takes it: a `Secret` (anything that reveals its text), or the text itself. */
+export type KeyLike = string | { reveal(): string };
+
+function textOf(key: KeyLike): string {
+  return typeof key === 'string' ? key : key.reveal();
+}
 /** Pieces of a key shorter than this are not secret enough to find (and would mangle ordinary text). */
 export const minimumPieceLength = 8;
 
@@ -48,10 +59,10 @@ function keyForms(key: string): string[] {
 }
 
 /** A function that redacts `keys` (and their echoes) from any text; build it once per request. */
-export function keyRedactor(keys: readonly string[]): (text: string) => string {
+export function keyRedactor(keys: readonly KeyLike[]): (text: string) => string {
   const pieces = new Set<number>();
   const shortKeys: string[] = [];
-  for (const key of keys) {
+  for (const key of keys.map(textOf)) {
     if (normalize(key).length < minimumPieceLength) {
       if (key.length >= 4) shortKeys.push(key);
       continue;
@@ -69,8 +80,41 @@ export function keyRedactor(keys: readonly string[]): (text: string) => string {
 }
 
 /** `text` with every echo of `keys` replaced by `[redacted]`. */
-export function redactSecrets(text: string, keys: readonly string[]): string {
+export function redactSecrets(text: string, keys: readonly KeyLike[]): string {
   return keyRedactor(keys)(text);
+}
+
+/** Patterns of secrets with their replacement, most specific first. */
+const secretPatterns: readonly (readonly [RegExp, string])[] = [
+  // OpenAI's 401 echoes a masked fragment of the key it was given.
+  [/(Incorrect API key provided:\s*)\S+/gi, `$1${redacted}`],
+  [/\bBearer\s+[^\s,;"']+/gi, `Bearer ${redacted}`],
+  [
+    /\b(x-api-key|x-timely-api|api[_-]?key|access[_-]?token|authorization)(["']?\s*[:=]\s*["']?)[^\s,;"'}]+/gi,
+    `$1$2${redacted}`,
+  ],
+  // JWTs (TimelyGPT access tokens).
+  [/\beyJ[\w-]*\.[\w-]+\.[\w-]*/g, redacted],
+  // Provider key formats: Anthropic sk-ant-…, OpenAI sk-…/sk-proj-…, and masked fragments of either.
+  [/\bsk-[\w*.-]{4,}/gi, redacted],
+  // Any word with a run of mask characters in it is a masked secret.
+  [/[^\s"']*\*{3,}[^\s"',.;)]*/g, redacted],
+];
+
+/** Long opaque token-like words (32+ chars of letters, digits, `_`/`-`, with both letters and digits). */
+const tokenLike = /[A-Za-z0-9_-]{32,}/g;
+/** A canonical UUID (the service's own job and document ids) is an id, not a token. */
+const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * `text` without secrets: every echo of `keys` (the request's own keys, see `keyRedactor`), then anything
+ * key-shaped (masked key echoes, bearer tokens, `api_key=…`, JWTs, `sk-…`, long opaque tokens). For
+ * messages (errors, attempts, logs); an answer's content goes through `keyRedactor` alone.
+ */
+export function scrubSecrets(text: string, keys: readonly KeyLike[] = []): string {
+  let result = keys.length === 0 ? text : redactSecrets(text, keys);
+  for (const [pattern, replacement] of secretPatterns) result = result.replace(pattern, replacement);
+  return result.replace(tokenLike, (word) => (/[0-9]/.test(word) && /[A-Za-z]/.test(word) && !uuid.test(word) ? redacted : word));
 }
 
 /** A copy of a JSON-like value with every string passed through `redact` (object keys too). */

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { keyDigest } from '../security/secret.js';
+import type { ApiKey } from '../machines/types.js';
 import type { Validation } from '../actors/types.js';
 import type { ProviderId, Task, TokenUsage } from '../providers/index.js';
 import type { NotesResult, StudyLang } from './schemas.js';
@@ -111,8 +112,8 @@ export interface StudyCacheKeyParts {
  * The scope of a result produced by `provider` called with `apiKey`: the provider and a salted digest
  * of the key (src/security/secret.ts), never the key.
  */
-export function studyCacheScope(provider: ProviderId, apiKey: string): string {
-  return `${provider}:${keyDigest(apiKey)}`;
+export function studyCacheScope(provider: ProviderId, apiKey: ApiKey): string {
+  return `${provider}:${keyDigest(apiKey.reveal())}`;
 }
 
 /** The cache key of one result: a sha256 over the parts that determine it and its scope. */

@@ -1,7 +1,8 @@
 import type { z } from 'zod';
 import type { Validation } from '../actors/types.js';
 import { clipText } from '../errors/index.js';
-import { scrubSecrets, type ProviderAnswer, type Task } from '../providers/index.js';
+import type { ProviderAnswer, Task } from '../providers/index.js';
+import { scrubSecrets } from '../security/redact.js';
 import { extractJson } from './extract-json.js';
 import { normalizers } from './normalize.js';
 import { checkFill, checkMcq, checkNotes, type QuestionCheckOptions } from './quality.js';

@@ -7,6 +7,7 @@ import { createGateway } from '../../src/actors/gateway.js';
 import type { Gateway, GenerateOutcome, Validation } from '../../src/actors/types.js';
 import type { ProviderFailure } from '../../src/errors/index.js';
 import type { ProviderAdapter, ProviderAnswer, ProviderId, TokenUsage } from '../../src/providers/index.js';
+import { Secret } from '../../src/security/secret.js';
 
 /** One scripted call: an answer (valid or not, with its usage), a classified failure, or no answer ever. */
 export type Call =
@@ -112,7 +113,7 @@ export function startRig(options: RigOptions = {}): Rig {
           maxOutputTokens: 256,
         },
         validate,
-        chain: providers.map((provider) => ({ provider, apiKey: `test-${provider}-key-behaviour` })),
+        chain: providers.map((provider) => ({ provider, apiKey: new Secret(`test-${provider}-key-behaviour`) })),
         ...(signal === undefined ? {} : { signal }),
       }),
   };

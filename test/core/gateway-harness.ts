@@ -2,6 +2,7 @@ import { createGateway, type GatewayOptions } from '../../src/actors/gateway.js'
 import type { ChainLink, Gateway, GenerateInput, Validation } from '../../src/actors/types.js';
 import type { GenerationRequest, ProviderAnswer, ProviderId } from '../../src/providers/index.js';
 import { scriptedAdapter, type ScriptedAdapter } from './scripted-adapter.js';
+import { Secret } from '../../src/security/secret.js';
 
 /** Obviously fake keys: the tests check none of them ever leaks. */
 export const keys: Readonly<Record<ProviderId, string>> = {
@@ -60,7 +61,7 @@ export function startHarness(options: HarnessOptions = {}): Harness {
 }
 
 export function chainOf(...providers: ProviderId[]): ChainLink[] {
-  return providers.map((provider) => ({ provider, apiKey: keys[provider] }));
+  return providers.map((provider) => ({ provider, apiKey: new Secret(keys[provider]) }));
 }
 
 export function input(

@@ -4,6 +4,7 @@ import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { generateStudyTask, type FillResult, type McqResult, type StudyProgress } from '../../src/study/index.js';
 import { longDocument } from '../study/long-text.js';
 import { keys, startGateway } from './rig.js';
+import { Secret } from '../../src/security/secret.js';
 
 /**
  * A document over the part budget goes through the whole study pipeline (notes per part, merge,
@@ -36,7 +37,7 @@ describe('a long document in parts, end to end', () => {
       text: longDocument(6, lang),
       lang,
       count,
-      chain: [{ provider, apiKey: keys[provider] }],
+      chain: [{ provider, apiKey: new Secret(keys[provider]) }],
       budgetTokens: 500,
       onProgress: (item) => progress.push(item),
     });

@@ -5,6 +5,7 @@ import type { ErrorClass } from '../../src/errors/index.js';
 import type { ProviderId } from '../../src/providers/index.js';
 import { buildNotesRequest, studyValidator, type NotesResult } from '../../src/study/index.js';
 import { breakerSettings, chainOf, keys, nextProvider, prefixedKey, startGateway, upstreamCalls } from './rig.js';
+import { Secret } from '../../src/security/secret.js';
 
 /**
  * Issue 3 "End to end": the provider actors run the real adapters against the emulator over real
@@ -88,7 +89,7 @@ describe('resilience end to end: gateway + real adapters + emulator over HTTP', 
   });
 
   it.each(providerCases)('$provider: every provider answers valid study JSON through its real adapter', async ({ provider }) => {
-    const outcome = succeeded(await gateway.generate({ request, validate, chain: [{ provider, apiKey: keys[provider] }] }));
+    const outcome = succeeded(await gateway.generate({ request, validate, chain: [{ provider, apiKey: new Secret(keys[provider]) }] }));
     expect(outcome).toMatchObject({ provider, fallback: false });
     expect(outcome.value.keyConcepts.length).toBeGreaterThan(0);
     expect(outcome.attempts.map(shape)).toEqual([{ provider, outcome: 'succeeded', countedByBreaker: false }]);
@@ -175,7 +176,7 @@ describe('resilience end to end: gateway + real adapters + emulator over HTTP', 
   });
 
   it('TimelyGPT token expiry: re-authenticates inside one attempt, counted nowhere', async () => {
-    const chain = [{ provider: 'timelygpt' as const, apiKey: keys.timelygpt }];
+    const chain = [{ provider: 'timelygpt' as const, apiKey: new Secret(keys.timelygpt) }];
     const requests = breakerSettings.threshold + 1;
     for (let call = 0; call < requests; call += 1) {
       await setFault(emulator, { provider: 'timelygpt', fault: 'tokenExpired', count: 1 });

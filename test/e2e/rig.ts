@@ -6,6 +6,7 @@ import { createGateway, type GatewayOptions } from '../../src/actors/gateway.js'
 import type { ChainLink, Gateway } from '../../src/actors/types.js';
 import type { Emulator } from '../../src/emulator/index.js';
 import { createAdapters, providerIds, type ProviderId } from '../../src/providers/index.js';
+import { Secret } from '../../src/security/secret.js';
 
 /** Obviously fake keys the emulator accepts. */
 export const keys: Readonly<Record<ProviderId, string>> = {
@@ -52,8 +53,8 @@ export function nextProvider(provider: ProviderId): ProviderId {
 export function chainOf(provider: ProviderId, key: string = keys[provider]): ChainLink[] {
   const other = nextProvider(provider);
   return [
-    { provider, apiKey: key },
-    { provider: other, apiKey: keys[other] },
+    { provider, apiKey: new Secret(key) },
+    { provider: other, apiKey: new Secret(keys[other]) },
   ];
 }
 

@@ -7,6 +7,7 @@ import type { Gateway, GenerateOutcome } from '../../src/actors/types.js';
 import type { Emulator } from '../../src/emulator/index.js';
 import { connectFleet, type Fleet } from '../../src/fleet/index.js';
 import { createAdapters, type GenerationRequest } from '../../src/providers/index.js';
+import { Secret } from '../../src/security/secret.js';
 
 /** The shared test server (`.ci/run` exports REDIS_TEST_URL; locally one answers on 6379). */
 export const redisTestUrl = process.env.REDIS_TEST_URL ?? 'redis://127.0.0.1:6379';
@@ -84,7 +85,7 @@ export async function startInstance(options: InstanceOptions): Promise<Instance>
       gateway.generate({
         request,
         validate: (answer) => ({ ok: true, value: answer.text }),
-        chain: [{ provider: 'claude', apiKey: testKey }],
+        chain: [{ provider: 'claude', apiKey: new Secret(testKey) }],
       }),
     state: () => gateway.provider('claude').breaker.state,
     async close() {

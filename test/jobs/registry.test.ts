@@ -17,6 +17,7 @@ import type {
 } from '../../src/jobs/index.js';
 import { createAdapters } from '../../src/providers/index.js';
 import { createResultCache } from '../../src/study/index.js';
+import { Secret } from '../../src/security/secret.js';
 
 let emulator: Emulator;
 let gateway: Gateway;
@@ -75,7 +76,7 @@ function spec(): JobSpec {
     lang: 'en',
     mcqCount: 1,
     fillCount: 1,
-    chain: [{ provider: 'gpt', apiKey: 'test-gpt-key-0001-registry' }],
+    chain: [{ provider: 'gpt', apiKey: new Secret('test-gpt-key-0001-registry') }],
   };
 }
 

@@ -23,6 +23,7 @@ import { TimelyGptHttpError } from '../../src/providers/timelygpt/errors.js';
 import { UnexpectedResponseError, UpstreamAbortError } from '../../src/providers/upstream-errors.js';
 import { postFault, rejectionOf, startRig, type Rig } from './fixtures.js';
 import { openSignal, studyRequest } from './helpers.js';
+import { Secret } from '../../src/security/secret.js';
 
 type Row = readonly [label: string, status: number, body: unknown, expected: ErrorClass];
 
@@ -216,7 +217,7 @@ describe('single-signal classification over the wire (emulator → SDK → adapt
   it.each(anthropicRows)('Claude: %s → %s', async (_label, status, body, expected) => {
     await postFault(rig.emulator, { provider: 'claude', fault: 'respond', count: 1, status, body });
     const error = await rejectionOf(
-      rig.adapters.claude.generate(studyRequest(), 'test-claude-key-rules', openSignal()),
+      rig.adapters.claude.generate(studyRequest(), new Secret('test-claude-key-rules'), openSignal()),
     );
     const classified = classifyClaudeError(error);
     expect(classified.errorClass).toBe(expected);
@@ -226,7 +227,7 @@ describe('single-signal classification over the wire (emulator → SDK → adapt
   it.each(openaiRows)('GPT: %s → %s', async (_label, status, body, expected) => {
     await postFault(rig.emulator, { provider: 'gpt', fault: 'respond', count: 1, status, body });
     const error = await rejectionOf(
-      rig.adapters.gpt.generate(studyRequest(), 'test-gpt-key-rules', openSignal()),
+      rig.adapters.gpt.generate(studyRequest(), new Secret('test-gpt-key-rules'), openSignal()),
     );
     const classified = classifyGptError(error);
     expect(classified.errorClass).toBe(expected);
@@ -244,7 +245,7 @@ describe('single-signal classification over the wire (emulator → SDK → adapt
       headers: { 'retry-after': '3' },
     });
     const classified = classifyClaudeError(
-      await rejectionOf(rig.adapters.claude.generate(studyRequest(), 'test-claude-key-rules', openSignal())),
+      await rejectionOf(rig.adapters.claude.generate(studyRequest(), new Secret('test-claude-key-rules'), openSignal())),
     );
     expect(classified).toEqual({
       errorClass: 'overloaded',

@@ -4,6 +4,7 @@ import type { ErrorClass } from '../../src/errors/index.js';
 import { classifyClaudeError } from '../../src/providers/index.js';
 import { startRig, postFault, rejectionOf, type Rig } from './fixtures.js';
 import { openSignal, studyRequest } from './helpers.js';
+import { Secret } from '../../src/security/secret.js';
 
 /** ERRORS.md's Anthropic rows, as exact wire bodies. */
 function anthropicBody(type: string, message: string, details?: Record<string, unknown>): unknown {
@@ -46,7 +47,7 @@ describe('classifyClaudeError over the wire (emulator → @anthropic-ai/sdk → 
 
   it.each(rows)('%s → its class', async (_label, status, body, headers, expected, retryAfterMs) => {
     await postFault(rig.emulator, { provider: 'claude', fault: 'respond', count: 1, status, body, headers });
-    const error = await rejectionOf(rig.adapters.claude.generate(studyRequest(), 'test-claude-key-0001', openSignal()));
+    const error = await rejectionOf(rig.adapters.claude.generate(studyRequest(), new Secret('test-claude-key-0001'), openSignal()));
     const failure = rig.adapters.claude.classify(error);
     expect(failure.errorClass).toBe(expected);
     expect(failure.httpStatus).toBe(status);
@@ -59,7 +60,7 @@ describe('classifyClaudeError over the wire (emulator → @anthropic-ai/sdk → 
     ['emu-quota-claude-0001', 'quota_exhausted'],
     ['emu-forbidden-claude-0001', 'permission'],
   ] as const)('key %s → %s', async (key, expected) => {
-    const error = await rejectionOf(rig.adapters.claude.generate(studyRequest(), key, openSignal()));
+    const error = await rejectionOf(rig.adapters.claude.generate(studyRequest(), new Secret(key), openSignal()));
     const failure = rig.adapters.claude.classify(error);
     expect(failure.errorClass).toBe(expected);
     expect(failure.message).not.toContain(key);
@@ -67,7 +68,7 @@ describe('classifyClaudeError over the wire (emulator → @anthropic-ai/sdk → 
   });
 
   it('answers with the model, usage and stop reason it reported', async () => {
-    const answer = await rig.adapters.claude.generate(studyRequest(), 'test-claude-key-0001', openSignal());
+    const answer = await rig.adapters.claude.generate(studyRequest(), new Secret('test-claude-key-0001'), openSignal());
     expect(answer.model).toBe('claude-emu-1');
     expect(answer.usage.inputTokens).toBeGreaterThan(0);
     expect(answer.usage.outputTokens).toBeGreaterThan(0);
@@ -77,7 +78,7 @@ describe('classifyClaudeError over the wire (emulator → @anthropic-ai/sdk → 
 
   it('reports a max_tokens stop as truncated', async () => {
     await postFault(rig.emulator, { provider: 'claude', fault: 'truncated', count: 1 });
-    const answer = await rig.adapters.claude.generate(studyRequest(), 'test-claude-key-0001', openSignal());
+    const answer = await rig.adapters.claude.generate(studyRequest(), new Secret('test-claude-key-0001'), openSignal());
     expect(answer.truncated).toBe(true);
   });
 
@@ -89,7 +90,7 @@ describe('classifyClaudeError over the wire (emulator → @anthropic-ai/sdk → 
       status: 200,
       body: { id: 'msg_1', type: 'message', role: 'assistant', model: 'claude-other', content: [{ type: 'text', text: '{}' }], stop_reason: 'end_turn', stop_sequence: null },
     });
-    const answer = await rig.adapters.claude.generate(studyRequest(), 'test-claude-key-0001', openSignal());
+    const answer = await rig.adapters.claude.generate(studyRequest(), new Secret('test-claude-key-0001'), openSignal());
     expect(answer.usage).toEqual({ inputTokens: null, outputTokens: null });
     expect(answer.model).toBe('claude-other');
   });

@@ -4,6 +4,7 @@ import type { ErrorClass } from '../../src/errors/index.js';
 import { classifyGptError } from '../../src/providers/index.js';
 import { startRig, postFault, rejectionOf, type Rig } from './fixtures.js';
 import { openSignal, studyRequest } from './helpers.js';
+import { Secret } from '../../src/security/secret.js';
 
 /** ERRORS.md's OpenAI rows, as exact wire bodies. */
 function openaiBody(message: string, type: string, code: string | null, param: string | null = null): unknown {
@@ -44,7 +45,7 @@ describe('classifyGptError over the wire (emulator → openai → adapter)', () 
 
   it.each(rows)('%s → its class', async (_label, status, body, headers, expected, retryAfterMs) => {
     await postFault(rig.emulator, { provider: 'gpt', fault: 'respond', count: 1, status, body, headers });
-    const error = await rejectionOf(rig.adapters.gpt.generate(studyRequest(), 'test-gpt-key-0001', openSignal()));
+    const error = await rejectionOf(rig.adapters.gpt.generate(studyRequest(), new Secret('test-gpt-key-0001'), openSignal()));
     const failure = rig.adapters.gpt.classify(error);
     expect(failure.errorClass).toBe(expected);
     expect(failure.httpStatus).toBe(status);
@@ -58,7 +59,7 @@ describe('classifyGptError over the wire (emulator → openai → adapter)', () 
     ['emu-quota-gpt-key-0001', 'quota_exhausted'],
     ['emu-forbidden-gpt-key-0001', 'permission'],
   ] as const)('key %s → %s, no key fragment in the message', async (key, expected) => {
-    const error = await rejectionOf(rig.adapters.gpt.generate(studyRequest(), key, openSignal()));
+    const error = await rejectionOf(rig.adapters.gpt.generate(studyRequest(), new Secret(key), openSignal()));
     const failure = rig.adapters.gpt.classify(error);
     expect(failure.errorClass).toBe(expected);
     expect(failure.message).not.toContain(key.slice(0, 8));
@@ -66,7 +67,7 @@ describe('classifyGptError over the wire (emulator → openai → adapter)', () 
   });
 
   it('answers with the model, usage and finish reason it reported', async () => {
-    const answer = await rig.adapters.gpt.generate(studyRequest('fill', { count: 2 }), 'test-gpt-key-0001', openSignal());
+    const answer = await rig.adapters.gpt.generate(studyRequest('fill', { count: 2 }), new Secret('test-gpt-key-0001'), openSignal());
     expect(answer.model).toBe('gpt-emu-1');
     expect(answer.usage.inputTokens).toBeGreaterThan(0);
     expect(answer.truncated).toBe(false);
@@ -75,7 +76,7 @@ describe('classifyGptError over the wire (emulator → openai → adapter)', () 
 
   it('reports finish_reason length as truncated', async () => {
     await postFault(rig.emulator, { provider: 'gpt', fault: 'truncated', count: 1 });
-    const answer = await rig.adapters.gpt.generate(studyRequest(), 'test-gpt-key-0001', openSignal());
+    const answer = await rig.adapters.gpt.generate(studyRequest(), new Secret('test-gpt-key-0001'), openSignal());
     expect(answer.truncated).toBe(true);
   });
 });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { scrubSecrets } from '../../src/providers/index.js';
+import { scrubSecrets } from '../../src/security/redact.js';
+import { Secret } from '../../src/security/secret.js';
 
 /** Built at run time so the tree never holds a literal that looks like a real key. */
 const anthropicShaped = ['sk', 'ant', 'api03', 'AbCdEfGhIjKlMnOpQrStUvWxYz0123456789'].join('-');
@@ -31,5 +32,18 @@ describe('scrubSecrets', () => {
   it('leaves ordinary messages alone', () => {
     const text = '429 Rate limit reached for requests in organization org-emulator. Please try again in 7s.';
     expect(scrubSecrets(text)).toBe(text);
+  });
+});
+
+describe('scrubSecrets over Secrets', () => {
+  it('takes the request keys as Secrets, the way they travel', () => {
+    const key = new Secret('test-gpt-key-Wq5Jd8Mz3Kc1');
+    expect(scrubSecrets('upstream said test-gpt-key-Wq5Jd8Mz3Kc1 is wrong', [key])).toBe('upstream said [redacted] is wrong');
+  });
+
+  it('leaves the service\'s own ids (UUIDs) readable, but not a long opaque token', () => {
+    const id = '3f2a9c41-7b6d-4e8f-a1b2-c3d4e5f60718';
+    expect(scrubSecrets(`No document "${id}": it is unknown or has expired.`)).toContain(id);
+    expect(scrubSecrets('token 3f2a9c417b6d4e8fa1b2c3d4e5f60718abcd')).toBe('token [redacted]');
   });
 });

@@ -5,6 +5,7 @@ import { createTimelyGptAdapter, type TimelyGptAdapter } from '../../src/provide
 import { TokenCache } from '../../src/providers/timelygpt/index.js';
 import { postFault, rejectionOf } from './fixtures.js';
 import { openSignal, studyRequest } from './helpers.js';
+import { Secret } from '../../src/security/secret.js';
 
 const ttlMs = 3_300_000;
 
@@ -45,53 +46,53 @@ describe('TimelyGPT over the wire', () => {
 
   it.each(rows)('%s → its class', async (_label, status, body, headers, expected, retryAfterMs) => {
     await postFault(emulator, { provider: 'timelygpt', fault: 'respond', count: 1, status, body, headers });
-    const failure = adapter.classify(await rejectionOf(adapter.generate(studyRequest(), key, openSignal())));
+    const failure = adapter.classify(await rejectionOf(adapter.generate(studyRequest(), new Secret(key), openSignal())));
     expect(failure.errorClass).toBe(expected);
     expect(failure.httpStatus).toBe(status);
     expect(failure.retryAfterMs).toBe(retryAfterMs);
   });
 
   it('401 from authenticate is auth, with no completion call', async () => {
-    const failure = adapter.classify(await rejectionOf(adapter.generate(studyRequest(), 'emu-bad-timely-0001', openSignal())));
+    const failure = adapter.classify(await rejectionOf(adapter.generate(studyRequest(), new Secret('emu-bad-timely-0001'), openSignal())));
     expect(failure).toMatchObject({ errorClass: 'auth', httpStatus: 401 });
     expect(emulator.stats().timelygpt).toMatchObject({ authCalls: 1, calls: 0 });
   });
 
   it('sends output_type JSON and answers study JSON with null usage', async () => {
-    const answer = await adapter.generate(studyRequest('mcq', { count: 4, lang: 'ko' }), key, openSignal());
+    const answer = await adapter.generate(studyRequest('mcq', { count: 4, lang: 'ko' }), new Secret(key), openSignal());
     expect((JSON.parse(answer.text) as { questions: unknown[] }).questions).toHaveLength(4);
     expect(answer.model).toBe('timely-emu-1');
     expect(answer.usage).toEqual({ inputTokens: null, outputTokens: null });
   });
 
   it('reuses the cached token for the same key', async () => {
-    await adapter.generate(studyRequest(), key, openSignal());
-    await adapter.generate(studyRequest(), key, openSignal());
+    await adapter.generate(studyRequest(), new Secret(key), openSignal());
+    await adapter.generate(studyRequest(), new Secret(key), openSignal());
     expect(emulator.stats().timelygpt).toMatchObject({ authCalls: 1, calls: 2 });
   });
 
   it('concurrent calls with the same key share one token exchange', async () => {
-    await Promise.all(Array.from({ length: 6 }, () => adapter.generate(studyRequest(), key, openSignal())));
+    await Promise.all(Array.from({ length: 6 }, () => adapter.generate(studyRequest(), new Secret(key), openSignal())));
     expect(emulator.stats().timelygpt).toMatchObject({ authCalls: 1, calls: 6 });
     expect(adapter.tokenCache.exchanges).toBe(1);
   });
 
   it('different keys get their own tokens', async () => {
-    await Promise.all([adapter.generate(studyRequest(), key, openSignal()), adapter.generate(studyRequest(), 'test-timely-key-0002', openSignal())]);
+    await Promise.all([adapter.generate(studyRequest(), new Secret(key), openSignal()), adapter.generate(studyRequest(), new Secret('test-timely-key-0002'), openSignal())]);
     expect(emulator.stats().timelygpt.authCalls).toBe(2);
   });
 
   it('an expired token (401 from llm-completion) is evicted, re-authenticated and retried once, automatically', async () => {
-    await adapter.generate(studyRequest(), key, openSignal());
+    await adapter.generate(studyRequest(), new Secret(key), openSignal());
     await postFault(emulator, { provider: 'timelygpt', fault: 'tokenExpired', count: 1 });
-    const answer = await adapter.generate(studyRequest(), key, openSignal());
+    const answer = await adapter.generate(studyRequest(), new Secret(key), openSignal());
     expect(answer.text.length).toBeGreaterThan(0);
     expect(emulator.stats().timelygpt).toMatchObject({ authCalls: 2, calls: 3 });
   });
 
   it('a second 401 after re-authentication is auth, and there is no third call', async () => {
     await postFault(emulator, { provider: 'timelygpt', fault: 'tokenExpired', count: 2 });
-    const failure = adapter.classify(await rejectionOf(adapter.generate(studyRequest(), key, openSignal())));
+    const failure = adapter.classify(await rejectionOf(adapter.generate(studyRequest(), new Secret(key), openSignal())));
     expect(failure).toMatchObject({ errorClass: 'auth', httpStatus: 401 });
     expect(emulator.stats().timelygpt).toMatchObject({ authCalls: 2, calls: 2 });
   });
@@ -99,18 +100,18 @@ describe('TimelyGPT over the wire', () => {
   it('a token past its TTL is exchanged again (injected clock)', async () => {
     let now = 1_000_000;
     const clocked = createTimelyGptAdapter({ baseUrl: emulator.timelygptBaseUrl, model: 'timely-emu-1', tokenTtlMs: ttlMs, now: () => now });
-    await clocked.generate(studyRequest(), key, openSignal());
+    await clocked.generate(studyRequest(), new Secret(key), openSignal());
     now += ttlMs - 1;
-    await clocked.generate(studyRequest(), key, openSignal());
+    await clocked.generate(studyRequest(), new Secret(key), openSignal());
     expect(emulator.stats().timelygpt.authCalls).toBe(1);
     now += 2;
-    await clocked.generate(studyRequest(), key, openSignal());
+    await clocked.generate(studyRequest(), new Secret(key), openSignal());
     expect(emulator.stats().timelygpt.authCalls).toBe(2);
   });
 
   it('keeps at most maxCachedTokens tokens', async () => {
     const bounded = createTimelyGptAdapter({ baseUrl: emulator.timelygptBaseUrl, model: 'timely-emu-1', tokenTtlMs: ttlMs, maxCachedTokens: 2 });
-    for (const n of [1, 2, 3]) await bounded.generate(studyRequest(), `test-timely-key-000${n}`, openSignal());
+    for (const n of [1, 2, 3]) await bounded.generate(studyRequest(), new Secret(`test-timely-key-000${n}`), openSignal());
     expect(bounded.tokenCache.size).toBe(2);
   });
 });

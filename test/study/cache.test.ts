@@ -2,8 +2,9 @@ import { describe, expect, it } from 'vitest';
 import type { ChainLink } from '../../src/actors/types.js';
 import { createResultCache, generateStudyTask, studyCacheKey, studyCacheScope, validateStudyValue, type NotesResult } from '../../src/study/index.js';
 import { createFakeGateway, markerResponder } from './fake-gateway.js';
+import { Secret } from '../../src/security/secret.js';
 
-const chain: readonly ChainLink[] = [{ provider: 'gpt', apiKey: 'test-gpt-key-0001' }];
+const chain: readonly ChainLink[] = [{ provider: 'gpt', apiKey: new Secret('test-gpt-key-0001') }];
 const notes: NotesResult = { keyConcepts: [{ id: 'c1', term: 'Deadlock', definition: 'Circular waiting', importance: 'high' }], sections: [], glossary: [] };
 const entry = { task: 'notes' as const, value: notes, provider: 'gpt' as const, model: 'm', fallback: false, usage: { inputTokens: 1, outputTokens: 1 } };
 const acceptNotes = (cached: { value: unknown }) => validateStudyValue('notes', cached.value);
@@ -76,21 +77,21 @@ describe('result cache', () => {
     expect((await generateStudyTask(gateway, paid)).status).toBe('succeeded');
     const calls = gateway.requests.length;
     // Same document, same task, another gpt key: not a hit, the provider is called with that key.
-    const other = await generateStudyTask(gateway, { ...paid, chain: [{ provider: 'gpt', apiKey: 'test-gpt-key-0002' }] });
+    const other = await generateStudyTask(gateway, { ...paid, chain: [{ provider: 'gpt', apiKey: new Secret('test-gpt-key-0002') }] });
     expect(other).not.toMatchObject({ cached: true });
     expect(gateway.requests.length).toBeGreaterThan(calls);
     // Same key under another provider's name: not a hit either (the scope is provider and key).
-    const renamed = await generateStudyTask(gateway, { ...paid, chain: [{ provider: 'claude', apiKey: 'test-gpt-key-0001' }] });
+    const renamed = await generateStudyTask(gateway, { ...paid, chain: [{ provider: 'claude', apiKey: new Secret('test-gpt-key-0001') }] });
     expect(renamed).not.toMatchObject({ cached: true });
     // The paying key, anywhere in the chain: a hit.
-    const again = await generateStudyTask(gateway, { ...paid, chain: [{ provider: 'claude', apiKey: 'test-claude-key-0009' }, ...chain] });
+    const again = await generateStudyTask(gateway, { ...paid, chain: [{ provider: 'claude', apiKey: new Secret('test-claude-key-0009') }, ...chain] });
     expect(again).toMatchObject({ status: 'succeeded', cached: true, provider: 'gpt' });
   });
 
   it('keeps no key in an entry or a cache key', () => {
-    const key = studyCacheKey({ scope: studyCacheScope('gpt', 'test-gpt-key-0001'), source: 's', task: 'notes', lang: 'en' });
-    expect(studyCacheScope('gpt', 'test-gpt-key-0001')).not.toContain('test-gpt-key-0001');
-    expect(studyCacheScope('gpt', 'test-gpt-key-0001')).toMatch(/^gpt:[0-9a-f]{64}$/);
+    const key = studyCacheKey({ scope: studyCacheScope('gpt', new Secret('test-gpt-key-0001')), source: 's', task: 'notes', lang: 'en' });
+    expect(studyCacheScope('gpt', new Secret('test-gpt-key-0001'))).not.toContain('test-gpt-key-0001');
+    expect(studyCacheScope('gpt', new Secret('test-gpt-key-0001'))).toMatch(/^gpt:[0-9a-f]{64}$/);
     expect(key).toMatch(/^[0-9a-f]{64}$/);
   });
 });

@@ -4,8 +4,9 @@ import { allocateCount } from '../../src/study/generate.js';
 import { estimateTokens, generateStudyTask, type NotesResult, type StudyProgress } from '../../src/study/index.js';
 import { createFakeGateway, markerResponder, readMarker } from './fake-gateway.js';
 import { longDocument } from './long-text.js';
+import { Secret } from '../../src/security/secret.js';
 
-const chain: readonly ChainLink[] = [{ provider: 'claude', apiKey: 'test-claude-key-0001' }];
+const chain: readonly ChainLink[] = [{ provider: 'claude', apiKey: new Secret('test-claude-key-0001') }];
 const notes: NotesResult = {
   keyConcepts: [
     { id: 'c1', term: 'Process', definition: 'A program in execution', importance: 'high' },

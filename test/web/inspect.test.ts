@@ -37,7 +37,7 @@ describe('sanitizeForInspection', () => {
     const key = 'test-claude-key-0001';
     const out = JSON.stringify(
       sanitizeForInspection({
-        apiKey: key,
+        apiKey: new Secret(key),
         headers: { authorization: `Bearer ${key}` },
         secret: new Secret(key),
         text: 'x'.repeat(5000),
@@ -185,7 +185,7 @@ describe('startInspection', () => {
 
     const key = 'test-claude-key-0001';
     const text = 'Photosynthesis converts light energy into chemical energy stored in glucose. '.repeat(20);
-    const outcome = await generateStudyTask(gateway, { task: 'notes', text, lang: 'en', chain: [{ provider: 'claude', apiKey: key }] });
+    const outcome = await generateStudyTask(gateway, { task: 'notes', text, lang: 'en', chain: [{ provider: 'claude', apiKey: new Secret(key) }] });
     expect(outcome.status).toBe('succeeded');
     await expect.poll(() => received.some((event) => event.type === '@xstate.event' && event.event.type === 'call.requested'), { timeout: 10_000 }).toBe(true);
     expect(received.some((event) => event.type === '@xstate.actor')).toBe(true);

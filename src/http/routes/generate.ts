@@ -13,8 +13,9 @@ import { clientIdOf } from '../admission.js';
 import type { Admission } from '../admission.js';
 import { ApiError, errorCodes } from '../errors.js';
 import type { ErrorCode } from '../errors.js';
-import { keyRedactor, redactDeep } from '../../security/redact.js';
-import { buildChain, keyHeaders, readProviderKeys, redactKeys } from '../keys.js';
+import type { ApiKey } from '../../machines/types.js';
+import { keyRedactor, redactDeep, scrubSecrets } from '../../security/redact.js';
+import { buildChain, keyHeaders, readProviderKeys } from '../keys.js';
 import { attemptSchema, errorBodySchema, generationErrorBodySchema, providerIdSchema, taskSchema } from '../schemas.js';
 
 export interface GenerateRoutesOptions {
@@ -83,8 +84,8 @@ function isErrorCode(code: string): code is ErrorCode {
   return Object.hasOwn(errorCodes, code);
 }
 
-function scrubAttempt(attempt: Attempt, keys: readonly string[]): Attempt {
-  return attempt.message === undefined ? attempt : { ...attempt, message: redactKeys(attempt.message, keys) };
+function scrubAttempt(attempt: Attempt, keys: readonly ApiKey[]): Attempt {
+  return attempt.message === undefined ? attempt : { ...attempt, message: scrubSecrets(attempt.message, keys) };
 }
 
 export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = async (app, options) => {
@@ -175,7 +176,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
           throw new ApiError('REQUEST_ABORTED', 'The client went away before the answer.', { attempts });
         }
         const code: ErrorCode = isErrorCode(outcome.code) ? outcome.code : 'PROVIDERS_UNAVAILABLE';
-        const error = new ApiError(code, redactKeys(outcome.message, secrets), {
+        const error = new ApiError(code, scrubSecrets(outcome.message, secrets), {
           attempts,
           ...(outcome.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: Math.ceil(outcome.retryAfterSeconds) }),
         });

@@ -9,7 +9,6 @@ import {
   type AcquireTokenInput,
   type CompleteChatInput,
 } from '../../machines/timelygpt-session.machine.js';
-import { Secret } from '../../security/secret.js';
 import { withJsonInstruction } from '../json-instruction.js';
 import { rememberKeyOf } from '../scrub.js';
 import type { GenerationRequest, ProviderAdapter, ProviderAnswer } from '../types.js';
@@ -95,7 +94,7 @@ export function createTimelyGptAdapter(options: TimelyGptAdapterOptions): Timely
           },
         },
       });
-      const actor = createActor(session, { input: { apiKey: new Secret(apiKey), signal } });
+      const actor = createActor(session, { input: { apiKey, signal } });
       const finished = toPromise(actor);
       actor.start();
       const output = await finished;
