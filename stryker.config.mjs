@@ -81,7 +81,7 @@ export const mutationGroups = {
     ],
   },
   verdict: {
-    mutate: ['src/machines/failure-verdict.ts', 'src/errors/failure-verdict.ts'],
+    mutate: ['src/machines/failure-verdict.ts'],
     tests: ['test/core/failure-verdict.test.ts', 'test/core/gateway.test.ts'],
   },
   job: {

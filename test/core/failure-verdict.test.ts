@@ -262,3 +262,95 @@ describe('failure verdict: property against the table oracle', () => {
     );
   });
 });
+
+/** An attempt whose answer failed validation, with the attempt message the provider actor writes. */
+function invalid(provider: ProviderId, message: string | undefined): Attempt {
+  return { ...attempt(provider, 'invalid_output'), ...(message === undefined ? {} : { message }) };
+}
+
+const invalidBase = 'The model answered, but its output failed validation.';
+
+describe('failure verdict: the messages, written out', () => {
+  it.each<[string, Attempt[], string]>([
+    ['every attempt auth', run('auth'), 'The provider refused the API key.'],
+    ['every attempt rate_limited', run('rate_limited', 'rate_limited'), 'The API key is rate limited.'],
+    ['every provider skipped', run('circuit_open', 'circuit_open'), 'Every provider is unavailable (circuit open).'],
+    ['a provider-side class in a mix', run('auth', 'timeout'), 'No provider could answer.'],
+    ['an open circuit in a mix', run('circuit_open', 'auth'), 'No provider could answer.'],
+    ['every attempt invalid_output, no reasons', run('invalid_output', 'invalid_output'), invalidBase],
+  ])('%s', (_row, attempts, message) => {
+    expect(failureVerdict(attempts, []).message).toBe(message);
+  });
+
+  it("names each provider's validation reasons after the 502's message, in chain order", () => {
+    const verdict = failureVerdict(
+      [
+        invalid('claude', 'The output failed validation: questions[0].answer is missing'),
+        invalid('gpt', 'The output failed validation: not JSON; too few questions'),
+      ],
+      [],
+    );
+    expect(verdict.message).toBe(
+      `${invalidBase} claude: questions[0].answer is missing | gpt: not JSON; too few questions`,
+    );
+  });
+
+  it("keeps a provider's last reasons when it was asked again", () => {
+    const verdict = failureVerdict(
+      [invalid('claude', 'The output failed validation: first'), invalid('claude', 'The output failed validation: second')],
+      [],
+    );
+    expect(verdict.message).toBe(`${invalidBase} claude: second`);
+  });
+
+  it('names no reasons of an attempt that is not invalid_output, nor of one without reasons', () => {
+    const verdict = failureVerdict(
+      [
+        invalid('claude', 'The output failed validation.'),
+        invalid('gpt', undefined),
+        { ...attempt('timelygpt', 'auth'), message: 'The output failed validation: not a reason' },
+      ],
+      [],
+    );
+    expect(verdict.message).toBe(invalidBase);
+  });
+
+  it('caps the reasons at 960 characters (twice one summary), ending in an ellipsis', () => {
+    const long = 'r'.repeat(480);
+    const verdict = failureVerdict(
+      providerIds.map((provider) => invalid(provider, `The output failed validation: ${long}`)),
+      [],
+    );
+    const reasons = verdict.message.slice(invalidBase.length + 1);
+    expect(verdict.message.startsWith(`${invalidBase} claude: rrr`)).toBe(true);
+    expect(reasons).toHaveLength(960);
+    expect(reasons.endsWith('r…')).toBe(true);
+  });
+
+  it('answers no Retry-After for a zero, negative, NaN or infinite hint', () => {
+    for (const hint of [0, -5, Number.NaN, Infinity]) {
+      expect(failureVerdict(run('rate_limited'), [hint]).retryAfterSeconds).toBeUndefined();
+    }
+    expect(failureVerdict(run('circuit_open'), [Infinity, 1500]).retryAfterSeconds).toBe(2);
+  });
+
+  it('answers an empty run (no attempt at all) as every provider skipped, with no Retry-After field', () => {
+    expect(failureVerdict([], [])).toStrictEqual({
+      httpStatus: 503,
+      code: 'PROVIDERS_UNAVAILABLE',
+      message: 'Every provider is unavailable (circuit open).',
+    });
+  });
+});
+
+describe('failure verdict: what it reads', () => {
+  it('judges only the attempts that did not succeed', () => {
+    const answered: Attempt = { provider: 'claude', model: 'claude-model', outcome: 'succeeded', countedByBreaker: false, retry: 0, durationMs: 5 };
+    expect(failureVerdict([answered, attempt('gpt', 'auth')], [])).toMatchObject({ httpStatus: 401, code: 'PROVIDER_AUTH_FAILED' });
+  });
+
+  it('adds validation reasons to the 502 only, never to another answer', () => {
+    const verdict = failureVerdict([attempt('claude', 'auth'), invalid('gpt', 'The output failed validation: not JSON')], []);
+    expect(verdict).toStrictEqual({ httpStatus: 401, code: 'PROVIDER_AUTH_FAILED', message: 'The provider refused the API key.' });
+  });
+});
