@@ -33,7 +33,7 @@ export const mutationGroups = {
   errors: {
     mutate: ['src/errors/**/*.ts', '!src/errors/index.ts', '!src/errors/failure-verdict.ts'],
     tests: [
-      'test/errors/**/*.test.ts',
+      'test/core/validation-reasons.test.ts',
       'test/core/error-table.test.ts',
       'test/core/failure-verdict.test.ts',
       'test/core/breaker.test.ts',

@@ -31,6 +31,27 @@ describe('the error table in src/errors', () => {
     }
   });
 
+  it("gives every class's API answer a sentence of its own words (API.md error body `message`)", () => {
+    // prettier-ignore
+    const messages: Readonly<Record<string, string>> = {
+      auth: 'The provider refused the API key.',
+      permission: 'The API key is not permitted to use this model or region.',
+      quota_exhausted: 'The API key has no credit or has reached its spend limit.',
+      rate_limited: 'The API key is rate limited.',
+      bad_request: 'The provider refused the request as malformed.',
+      context_too_long: 'The document is too long for the model.',
+      not_found: 'The provider does not know the model.',
+      server_error: 'No provider could answer.',
+      overloaded: 'No provider could answer.',
+      timeout: 'No provider could answer.',
+      connection: 'No provider could answer.',
+      aborted: 'The request was cancelled.',
+      invalid_output: 'The model answered, but its output failed validation.',
+      circuit_open: 'Every provider is unavailable (circuit open).',
+    };
+    expect(Object.fromEntries(documentClasses.map((c) => [c, errorTable[c].api.message]))).toEqual(messages);
+  });
+
   it('derives the counted and ignored class lists from column B', () => {
     expect([...countedErrorClasses].sort()).toEqual(documentClasses.filter((c) => errorsMd[c].B).sort());
     expect([...ignoredErrorClasses].sort()).toEqual(documentClasses.filter((c) => !errorsMd[c].B).sort());

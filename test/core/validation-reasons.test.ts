@@ -3,7 +3,7 @@
  * whole at most 480, on one line, the rest counted as "(and n more)".
  */
 import { describe, expect, it } from 'vitest';
-import { invalidOutputMessage, reasonsOfInvalidOutputMessage, summarizeValidationErrors } from '../../src/errors/index.js';
+import { clipText, invalidOutputMessage, reasonsOfInvalidOutputMessage, summarizeValidationErrors } from '../../src/errors/index.js';
 
 describe('validation reasons', () => {
   it('names the first three and counts the rest', () => {
@@ -30,5 +30,43 @@ describe('validation reasons', () => {
     expect(reasonsOfInvalidOutputMessage(message)).toBe('language: write it in Korean');
     expect(invalidOutputMessage([])).toBe('The output failed validation.');
     expect(reasonsOfInvalidOutputMessage('The output failed validation.')).toBeUndefined();
+  });
+
+  it('names exactly three without a count, and leaves empty reasons out', () => {
+    expect(summarizeValidationErrors(['a', 'b', 'c'])).toBe('a; b; c');
+    expect(summarizeValidationErrors(['', 'b'])).toBe('b');
+    expect(summarizeValidationErrors([])).toBe('');
+    expect(invalidOutputMessage([' \n '])).toBe('The output failed validation.');
+  });
+
+  it('puts a reason on one line: control characters and DEL become spaces, runs of spaces one, ends trimmed', () => {
+    expect(summarizeValidationErrors(['  a\t\u0007b\u007fc \r\n d  '])).toBe('a b c d');
+  });
+
+  it('reads at most 640 characters of a reason (4 × 160: bounded work per reason)', () => {
+    expect(summarizeValidationErrors([`${' '.repeat(640)}late`, 'x'])).toBe('x');
+  });
+
+  it('gives back no reasons for a message without the prefix, without reasons, or without a message', () => {
+    expect(reasonsOfInvalidOutputMessage(undefined)).toBeUndefined();
+    expect(reasonsOfInvalidOutputMessage('The output failed validation: ')).toBeUndefined();
+    expect(reasonsOfInvalidOutputMessage('Upstream said: The output failed validation: x')).toBeUndefined();
+  });
+});
+
+describe('clipText', () => {
+  it('keeps a text of exactly the limit, cuts a longer one to the limit with an ellipsis', () => {
+    expect(clipText('abcd', 4)).toBe('abcd');
+    expect(clipText('abcde', 4)).toBe('abc…');
+  });
+
+  it('drops the spaces before the ellipsis', () => {
+    expect(clipText('ab   cdef', 5)).toBe('ab…');
+  });
+
+  it('never ends on half of a surrogate pair', () => {
+    const text = `${'a'.repeat(3)}\u{1F600}bbbb`;
+    expect(clipText(text, 5)).toBe('aaa…');
+    expect(clipText(text, 6)).toBe('aaa\u{1F600}…');
   });
 });
