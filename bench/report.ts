@@ -4,7 +4,7 @@
  * sections other benches own.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -25,6 +25,13 @@ export function machineInfo(): string {
     // Not Linux: os.cpus() is the best we have.
   }
   return `${cpus().length} CPU(s) (nproc), ${cpuModel}, Node ${process.version}, ${process.platform}/${process.arch}`;
+}
+
+/** The 1, 5 and 15 minute load averages now ("2.41 / 3.02 / 2.77"): with 2 shared cores, the context of every figure. */
+export function loadAverage(): string {
+  return loadavg()
+    .map((value) => value.toFixed(2))
+    .join(' / ');
 }
 
 export function median(values: readonly number[]): number {

@@ -8,7 +8,8 @@
  */
 import Fastify from 'fastify';
 import OpenAI from 'openai';
-import { buildNotesRequest } from '../../src/study/index.js';
+// The prompt module alone (and zod through its JSON schema): not the study module's tokenizer and checks.
+import { buildNotesRequest } from '../../src/study/prompts.js';
 import { serveParent } from './child-ipc.js';
 
 const mode = process.env['BASELINE_MODE'];
