@@ -7,9 +7,8 @@ import type { Inspection } from '../inspect/index.js';
 import { createGateway } from '../actors/index.js';
 import type { Config } from '../config.js';
 import { createMemoryDocumentStore } from '../documents/index.js';
-import { connectFleet } from '../fleet/index.js';
+import type { Fleet } from '../fleet/index.js';
 import { createAdapters } from '../providers/index.js';
-import { warmTokenizer } from '../study/index.js';
 import { buildApp } from './app.js';
 import type { LogOptions } from './logger.js';
 
@@ -35,9 +34,24 @@ async function inspector(config: Config): Promise<Inspection | undefined> {
   return inspection;
 }
 
+/**
+ * REDIS_URL: breakers, documents and job views shared by every worker and instance (docs/fleet.md).
+ * Imported only then: ioredis and the fleet code stay out of a single instance's memory (~20 MiB RSS).
+ */
+async function connectFleetIfConfigured(config: Config): Promise<Fleet | undefined> {
+  if (config.redisUrl === undefined) return undefined;
+  const { connectFleet } = await import('../fleet/index.js');
+  return connectFleet({
+    url: config.redisUrl,
+    prefix: config.redisPrefix,
+    breaker: config.breaker,
+    providerTimeoutMs: config.providerTimeoutMs,
+  });
+}
+
 export async function startService(config: Config, options: ServiceOptions = {}): Promise<Service> {
-  // Before the first request, not during it: the tokenizer's tables take a while to build.
-  warmTokenizer();
+  // No tokenizer warm-up: token counting runs in a worker started on the first text that needs it
+  // (src/study/token-counter.ts), so neither idle memory nor the event loop pays for it (docs/architecture.md).
   const adapters = createAdapters({
     anthropicBaseUrl: config.baseUrls.claude,
     openaiBaseUrl: config.baseUrls.gpt,
@@ -49,16 +63,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
   });
   const inspection = await inspector(config);
   const inspect = inspection?.inspect;
-  // REDIS_URL: breakers, documents and job views shared by every worker and instance (docs/fleet.md).
-  const fleet =
-    config.redisUrl === undefined
-      ? undefined
-      : await connectFleet({
-          url: config.redisUrl,
-          prefix: config.redisPrefix,
-          breaker: config.breaker,
-          providerTimeoutMs: config.providerTimeoutMs,
-        });
+  const fleet = await connectFleetIfConfigured(config);
   const gateway = createGateway({
     adapters,
     breaker: config.breaker,

@@ -16,5 +16,5 @@ export type {
   ProgressEvent,
   JobStreamEvent,
 } from './types.js';
-export { createRedisJobCancelBus } from './cancel-bus.js';
+// The Redis cancel bus itself is imported by src/fleet only: ioredis loads only with REDIS_URL.
 export type { JobCancelBus, RedisJobCancelBusOptions } from './cancel-bus.js';
