@@ -5,14 +5,15 @@
  * replaced when the next extraction needs one. Extractions wait in a bounded queue when every worker is
  * busy; past it they are refused at once (PdfExtractorBusyError → 503 with Retry-After).
  */
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
+import { startWorker, type WorkerEntry } from '../threads/worker-entry.js';
 import { isPdfRejectionCode, PdfExtractorBusyError, PdfRejectedError } from './errors.js';
 import type { ExtractOptions } from './extract-text.js';
 import type { ExtractedPdf } from './types.js';
 import type { ExtractRequest, ExtractResponse } from './worker-protocol.js';
 
 /** How to start a worker: a file, or (from TypeScript source) a bootstrap to evaluate. */
-export type ExtractWorkerEntry = { kind: 'file'; url: URL } | { kind: 'eval'; url: URL; code: string };
+export type ExtractWorkerEntry = WorkerEntry;
 
 /** Sizes and limits of the pool (docs/documents.md, docs/configuration.md). */
 export interface ExtractPoolLimits {
@@ -108,7 +109,7 @@ export class ExtractPool {
     const { entry, limits } = this;
     const young = Math.max(4, Math.min(16, Math.floor(limits.memoryMb / 8)));
     const resourceLimits = { maxOldGenerationSizeMb: Math.max(16, limits.memoryMb - young), maxYoungGenerationSizeMb: young };
-    const worker = entry.kind === 'file' ? new Worker(entry.url, { resourceLimits }) : new Worker(entry.code, { eval: true, resourceLimits });
+    const worker = startWorker(entry, { resourceLimits });
     // An idle pool must not keep the process alive; a running extraction holds its own deadline timer.
     worker.unref();
     const slot: Slot = { worker, ready: false, job, timer: undefined };

@@ -1,8 +1,6 @@
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { pathToFileURL } from 'node:url';
 import { ExtractPool, type ExtractWorkerEntry } from './extract-pool.js';
 import { extractPdfTextInline, type ExtractOptions } from './extract-text.js';
+import { workerEntry } from '../threads/worker-entry.js';
 import type { ExtractedPdf } from './types.js';
 
 export type { ExtractWorkerEntry } from './extract-pool.js';
@@ -37,31 +35,9 @@ export const pdfExtractorDefaults = { timeoutMs: 30_000, workers: 2, queueMax: 1
 /** Retry-After (seconds) of a PdfExtractorBusyError. */
 export const extractorBusyRetryAfterSeconds = 5;
 
-/**
- * The worker entry sits next to this module: `extract-worker.js` once compiled to dist; under
- * tsx/vitest (this module is a `.ts` file) `extract-worker.ts`, loaded through tsx's `tsImport`,
- * because on Node 20 a worker thread does not run a `--import` loader before its entry.
- */
+/** The extract worker's entry, next to this module (`extract-worker.js`, or `.ts` through tsx). */
 export function extractWorkerEntry(moduleUrl: string = import.meta.url): ExtractWorkerEntry {
-  if (!new URL(moduleUrl).pathname.endsWith('.ts')) {
-    return { kind: 'file', url: new URL('./extract-worker.js', moduleUrl) };
-  }
-  const url = new URL('./extract-worker.ts', moduleUrl);
-  const tsxApi = tsxEsmApiUrl(moduleUrl);
-  const code = `import(${JSON.stringify(tsxApi)}).then((api) => api.tsImport(${JSON.stringify(url.href)}, ${JSON.stringify(moduleUrl)}));`;
-  return { kind: 'eval', url, code };
-}
-
-/** The ESM build of `tsx/esm/api` (its CJS build cannot register hooks from an eval'd worker). */
-function tsxEsmApiUrl(moduleUrl: string): string {
-  const manifestPath = createRequire(moduleUrl).resolve('tsx/package.json');
-  const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as {
-    exports: Record<string, { import: { default: string } }>;
-  };
-  const target = manifest.exports['./esm/api']?.import.default;
-  if (target === undefined)
-    throw new Error('tsx has no ./esm/api export: cannot run the PDF worker from TypeScript source.');
-  return new URL(target, pathToFileURL(manifestPath)).href;
+  return workerEntry('extract-worker', moduleUrl);
 }
 
 /** A PDF extractor; by default a pool of worker threads keeps pdf.js off the event loop (extract-pool.ts). */

@@ -5,7 +5,8 @@ import { sha256Hex, studyCacheKey, studyCacheScope, type CachedStudyResult, type
 import { mapConcurrent } from './limit.js';
 import { buildMergeNotesRequest, buildNotesRequest, buildQuestionsRequest, conceptList } from './prompts.js';
 import type { FillResult, McqResult, NotesResult, StudyLang, StudyResult, StudyResultByTask } from './schemas.js';
-import { defaultPartBudgetTokens, estimateTokensSliced, splitTextSliced, type TextPart } from './split.js';
+import { defaultPartBudgetTokens, type TextPart } from './token-count.js';
+import { tokenCounter } from './token-counter.js';
 import { studyValidator, validateStudyValue, type QualityContext } from './validate.js';
 
 /**
@@ -115,9 +116,9 @@ class StudyRun {
     this.maxParts = Math.max(1, input.maxParts ?? defaultMaxParts);
   }
 
-  /** The text in parts within `budget`, counted in slices; refused when it needs more than `maxParts`. */
+  /** The text in parts within `budget`, counted off the main thread; refused when it needs more than `maxParts`. */
   async split(budget: number): Promise<TextPart[]> {
-    const parts = await splitTextSliced(this.input.text, { budgetTokens: budget });
+    const parts = await tokenCounter.split(this.input.text, budget);
     if (parts.length > this.maxParts) {
       throw new StepFailed({
         status: 'failed',
@@ -259,8 +260,8 @@ const notesTokens = new WeakMap<NotesResult, number>();
 async function tokensOfNotes(notes: NotesResult): Promise<number> {
   const known = notesTokens.get(notes);
   if (known !== undefined) return known;
-  // Provider output can be long: counted in slices, off the event loop's critical path.
-  const size = await estimateTokensSliced(JSON.stringify(notes));
+  // Provider output can be long: counted off the main thread.
+  const size = await tokenCounter.count(JSON.stringify(notes));
   notesTokens.set(notes, size);
   return size;
 }
@@ -289,7 +290,7 @@ async function generateQuestions(run: StudyRun, task: 'mcq' | 'fill', notes: Not
   const conceptIds = notes.keyConcepts.map((concept) => concept.id);
   const context: QualityContext = { count, conceptIds, lang: input.lang };
   // The concept list travels with every part: the document part gets what is left of the budget.
-  const partBudget = Math.max(Math.floor(run.budget / 2), run.budget - (await estimateTokensSliced(conceptList(notes))));
+  const partBudget = Math.max(Math.floor(run.budget / 2), run.budget - (await tokenCounter.count(conceptList(notes))));
   const split = await run.split(partBudget);
   const parts = split.map((part) => part.text);
   if (parts.length <= 1) {

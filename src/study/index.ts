@@ -13,8 +13,12 @@ export { validateStudyAnswer, validateStudyValue, studyValidator } from './valid
 export type { QualityContext } from './validate.js';
 export { createResultCache, studyCacheKey, studyCacheScope, sha256Hex } from './cache.js';
 export type { ResultCache, ResultCacheOptions, CachedStudyResult, StudyCacheKeyParts } from './cache.js';
-export { estimateTokens, estimateTokensSliced, splitText, splitTextSliced, defaultPartBudgetTokens, warmTokenizer } from './split.js';
-export type { TextPart } from './split.js';
+// The tokenizer itself (split.ts) is not exported here: importing it loads gpt-tokenizer, which only the
+// token worker (token-counter.ts) does; tests and tools import src/study/split.js directly.
+export { defaultPartBudgetTokens } from './token-count.js';
+export type { TextPart } from './token-count.js';
+export { createTokenCounter, tokenCounter, tokenWorkerIdleMs } from './token-counter.js';
+export type { TokenCounter, TokenCounterOptions } from './token-counter.js';
 export { buildNotesRequest, buildMergeNotesRequest, buildQuestionsRequest, taskMarker } from './prompts.js';
 export { checkLanguage, detectLang, resolveLang } from './language.js';
 export type { LangSource } from './language.js';

@@ -1,5 +1,5 @@
 import { countTokens, decode, encode } from 'gpt-tokenizer';
-import { fitsWithoutCounting, iteratePieces, yieldToEventLoop } from './token-count.js';
+import { cleanForSplit, defaultPartBudgetTokens, iteratePieces, splitBudget, splitWithoutCounting, yieldToEventLoop, type TextPart } from './token-count.js';
 
 /**
  * Long documents: token estimate with a real BPE tokenizer (gpt-tokenizer, o200k_base — the
@@ -9,17 +9,8 @@ import { fitsWithoutCounting, iteratePieces, yieldToEventLoop } from './token-co
  * alone proves a text fits; `splitTextSliced` hands the event loop back every few milliseconds.
  */
 
-/** Default input budget per provider call, in tokens, for the document part of a prompt. */
-export const defaultPartBudgetTokens = 6000;
-
-/**
- * The tokenizer builds its tables on first use (a few hundred milliseconds on one thread): the service
- * calls this at start-up so no request pays for it on the event loop.
- */
-export function warmTokenizer(): void {
-  decode(encode('Warm up: 토큰 세기.'));
-  countTokens('Warm up.');
-}
+export { defaultPartBudgetTokens };
+export type { TextPart };
 
 /** Tokens in `text`: linear in its length, whatever it holds. */
 export function estimateTokens(text: string): number {
@@ -74,13 +65,6 @@ function isHeading(line: string): boolean {
   if (/^제\s*\d+\s*(?:장|절|편|부|강)/.test(trimmed)) return true;
   return /^\d+(?:\.\d+)*\.?\s+\S/.test(trimmed) && !/[.!?。:;,]$/.test(trimmed);
 }
-
-/**
- * Page markers a PDF text extractor inserts ("-- 3 of 50 --") are not text: they only mark a paragraph
- * break. Spaces and tabs only around them: `\s` would also eat line breaks and go quadratic on a text
- * of many empty lines.
- */
-const pageMarker = /^[ \t]*--[ \t]*\d+[ \t]+of[ \t]+\d+[ \t]*--[ \t]*$/gim;
 
 function sections(text: string): string[] {
   const out: string[] = [];
@@ -152,18 +136,13 @@ export interface SplitOptions {
   readonly budgetTokens?: number;
 }
 
-/** One part of a split text and its token count (as counted while packing: an upper estimate). */
-export interface TextPart {
-  readonly text: string;
-  readonly tokens: number;
-}
 
 function* splitWork(text: string, options: SplitOptions): Work<TextPart[]> {
-  const budget = Math.max(16, Math.floor(options.budgetTokens ?? defaultPartBudgetTokens));
-  const cleaned = text.replace(pageMarker, '\n').trim();
-  if (cleaned === '') return [];
+  const budget = splitBudget(options.budgetTokens);
   // The cheap bound (UTF-8 bytes) proves most short texts fit without counting a single token.
-  if (fitsWithoutCounting(cleaned, budget)) return [{ text: cleaned, tokens: Buffer.byteLength(cleaned, 'utf8') }];
+  const settled = splitWithoutCounting(text, budget);
+  if (settled !== undefined) return settled;
+  const cleaned = cleanForSplit(text);
   const total = yield* countWork(cleaned);
   if (total <= budget) return [{ text: cleaned, tokens: total }];
   // Joining may merge tokens across a boundary differently than counted apart: keep a small margin.
@@ -195,7 +174,12 @@ function* splitWork(text: string, options: SplitOptions): Work<TextPart[]> {
  * mid-way. A text within the budget comes back as one part, unchanged but for page markers.
  */
 export function splitText(text: string, options: SplitOptions = {}): string[] {
-  return runToEnd(splitWork(text, options)).map((part) => part.text);
+  return splitTextParts(text, options).map((part) => part.text);
+}
+
+/** `splitText` with each part's token count, at once (the token worker runs it off the main thread). */
+export function splitTextParts(text: string, options: SplitOptions = {}): TextPart[] {
+  return runToEnd(splitWork(text, options));
 }
 
 /**

@@ -81,6 +81,44 @@ export function fitsWithoutCounting(text: string, budget: number): boolean {
   return text.length <= budget && Buffer.byteLength(text, 'utf8') <= budget;
 }
 
+/** One part of a split text and its token count (as counted while packing: an upper estimate). */
+export interface TextPart {
+  readonly text: string;
+  readonly tokens: number;
+}
+
+/** Default input budget per provider call, in tokens, for the document part of a prompt. */
+export const defaultPartBudgetTokens = 6000;
+
+/**
+ * Page markers a PDF text extractor inserts ("-- 3 of 50 --") are not text: they only mark a paragraph
+ * break. Spaces and tabs only around them: `\s` would also eat line breaks and go quadratic on a text
+ * of many empty lines.
+ */
+const pageMarker = /^[ \t]*--[ \t]*\d+[ \t]+of[ \t]+\d+[ \t]*--[ \t]*$/gim;
+
+/** The text a split works on: page markers out, trimmed. Linear. */
+export function cleanForSplit(text: string): string {
+  return text.replace(pageMarker, '\n').trim();
+}
+
+/** The budget a split uses: at least 16 tokens, whole (default 6000). */
+export function splitBudget(budgetTokens: number | undefined): number {
+  return Math.max(16, Math.floor(budgetTokens ?? defaultPartBudgetTokens));
+}
+
+/**
+ * The split of a text the cheap bound settles without a tokenizer: no part for an empty text, one part
+ * (its UTF-8 length as the token estimate) when the bound proves it fits; `undefined` when it must be
+ * counted. The same answer the full split gives for such texts (src/study/split.ts).
+ */
+export function splitWithoutCounting(text: string, budgetTokens?: number): TextPart[] | undefined {
+  const cleaned = cleanForSplit(text);
+  if (cleaned === '') return [];
+  if (fitsWithoutCounting(cleaned, splitBudget(budgetTokens))) return [{ text: cleaned, tokens: Buffer.byteLength(cleaned, 'utf8') }];
+  return undefined;
+}
+
 /** Hands the event loop back (other requests' callbacks, timers, I/O) before going on. */
 export function yieldToEventLoop(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));

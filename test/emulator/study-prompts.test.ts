@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import type { GenerationRequest } from '../../src/providers/index.js';
+import { splitText } from '../../src/study/split.js';
 import {
   buildMergeNotesRequest,
   buildNotesRequest,
   buildQuestionsRequest,
-  splitText,
   validateStudyValue,
   type FillResult,
   type McqResult,

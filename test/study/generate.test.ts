@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { ChainLink } from '../../src/actors/types.js';
 import { allocateCount } from '../../src/study/generate.js';
-import { estimateTokens, generateStudyTask, type NotesResult, type StudyProgress } from '../../src/study/index.js';
+import { generateStudyTask, type NotesResult, type StudyProgress } from '../../src/study/index.js';
+import { estimateTokens } from '../../src/study/split.js';
 import { createFakeGateway, markerResponder, readMarker } from './fake-gateway.js';
 import { longDocument } from './long-text.js';
 import { Secret } from '../../src/security/secret.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { estimateTokens, splitText } from '../../src/study/index.js';
+import { estimateTokens, splitText } from '../../src/study/split.js';
 import { longDocument } from './long-text.js';
 
 describe('token estimate', () => {

@@ -1,7 +1,7 @@
 import { countTokens } from 'gpt-tokenizer';
 import { describe, expect, it } from 'vitest';
 import { boundedPieces, fitsWithoutCounting } from '../../src/study/token-count.js';
-import { estimateTokens, splitText, splitTextSliced } from '../../src/study/index.js';
+import { estimateTokens, splitText, splitTextSliced } from '../../src/study/split.js';
 import { longDocument } from './long-text.js';
 
 /** The longest run of whitespace or of non-whitespace in `text` (the rule, stated with a regex). */
