@@ -10,7 +10,9 @@ import { heapHungryPdf } from '../fixtures/pdf/hostile.js';
 const execFileAsync = promisify(execFile);
 const root = fileURLToPath(new URL('../../', import.meta.url));
 // Inside node_modules so that the compiled files resolve pdf-parse like dist/ does.
-const outDir = join(root, 'node_modules', '.cache', `study-helper-documents-${process.pid}`);
+const buildDir = join(root, 'node_modules', '.cache', `study-helper-documents-${process.pid}`);
+// Compiled with src/ as the root (the documents module imports src/threads): the module lands in documents/.
+const outDir = join(buildDir, 'documents');
 
 describe('the PDF worker from compiled JavaScript (as under dist/)', () => {
   beforeAll(async () => {
@@ -20,7 +22,7 @@ describe('the PDF worker from compiled JavaScript (as under dist/)', () => {
       [
         join(root, 'node_modules', 'typescript', 'bin', 'tsc'),
         ...sources,
-        ...['--outDir', outDir, '--rootDir', join(root, 'src', 'documents')],
+        ...['--outDir', buildDir, '--rootDir', join(root, 'src')],
         ...['--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--target', 'ES2022'],
         ...['--strict', '--skipLibCheck', '--types', 'node', '--lib', 'ES2023,DOM'],
       ],
@@ -29,7 +31,7 @@ describe('the PDF worker from compiled JavaScript (as under dist/)', () => {
   }, 120_000);
 
   afterAll(async () => {
-    await rm(outDir, { recursive: true, force: true });
+    await rm(buildDir, { recursive: true, force: true });
   });
 
   it('compiles extract-worker.js next to pdf-extractor.js and extracts through it', async () => {
