@@ -15,8 +15,16 @@ export type LogLevel = (typeof logLevels)[number];
 export interface Config {
   readonly port: number;
   readonly host: string;
-  /** `maxRecoveryMs` caps the open period, which doubles on each failed half-open probe. */
-  readonly breaker: { readonly threshold: number; readonly recoveryMs: number; readonly maxRecoveryMs: number };
+  /**
+   * `maxRecoveryMs` caps the open period, which doubles on each failed half-open probe;
+   * `minDistinctKeys` is the quorum of distinct keys a failure streak needs to open the breaker.
+   */
+  readonly breaker: {
+    readonly threshold: number;
+    readonly recoveryMs: number;
+    readonly maxRecoveryMs: number;
+    readonly minDistinctKeys: number;
+  };
   readonly retry: { readonly max: number; readonly backoffMs: readonly number[] };
   readonly fallbackMode: FallbackPolicy;
   readonly providerTimeoutMs: number;
@@ -156,6 +164,7 @@ const variables = {
   BREAKER_FAILURE_THRESHOLD: { schema: integer(1, 1000), fallback: '5' },
   BREAKER_RECOVERY_MS: { schema: integer(1, 86_400_000), fallback: '60000' },
   BREAKER_MAX_RECOVERY_MS: { schema: integer(1, 86_400_000), fallback: '600000' },
+  BREAKER_MIN_DISTINCT_KEYS: { schema: integer(1, 100), fallback: '2' },
   RETRY_MAX: { schema: integer(0, 10), fallback: '2' },
   RETRY_BACKOFF_MS: { schema: backoffList, fallback: '1000,2000' },
   FALLBACK_MODE: { schema: z.enum(fallbackPolicies), fallback: 'retry-then-fallback' },
@@ -271,6 +280,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       threshold: read(env, 'BREAKER_FAILURE_THRESHOLD'),
       recoveryMs: read(env, 'BREAKER_RECOVERY_MS'),
       maxRecoveryMs: read(env, 'BREAKER_MAX_RECOVERY_MS'),
+      minDistinctKeys: read(env, 'BREAKER_MIN_DISTINCT_KEYS'),
     },
     retry: { max: read(env, 'RETRY_MAX'), backoffMs: read(env, 'RETRY_BACKOFF_MS') },
     fallbackMode: read(env, 'FALLBACK_MODE'),

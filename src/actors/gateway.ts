@@ -20,8 +20,17 @@ import type {
 
 export interface GatewayOptions {
   readonly adapters: Readonly<Record<ProviderId, ProviderAdapter>>;
-  /** `maxRecoveryMs` caps the open period that doubles on each failed probe (default 600 000). */
-  readonly breaker: { readonly threshold: number; readonly recoveryMs: number; readonly maxRecoveryMs?: number };
+  /**
+   * `maxRecoveryMs` caps the open period that doubles on each failed probe (default 600 000);
+   * `minDistinctKeys` is the quorum of distinct keys a failure streak needs to open (default 1 here,
+   * BREAKER_MIN_DISTINCT_KEYS defaults to 2).
+   */
+  readonly breaker: {
+    readonly threshold: number;
+    readonly recoveryMs: number;
+    readonly maxRecoveryMs?: number;
+    readonly minDistinctKeys?: number;
+  };
   readonly retry: { readonly max: number; readonly backoffMs: readonly number[] };
   readonly policy: FallbackPolicy;
   /** Overall deadline of one upstream call (PROVIDER_TIMEOUT_MS). */
@@ -70,6 +79,9 @@ export function createGateway(options: GatewayOptions): Gateway {
           threshold: options.breaker.threshold,
           recoveryMs: options.breaker.recoveryMs,
           ...(options.breaker.maxRecoveryMs === undefined ? {} : { maxRecoveryMs: options.breaker.maxRecoveryMs }),
+          ...(options.breaker.minDistinctKeys === undefined
+            ? {}
+            : { minDistinctKeys: options.breaker.minDistinctKeys }),
         })),
       },
       ...(options.inspect === undefined ? {} : { inspect: options.inspect }),

@@ -1,5 +1,10 @@
 import { countedErrorClasses } from '../errors/index.js';
-import { doublingOpenPeriod, openStrategies, type OpenStrategyName } from '../machines/breaker-strategy.js';
+import {
+  distinctKeyQuorum,
+  doublingOpenPeriod,
+  openStrategies,
+  type OpenStrategyName,
+} from '../machines/breaker-strategy.js';
 
 /**
  * The fleet breaker's transition rules as one Lua script, so that every instance's update of one
@@ -12,14 +17,20 @@ import { doublingOpenPeriod, openStrategies, type OpenStrategyName } from '../ma
  * The open period (`period`) grows as the machine's does: `recoveryMs` when opening from closed,
  * the strategy's next period (doubled, capped at maxRecoveryMs) on a failed probe, reset on closing.
  *
- * KEYS[1] the breaker hash (state, failures, openedAt, retryAt, opens, version, changedAt, period)
+ * The quorum (issue 14 part 3): a counted failure adds its key id (a salted fingerprint, never a key)
+ * to the streak's `keys`, which hold at most `quorum` distinct ids; the breaker opens only when the
+ * strategy says so AND the streak's keys reach the quorum (BREAKER_MIN_DISTINCT_KEYS). Below it the
+ * streak goes on closed; each instance's machine trips the failing key on its own side.
+ *
+ * KEYS[1] the breaker hash (state, failures, openedAt, retryAt, opens, version, changedAt, period, keys)
  * KEYS[2] the probe lease (SET NX PX: one probe per recovery window; a crashed prober's lease expires)
- * ARGV    op, now, threshold, recoveryMs, callId, leaseMs, channel, maxRecoveryMs, then for `merge`:
- *         state, failures, openedAt, retryAt, changedAt, period of the local breaker; for `failed` /
- *         `ignored`: the error class, which (when given) decides between the two by the table's column B
- * Returns state, failures, openedAt, retryAt, opens, version, changedAt, period, granted
- * (-1 = none for times).
- * Every change bumps `version` and is published on `channel` as the same fields joined by commas.
+ * ARGV    op, now, threshold, recoveryMs, callId, leaseMs, channel, maxRecoveryMs, quorum, then for
+ *         `merge`: state, failures, openedAt, retryAt, changedAt, period, keys of the local breaker; for
+ *         `failed` / `ignored`: the error class, which (when given) decides between the two by the
+ *         table's column B, and the key id of the call (none: the one key 'anonymous')
+ * Returns state, failures, openedAt, retryAt, opens, version, changedAt, period, keys (the ids joined
+ * by spaces), granted (-1 = none for times).
+ * Every change bumps `version` and is published on `channel` as the fields before `granted` joined by commas.
  */
 export function breakerScriptFor(strategy: OpenStrategyName): string {
   const counted = countedErrorClasses.map((errorClass) => `${errorClass} = true`).join(', ');
@@ -32,14 +43,16 @@ local callId = ARGV[5]
 local leaseMs = tonumber(ARGV[6])
 local channel = ARGV[7]
 local maxRecovery = tonumber(ARGV[8]) or recovery
+local quorum = tonumber(ARGV[9]) or 1
 local counted = { ${counted} }
 local function shouldOpen(failures) return ${openStrategies[strategy].lua} end
 local function nextPeriod(period) return ${doublingOpenPeriod.lua} end
-if (op == 'failed' or op == 'ignored') and ARGV[9] ~= nil and ARGV[9] ~= '' then
-  if counted[ARGV[9]] then op = 'failed' else op = 'ignored' end
+local function hasQuorum(distinct) return ${distinctKeyQuorum.lua} end
+if (op == 'failed' or op == 'ignored') and ARGV[10] ~= nil and ARGV[10] ~= '' then
+  if counted[ARGV[10]] then op = 'failed' else op = 'ignored' end
 end
 
-local h = redis.call('HMGET', KEYS[1], 'state', 'failures', 'openedAt', 'retryAt', 'opens', 'version', 'changedAt', 'period')
+local h = redis.call('HMGET', KEYS[1], 'state', 'failures', 'openedAt', 'retryAt', 'opens', 'version', 'changedAt', 'period', 'keys')
 local exists = h[1] ~= false
 local s = {
   state = h[1] or 'closed',
@@ -51,8 +64,24 @@ local s = {
   changedAt = tonumber(h[7]) or 0,
   period = tonumber(h[8]) or recovery,
 }
+local function parseKeys(text)
+  local ids = {}
+  for id in string.gmatch(text or '', '%S+') do ids[#ids + 1] = id end
+  return ids
+end
+local keys = parseKeys(h[9])
 local changed = false
 local granted = 0
+
+-- The streak's distinct key ids, at most the quorum of them (enough to know whether it is met).
+-- A failure without a key id counts as one key, 'anonymous'.
+local function addKey(id)
+  if id == nil or id == '' then id = 'anonymous' end
+  for _, known in ipairs(keys) do
+    if known == id then return end
+  end
+  if #keys < quorum then keys[#keys + 1] = id end
+end
 
 local function become(state)
   if s.state ~= state then
@@ -74,6 +103,7 @@ end
 local function close()
   become('closed')
   s.failures = 0
+  keys = {}
   s.openedAt = -1
   s.retryAt = -1
   s.period = recovery
@@ -87,8 +117,9 @@ local isProbe = holder ~= false and holder == callId
 if op == 'failed' then
   if s.state == 'closed' then
     s.failures = s.failures + 1
+    addKey(ARGV[11])
     changed = true
-    if shouldOpen(s.failures) then
+    if shouldOpen(s.failures) and hasQuorum(#keys) then
       s.period = recovery
       open()
     end
@@ -99,6 +130,7 @@ if op == 'failed' then
 elseif op == 'succeeded' then
   if s.state == 'closed' and s.failures > 0 then
     s.failures = 0
+    keys = {}
     changed = true
   elseif s.state == 'halfOpen' and isProbe then
     close()
@@ -121,30 +153,34 @@ elseif op == 'forceOpen' then
   redis.call('DEL', KEYS[2])
 elseif op == 'merge' then
   -- After an outage: the newer of the local and the fleet state wins; a fresh store takes the local one.
-  local localState = ARGV[9]
-  local localChangedAt = tonumber(ARGV[13])
+  local localState = ARGV[10]
+  local localChangedAt = tonumber(ARGV[14])
   if (not exists) or (localChangedAt > s.changedAt and localState ~= s.state) then
     s.state = localState
-    s.failures = tonumber(ARGV[10])
-    s.openedAt = tonumber(ARGV[11])
-    s.retryAt = tonumber(ARGV[12])
+    s.failures = tonumber(ARGV[11])
+    s.openedAt = tonumber(ARGV[12])
+    s.retryAt = tonumber(ARGV[13])
     s.changedAt = localChangedAt
-    s.period = tonumber(ARGV[14]) or recovery
+    s.period = tonumber(ARGV[15]) or recovery
+    keys = {}
+    for _, id in ipairs(parseKeys(ARGV[16])) do addKey(id) end
     changed = true
     redis.call('DEL', KEYS[2])
     resolveTime()
   end
 end
 
-local reply = { s.state, s.failures, s.openedAt, s.retryAt, s.opens, s.version, s.changedAt, s.period }
+local joinedKeys = table.concat(keys, ' ')
+local reply = { s.state, s.failures, s.openedAt, s.retryAt, s.opens, s.version, s.changedAt, s.period, joinedKeys }
 if changed then
   s.version = s.version + 1
   reply[6] = s.version
   redis.call('HSET', KEYS[1], 'state', s.state, 'failures', s.failures, 'openedAt', s.openedAt,
-    'retryAt', s.retryAt, 'opens', s.opens, 'version', s.version, 'changedAt', s.changedAt, 'period', s.period)
+    'retryAt', s.retryAt, 'opens', s.opens, 'version', s.version, 'changedAt', s.changedAt, 'period', s.period,
+    'keys', joinedKeys)
   redis.call('PUBLISH', channel, table.concat(reply, ','))
 end
-reply[9] = granted
+reply[10] = granted
 return reply
 `;
 }

@@ -24,7 +24,7 @@ function operationFor(event: BreakerEvent): FleetBreakerOperation | undefined {
     case 'call.succeeded':
       return { op: 'succeeded', callId: event.callId };
     case 'call.failed':
-      return { op: 'failed', callId: event.callId, errorClass: event.errorClass };
+      return { op: 'failed', callId: event.callId, errorClass: event.errorClass, keyId: event.keyId };
     case 'call.ignored':
       return { op: 'ignored', callId: event.callId, errorClass: event.errorClass };
     case 'breaker.reset':
@@ -107,6 +107,7 @@ export function createFleetLink(store: SharedBreakerStore, options: FleetLinkOpt
           local: {
             state: localStateName(snapshot),
             consecutiveFailures: context.consecutiveFailures,
+            streakKeys: context.streakKeys,
             openedAt: context.openedAt,
             retryAt: context.retryAt,
             openPeriodMs: context.openPeriodMs,

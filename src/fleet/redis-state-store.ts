@@ -2,14 +2,26 @@ import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
 import type { ErrorClass } from '../errors/index.js';
 import type { SharedBreakerState } from '../machines/breaker.machine.js';
-import { defaultMaxRecoveryMs, type OpenStrategyName } from '../machines/breaker-strategy.js';
+import {
+  defaultMaxRecoveryMs,
+  defaultMinDistinctKeys,
+  type OpenStrategyName,
+} from '../machines/breaker-strategy.js';
 import { breakerScriptFor } from './breaker-script.js';
 
 /** One update of a provider's fleet breaker, applied atomically by the breaker script. */
 export type FleetBreakerOperation =
   | { readonly op: 'succeeded' | 'acquire'; readonly callId: string }
-  /** A call's failure; its class, when given, decides counted or not in the script (column B). */
-  | { readonly op: 'failed' | 'ignored'; readonly callId: string; readonly errorClass?: ErrorClass }
+  /**
+   * A call's failure; its class, when given, decides counted or not in the script (column B); its key
+   * id (a salted fingerprint), when given, joins the streak's distinct keys (the quorum).
+   */
+  | {
+      readonly op: 'failed' | 'ignored';
+      readonly callId: string;
+      readonly errorClass?: ErrorClass;
+      readonly keyId?: string;
+    }
   | { readonly op: 'reset' | 'release' | 'forceOpen' | 'read' }
   | {
       readonly op: 'merge';
@@ -27,6 +39,8 @@ export interface BreakerSettings {
   readonly recoveryMs: number;
   /** The cap of the open period, which doubles on each failed probe (default 600 000). */
   readonly maxRecoveryMs?: number;
+  /** BREAKER_MIN_DISTINCT_KEYS: distinct keys a streak needs to open the breaker (default 1 here). */
+  readonly minDistinctKeys?: number;
   /** The breakers' open strategy (default consecutive failures); the script is generated for it. */
   readonly strategy?: OpenStrategyName;
 }
@@ -70,7 +84,7 @@ export interface RedisStateStore {
 const stateNames = ['closed', 'open', 'halfOpen', 'forcedOpen'] as const;
 
 function parseState(fields: readonly unknown[]): SharedBreakerState {
-  const [state, failures, openedAt, retryAt, opens, version, changedAt, period] = fields.map((field) =>
+  const [state, failures, openedAt, retryAt, opens, version, changedAt, period, keys] = fields.map((field) =>
     String(field),
   );
   const name = stateNames.find((candidate) => candidate === state);
@@ -85,7 +99,21 @@ function parseState(fields: readonly unknown[]): SharedBreakerState {
     version: Number(version),
     changedAt: Number(changedAt),
     openPeriodMs: Number(period),
+    streakKeys: keyIdsOf(keys),
   };
+}
+
+/** Key ids travel joined by spaces (a fingerprint holds none, nor commas). */
+function keyIdsOf(joined: string | undefined): readonly string[] {
+  return (joined ?? '').split(' ').filter((id) => id !== '');
+}
+
+/**
+ * A key id as the script takes it: a salted fingerprint, or '' for none (the script counts it as the one
+ * key 'anonymous'); one holding a separator would split, so it is passed as none too.
+ */
+function scriptKeyId(keyId: string | undefined): string {
+  return keyId !== undefined && /^[\w.:-]{1,128}$/.test(keyId) ? keyId : '';
 }
 
 /**
@@ -161,9 +189,10 @@ export function createRedisStateStore(options: RedisStateStoreOptions): RedisSta
               operation.local.retryAt ?? -1,
               operation.local.changedAt,
               operation.local.openPeriodMs,
+              operation.local.streakKeys.map(scriptKeyId).join(' '),
             ]
           : operation.op === 'failed' || operation.op === 'ignored'
-            ? [operation.errorClass ?? '']
+            ? [operation.errorClass ?? '', scriptKeyId(operation.keyId)]
             : [];
       const reply = await runScript(
         [key, `${key}:probe`],
@@ -176,12 +205,13 @@ export function createRedisStateStore(options: RedisStateStoreOptions): RedisSta
           options.probeLeaseMs,
           key,
           options.breaker.maxRecoveryMs ?? defaultMaxRecoveryMs,
+          options.breaker.minDistinctKeys ?? defaultMinDistinctKeys,
           ...merge,
         ],
       );
-      if (!Array.isArray(reply) || reply.length < 9)
+      if (!Array.isArray(reply) || reply.length < 10)
         throw new Error('Unexpected reply from the breaker script');
-      return { shared: parseState(reply.slice(0, 8)), granted: Number(reply[8]) === 1 };
+      return { shared: parseState(reply.slice(0, 9)), granted: Number(reply[9]) === 1 };
     },
     subscribe(providerId, listener) {
       let set = listeners.get(providerId);

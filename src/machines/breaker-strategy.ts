@@ -52,3 +52,31 @@ export const doublingOpenPeriod: OpenPeriodRule = {
   next: (currentMs, recoveryMs, maxRecoveryMs) => Math.min(currentMs * 2, Math.max(maxRecoveryMs, recoveryMs)),
   lua: 'math.min(period * 2, math.max(maxRecovery, recovery))',
 };
+
+/**
+ * The quorum before a provider is declared down (issue 14 part 3): the counted failures of the streak
+ * must come from at least `minDistinctKeys` distinct keys (salted key fingerprints, never keys). The
+ * breaker keeps at most `minDistinctKeys` ids per streak: all it needs to know is whether the quorum
+ * is met. A streak that reaches the threshold with fewer keys is the key's problem, not the provider's.
+ */
+export interface KeyQuorumRule {
+  /** The streak's key ids after a counted failure with `keyId`: distinct, in order, at most `minDistinctKeys`. */
+  withKey(keys: readonly string[], keyId: string, minDistinctKeys: number): readonly string[];
+  /** The streak's distinct keys are enough to open the provider-wide breaker. */
+  reached(distinctKeys: number, minDistinctKeys: number): boolean;
+  /**
+   * `reached` as a Lua expression over `distinct` and `quorum`, for the fleet's breaker script
+   * (src/fleet/breaker-script.ts), so Redis opens a shared breaker by the same quorum.
+   */
+  readonly lua: string;
+}
+
+/** The breaker machine's `minDistinctKeys` when its input gives none: 1, the rule off (one key opens). */
+export const defaultMinDistinctKeys = 1;
+
+export const distinctKeyQuorum: KeyQuorumRule = {
+  withKey: (keys, keyId, minDistinctKeys) =>
+    keys.includes(keyId) || keys.length >= minDistinctKeys ? keys : [...keys, keyId],
+  reached: (distinctKeys, minDistinctKeys) => distinctKeys >= minDistinctKeys,
+  lua: 'distinct >= quorum',
+};

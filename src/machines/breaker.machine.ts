@@ -1,7 +1,9 @@
-import { assign, setup } from 'xstate';
+import { assign, enqueueActions, setup } from 'xstate';
 import type { CountedErrorClass, IgnoredErrorClass } from '../errors/index.js';
 import {
   defaultMaxRecoveryMs,
+  defaultMinDistinctKeys,
+  distinctKeyQuorum,
   doublingOpenPeriod,
   openStrategies,
   type OpenStrategyName,
@@ -16,6 +18,11 @@ export interface BreakerInput {
   readonly recoveryMs: number;
   /** The cap of the open period, which doubles on each failed probe (default 600 000 ms). */
   readonly maxRecoveryMs?: number;
+  /**
+   * BREAKER_MIN_DISTINCT_KEYS: the counted failures of the streak must come from at least this many
+   * distinct keys to open the breaker (default 1 here, the rule off; the service's default is 2).
+   */
+  readonly minDistinctKeys?: number;
   readonly strategy?: OpenStrategyName;
 }
 
@@ -30,7 +37,13 @@ export interface BreakerContext {
    */
   readonly openPeriodMs: number;
   readonly strategy: OpenStrategyName;
+  readonly minDistinctKeys: number;
   readonly consecutiveFailures: number;
+  /**
+   * The distinct key ids (salted fingerprints) of the current streak's counted failures, in order,
+   * at most `minDistinctKeys` of them (enough to tell whether the quorum is met); cleared with the count.
+   */
+  readonly streakKeys: readonly string[];
   /** Epoch ms when the breaker last opened; null while closed. */
   readonly openedAt: number | null;
   /** Epoch ms from which one probe is admitted; null while closed or forced open. */
@@ -49,6 +62,8 @@ export interface BreakerContext {
 export interface SharedBreakerState {
   readonly state: 'closed' | 'open' | 'halfOpen' | 'forcedOpen';
   readonly consecutiveFailures: number;
+  /** The streak's distinct key ids, at most BREAKER_MIN_DISTINCT_KEYS of them (never keys). */
+  readonly streakKeys: readonly string[];
   readonly openedAt: number | null;
   readonly retryAt: number | null;
   readonly opens: number;
@@ -67,7 +82,8 @@ export interface SharedBreakerState {
 export type BreakerEvent =
   | { type: 'call.started'; callId: string; at: number }
   | { type: 'call.succeeded'; callId: string; at: number }
-  | { type: 'call.failed'; callId: string; errorClass: CountedErrorClass; at: number }
+  /** `keyId`: the salted fingerprint of the key the call used (the quorum counts distinct ones). */
+  | { type: 'call.failed'; callId: string; errorClass: CountedErrorClass; keyId: string; at: number }
   | { type: 'call.ignored'; callId: string; errorClass: IgnoredErrorClass; at: number }
   | { type: 'breaker.reset'; at: number }
   | { type: 'breaker.forceOpen'; at: number }
@@ -76,6 +92,18 @@ export type BreakerEvent =
   | { type: 'breaker.synced'; shared: SharedBreakerState; at: number }
   /** The shared store became unreachable: decide locally until the next `breaker.synced`. */
   | { type: 'breaker.unshared'; at: number };
+
+/**
+ * What the breaker tells its parent (and emits): a counted failure reached the threshold but the
+ * streak's keys are fewer than the quorum, so the provider stays closed and this key gets a circuit
+ * of its own (the provider actor trips the key; issue 14 part 3).
+ */
+export type BreakerKeyStreak = {
+  type: 'breaker.keyStreak';
+  keyId: string;
+  errorClass: CountedErrorClass;
+  at: number;
+};
 
 /**
  * The circuit breaker of one provider. Admission is read by the provider actor through the
@@ -89,15 +117,17 @@ export const breakerMachine = setup({
   },
   guards: {
     /**
-     * The failure being recorded brings the failure record to the strategy's limit. While shared,
-     * the fleet decides the opening (one count for every instance) and `breaker.synced` brings it.
+     * The failure being recorded brings the failure record to the strategy's limit and the streak's
+     * distinct keys to the quorum. While shared, the fleet decides the opening (one count and one key
+     * set for every instance) and `breaker.synced` brings it.
      */
-    isThresholdReached: ({ context }) =>
-      !context.shared &&
-      openStrategies[context.strategy].shouldOpen(
-        { consecutiveFailures: context.consecutiveFailures + 1 },
-        context.threshold,
-      ),
+    isQuorumReached: ({ context, event }) =>
+      !context.shared && isThresholdReached(context) && hasQuorum(context, event),
+    /**
+     * The failure reaches the threshold but its streak has fewer distinct keys than the quorum: a
+     * streak from one key (or too few) is that key's problem. Decided locally, shared or not.
+     */
+    isKeyStreak: ({ context, event }) => isThresholdReached(context) && !hasQuorum(context, event),
     /** The result belongs to the call admitted as this half-open window's probe. */
     isProbeResult: ({ context, event }) => 'callId' in event && event.callId === context.probeCallId,
     /** Time lives in the data: the recovery time has passed even if no timer said so (restored, shared). */
@@ -109,9 +139,26 @@ export const breakerMachine = setup({
     isFleetForcedOpen: ({ event }) => event.type === 'breaker.synced' && event.shared.state === 'forcedOpen',
   },
   actions: {
-    countFailure: assign({ consecutiveFailures: ({ context }) => context.consecutiveFailures + 1 }),
+    countFailure: assign({
+      consecutiveFailures: ({ context }) => context.consecutiveFailures + 1,
+      streakKeys: ({ context, event }) => streakKeysWith(context, event),
+    }),
+    /** The key's own circuit: the parent (the provider actor) trips the key; emitted for observers too. */
+    reportKeyStreak: enqueueActions(({ enqueue, event, self }) => {
+      if (event.type !== 'call.failed') return;
+      const report: BreakerKeyStreak = {
+        type: 'breaker.keyStreak',
+        keyId: event.keyId,
+        errorClass: event.errorClass,
+        at: event.at,
+      };
+      enqueue.emit(report);
+      // A breaker run on its own (tests, the pure `transition`) has no parent to tell.
+      if (self._parent !== undefined) enqueue.sendParent(report);
+    }),
     clearFailures: assign({
       consecutiveFailures: 0,
+      streakKeys: [],
       openedAt: null,
       retryAt: null,
       probeCallId: null,
@@ -144,6 +191,7 @@ export const breakerMachine = setup({
       const { shared } = event;
       return {
         consecutiveFailures: shared.consecutiveFailures,
+        streakKeys: shared.streakKeys,
         openedAt: shared.openedAt,
         retryAt: shared.retryAt,
         opens: Math.max(context.opens, shared.opens),
@@ -168,7 +216,9 @@ export const breakerMachine = setup({
     maxRecoveryMs: input.maxRecoveryMs ?? defaultMaxRecoveryMs,
     openPeriodMs: input.recoveryMs,
     strategy: input.strategy ?? 'consecutiveFailures',
+    minDistinctKeys: input.minDistinctKeys ?? defaultMinDistinctKeys,
     consecutiveFailures: 0,
+    streakKeys: [],
     openedAt: null,
     retryAt: null,
     probeCallId: null,
@@ -198,10 +248,12 @@ export const breakerMachine = setup({
         'breaker.synced': { guard: 'isFleetClosed', actions: 'adoptFleetState' },
         'call.failed': [
           {
-            guard: 'isThresholdReached',
+            guard: 'isQuorumReached',
             target: 'open',
             actions: ['countFailure', 'startOpenPeriod', 'markOpened'],
           },
+          /** Too few keys for the quorum: the provider stays closed (the streak goes on), the key is tripped. */
+          { guard: 'isKeyStreak', actions: ['countFailure', 'reportKeyStreak'] },
           { actions: 'countFailure' },
         ],
       },
@@ -251,3 +303,23 @@ export const breakerMachine = setup({
 });
 
 export type BreakerMachine = typeof breakerMachine;
+
+/** The strategy's decision for the counted failure being recorded (not yet in the count). */
+function isThresholdReached(context: BreakerContext): boolean {
+  return openStrategies[context.strategy].shouldOpen(
+    { consecutiveFailures: context.consecutiveFailures + 1 },
+    context.threshold,
+  );
+}
+
+/** The streak's key ids once the counted failure being recorded (with its key) is in. */
+function streakKeysWith(context: BreakerContext, event: BreakerEvent): readonly string[] {
+  return event.type === 'call.failed'
+    ? distinctKeyQuorum.withKey(context.streakKeys, event.keyId, context.minDistinctKeys)
+    : context.streakKeys;
+}
+
+/** The streak, with the failure being recorded, comes from enough distinct keys. */
+function hasQuorum(context: BreakerContext, event: BreakerEvent): boolean {
+  return distinctKeyQuorum.reached(streakKeysWith(context, event).length, context.minDistinctKeys);
+}

@@ -17,7 +17,7 @@ import {
   type ErrorTable,
   type ProviderFailure,
 } from '../errors/index.js';
-import { breakerMachine, type BreakerEvent } from './breaker.machine.js';
+import { breakerMachine, type BreakerEvent, type BreakerKeyStreak } from './breaker.machine.js';
 import { embeddedFleetLink, type FleetLinkReply } from './fleet-link.js';
 import type {
   ApiKey,
@@ -58,11 +58,15 @@ export interface ProviderInput {
   readonly recoveryMs: number;
   /** The cap of the breaker's growing open period (BREAKER_MAX_RECOVERY_MS). */
   readonly maxRecoveryMs?: number;
+  /** The breaker's quorum of distinct keys (BREAKER_MIN_DISTINCT_KEYS). */
+  readonly minDistinctKeys?: number;
 }
 
 interface PendingCall {
   readonly replyTo: AnyActorRef;
   readonly startedAt: number;
+  /** The salted fingerprint of the call's key: the breaker's quorum counts distinct ones. */
+  readonly keyId: string;
 }
 
 export interface ProviderContext {
@@ -92,7 +96,7 @@ export type ProviderRequestEvent =
   | { type: 'call.cancelled'; callId: string; at: number }
   | { type: 'breaker.control'; action: BreakerAction; at: number };
 
-export type ProviderEvent = ProviderRequestEvent | UpstreamEvent | FleetLinkReply;
+export type ProviderEvent = ProviderRequestEvent | UpstreamEvent | FleetLinkReply | BreakerKeyStreak;
 
 /** A `call.requested` as it is kept while the fleet decides on the probe lease. */
 export type CallRequest = Omit<Extract<ProviderRequestEvent, { type: 'call.requested' }>, 'type'>;
@@ -138,10 +142,13 @@ const breakerEventFor = {
  */
 export function createProviderMachine(table: ErrorTable) {
   const isCounted = countedClassGuard(table);
-  /** The breaker's event for a call that ended in `errorClass`: a FAILURE exactly when column B says so. */
-  const breakerResult = (callId: string, errorClass: ErrorClass, at: number): BreakerEvent =>
+  /**
+   * The breaker's event for a call with key `keyId` that ended in `errorClass`: a FAILURE exactly when
+   * column B says so.
+   */
+  const breakerResult = (callId: string, errorClass: ErrorClass, at: number, keyId: string): BreakerEvent =>
     isCounted(errorClass)
-      ? { type: 'call.failed', callId, errorClass, at }
+      ? { type: 'call.failed', callId, errorClass, keyId, at }
       : { type: 'call.ignored', callId, errorClass, at };
   const statOf = (errorClass: ErrorClass): keyof ProviderStats =>
     isCounted(errorClass) ? 'failures' : 'ignored';
@@ -201,7 +208,10 @@ export function createProviderMachine(table: ErrorTable) {
         enqueue.sendTo(context.breaker, started);
         enqueue.sendTo(context.fleetLink, { type: 'fleet.report', event: started });
         enqueue.assign({
-          pending: { ...context.pending, [params.callId]: { replyTo: params.replyTo, startedAt: params.at } },
+          pending: {
+            ...context.pending,
+            [params.callId]: { replyTo: params.replyTo, startedAt: params.at, keyId: params.apiKey.fingerprint },
+          },
           stats: { ...context.stats, calls: context.stats.calls + 1 },
         });
       }),
@@ -243,7 +253,7 @@ export function createProviderMachine(table: ErrorTable) {
         ({ context }) => context.fleetLink,
         (_, params: { callId: string; at: number }) => ({
           type: 'fleet.report' as const,
-          event: breakerResult(params.callId, ownClasses.callerAborted, params.at),
+          event: breakerResult(params.callId, ownClasses.callerAborted, params.at, ''),
         }),
       ),
       countStat: assign({
@@ -324,6 +334,11 @@ export function createProviderMachine(table: ErrorTable) {
       startUpstream: (_, _params: CallUpstreamInput) => undefined,
       /** Aborts a call still running (the caller cancelled); a finished call is left alone. */
       abortUpstream: (_, _params: { callId: string }) => undefined,
+      /**
+       * The breaker's quorum was not met: a failure streak from too few keys gives the failing key its
+       * own circuit instead of opening the provider (issue 14 part 3; the key's health trips it).
+       */
+      tripKey: (_, _params: BreakerKeyStreak) => undefined,
       /** The call is answered or cancelled: forget who was waiting for it. */
       finishCall: assign({
         pending: ({ context }, params: { callId: string }) => {
@@ -343,6 +358,7 @@ export function createProviderMachine(table: ErrorTable) {
           threshold: input.threshold,
           recoveryMs: input.recoveryMs,
           ...(input.maxRecoveryMs === undefined ? {} : { maxRecoveryMs: input.maxRecoveryMs }),
+          ...(input.minDistinctKeys === undefined ? {} : { minDistinctKeys: input.minDistinctKeys }),
         },
       });
       return {
@@ -426,6 +442,8 @@ export function createProviderMachine(table: ErrorTable) {
               actions: { type: 'freeLease', params: ({ event }) => ({ callId: event.callId, at: event.at }) },
             },
           ],
+          /** A streak from too few keys: the provider stays up, the key gets its own circuit. */
+          'breaker.keyStreak': { actions: { type: 'tripKey', params: ({ event }) => event } },
           /** The fleet's state, or its loss: the breaker adopts it. */
           'breaker.synced': { actions: { type: 'adoptFleetState', params: ({ event }) => event } },
           'breaker.unshared': { actions: { type: 'adoptFleetState', params: ({ event }) => event } },
@@ -448,7 +466,8 @@ export function createProviderMachine(table: ErrorTable) {
               actions: [
                 {
                   type: 'notifyBreaker',
-                  params: ({ event }) => breakerResult(event.callId, ownClasses.invalidOutput, event.at),
+                  params: ({ context, event }) =>
+                    breakerResult(event.callId, ownClasses.invalidOutput, event.at, keyOf(context, event.callId)),
                 },
                 { type: 'replyAnswered', params: ({ event }) => ({ event }) },
                 { type: 'countStat', params: { stat: statOf(ownClasses.invalidOutput) } },
@@ -462,7 +481,8 @@ export function createProviderMachine(table: ErrorTable) {
               actions: [
                 {
                   type: 'notifyBreaker',
-                  params: ({ event }) => breakerResult(event.callId, event.failure.errorClass, event.at),
+                  params: ({ context, event }) =>
+                    breakerResult(event.callId, event.failure.errorClass, event.at, keyOf(context, event.callId)),
                 },
                 {
                   type: 'replyFailed',
@@ -483,7 +503,8 @@ export function createProviderMachine(table: ErrorTable) {
               actions: [
                 {
                   type: 'notifyBreaker',
-                  params: ({ event }) => breakerResult(event.callId, event.failure.errorClass, event.at),
+                  params: ({ context, event }) =>
+                    breakerResult(event.callId, event.failure.errorClass, event.at, keyOf(context, event.callId)),
                 },
                 {
                   type: 'replyFailed',
@@ -512,7 +533,8 @@ export function createProviderMachine(table: ErrorTable) {
               actions: [
                 {
                   type: 'notifyBreaker',
-                  params: ({ event }) => breakerResult(event.callId, ownClasses.callerAborted, event.at),
+                  params: ({ context, event }) =>
+                    breakerResult(event.callId, ownClasses.callerAborted, event.at, keyOf(context, event.callId)),
                 },
                 { type: 'countStat', params: { stat: statOf(ownClasses.callerAborted) } },
                 { type: 'recordAborted', params: ({ event }) => ({ callId: event.callId, at: event.at }) },
@@ -550,6 +572,11 @@ function leasedCall(context: ProviderContext, callId: string): CallRequest {
   const call = context.leasing[callId];
   if (call === undefined) throw new Error(`No call waiting for a probe lease ${callId}`);
   return call;
+}
+
+/** The key id of a call in flight (the guards made sure it is pending). */
+function keyOf(context: ProviderContext, callId: string): string {
+  return pendingCall(context, callId).keyId;
 }
 
 function pendingCall(context: ProviderContext, callId: string): PendingCall {

@@ -31,7 +31,7 @@ function events(snapshot: BreakerSnapshot): BreakerEvent[] {
     { type: 'call.started', callId: 'probe', at },
     ...ids.flatMap((callId): BreakerEvent[] => [
       { type: 'call.succeeded', callId, at },
-      { type: 'call.failed', callId, errorClass: 'server_error', at },
+      { type: 'call.failed', callId, errorClass: 'server_error', keyId: 'key-a', at },
       { type: 'call.ignored', callId, errorClass: 'rate_limited', at },
     ]),
     { type: 'breaker.reset', at },

@@ -28,6 +28,7 @@ function fleet(state: SharedBreakerState['state'], more: Partial<SharedBreakerSt
   const shared: SharedBreakerState = {
     state,
     consecutiveFailures: 7,
+    streakKeys: ['key-a'],
     openedAt: state === 'closed' ? null : t - 10,
     retryAt: state === 'open' || state === 'halfOpen' ? t + 990 : null,
     opens: 4,
@@ -43,6 +44,7 @@ const failed = (callId: string, at = t): BreakerEvent => ({
   type: 'call.failed',
   callId,
   errorClass: 'server_error',
+  keyId: 'key-a',
   at,
 });
 

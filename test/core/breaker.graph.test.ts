@@ -43,7 +43,7 @@ function payloadsFor(type: string, snapshot: BreakerSnapshot): BreakerEvent[] {
       return callIds(snapshot).map((callId) => ({ type, callId, at }));
     case 'call.failed':
       return callIds(snapshot).flatMap((callId) =>
-        countedErrorClasses.map((errorClass) => ({ type, callId, errorClass, at })),
+        countedErrorClasses.map((errorClass) => ({ type, callId, errorClass, keyId: 'key-a', at })),
       );
     case 'call.ignored':
       return callIds(snapshot).flatMap((callId) =>
@@ -214,6 +214,7 @@ describe('breaker machine, over every event sequence up to a depth', () => {
           type: 'call.failed',
           callId: 'x',
           errorClass: 'timeout',
+          keyId: 'key-a',
           at,
         });
         return [next];

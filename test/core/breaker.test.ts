@@ -19,7 +19,7 @@ function call(breaker: Breaker, result: 'succeeded' | 'failed' | 'ignored'): str
   const at = Date.now();
   breaker.send({ type: 'call.started', callId, at });
   if (result === 'succeeded') breaker.send({ type: 'call.succeeded', callId, at });
-  else if (result === 'failed') breaker.send({ type: 'call.failed', callId, errorClass: 'server_error', at });
+  else if (result === 'failed') breaker.send({ type: 'call.failed', callId, errorClass: 'server_error', keyId: 'key-a', at });
   else breaker.send({ type: 'call.ignored', callId, errorClass: 'rate_limited', at });
   return callId;
 }
@@ -197,7 +197,7 @@ describe('breaker machine', () => {
     breaker.send({ type: 'call.started', callId: 'probe', at: Date.now() });
     const before = breaker.getSnapshot();
     breaker.send({ type: 'call.succeeded', callId: 'old-call', at: Date.now() });
-    breaker.send({ type: 'call.failed', callId: 'old-call-2', errorClass: 'timeout', at: Date.now() });
+    breaker.send({ type: 'call.failed', callId: 'old-call-2', errorClass: 'timeout', keyId: 'key-a', at: Date.now() });
     breaker.send({ type: 'call.ignored', callId: 'old-call-3', errorClass: 'aborted', at: Date.now() });
     const after = breaker.getSnapshot();
     expect(after.value).toEqual({ halfOpen: 'probing' });
@@ -209,7 +209,7 @@ describe('breaker machine', () => {
     openBreaker(breaker);
     vi.advanceTimersByTime(recoveryMs);
     const before = breaker.getSnapshot();
-    breaker.send({ type: 'call.failed', callId: 'late', errorClass: 'server_error', at: Date.now() });
+    breaker.send({ type: 'call.failed', callId: 'late', errorClass: 'server_error', keyId: 'key-a', at: Date.now() });
     breaker.send({ type: 'call.succeeded', callId: 'late-2', at: Date.now() });
     expect(breaker.getSnapshot().value).toEqual({ halfOpen: 'awaitingProbe' });
     expect(breaker.getSnapshot().context).toEqual(before.context);

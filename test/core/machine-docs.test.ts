@@ -26,7 +26,7 @@ describe('generated machine docs (npm run docs:machines)', async () => {
 
   it('draws guards, delayed and eventless transitions', () => {
     const breaker = files.get('docs/machines/breaker.mmd') ?? '';
-    expect(breaker).toContain('closed --> open : call.failed [isThresholdReached]');
+    expect(breaker).toContain('closed --> open : call.failed [isQuorumReached]');
     expect(breaker).toContain('open --> halfOpen : after recoveryTimeout');
     expect(breaker).toContain('halfOpen_probing --> halfOpen_awaitingProbe : call.ignored [isProbeResult]');
     const fallback = files.get('docs/machines/fallback.mmd') ?? '';

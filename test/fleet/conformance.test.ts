@@ -3,11 +3,13 @@
  * (pure `transition`, with its delayed `recoveryTimeout` played by a simulated clock) and through the
  * fleet's Lua script on the real Redis (`createRedisStateStore`), and after every step both must hold
  * the same state, failure count, open count, opening time, retry time, open period (doubled by each
- * failed probe up to the cap, reset on closing) and probe holder, and answer the same admission.
+ * failed probe up to the cap, reset on closing), streak key ids (the quorum of distinct keys,
+ * BREAKER_MIN_DISTINCT_KEYS 1 to 3) and probe holder, and answer the same admission.
  *
  * Neither side is the oracle of the other's rules: the machine is the design (SPEC.md §2) and the
  * script must follow it. Kept mutants of the script (a probe's counted failure that does not re-open;
- * one that re-opens without growing the open period) show the comparison can fail.
+ * one that re-opens without growing the open period; one that opens without the quorum; one whose
+ * success leaves the streak's keys behind) show the comparison can fail.
  */
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
@@ -41,6 +43,8 @@ type Step =
       readonly kind: 'fail';
       readonly pick: number;
       readonly errorClass: CountedErrorClass | IgnoredErrorClass;
+      /** The key the call used (its id, as a salted fingerprint would be): the quorum counts distinct ones. */
+      readonly key: KeyId;
     }
   | { readonly kind: 'advance'; readonly ms: number; readonly timersFire: boolean }
   | { readonly kind: 'reset' | 'forceOpen' };
@@ -58,6 +62,10 @@ const ignoredClasses: readonly IgnoredErrorClass[] = [
   'aborted',
   'invalid_output',
 ];
+/** Three keys: enough to reach, and to exceed, every quorum generated (1 to 3). */
+const keyIds = ['key-a', 'key-b', 'key-c'] as const;
+type KeyId = (typeof keyIds)[number];
+
 const isCounted = (errorClass: CountedErrorClass | IgnoredErrorClass): errorClass is CountedErrorClass =>
   (countedClasses as readonly string[]).includes(errorClass);
 
@@ -70,6 +78,8 @@ const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
       kind: fc.constant('fail' as const),
       pick: fc.nat(7),
       errorClass: fc.constantFrom(...countedClasses),
+      // Mostly one key: streaks from one key (below the quorum) are common, others mix in.
+      key: fc.constantFrom<KeyId>('key-a', 'key-a', 'key-b', 'key-c'),
     }),
   },
   {
@@ -78,6 +88,7 @@ const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
       kind: fc.constant('fail' as const),
       pick: fc.nat(7),
       errorClass: fc.constantFrom(...ignoredClasses),
+      key: fc.constantFrom(...keyIds),
     }),
   },
   {
@@ -102,6 +113,7 @@ const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
 
 const scenarioArbitrary = fc.record({
   threshold: fc.integer({ min: 1, max: 3 }),
+  quorum: fc.integer({ min: 1, max: 3 }),
   steps: fc.array(stepArbitrary, { minLength: 1, maxLength: 40, size: 'max' }),
 });
 
@@ -109,6 +121,7 @@ const scenarioArbitrary = fc.record({
 interface Observed {
   readonly state: 'closed' | 'open' | 'halfOpen' | 'forcedOpen';
   readonly consecutiveFailures: number;
+  readonly streakKeys: readonly string[];
   readonly openedAt: number | null;
   readonly retryAt: number | null;
   readonly opens: number;
@@ -136,13 +149,21 @@ class MachineSide {
   lateProbes = 0;
   /** Probe failures whose open period reached the cap (1 s → 2 s → 4 s). */
   cappedPeriods = 0;
+  /** Threshold reached with fewer keys than the quorum: the breaker stayed closed and reported the key. */
+  keyStreaks = 0;
+  /** Openings from closed with a quorum of 2 or more keys. */
+  quorumOpenings = 0;
 
-  constructor(threshold: number) {
+  constructor(
+    threshold: number,
+    private readonly quorum = 1,
+  ) {
     const [snapshot, actions] = initialTransition(breakerMachine, {
       providerId: 'conformance',
       threshold,
       recoveryMs,
       maxRecoveryMs,
+      minDistinctKeys: quorum,
     });
     this.snapshot = snapshot;
     this.schedule(actions, startAt);
@@ -158,6 +179,10 @@ class MachineSide {
     if (event.type === 'call.started' && before.matches('open') && next.matches({ halfOpen: 'probing' })) {
       this.lateProbes += 1;
     }
+    // The breaker's `breaker.keyStreak` report (emitted, and sent to a parent when it has one).
+    if (actions.some((action) => String(action.type) === 'xstate.emit')) this.keyStreaks += 1;
+    if (event.type === 'call.failed' && before.matches('closed') && next.matches('open') && this.quorum > 1)
+      this.quorumOpenings += 1;
     this.snapshot = next;
     this.schedule(actions, now);
   }
@@ -192,6 +217,7 @@ class MachineSide {
             ? 'forcedOpen'
             : 'open',
       consecutiveFailures: context.consecutiveFailures,
+      streakKeys: context.streakKeys,
       openedAt: context.openedAt,
       retryAt: context.retryAt,
       opens: context.opens,
@@ -287,16 +313,16 @@ async function firstDifference(
           fleet = (await script.apply({ op: 'succeeded', callId }, now)).observed;
           break;
         }
-        const { errorClass } = step;
+        const { errorClass, key } = step;
         // The machine hears the event its class makes (column B, as written above); the script gets
         // the class and decides by the error table it was generated from, whatever op it is sent as.
         machine.send(
           isCounted(errorClass)
-            ? { type: 'call.failed', callId, errorClass, at: now }
+            ? { type: 'call.failed', callId, errorClass, keyId: key, at: now }
             : { type: 'call.ignored', callId, errorClass, at: now },
           now,
         );
-        fleet = (await script.apply({ op: 'failed', callId, errorClass }, now)).observed;
+        fleet = (await script.apply({ op: 'failed', callId, errorClass, keyId: key }, now)).observed;
         break;
       }
       case 'advance': {
@@ -321,21 +347,26 @@ async function firstDifference(
 }
 
 const prefix = uniquePrefix('conformance');
-/** The store's threshold is fixed per store: one store (one connection pair) per threshold generated. */
-const stores = new Map<number, RedisStateStore>();
+/**
+ * The store's threshold and quorum are fixed per store: one store (one connection pair) per
+ * threshold and quorum generated.
+ */
+const stores = new Map<string, RedisStateStore>();
 let reader: Redis;
 
 beforeAll(async () => {
   reader = new Redis(redisTestUrl);
   for (const threshold of [1, 2, 3]) {
-    const store = createRedisStateStore({
-      url: redisTestUrl,
-      prefix,
-      breaker: { threshold, recoveryMs, maxRecoveryMs },
-      probeLeaseMs,
-    });
-    expect(await store.ready(5000)).toBe(true);
-    stores.set(threshold, store);
+    for (const quorum of [1, 2, 3]) {
+      const store = createRedisStateStore({
+        url: redisTestUrl,
+        prefix,
+        breaker: { threshold, recoveryMs, maxRecoveryMs, minDistinctKeys: quorum },
+        probeLeaseMs,
+      });
+      expect(await store.ready(5000)).toBe(true);
+      stores.set(`${threshold}/${quorum}`, store);
+    }
   }
 });
 
@@ -347,28 +378,32 @@ afterAll(async () => {
 });
 
 /** The real store, with one fresh provider id (so one fresh fleet breaker) per scenario. */
-function storeSide(threshold: number): ScriptSide {
+function storeSide(threshold: number, quorum = 1): ScriptSide {
   const providerId = `p-${randomUUID().slice(0, 8)}`;
-  const store = stores.get(threshold);
-  if (store === undefined) throw new Error(`no store for threshold ${threshold}`);
+  const store = stores.get(`${threshold}/${quorum}`);
+  if (store === undefined) throw new Error(`no store for threshold ${threshold} and quorum ${quorum}`);
   return {
     apply: async (operation, now) => {
       const { shared, granted } = await store.breakers.apply(providerId, operation, now);
-      const { state, consecutiveFailures, openedAt, retryAt, opens, openPeriodMs } = shared;
-      return { observed: { state, consecutiveFailures, openedAt, retryAt, opens, openPeriodMs }, granted };
+      const { state, consecutiveFailures, streakKeys, openedAt, retryAt, opens, openPeriodMs } = shared;
+      return {
+        observed: { state, consecutiveFailures, streakKeys, openedAt, retryAt, opens, openPeriodMs },
+        granted,
+      };
     },
     probeHolder: async () => reader.get(`${prefix}breaker:${providerId}:probe`),
   };
 }
 
 /** A script run by EVAL with the store's argument order (for the kept mutant only). */
-function rawScriptSide(script: string, threshold: number): ScriptSide {
+function rawScriptSide(script: string, threshold: number, quorum = 1): ScriptSide {
   const key = `${prefix}breaker:mutant-${randomUUID().slice(0, 8)}`;
   const time = (value: unknown): number | null => (Number(value) < 0 ? null : Number(value));
   return {
     apply: async (operation, now) => {
       const callId = 'callId' in operation ? operation.callId : '';
       const errorClass = 'errorClass' in operation ? (operation.errorClass ?? '') : '';
+      const keyId = 'keyId' in operation ? (operation.keyId ?? '') : '';
       const reply = (await reader.eval(
         script,
         2,
@@ -382,19 +417,24 @@ function rawScriptSide(script: string, threshold: number): ScriptSide {
         probeLeaseMs,
         key,
         maxRecoveryMs,
+        quorum,
         errorClass,
+        keyId,
       )) as unknown[];
-      const [state, failures, openedAt, retryAt, opens, , , openPeriodMs] = reply;
+      const [state, failures, openedAt, retryAt, opens, , , openPeriodMs, keys] = reply;
       return {
         observed: {
           state: String(state) as Observed['state'],
           consecutiveFailures: Number(failures),
+          streakKeys: String(keys)
+            .split(' ')
+            .filter((id) => id !== ''),
           openedAt: time(openedAt),
           retryAt: time(retryAt),
           opens: Number(opens),
           openPeriodMs: Number(openPeriodMs),
         },
-        granted: Number(reply[8]) === 1,
+        granted: Number(reply[9]) === 1,
       };
     },
     probeHolder: async () => reader.get(`${key}:probe`),
@@ -403,36 +443,47 @@ function rawScriptSide(script: string, threshold: number): ScriptSide {
 
 describe('the fleet script conforms to the breaker machine (generated sequences, real Redis)', () => {
   it('gives the same states, counts, times, probe and admissions on every generated sequence', async () => {
-    const totals = { runs: 0, reopenedByProbe: 0, lateProbes: 0, cappedPeriods: 0 };
+    const totals = {
+      runs: 0,
+      reopenedByProbe: 0,
+      lateProbes: 0,
+      cappedPeriods: 0,
+      keyStreaks: 0,
+      quorumOpenings: 0,
+    };
     await fc.assert(
-      fc.asyncProperty(scenarioArbitrary, async ({ threshold, steps }) => {
-        const machine = new MachineSide(threshold);
-        const difference = await firstDifference(threshold, steps, storeSide(threshold), machine);
+      fc.asyncProperty(scenarioArbitrary, async ({ threshold, quorum, steps }) => {
+        const machine = new MachineSide(threshold, quorum);
+        const difference = await firstDifference(threshold, steps, storeSide(threshold, quorum), machine);
         totals.runs += 1;
         totals.reopenedByProbe += machine.reopenedByProbe;
         totals.lateProbes += machine.lateProbes;
         totals.cappedPeriods += machine.cappedPeriods;
+        totals.keyStreaks += machine.keyStreaks;
+        totals.quorumOpenings += machine.quorumOpenings;
         expect(difference).toBeUndefined();
       }),
       { numRuns: 250 },
     );
     console.log(
-      `conformance: ${totals.runs} sequences, ${totals.reopenedByProbe} probe failures re-opened (${totals.cappedPeriods} at the capped period), ${totals.lateProbes} probes admitted on a late timer`,
+      `conformance: ${totals.runs} sequences, ${totals.reopenedByProbe} probe failures re-opened (${totals.cappedPeriods} at the capped period), ${totals.lateProbes} probes admitted on a late timer, ${totals.keyStreaks} key streaks kept closed below the quorum, ${totals.quorumOpenings} openings by a quorum of 2 or 3 keys`,
     );
     // The generator reaches the rules that matter (a sequence set that never re-opens proves nothing).
     expect(totals.reopenedByProbe).toBeGreaterThanOrEqual(5);
     expect(totals.lateProbes).toBeGreaterThanOrEqual(3);
+    expect(totals.keyStreaks).toBeGreaterThanOrEqual(5);
+    expect(totals.quorumOpenings).toBeGreaterThanOrEqual(5);
   }, 180_000);
 
   it('agrees through a growing open period: three failed probes (1 s, 2 s, 4 s, 4 s), a success, a new opening', async () => {
     const probeThenFail = (ms: number): Step[] => [
       { kind: 'advance', ms, timersFire: true },
       { kind: 'admit' },
-      { kind: 'fail', pick: 0, errorClass: 'timeout' },
+      { kind: 'fail', pick: 0, errorClass: 'timeout', key: 'key-a' },
     ];
     const steps: Step[] = [
       { kind: 'admit' },
-      { kind: 'fail', pick: 0, errorClass: 'server_error' },
+      { kind: 'fail', pick: 0, errorClass: 'server_error', key: 'key-a' },
       // A probe admitted only when the grown period has passed, not one recovery time later.
       ...probeThenFail(recoveryMs),
       { kind: 'advance', ms: recoveryMs, timersFire: true },
@@ -443,7 +494,7 @@ describe('the fleet script conforms to the breaker machine (generated sequences,
       { kind: 'admit' },
       { kind: 'succeed', pick: 0 },
       { kind: 'admit' },
-      { kind: 'fail', pick: 0, errorClass: 'connection' },
+      { kind: 'fail', pick: 0, errorClass: 'connection', key: 'key-a' },
     ];
     const machine = new MachineSide(1);
     expect(await firstDifference(1, steps, storeSide(1), machine)).toBeUndefined();
@@ -464,10 +515,10 @@ describe('the fleet script conforms to the breaker machine (generated sequences,
     );
     const steps: Step[] = [
       { kind: 'admit' },
-      { kind: 'fail', pick: 0, errorClass: 'server_error' },
+      { kind: 'fail', pick: 0, errorClass: 'server_error', key: 'key-a' },
       { kind: 'advance', ms: recoveryMs, timersFire: true },
       { kind: 'admit' },
-      { kind: 'fail', pick: 0, errorClass: 'timeout' },
+      { kind: 'fail', pick: 0, errorClass: 'timeout', key: 'key-a' },
     ];
     expect(await firstDifference(1, steps, storeSide(1))).toBeUndefined();
     expect(await firstDifference(1, steps, rawScriptSide(mutant, 1))).toMatch(/step 4/);
@@ -477,7 +528,7 @@ describe('the fleet script conforms to the breaker machine (generated sequences,
     const countedTable = 'local counted = { ';
     expect(breakerScript).toContain(countedTable);
     const mutant = breakerScript.replace(countedTable, `${countedTable}rate_limited = true, `);
-    const steps: Step[] = [{ kind: 'admit' }, { kind: 'fail', pick: 0, errorClass: 'rate_limited' }];
+    const steps: Step[] = [{ kind: 'admit' }, { kind: 'fail', pick: 0, errorClass: 'rate_limited', key: 'key-a' }];
     expect(await firstDifference(1, steps, storeSide(1))).toBeUndefined();
     expect(await firstDifference(1, steps, rawScriptSide(mutant, 1))).toMatch(/step 1/);
   });
@@ -488,13 +539,79 @@ describe('the fleet script conforms to the breaker machine (generated sequences,
     const mutant = breakerScript.replace(growth, '');
     const steps: Step[] = [
       { kind: 'admit' },
-      { kind: 'fail', pick: 0, errorClass: 'server_error' },
+      { kind: 'fail', pick: 0, errorClass: 'server_error', key: 'key-a' },
       { kind: 'advance', ms: recoveryMs, timersFire: true },
       { kind: 'admit' },
-      { kind: 'fail', pick: 0, errorClass: 'overloaded' },
+      { kind: 'fail', pick: 0, errorClass: 'overloaded', key: 'key-a' },
     ];
     expect(await firstDifference(1, steps, storeSide(1))).toBeUndefined();
     // The machine re-opens for 2 s (1 s doubled), the mutant for 1 s again.
     expect(await firstDifference(1, steps, rawScriptSide(mutant, 1))).toMatch(/step 4.*"retryAt":1800000003000/);
+  });
+});
+
+describe('the quorum of distinct keys (BREAKER_MIN_DISTINCT_KEYS), machine and script alike', () => {
+  /** One call admitted and failed with `key` (a timeout: counted). */
+  const failWith = (key: KeyId): Step[] => [
+    { kind: 'admit' },
+    { kind: 'fail', pick: 0, errorClass: 'timeout', key },
+  ];
+
+  it('stays closed on a streak from one key past the threshold, and opens when a second key fails', async () => {
+    // Threshold 2, quorum 2: key-a fails four times (closed, streak keys [key-a]), then key-b once.
+    const steps: Step[] = [...failWith('key-a'), ...failWith('key-a'), ...failWith('key-a'), ...failWith('key-a')];
+    const machine = new MachineSide(2, 2);
+    expect(await firstDifference(2, [...steps, ...failWith('key-b')], storeSide(2, 2), machine)).toBeUndefined();
+    expect(machine.keyStreaks).toBe(3);
+    expect(machine.observed()).toMatchObject({
+      state: 'open',
+      consecutiveFailures: 5,
+      streakKeys: ['key-a', 'key-b'],
+      opens: 1,
+    });
+  });
+
+  it('keeps at most the quorum of key ids, and forgets them with the streak on a success', async () => {
+    const steps: Step[] = [
+      ...failWith('key-a'),
+      ...failWith('key-b'),
+      { kind: 'admit' },
+      { kind: 'succeed', pick: 0 },
+      ...failWith('key-c'),
+      ...failWith('key-a'),
+      ...failWith('key-b'),
+    ];
+    // Threshold 3, quorum 2: [a], [a, b], cleared by the success, [c], [c, a], and b is not kept (3 ≥ 2 keys).
+    const exact = new MachineSide(3, 2);
+    expect(await firstDifference(3, steps, storeSide(3, 2), exact)).toBeUndefined();
+    expect(exact.observed()).toMatchObject({ state: 'open', streakKeys: ['key-c', 'key-a'] });
+  });
+
+  it('catches the kept mutant that opens without the quorum (one key opens the provider)', async () => {
+    const quorumCheck = 'if shouldOpen(s.failures) and hasQuorum(#keys) then';
+    expect(breakerScript).toContain(quorumCheck);
+    const mutant = breakerScript.replace(quorumCheck, 'if shouldOpen(s.failures) then');
+    const steps: Step[] = [...failWith('key-a'), ...failWith('key-a')];
+    expect(await firstDifference(2, steps, storeSide(2, 2), new MachineSide(2, 2))).toBeUndefined();
+    expect(await firstDifference(2, steps, rawScriptSide(mutant, 2, 2), new MachineSide(2, 2))).toMatch(
+      /step 3.*machine \{"state":"closed".*fleet \{"state":"open"/,
+    );
+  });
+
+  it("catches the kept mutant whose success leaves the streak's keys behind", async () => {
+    const clearOnSuccess = "    s.failures = 0\n    keys = {}\n    changed = true";
+    expect(breakerScript).toContain(clearOnSuccess);
+    const mutant = breakerScript.replace(clearOnSuccess, '    s.failures = 0\n    changed = true');
+    const steps: Step[] = [
+      ...failWith('key-a'),
+      { kind: 'admit' },
+      { kind: 'succeed', pick: 0 },
+      ...failWith('key-b'),
+      ...failWith('key-b'),
+    ];
+    expect(await firstDifference(2, steps, storeSide(2, 2), new MachineSide(2, 2))).toBeUndefined();
+    expect(await firstDifference(2, steps, rawScriptSide(mutant, 2, 2), new MachineSide(2, 2))).toMatch(
+      /step 3/,
+    );
   });
 });

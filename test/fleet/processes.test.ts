@@ -21,6 +21,7 @@ async function startProcess(prefix: string): Promise<string> {
       OPENAI_BASE_URL: emulator.openaiBaseUrl,
       TIMELYGPT_BASE_URL: emulator.timelygptBaseUrl,
       BREAKER_FAILURE_THRESHOLD: '3',
+      BREAKER_MIN_DISTINCT_KEYS: '1',
       RETRY_MAX: '0',
       LOG_LEVEL: 'warn',
     },

@@ -16,6 +16,8 @@ beforeAll(async () => {
     BREAKER_FAILURE_THRESHOLD: '1',
     BREAKER_RECOVERY_MS: '500',
     BREAKER_MAX_RECOVERY_MS: '1500',
+    // One key opens the breaker here: the quorum of distinct keys is off.
+    BREAKER_MIN_DISTINCT_KEYS: '1',
     RETRY_MAX: '0',
   });
 });

@@ -13,7 +13,12 @@ import type { Demo } from './support.js';
 describe('web routes (demo mode, real emulator)', () => {
   let demo: Demo;
   beforeAll(async () => {
-    demo = await startDemo({ BREAKER_FAILURE_THRESHOLD: '1', RETRY_MAX: '0', BREAKER_RECOVERY_MS: '60000' });
+    demo = await startDemo({
+      BREAKER_FAILURE_THRESHOLD: '1',
+      BREAKER_MIN_DISTINCT_KEYS: '1',
+      RETRY_MAX: '0',
+      BREAKER_RECOVERY_MS: '60000',
+    });
   });
   afterAll(async () => {
     await demo?.close();
@@ -57,7 +62,7 @@ describe('web routes (demo mode, real emulator)', () => {
     const breaker = body.machines.find((machine) => machine.name === 'breaker');
     const paths = JSON.stringify(breaker?.states);
     for (const state of ['closed', 'open', 'forcedOpen', 'halfOpen.awaitingProbe', 'halfOpen.probing']) expect(paths).toContain(`"path":"${state}"`);
-    expect(breaker?.edges).toContainEqual({ from: 'closed', to: 'open', label: 'call.failed [isThresholdReached]' });
+    expect(breaker?.edges).toContainEqual({ from: 'closed', to: 'open', label: 'call.failed [isQuorumReached]' });
     expect(breaker?.edges).toContainEqual({ from: '*', to: 'forcedOpen', label: 'breaker.forceOpen' });
   });
 
