@@ -113,7 +113,8 @@ const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
 
 const scenarioArbitrary = fc.record({
   threshold: fc.integer({ min: 1, max: 3 }),
-  quorum: fc.integer({ min: 1, max: 3 }),
+  // Half the sequences without the quorum (1), so probes and re-openings stay frequent.
+  quorum: fc.constantFrom(1, 1, 2, 3),
   steps: fc.array(stepArbitrary, { minLength: 1, maxLength: 40, size: 'max' }),
 });
 
@@ -472,7 +473,7 @@ describe('the fleet script conforms to the breaker machine (generated sequences,
     expect(totals.reopenedByProbe).toBeGreaterThanOrEqual(5);
     expect(totals.lateProbes).toBeGreaterThanOrEqual(3);
     expect(totals.keyStreaks).toBeGreaterThanOrEqual(5);
-    expect(totals.quorumOpenings).toBeGreaterThanOrEqual(5);
+    expect(totals.quorumOpenings).toBeGreaterThanOrEqual(3);
   }, 180_000);
 
   it('agrees through a growing open period: three failed probes (1 s, 2 s, 4 s, 4 s), a success, a new opening', async () => {
