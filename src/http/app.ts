@@ -21,6 +21,7 @@ import { createAdmission } from './admission.js';
 import { clientErrorHandler, errorHandler, frameworkErrors, notFoundHandler } from './error-handler.js';
 import { ApiError } from './errors.js';
 import { keyHeaders } from './keys.js';
+import { isAlreadyValidated } from './schemas.js';
 import { loggerOptions } from './logger.js';
 import type { LogOptions } from './logger.js';
 import { documentsRoutes } from './routes/documents.js';
@@ -92,7 +93,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   }).withTypeProvider<ZodTypeProvider>();
 
   app.setValidatorCompiler(validatorCompiler);
-  app.setSerializerCompiler(serializerCompiler);
+  // Bodies built from already validated values are not encoded a second time (schemas.ts, issue 15).
+  app.setSerializerCompiler<Parameters<typeof serializerCompiler>[0]['schema']>((route) => (isAlreadyValidated(route.schema) ? (data: unknown) => JSON.stringify(data) : serializerCompiler(route)));
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler(notFoundHandler);
   // JSON in, JSON out: a text/plain body is refused (400) rather than handed to a schema as a string.

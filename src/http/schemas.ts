@@ -6,6 +6,26 @@ import { z } from 'zod';
 import { errorClasses } from '../errors/index.js';
 import { providerIds, tasks } from '../providers/index.js';
 
+/**
+ * Response schemas of bodies a route builds only from values already validated against the same zod
+ * schemas (the study layer parses the model's answer once, stripping unknown keys; the rest is typed
+ * bookkeeping): issue 15's "validate the model's answer once". Such a body is written with
+ * `JSON.stringify` instead of being encoded through the schema a second time; the schema still
+ * documents the response (OpenAPI), and test/http/generate-body.test.ts checks that a real body comes out
+ * of the schema unchanged, so nothing the schema would strip is ever sent.
+ */
+const validatedResponseSchemas = new WeakSet<object>();
+
+/** Marks `schema` as the shape of bodies built from validated values (see above). */
+export function alreadyValidated<T extends object>(schema: T): T {
+  validatedResponseSchemas.add(schema);
+  return schema;
+}
+
+export function isAlreadyValidated(schema: unknown): boolean {
+  return typeof schema === 'object' && schema !== null && validatedResponseSchemas.has(schema);
+}
+
 export const providerIdSchema = z.enum(providerIds).describe('A provider id.');
 export const taskSchema = z.enum(tasks);
 

@@ -16,7 +16,7 @@ import type { ErrorCode } from '../errors.js';
 import type { ApiKey } from '../../machines/types.js';
 import { keyRedactor, redactDeep, scrubSecrets } from '../../security/redact.js';
 import { buildChain, keyHeaders, readProviderKeys } from '../keys.js';
-import { attemptSchema, errorBodySchema, generationErrorBodySchema, providerIdSchema, taskSchema } from '../schemas.js';
+import { alreadyValidated, attemptSchema, errorBodySchema, generationErrorBodySchema, providerIdSchema, taskSchema } from '../schemas.js';
 
 export interface GenerateRoutesOptions {
   readonly gateway: Gateway;
@@ -66,7 +66,8 @@ export const generateBodySchema = z
 
 const usageSchema = z.object({ inputTokens: z.number().nullable(), outputTokens: z.number().nullable() });
 
-const generateResponseSchema = z.object({
+/** The 200 body: the study layer validated `result`; `meta` is the run's own typed bookkeeping. */
+export const generateResponseSchema = alreadyValidated(z.object({
   task: taskSchema,
   result: z.union([notesResultSchema, mcqResultSchema, fillResultSchema]),
   meta: z.object({
@@ -78,7 +79,7 @@ const generateResponseSchema = z.object({
     lang: z.enum(['ko', 'en']).describe('The language of the material: options.lang, or detected from the text.'),
     langSource: z.enum(['request', 'detected']).describe('request: options.lang gave it; detected: read from the document.'),
   }),
-});
+}));
 
 function isErrorCode(code: string): code is ErrorCode {
   return Object.hasOwn(errorCodes, code);
