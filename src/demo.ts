@@ -17,9 +17,12 @@ try {
     ANTHROPIC_BASE_URL: emulator.anthropicBaseUrl,
     OPENAI_BASE_URL: emulator.openaiBaseUrl,
     TIMELYGPT_BASE_URL: emulator.timelygptBaseUrl,
-    // A breaker you can watch open and recover within a minute (override either in the environment).
+    // A breaker you can watch open and recover within a minute (override any of them in the environment).
+    // The demo has one user with one key per provider, so the quorum of distinct keys is 1: the provider
+    // breaker itself opens, as the page's fault panel shows (the service's default asks for 2 keys).
     BREAKER_FAILURE_THRESHOLD: process.env.BREAKER_FAILURE_THRESHOLD || '3',
     BREAKER_RECOVERY_MS: process.env.BREAKER_RECOVERY_MS || '15000',
+    BREAKER_MIN_DISTINCT_KEYS: process.env.BREAKER_MIN_DISTINCT_KEYS || '1',
     DEMO: 'true',
   });
 } catch (error) {

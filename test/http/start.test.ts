@@ -9,9 +9,10 @@ import { describe, expect, it } from 'vitest';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const main = `${root}dist/src/main.js`;
+const demo = `${root}dist/src/demo.js`;
 
-function run(env: NodeJS.ProcessEnv) {
-  const child = spawn(process.execPath, [main], { cwd: root, env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+function run(env: NodeJS.ProcessEnv, script = main) {
+  const child = spawn(process.execPath, [script], { cwd: root, env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -46,5 +47,38 @@ describe('npm start (node dist/src/main.js)', () => {
     expect(await service.exited).toBe(1);
     expect(service.err()).toContain('BREAKER_FAILURE_THRESHOLD');
     expect(service.err().split('\n').filter((line) => line.trim() !== '')).toHaveLength(1);
+  });
+});
+
+describe('npm run demo (node dist/src/demo.js)', () => {
+  // The README's promise: with the page's one set of keys, a provider's breaker opens after 3 failures.
+  it('opens a provider breaker after 3 failures of the one demo key, as the README says', { timeout: 60_000 }, async () => {
+    const service = run({ PORT: '0', HOST: '127.0.0.1' }, demo);
+    try {
+      const printed = (pattern: RegExp) => pattern.exec(service.out())?.[1];
+      await expect.poll(() => printed(/Providers emulated at (http:\/\/[\d.:]+)/), { timeout: 45_000, interval: 20 }).toBeDefined();
+      const emulatorUrl = printed(/Providers emulated at (http:\/\/[\d.:]+)/);
+      const url = printed(/API docs: +(http:\/\/[\d.:]+)\/docs/);
+      const fault = await fetch(`${emulatorUrl}/_emulator/faults`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ provider: 'claude', fault: 'http503' }),
+      });
+      expect(fault.status).toBe(200);
+      for (let call = 0; call < 3; call += 1) {
+        const response = await fetch(`${url}/v1/generate`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-claude-key': 'demo-claude-key-0001', 'x-gpt-key': 'demo-gpt-key-0001' },
+          body: JSON.stringify({ task: 'notes', text: `Photosynthesis stores light energy in glucose (${call}).`, options: { lang: 'en' } }),
+        });
+        expect(response.status).toBe(200);
+        expect(((await response.json()) as { meta: { provider: string } }).meta.provider).toBe('gpt');
+      }
+      const providers = (await (await fetch(`${url}/v1/providers`)).json()) as { providers: { id: string; breaker: { state: string } }[] };
+      expect(providers.providers.find((provider) => provider.id === 'claude')?.breaker.state).toBe('open');
+    } finally {
+      service.child.kill('SIGTERM');
+    }
+    await service.exited;
   });
 });
