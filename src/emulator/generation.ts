@@ -61,6 +61,9 @@ export interface GenerationOptions {
 }
 
 /** Key prefixes that pick a per-key behaviour (docs/emulator.md). */
+/** Keys whose generation calls never answer, as the `hang` fault but for that key alone. */
+export const hangingKeyPrefix = 'emu-hang-';
+
 export function keyFault(key: string): WireErrorKind | undefined {
   if (key.startsWith('emu-bad-')) return 'auth';
   if (key.startsWith('emu-ratelimit-')) return 'rateLimit';
@@ -117,6 +120,8 @@ export function serveGeneration(
 
   const perKey = keyFault(call.key);
   if (perKey) return reply(wire.error(perKey, { key: call.key }));
+  // One user's calls that never answer (the service's own timeout ends them): a per-key `hang`.
+  if (call.key.startsWith(hangingKeyPrefix)) return undefined;
 
   const inputChars = call.system.length + call.userText.length;
   const inputTokens = approximateTokens(call.system + call.userText);

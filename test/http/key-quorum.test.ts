@@ -1,0 +1,73 @@
+/**
+ * Issue 14 part 3 end to end: the real service over HTTP, the real SDK adapters and the emulator. The
+ * rule, written out: with BREAKER_FAILURE_THRESHOLD=2 and the default BREAKER_MIN_DISTINCT_KEYS=2, the
+ * provider's breaker opens only when the counted failures of a streak come from two distinct keys. One
+ * key whose calls all time out (the emulator's `emu-hang-` keys never answer; PROVIDER_TIMEOUT_MS=300)
+ * leaves the breaker closed for everyone else; two such keys open it.
+ */
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { postJson, request, startHarness, studyText } from './blackbox-support.js';
+import type { Harness } from './blackbox-support.js';
+
+let harness: Harness;
+
+beforeAll(async () => {
+  harness = await startHarness({
+    BREAKER_FAILURE_THRESHOLD: '2',
+    PROVIDER_TIMEOUT_MS: '300',
+    RETRY_MAX: '0',
+  });
+});
+
+afterAll(async () => {
+  await harness.close();
+});
+
+/** Obviously fake emulator keys: two that never answer, one that works. */
+const hangingKeyA = 'emu-hang-user-a-0001';
+const hangingKeyB = 'emu-hang-user-b-0002';
+const healthyKey = 'test-claude-key-quorum-0003';
+
+const claudeWith = (key: string) =>
+  postJson(
+    `${harness.url}/v1/generate`,
+    { task: 'notes', text: studyText, providers: ['claude'], options: { lang: 'en' } },
+    { 'x-claude-key': key },
+  );
+
+interface BreakerItem {
+  readonly state: string;
+  readonly consecutiveFailures: number;
+}
+
+async function claudeBreaker(): Promise<BreakerItem> {
+  const result = await request(`${harness.url}/v1/providers`);
+  expect(result.status).toBe(200);
+  const items = (result.body.providers ?? result.body) as { id: string; breaker: BreakerItem }[];
+  const claude = items.find((item) => item.id === 'claude');
+  if (claude === undefined) throw new Error('no claude item');
+  return claude.breaker;
+}
+
+it('leaves the breaker closed while one key times out again and again, so another key is served', async () => {
+  for (let call = 0; call < 4; call += 1) {
+    const answer = await claudeWith(hangingKeyA);
+    expect(answer.status).not.toBe(200);
+    // Twice the threshold of counted failures, all from one key: still closed.
+    expect((await claudeBreaker()).state).toBe('closed');
+  }
+  const served = await claudeWith(healthyKey);
+  expect(served.status).toBe(200);
+  expect(await claudeBreaker()).toMatchObject({ state: 'closed', consecutiveFailures: 0 });
+});
+
+it('opens the breaker when two keys fail in one streak, and then refuses every key', async () => {
+  expect((await claudeWith(hangingKeyA)).status).not.toBe(200);
+  expect((await claudeBreaker()).state).toBe('closed');
+  expect((await claudeWith(hangingKeyB)).status).not.toBe(200);
+  expect(await claudeBreaker()).toMatchObject({ state: 'open', consecutiveFailures: 2 });
+
+  const refused = await claudeWith(healthyKey);
+  expect(refused.status).toBe(503);
+  expect(refused.body.error.code).toBe('PROVIDERS_UNAVAILABLE');
+});
