@@ -35,6 +35,8 @@ export const machineSources: readonly MachineSource[] = [
   { name: 'gateway', file: 'src/machines/gateway.machine.ts', exportName: 'gatewayMachine', title: 'Gateway (root of the actor system)' },
   { name: 'provider', file: 'src/machines/provider.machine.ts', exportName: 'providerMachine', title: 'Provider actor (one per provider)' },
   { name: 'breaker', file: 'src/machines/breaker.machine.ts', exportName: 'breakerMachine', title: 'Circuit breaker (child of each provider actor)' },
+  { name: 'key-health', file: 'src/machines/key-health.machine.ts', exportName: 'keyHealthMachine', title: 'Key health (one per refused caller key, stepped by the key book)' },
+  { name: 'key-book', file: 'src/machines/key-book.machine.ts', exportName: 'keyBookMachine', title: 'Key book (child of each provider actor: the bounded map of refused keys)' },
   { name: 'fallback', file: 'src/machines/fallback.machine.ts', exportName: 'fallbackMachine', title: 'Retry-and-fallback run (one per request)' },
   { name: 'job', file: 'src/jobs/job.machine.ts', exportName: 'jobMachine', title: 'Job (one per background job)' },
   {

@@ -26,6 +26,17 @@ export interface Config {
     readonly minDistinctKeys: number;
   };
   readonly retry: { readonly max: number; readonly backoffMs: readonly number[] };
+  /**
+   * Per-key health (API.md "key health"): how long auth, permission and quota failures refuse a key
+   * (`quarantineMs`, 0 turns per-key health off), how long a rate limit without `Retry-After` cools it,
+   * how many refused keys each provider remembers, and the fingerprint salt (unset: shared through Redis).
+   */
+  readonly keyHealth: {
+    readonly quarantineMs: number;
+    readonly coolingMs: number;
+    readonly maxKeys: number;
+    readonly fingerprintSalt: string | undefined;
+  };
   readonly fallbackMode: FallbackPolicy;
   readonly providerTimeoutMs: number;
   readonly providersDefaultOrder: readonly ProviderId[];
@@ -166,6 +177,10 @@ const variables = {
   BREAKER_MAX_RECOVERY_MS: { schema: integer(1, 86_400_000), fallback: '600000' },
   BREAKER_MIN_DISTINCT_KEYS: { schema: integer(1, 100), fallback: '2' },
   RETRY_MAX: { schema: integer(0, 10), fallback: '2' },
+  KEY_QUARANTINE_MS: { schema: integer(0, 86_400_000), fallback: '600000' },
+  KEY_COOLING_MS: { schema: integer(1, 86_400_000), fallback: '30000' },
+  KEY_HEALTH_MAX_KEYS: { schema: integer(1, 1_000_000), fallback: '10000' },
+  KEY_FINGERPRINT_SALT: { schema: z.string().min(16).optional(), fallback: undefined },
   RETRY_BACKOFF_MS: { schema: backoffList, fallback: '1000,2000' },
   FALLBACK_MODE: { schema: z.enum(fallbackPolicies), fallback: 'retry-then-fallback' },
   PROVIDER_TIMEOUT_MS: { schema: integer(1, 3_600_000), fallback: '60000' },
@@ -283,6 +298,12 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       minDistinctKeys: read(env, 'BREAKER_MIN_DISTINCT_KEYS'),
     },
     retry: { max: read(env, 'RETRY_MAX'), backoffMs: read(env, 'RETRY_BACKOFF_MS') },
+    keyHealth: {
+      quarantineMs: read(env, 'KEY_QUARANTINE_MS'),
+      coolingMs: read(env, 'KEY_COOLING_MS'),
+      maxKeys: read(env, 'KEY_HEALTH_MAX_KEYS'),
+      fingerprintSalt: read(env, 'KEY_FINGERPRINT_SALT'),
+    },
     fallbackMode: read(env, 'FALLBACK_MODE'),
     providerTimeoutMs: read(env, 'PROVIDER_TIMEOUT_MS'),
     providersDefaultOrder: readProviderOrder(env, warnings),

@@ -2,12 +2,21 @@ import { randomUUID } from 'node:crypto';
 import { createActor, type ActorRefFrom, type InspectionEvent, type Observer } from 'xstate';
 import { fallbackMachine, type FallbackLink, type FallbackOutput } from '../machines/fallback.machine.js';
 import { providerIds, type ProviderAdapter, type ProviderId } from '../providers/index.js';
+import { createKeyIdentity, randomKeySalt, type KeyIdentity } from '../security/key-id.js';
 import { breakerStateName, breakerView } from './breaker-view.js';
 import { createUpstreamCalls } from './call-upstream.js';
 import type { embeddedFleetLink } from '../machines/fleet-link.js';
+import {
+  keyBookMachine,
+  keyHealthView,
+  refusedKeyCounts,
+  type KeyHealthSettings,
+} from '../machines/key-book.machine.js';
+import type { embeddedKeyLink } from '../machines/key-link.js';
 import { gatewayMachine } from '../machines/gateway.machine.js';
 import { providerMachine } from '../machines/provider.machine.js';
 import type {
+  ApiKey,
   BreakerAction,
   BreakerTransition,
   CallRecord,
@@ -15,6 +24,7 @@ import type {
   Gateway,
   GenerateInput,
   GenerateOutcome,
+  KeyStatus,
   ProviderStatus,
 } from './types.js';
 
@@ -40,6 +50,12 @@ export interface GatewayOptions {
    * (src/fleet). Absent: each breaker lives in this process only (the embedded default).
    */
   readonly fleetLink?: typeof embeddedFleetLink;
+  /** Per-key health (KEY_QUARANTINE_MS, KEY_COOLING_MS, KEY_HEALTH_MAX_KEYS); absent: off. */
+  readonly keyHealth?: KeyHealthSettings;
+  /** What keys are known by (salted fingerprints); the fleet's shared salt when REDIS_URL is set. */
+  readonly keyIdentity?: KeyIdentity;
+  /** Shares every key's health with a fleet (REDIS_URL): `createKeyLink` (src/fleet). */
+  readonly keyLink?: typeof embeddedKeyLink;
   /** Receives every inspection event of every actor (INSPECT, Stately). */
   readonly inspect?: Observer<InspectionEvent> | ((event: InspectionEvent) => void);
 }
@@ -52,6 +68,13 @@ export function createGateway(options: GatewayOptions): Gateway {
     adapters: options.adapters,
     timeoutMs: options.providerTimeoutMs,
   });
+  const keyIdentity = options.keyIdentity ?? createKeyIdentity(randomKeySalt());
+  const providerActors = {
+    ...(options.fleetLink === undefined ? {} : { fleetLink: options.fleetLink }),
+    ...(options.keyLink === undefined
+      ? {}
+      : { keyBook: keyBookMachine.provide({ actors: { keyLink: options.keyLink } }) }),
+  };
   const machine = gatewayMachine.provide({
     actors: {
       provider: providerMachine.provide({
@@ -59,7 +82,7 @@ export function createGateway(options: GatewayOptions): Gateway {
           startUpstream: ({ self }, params) => upstreamCalls.start(params, (event) => self.send(event)),
           abortUpstream: (_, params) => upstreamCalls.abort(params.callId),
         },
-        ...(options.fleetLink === undefined ? {} : { actors: { fleetLink: options.fleetLink } }),
+        actors: providerActors,
       }),
     },
   });
@@ -82,6 +105,7 @@ export function createGateway(options: GatewayOptions): Gateway {
           ...(options.breaker.minDistinctKeys === undefined
             ? {}
             : { minDistinctKeys: options.breaker.minDistinctKeys }),
+          ...(options.keyHealth === undefined ? {} : { keyHealth: options.keyHealth }),
         })),
       },
       ...(options.inspect === undefined ? {} : { inspect: options.inspect }),
@@ -141,7 +165,14 @@ export function createGateway(options: GatewayOptions): Gateway {
       model: snapshot.context.model,
       breaker: breakerView(breaker),
       stats: { ...snapshot.context.stats, opens: breaker.context.opens },
+      keys: refusedKeyCounts(snapshot.context.keyBook.getSnapshot().context.keys, Date.now()),
     };
+  }
+
+  function keyHealth(id: ProviderId, apiKey: ApiKey): KeyStatus {
+    const keys = providerRef(id).getSnapshot().context.keyBook.getSnapshot().context.keys;
+    const view = keyHealthView(keys, keyIdentity.keyId(id, apiKey), Date.now());
+    return { provider: id, ...view };
   }
 
   function generate<T>(input: GenerateInput<T>): Promise<GenerateOutcome<T>> {
@@ -150,8 +181,10 @@ export function createGateway(options: GatewayOptions): Gateway {
       provider: link.provider,
       model: options.adapters[link.provider].model,
       apiKey: link.apiKey,
+      keyId: keyIdentity.keyId(link.provider, link.apiKey),
       ref: providerRef(link.provider),
-      isAdmitting: () => providerRef(link.provider).getSnapshot().context.breaker.getSnapshot().hasTag('admitting'),
+      isAdmitting: () =>
+        providerRef(link.provider).getSnapshot().context.breaker.getSnapshot().hasTag('admitting'),
     }));
     if (links.length === 0) {
       return Promise.resolve({
@@ -215,6 +248,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     generate,
     providers: () => providerIds.map(status),
     provider: status,
+    keyHealth,
     controlBreaker(id: ProviderId, action: BreakerAction) {
       providerRef(id).send({ type: 'breaker.control', action, at: Date.now() });
       return status(id);

@@ -1,3 +1,4 @@
+import type { ErrorClass } from '../errors/index.js';
 import type {
   ApiKey,
   Attempt,
@@ -14,6 +15,7 @@ import type {
 
 export { fallbackPolicies } from '../machines/types.js';
 export type {
+  ApiKey,
   Attempt,
   BreakerAction,
   CallRecord,
@@ -81,6 +83,17 @@ export interface ProviderStatus {
   readonly model: string;
   readonly breaker: BreakerView;
   readonly stats: ProviderStats;
+  /** How many callers' keys this provider refuses now (counts only: never which keys). */
+  readonly keys: { readonly quarantined: number; readonly cooling: number };
+}
+
+/** API.md `GET /v1/keys/status` item: the health of the caller's own key for one provider. */
+export interface KeyStatus {
+  readonly provider: ProviderId;
+  readonly state: 'healthy' | 'quarantined' | 'cooling';
+  readonly errorClass?: ErrorClass;
+  /** Epoch ms until which the key is refused. */
+  readonly until?: number;
 }
 
 export interface BreakerTransition {
@@ -95,6 +108,8 @@ export interface Gateway {
   generate<T>(input: GenerateInput<T>): Promise<GenerateOutcome<T>>;
   providers(): readonly ProviderStatus[];
   provider(id: ProviderId): ProviderStatus;
+  /** The health of the caller's key for `id` (looked up by its salted fingerprint; never stored). */
+  keyHealth(id: ProviderId, apiKey: ApiKey): KeyStatus;
   controlBreaker(id: ProviderId, action: BreakerAction): ProviderStatus;
   onBreakerTransition(listener: (transition: BreakerTransition) => void): () => void;
   onCall(listener: (record: CallRecord) => void): () => void;

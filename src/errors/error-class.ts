@@ -21,8 +21,16 @@ export interface ErrorRow {
   readonly retry: 'no' | 'yes' | 'once';
   /** F: fall back to the next provider. */
   readonly fallback: boolean;
+  /**
+   * K: what the class says of the caller's key (per-key health, API.md "key health"): `quarantine` it
+   * for KEY_QUARANTINE_MS, `cool` it until the upstream's `Retry-After` (or KEY_COOLING_MS), or `none`.
+   */
+  readonly key: KeyVerdict;
   readonly api: ApiAnswer;
 }
+
+/** Column K's values: the key is refused for a long time, for a short time, or the class says nothing of it. */
+export type KeyVerdict = 'quarantine' | 'cool' | 'none';
 
 /** The answer for provider-side failures and open breakers (API.md: 503, `Retry-After` when known). */
 const providersUnavailable = {
@@ -37,12 +45,14 @@ export const errorTable = {
     breaker: 'ignored',
     retry: 'no',
     fallback: true,
+    key: 'quarantine',
     api: { status: 401, code: 'PROVIDER_AUTH_FAILED', message: 'The provider refused the API key.' },
   },
   permission: {
     breaker: 'ignored',
     retry: 'no',
     fallback: true,
+    key: 'quarantine',
     api: {
       status: 403,
       code: 'PROVIDER_PERMISSION_DENIED',
@@ -53,6 +63,7 @@ export const errorTable = {
     breaker: 'ignored',
     retry: 'no',
     fallback: true,
+    key: 'quarantine',
     api: {
       status: 402,
       code: 'PROVIDER_QUOTA_EXHAUSTED',
@@ -63,12 +74,14 @@ export const errorTable = {
     breaker: 'ignored',
     retry: 'no',
     fallback: true,
+    key: 'cool',
     api: { status: 429, code: 'PROVIDER_RATE_LIMITED', message: 'The API key is rate limited.' },
   },
   bad_request: {
     breaker: 'ignored',
     retry: 'no',
     fallback: false,
+    key: 'none',
     api: {
       status: 400,
       code: 'PROVIDER_BAD_REQUEST',
@@ -79,28 +92,32 @@ export const errorTable = {
     breaker: 'ignored',
     retry: 'no',
     fallback: true,
+    key: 'none',
     api: { status: 413, code: 'DOCUMENT_TOO_LONG', message: 'The document is too long for the model.' },
   },
   not_found: {
     breaker: 'ignored',
     retry: 'no',
     fallback: true,
+    key: 'none',
     api: { status: 404, code: 'PROVIDER_MODEL_NOT_FOUND', message: 'The provider does not know the model.' },
   },
-  server_error: { breaker: 'counts', retry: 'yes', fallback: true, api: providersUnavailable },
-  overloaded: { breaker: 'counts', retry: 'yes', fallback: true, api: providersUnavailable },
-  timeout: { breaker: 'counts', retry: 'yes', fallback: true, api: providersUnavailable },
-  connection: { breaker: 'counts', retry: 'yes', fallback: true, api: providersUnavailable },
+  server_error: { breaker: 'counts', retry: 'yes', fallback: true, key: 'none', api: providersUnavailable },
+  overloaded: { breaker: 'counts', retry: 'yes', fallback: true, key: 'none', api: providersUnavailable },
+  timeout: { breaker: 'counts', retry: 'yes', fallback: true, key: 'none', api: providersUnavailable },
+  connection: { breaker: 'counts', retry: 'yes', fallback: true, key: 'none', api: providersUnavailable },
   aborted: {
     breaker: 'ignored',
     retry: 'no',
     fallback: false,
+    key: 'none',
     api: { status: 499, code: 'REQUEST_ABORTED', message: 'The request was cancelled.' },
   },
   invalid_output: {
     breaker: 'ignored',
     retry: 'once',
     fallback: true,
+    key: 'none',
     api: {
       status: 502,
       code: 'INVALID_PROVIDER_OUTPUT',
@@ -111,6 +128,7 @@ export const errorTable = {
     breaker: 'ignored',
     retry: 'no',
     fallback: true,
+    key: 'none',
     api: { ...providersUnavailable, message: 'Every provider is unavailable (circuit open).' },
   },
 } as const satisfies Record<string, ErrorRow>;
@@ -140,6 +158,11 @@ function isErrorClass(name: string): name is ErrorClass {
 
 /** Every class, in ERRORS.md's order. */
 export const errorClasses: readonly ErrorClass[] = Object.keys(errorTable).filter(isErrorClass);
+
+/** Column K of a table: what a failure of this class does to the caller's key. */
+export function keyVerdictInTable(table: ErrorTable, errorClass: ErrorClass): KeyVerdict {
+  return table[errorClass].key;
+}
 
 /** Column B of a table: a failure of this class counts toward the provider's breaker. */
 export function countsInTable(table: ErrorTable, errorClass: ErrorClass): boolean {

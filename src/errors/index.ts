@@ -9,6 +9,7 @@ export {
   isCountedErrorClass,
   isIgnoredErrorClass,
   isProviderSideIn,
+  keyVerdictInTable,
   ownClasses,
 } from './error-class.js';
 export type {
@@ -19,6 +20,7 @@ export type {
   ErrorRow,
   ErrorTable,
   IgnoredErrorClass,
+  KeyVerdict,
   ProviderFailure,
 } from './error-class.js';
 export {

@@ -46,7 +46,7 @@ export const attemptSchema = z
     outcome: z.enum(['succeeded', 'failed', 'skipped']),
     errorClass: z.enum(errorClasses).optional(),
     httpStatus: z.number().int().optional(),
-    reason: z.literal('circuit_open').optional(),
+    reason: z.enum(['circuit_open', 'key_quarantined', 'key_cooling']).optional(),
     countedByBreaker: z.boolean(),
     retry: z.number().int().min(0),
     durationMs: z.number().min(0),
@@ -89,6 +89,9 @@ export const providerStatusSchema = z.object({
     rejected: z.number().int(),
     opens: z.number().int(),
   }),
+  keys: z
+    .object({ quarantined: z.number().int().min(0), cooling: z.number().int().min(0) })
+    .describe("How many callers' keys this provider refuses now (per-key health): counts only, never which keys."),
 });
 
 /** Responses every route may answer besides its own (the error handler's). */

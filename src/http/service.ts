@@ -8,6 +8,7 @@ import { createGateway } from '../actors/index.js';
 import type { Config } from '../config.js';
 import { createMemoryDocumentStore } from '../documents/index.js';
 import type { Fleet } from '../fleet/index.js';
+import { createKeyIdentity, randomKeySalt } from '../security/key-id.js';
 import { createAdapters } from '../providers/index.js';
 import { buildApp } from './app.js';
 import type { LogOptions } from './logger.js';
@@ -72,6 +73,8 @@ export async function startService(config: Config, options: ServiceOptions = {})
     providerTimeoutMs: config.providerTimeoutMs,
     ...(inspect === undefined ? {} : { inspect }),
     ...(fleet === undefined ? {} : { fleetLink: fleet.fleetLink }),
+    keyHealth: config.keyHealth,
+    keyIdentity: createKeyIdentity(config.keyHealth.fingerprintSalt ?? randomKeySalt()),
   });
   const documentStore =
     fleet === undefined

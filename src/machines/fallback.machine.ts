@@ -24,6 +24,8 @@ export interface FallbackLink {
   readonly provider: ProviderId;
   readonly model: string;
   readonly apiKey: ApiKey;
+  /** The key's salted fingerprint, for the provider's per-key health (never the key). */
+  readonly keyId: string;
   /** The provider actor that serves calls to this provider. */
   readonly ref: AnyActorRef;
   /**
@@ -49,6 +51,8 @@ export interface FallbackInput {
 
 interface LastFailure {
   readonly errorClass: ErrorClass;
+  /** The caller's key was refused without a call: retrying the same key now would be refused again. */
+  readonly keySkipped?: boolean;
   readonly answerText?: string;
   readonly validationErrors?: readonly string[];
 }
@@ -188,12 +192,14 @@ export function createFallbackMachine(table: ErrorTable) {
       /** `invalid_output` gets exactly one re-ask with the validation errors. */
       isReaskDue: ({ context }) =>
         context.lastFailure !== null &&
+        context.lastFailure.keySkipped !== true &&
         table[context.lastFailure.errorClass].retry === 'once' &&
         !context.reasked &&
         isSameProviderRetryAllowed(context),
       /** A provider-side class, retries left, and the policy lets this provider be retried now. */
       isRetryDue: ({ context }) =>
         context.lastFailure !== null &&
+        context.lastFailure.keySkipped !== true &&
         table[context.lastFailure.errorClass].retry === 'yes' &&
         context.retries < context.retryMax &&
         isSameProviderRetryAllowed(context),
@@ -217,6 +223,7 @@ export function createFallbackMachine(table: ErrorTable) {
           callId: context.callId,
           request: context.nextRequest,
           apiKey: currentLink(context).apiKey,
+          keyId: currentLink(context).keyId,
           replyTo: self,
           validate: context.validate,
           at: context.now,
@@ -255,6 +262,24 @@ export function createFallbackMachine(table: ErrorTable) {
         // A half-open breaker whose probe is in flight is past `retryAt`: try again in a moment.
         const hint = event.retryAt === null ? undefined : Math.max(minRetryAfterMs, event.retryAt - event.at);
         return appendAttempt(context, attempt, { errorClass: ownClasses.breakerRefused }, hint, event.at);
+      }),
+      /**
+       * The caller's key is quarantined or cooling: a skip with the key's reason and the class that
+       * refused it (so API.md's failure table applies unchanged), its `until` as a `retry-after` hint.
+       */
+      recordKeySkip: assign(({ context, event }) => {
+        if (event.type !== 'provider.keySkipped') return {};
+        const attempt: Attempt = {
+          ...attemptBase(context),
+          model: currentLink(context).model,
+          outcome: 'skipped',
+          errorClass: event.errorClass,
+          reason: event.reason,
+          countedByBreaker: false,
+          durationMs: 0,
+        };
+        const lastFailure = { errorClass: event.errorClass, keySkipped: true };
+        return appendAttempt(context, attempt, lastFailure, Math.max(0, event.until - event.at), event.at);
       }),
       /** The call failed with a classified failure. */
       recordFailure: assign(({ context, event }) => {
@@ -373,6 +398,11 @@ export function createFallbackMachine(table: ErrorTable) {
             guard: 'isCurrentCall',
             target: 'deciding',
             actions: ['recordSkip', 'announceAttempt'],
+          },
+          'provider.keySkipped': {
+            guard: 'isCurrentCall',
+            target: 'deciding',
+            actions: ['recordKeySkip', 'announceAttempt'],
           },
           'request.aborted': { target: 'aborted', actions: 'cancelCall' },
         },

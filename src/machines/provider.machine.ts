@@ -19,6 +19,14 @@ import {
 } from '../errors/index.js';
 import { breakerMachine, type BreakerEvent, type BreakerKeyStreak } from './breaker.machine.js';
 import { embeddedFleetLink, type FleetLinkReply } from './fleet-link.js';
+import {
+  createKeyBookMachine,
+  keyAdmission,
+  keyHealthOff,
+  type KeyBookEvent,
+  type KeyHealthSettings,
+  type KeySkipReason,
+} from './key-book.machine.js';
 import type {
   ApiKey,
   BreakerAction,
@@ -60,12 +68,17 @@ export interface ProviderInput {
   readonly maxRecoveryMs?: number;
   /** The breaker's quorum of distinct keys (BREAKER_MIN_DISTINCT_KEYS). */
   readonly minDistinctKeys?: number;
+  /** Per-key health (KEY_QUARANTINE_MS, KEY_COOLING_MS); absent: off. */
+  readonly keyHealth?: KeyHealthSettings;
 }
 
 interface PendingCall {
   readonly replyTo: AnyActorRef;
   readonly startedAt: number;
-  /** The salted fingerprint of the call's key: the breaker's quorum counts distinct ones. */
+  /**
+   * The caller key's salted fingerprint (the same on every instance of a fleet): the breaker's quorum
+   * counts distinct ones, and the call's result is told to that key's health too.
+   */
   readonly keyId: string;
 }
 
@@ -75,6 +88,8 @@ export interface ProviderContext {
   readonly breaker: ActorRefFrom<typeof breakerMachine>;
   /** The breaker's link to the fleet store (a no-op without `REDIS_URL`). */
   readonly fleetLink: ActorRefFrom<typeof embeddedFleetLink>;
+  /** The health of the callers' keys for this provider (key-book.machine.ts). */
+  readonly keyBook: ActorRefFrom<ReturnType<typeof createKeyBookMachine>>;
   /** Calls in flight, by call id: who asked, so the answer goes back to them. */
   readonly pending: Readonly<Record<string, PendingCall>>;
   /** Would-be half-open probes waiting for the fleet's probe lease, by call id. */
@@ -89,6 +104,8 @@ export type ProviderRequestEvent =
       callId: string;
       request: GenerationRequest;
       apiKey: ApiKey;
+      /** The key's salted fingerprint, the same on every instance of a fleet (never the key). */
+      keyId: string;
       replyTo: AnyActorRef;
       validate: (answer: ProviderAnswer) => Validation<unknown>;
       at: number;
@@ -122,7 +139,19 @@ export type ProviderReply =
       durationMs: number;
       at: number;
     }
-  | { type: 'provider.rejected'; callId: string; providerId: ProviderId; retryAt: number | null; at: number };
+  | { type: 'provider.rejected'; callId: string; providerId: ProviderId; retryAt: number | null; at: number }
+  /** The caller's key is quarantined or cooling: skipped without an upstream call. */
+  | {
+      type: 'provider.keySkipped';
+      callId: string;
+      providerId: ProviderId;
+      reason: KeySkipReason;
+      /** The class that made the key unhealthy. */
+      errorClass: ErrorClass;
+      /** Epoch ms until which the key is refused. */
+      until: number;
+      at: number;
+    };
 
 export type ProviderEmitted = { type: 'call.finished'; record: CallRecord };
 
@@ -142,6 +171,7 @@ const breakerEventFor = {
  */
 export function createProviderMachine(table: ErrorTable) {
   const isCounted = countedClassGuard(table);
+  const keyBookMachine = createKeyBookMachine(table);
   /**
    * The breaker's event for a call with key `keyId` that ended in `errorClass`: a FAILURE exactly when
    * column B says so.
@@ -158,14 +188,19 @@ export function createProviderMachine(table: ErrorTable) {
       context: {} as ProviderContext,
       events: {} as ProviderEvent,
       emitted: {} as ProviderEmitted,
-      children: {} as { breaker: 'breaker'; fleetLink: 'fleetLink' },
+      children: {} as { breaker: 'breaker'; fleetLink: 'fleetLink'; keyBook: 'keyBook' },
     },
     actors: {
       breaker: breakerMachine,
+      keyBook: keyBookMachine,
       /** Replaced (`.provide`) by `createFleetLink` when a fleet store is configured. */
       fleetLink: embeddedFleetLink,
     },
     guards: {
+      /** The caller's key is quarantined or cooling (and its probe is not due): no upstream call. */
+      isKeyRefused: ({ context, event }) =>
+        event.type === 'call.requested' &&
+        !keyAdmission(context.keyBook.getSnapshot().context.keys, event.keyId, event.at).admit,
       /** The breaker admits this call: closed, or half-open with its probe slot free. */
       isBreakerAdmitting: ({ context }) => context.breaker.getSnapshot().hasTag('admitting'),
       /** The breaker is open but its `retryAt` has passed: the call may be the probe (time lives in the data). */
@@ -202,16 +237,25 @@ export function createProviderMachine(table: ErrorTable) {
         ({ context }) => context.breaker,
         (_, params: Extract<BreakerEvent, { type: 'breaker.synced' | 'breaker.unshared' }>) => params,
       ),
-      /** Admit one call: the breaker (and the fleet) hear it started; `startUpstream` then runs it. */
+      /** Tell the key's health what happened to a call made with it (column K decides what it does). */
+      notifyKey: sendTo(
+        ({ context }) => context.keyBook,
+        (_, params: KeyBookEvent) => params,
+      ),
+      /** Admit one call: the breaker (and the fleet) and the key hear it started; `startUpstream` then runs it. */
       admitCall: enqueueActions(({ context, enqueue }, params: CallRequest) => {
         const started: BreakerEvent = { type: 'call.started', callId: params.callId, at: params.at };
         enqueue.sendTo(context.breaker, started);
         enqueue.sendTo(context.fleetLink, { type: 'fleet.report', event: started });
+        enqueue.sendTo(context.keyBook, {
+          type: 'key.called',
+          keyId: params.keyId,
+          callId: params.callId,
+          at: params.at,
+        } satisfies KeyBookEvent);
+        const call: PendingCall = { replyTo: params.replyTo, startedAt: params.at, keyId: params.keyId };
         enqueue.assign({
-          pending: {
-            ...context.pending,
-            [params.callId]: { replyTo: params.replyTo, startedAt: params.at, keyId: params.apiKey.fingerprint },
-          },
+          pending: { ...context.pending, [params.callId]: call },
           stats: { ...context.stats, calls: context.stats.calls + 1 },
         });
       }),
@@ -237,6 +281,29 @@ export function createProviderMachine(table: ErrorTable) {
           });
         },
       ),
+      /** The caller's key is refused: skip the call at once, with the key's reason, class and `until`. */
+      skipForKey: enqueueActions(({ context, enqueue }, params: CallRequest) => {
+        const admission = keyAdmission(context.keyBook.getSnapshot().context.keys, params.keyId, params.at);
+        if (admission.admit) return;
+        enqueue.sendTo(params.replyTo, {
+          type: 'provider.keySkipped',
+          callId: params.callId,
+          providerId: context.providerId,
+          reason: admission.reason,
+          errorClass: admission.errorClass,
+          until: admission.until,
+          at: params.at,
+        } satisfies ProviderReply);
+        enqueue.emit({
+          type: 'call.finished',
+          record: {
+            provider: context.providerId,
+            outcome: 'skipped',
+            errorClass: admission.errorClass,
+            durationMs: 0,
+          },
+        });
+      }),
       /** Hold the call and ask the fleet for this window's probe lease. */
       requestLease: enqueueActions(({ context, enqueue }, params: CallRequest) => {
         enqueue.assign({ leasing: { ...context.leasing, [params.callId]: params } });
@@ -338,7 +405,15 @@ export function createProviderMachine(table: ErrorTable) {
        * The breaker's quorum was not met: a failure streak from too few keys gives the failing key its
        * own circuit instead of opening the provider (issue 14 part 3; the key's health trips it).
        */
-      tripKey: (_, _params: BreakerKeyStreak) => undefined,
+      tripKey: sendTo(
+        ({ context }) => context.keyBook,
+        (_, params: BreakerKeyStreak): KeyBookEvent => ({
+          type: 'key.tripped',
+          keyId: params.keyId,
+          errorClass: params.errorClass,
+          at: params.at,
+        }),
+      ),
       /** The call is answered or cancelled: forget who was waiting for it. */
       finishCall: assign({
         pending: ({ context }, params: { callId: string }) => {
@@ -350,6 +425,11 @@ export function createProviderMachine(table: ErrorTable) {
   }).createMachine({
     id: 'provider',
     context: ({ input, spawn }) => {
+      const keyBook = spawn('keyBook', {
+        id: 'keyBook',
+        systemId: `keyBook.${input.providerId}`,
+        input: { providerId: input.providerId, ...(input.keyHealth ?? keyHealthOff) },
+      });
       const breaker = spawn('breaker', {
         id: 'breaker',
         systemId: `breaker.${input.providerId}`,
@@ -370,6 +450,7 @@ export function createProviderMachine(table: ErrorTable) {
           systemId: `fleetLink.${input.providerId}`,
           input: { providerId: input.providerId, breaker },
         }),
+        keyBook,
         pending: {},
         leasing: {},
         stats: emptyStats,
@@ -389,6 +470,11 @@ export function createProviderMachine(table: ErrorTable) {
       serving: {
         on: {
           'call.requested': [
+            {
+              /** The caller's own key is refused: skipped before the breaker is even asked. */
+              guard: 'isKeyRefused',
+              actions: { type: 'skipForKey', params: ({ event }) => callRequest(event) },
+            },
             {
               /** Shared and recovering: the fleet grants one probe per window; wait for its lease. */
               guard: and([or(['isBreakerAdmitting', 'isRecoveryDue']), 'isFleetProbe']),
@@ -455,6 +541,7 @@ export function createProviderMachine(table: ErrorTable) {
                   type: 'notifyBreaker',
                   params: ({ event }) => ({ type: 'call.succeeded', callId: event.callId, at: event.at }),
                 },
+                { type: 'notifyKey', params: ({ context, event }) => keySucceeded(context, event) },
                 { type: 'replyAnswered', params: ({ event }) => ({ event }) },
                 { type: 'countStat', params: { stat: 'successes' } },
                 { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
@@ -469,6 +556,8 @@ export function createProviderMachine(table: ErrorTable) {
                   params: ({ context, event }) =>
                     breakerResult(event.callId, ownClasses.invalidOutput, event.at, keyOf(context, event.callId)),
                 },
+                /** The upstream answered with the key: the key works, whatever the answer's worth. */
+                { type: 'notifyKey', params: ({ context, event }) => keySucceeded(context, event) },
                 { type: 'replyAnswered', params: ({ event }) => ({ event }) },
                 { type: 'countStat', params: { stat: statOf(ownClasses.invalidOutput) } },
                 { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
@@ -484,6 +573,7 @@ export function createProviderMachine(table: ErrorTable) {
                   params: ({ context, event }) =>
                     breakerResult(event.callId, event.failure.errorClass, event.at, keyOf(context, event.callId)),
                 },
+                { type: 'notifyKey', params: ({ context, event }) => keyFailed(context, event) },
                 {
                   type: 'replyFailed',
                   params: ({ event }) => ({
@@ -506,6 +596,7 @@ export function createProviderMachine(table: ErrorTable) {
                   params: ({ context, event }) =>
                     breakerResult(event.callId, event.failure.errorClass, event.at, keyOf(context, event.callId)),
                 },
+                { type: 'notifyKey', params: ({ context, event }) => keyFailed(context, event) },
                 {
                   type: 'replyFailed',
                   params: ({ event }) => ({
@@ -536,6 +627,16 @@ export function createProviderMachine(table: ErrorTable) {
                   params: ({ context, event }) =>
                     breakerResult(event.callId, ownClasses.callerAborted, event.at, keyOf(context, event.callId)),
                 },
+                {
+                  type: 'notifyKey',
+                  params: ({ context, event }) => ({
+                    type: 'key.failed' as const,
+                    keyId: pendingCall(context, event.callId).keyId,
+                    callId: event.callId,
+                    errorClass: ownClasses.callerAborted,
+                    at: event.at,
+                  }),
+                },
                 { type: 'countStat', params: { stat: statOf(ownClasses.callerAborted) } },
                 { type: 'recordAborted', params: ({ event }) => ({ callId: event.callId, at: event.at }) },
                 { type: 'abortUpstream', params: ({ event }) => ({ callId: event.callId }) },
@@ -560,6 +661,32 @@ function upstreamInput(context: ProviderContext, call: CallRequest): CallUpstrea
     request: call.request,
     apiKey: call.apiKey,
     validate: call.validate,
+  };
+}
+
+function keySucceeded(
+  context: ProviderContext,
+  event: Extract<UpstreamEvent, { type: 'upstream.succeeded' }>,
+): KeyBookEvent {
+  return {
+    type: 'key.answered',
+    keyId: pendingCall(context, event.callId).keyId,
+    callId: event.callId,
+    at: event.at,
+  };
+}
+
+function keyFailed(
+  context: ProviderContext,
+  event: Extract<UpstreamEvent, { type: 'upstream.failed' }>,
+): KeyBookEvent {
+  return {
+    type: 'key.failed',
+    keyId: pendingCall(context, event.callId).keyId,
+    callId: event.callId,
+    errorClass: event.failure.errorClass,
+    ...(event.failure.retryAfterMs === undefined ? {} : { retryAfterMs: event.failure.retryAfterMs }),
+    at: event.at,
   };
 }
 

@@ -64,7 +64,8 @@ export interface Attempt {
   readonly outcome: 'succeeded' | 'failed' | 'skipped';
   readonly errorClass?: ErrorClass;
   readonly httpStatus?: number;
-  readonly reason?: 'circuit_open';
+  /** Why a provider was skipped: its breaker is open, or the caller's key is quarantined or cooling. */
+  readonly reason?: 'circuit_open' | 'key_quarantined' | 'key_cooling';
   readonly countedByBreaker: boolean;
   /** Calls to the same provider before this one within the request (re-asks included). */
   readonly retry: number;
@@ -94,11 +95,12 @@ export type BreakerAction = 'reset' | 'forceOpen' | 'release';
 
 /**
  * Emitted once per finished upstream call (metrics read these): answered (`succeeded`), failed, refused by
- * the breaker (`rejected`), or abandoned while running because its caller went away (`aborted`).
+ * the breaker (`rejected`), skipped because the caller's key is quarantined or cooling (`skipped`, with the
+ * class that refused the key), or abandoned while running because its caller went away (`aborted`).
  */
 export interface CallRecord {
   readonly provider: ProviderId;
-  readonly outcome: 'succeeded' | 'failed' | 'rejected' | 'aborted';
+  readonly outcome: 'succeeded' | 'failed' | 'rejected' | 'aborted' | 'skipped';
   readonly errorClass?: ErrorClass;
   readonly durationMs: number;
   readonly usage?: TokenUsage;

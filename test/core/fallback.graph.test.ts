@@ -55,6 +55,7 @@ function inputFor(providers: number, policy: FallbackPolicy): FallbackInput {
       provider,
       model: `${provider}-model`,
       apiKey: new Secret(`test-${provider}-key-graph`),
+      keyId: `key-${provider}`,
       ref: providerRef,
     })),
     request,

@@ -58,7 +58,7 @@ function payloadsFor(type: string): ProviderEvent[] {
   const at = 1_000;
   switch (type) {
     case 'call.requested':
-      return callIds.map((callId) => ({ type, callId, request, apiKey, replyTo, validate, at }));
+      return callIds.map((callId) => ({ type, callId, request, apiKey, keyId: 'key-1', replyTo, validate, at }));
     case 'upstream.succeeded':
       return callIds.flatMap((callId) => [
         { type, callId, answer, verdict: { ok: true, value: {} }, durationMs: 5, at },

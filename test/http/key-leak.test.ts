@@ -26,6 +26,8 @@ const leakKeys = {
   ratelimit: { claude: 'emu-ratelimit-Fw4Jq7Ns2Xv', gpt: 'emu-ratelimit-Dk9Rm3Tb6Hy', timelygpt: 'emu-ratelimit-Gc5Lp8Wz1Qn' },
   quota: { claude: 'emu-quota-Vr2Ht6Mk9Bx4Ps', gpt: 'emu-quota-Nj7Qc1Wf5Ly3Zd', timelygpt: 'emu-quota-Kb8Xs4Gv2Rm6Tp' },
   forbidden: { claude: 'emu-forbidden-Ps3Wn7Jc1Hq', gpt: 'emu-forbidden-Tz6Lb9Fx4Km', timelygpt: 'emu-forbidden-Rc2Vg5Nd8Yw' },
+  /** Refused with a 401 that echoes them: quarantined afterwards, so the plain keys stay healthy. */
+  echoed: { claude: 'lk-claude-Jd5Wq8Ft2Lx6Rb9Mg', gpt: 'sk-proj-Hy4Vc7Kn2Tb9Qs5Ze1Wp', timelygpt: 'tg-Rb7Mx2Ld9Vq4Pk6Wf1Jc' },
 } as const;
 type KeySet = (typeof leakKeys)[keyof typeof leakKeys];
 
@@ -73,10 +75,12 @@ describe('keys never leak', () => {
     expect((await generate(body, headersOf(leakKeys.ratelimit))).status).toBe(429);
     expect((await generate(body, headersOf(leakKeys.quota))).status).toBe(402);
     expect((await generate(body, headersOf(leakKeys.forbidden))).status).toBe(403);
+    // Again: the quarantined keys are skipped without an upstream call (key_quarantined), same answer.
+    expect((await generate(body, headersOf(leakKeys.bad))).status).toBe(401);
 
     // The upstream echoes the whole key in its error message, as OpenAI's "Incorrect API key provided" does.
     for (const provider of ['claude', 'gpt', 'timelygpt'] as const) {
-      const key = leakKeys.plain[provider];
+      const key = leakKeys.echoed[provider];
       harness.fault({
         provider,
         fault: 'respond',
@@ -89,7 +93,7 @@ describe('keys never leak', () => {
               : { success: false, error: 'Unauthorized', message: `Invalid key ${key}`, statusCode: 401 },
       });
     }
-    expect((await generate(body, headersOf(leakKeys.plain))).status).toBe(401);
+    expect((await generate(body, headersOf(leakKeys.echoed))).status).toBe(401);
     harness.emulator.resetFaults();
 
     for (const provider of ['claude', 'gpt', 'timelygpt'] as const) harness.fault({ provider, fault: 'hang', count: 1 });

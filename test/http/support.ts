@@ -44,6 +44,7 @@ export function staticGateway(): StaticGateway {
         model: `${id}-model`,
         breaker: { state: 'closed', consecutiveFailures: 0, openedAt: null, retryAt: null, threshold: 5, recoveryMs: 60_000, forced: false },
         stats: { calls: 0, successes: 0, failures: 0, ignored: 0, rejected: 0, opens: 0 },
+        keys: { quarantined: 0, cooling: 0 },
       },
     ]),
   );
@@ -66,6 +67,7 @@ export function staticGateway(): StaticGateway {
       if (status === undefined) throw new Error('unknown provider');
       return status;
     },
+    keyHealth: (id) => ({ provider: id, state: 'healthy' }),
     controlBreaker(id, action) {
       gateway.controlled.push({ id, action });
       const status = gateway.provider(id);

@@ -56,6 +56,7 @@ export function createFakeGateway(respond: Responder, options: { model?: string;
     },
     providers: notImplemented,
     provider: notImplemented,
+    keyHealth: notImplemented,
     controlBreaker: notImplemented,
     onBreakerTransition: notImplemented,
     onCall: notImplemented,

@@ -1,0 +1,344 @@
+/**
+ * Per-key health (issue 14 part 1), over every edge of the key machine's graph and of the provider's
+ * graph with a key book standing in. The oracle is written out here, not read from src:
+ * - column K: `auth`, `permission` and `quota_exhausted` quarantine a key for KEY_QUARANTINE_MS (here
+ *   10 000 ms); `rate_limited` cools it until the upstream's `Retry-After` (here 2 000 ms), else
+ *   KEY_COOLING_MS (here 3 000 ms); every other class says nothing of the key;
+ * - a class that says nothing of the key never refuses it nor moves its `until`;
+ * - a refused key lets a call out only once `until` has passed, and then exactly one (its probe);
+ * - at the provider: a call with a quarantined or cooling key never reaches the network (no upstream
+ *   call, no breaker event at all), and is answered `provider.keySkipped` with the key's reason.
+ * Kept mutants (a table row that stops quarantining on 401, one that quarantines on a 5xx, a provider
+ * that forgets to ask the key book) turn it red.
+ */
+import { describe, expect, it } from 'vitest';
+import { createActor, initialTransition, setup, transition, type SnapshotFrom } from 'xstate';
+import { adjacencyMapToArray, getAdjacencyMap } from 'xstate/graph';
+import type { ErrorClass } from '../../src/errors/index.js';
+import type { KeyBookContext, keyBookMachine } from '../../src/machines/key-book.machine.js';
+import {
+  createKeyHealthMachine,
+  keyHealthMachine,
+  type KeyHealthEvent,
+} from '../../src/machines/key-health.machine.js';
+import { breakerMachine } from '../../src/machines/breaker.machine.js';
+import { providerMachine, type ProviderEvent } from '../../src/machines/provider.machine.js';
+import { Secret } from '../../src/security/secret.js';
+import { documentClasses, withRow } from './errors-md.js';
+import { request } from './gateway-harness.js';
+import { sentEventTypes } from './graph-events.js';
+
+type KeyMachine = typeof keyHealthMachine;
+type KeySnapshot = SnapshotFrom<KeyMachine>;
+
+const quarantineMs = 10_000;
+const coolingMs = 3_000;
+const retryAfterMs = 2_000;
+const keyInput = { keyId: 'key-1', quarantineMs, coolingMs };
+
+// prettier-ignore
+/** Column K as API.md and the issue state it: what each class does to the caller's key. */
+const keyColumn: Readonly<Record<ErrorClass, 'quarantine' | 'cool' | 'none'>> = {
+  auth: 'quarantine', permission: 'quarantine', quota_exhausted: 'quarantine', rate_limited: 'cool',
+  bad_request: 'none', context_too_long: 'none', not_found: 'none', server_error: 'none', overloaded: 'none',
+  timeout: 'none', connection: 'none', aborted: 'none', invalid_output: 'none', circuit_open: 'none',
+};
+
+const stateName = (snapshot: KeySnapshot): 'healthy' | 'quarantined' | 'cooling' =>
+  snapshot.matches('healthy') ? 'healthy' : snapshot.matches('quarantined') ? 'quarantined' : 'cooling';
+
+/** Two times: a refusal made at the first has ended by the second (so its probe is due), not the reverse. */
+const times = [100_000, 100_000 + quarantineMs + coolingMs];
+
+function events(snapshot: KeySnapshot): KeyHealthEvent[] {
+  const ids = snapshot.context.probeCallId === null ? ['other'] : [snapshot.context.probeCallId, 'other'];
+  return times.flatMap((at): KeyHealthEvent[] => [
+    { type: 'key.called', callId: 'probe', at },
+    ...ids.flatMap((callId): KeyHealthEvent[] => [
+      { type: 'key.answered', callId, at },
+      ...documentClasses.map((errorClass): KeyHealthEvent => ({
+        type: 'key.failed',
+        callId,
+        errorClass,
+        at,
+      })),
+      { type: 'key.failed', callId, errorClass: 'rate_limited', retryAfterMs, at },
+    ]),
+  ]);
+}
+
+const key = (snapshot: KeySnapshot): string =>
+  JSON.stringify([
+    snapshot.value,
+    snapshot.context.errorClass,
+    snapshot.context.until,
+    snapshot.context.probeCallId,
+  ]);
+
+interface Edge {
+  readonly state: KeySnapshot;
+  readonly event: KeyHealthEvent;
+  readonly next: KeySnapshot;
+}
+
+/** Every edge reachable from a healthy key (breadth first, bounded so a runaway mutant ends too). */
+function edgesOf(machine: KeyMachine, maxStates = 400): { states: number; edges: Edge[] } {
+  const [initial] = initialTransition(machine, keyInput);
+  const seen = new Set([key(initial)]);
+  const queue = [initial];
+  const edges: Edge[] = [];
+  while (queue.length > 0 && seen.size <= maxStates) {
+    const state = queue.shift()!;
+    for (const event of events(state)) {
+      const [next] = transition(machine, state, event);
+      edges.push({ state, event, next });
+      if (!seen.has(key(next))) {
+        seen.add(key(next));
+        queue.push(next);
+      }
+    }
+  }
+  return { states: seen.size, edges };
+}
+
+/** The oracle's judgement of one edge: a list of what went wrong (empty when right). */
+function violationsOf({ state, event, next }: Edge): string[] {
+  const wrong: string[] = [];
+  const before = stateName(state);
+  const after = stateName(next);
+  const label = `${JSON.stringify(state.value)} --${event.type}${'errorClass' in event ? `(${event.errorClass})` : ''}@${event.at}`;
+  if (event.type === 'key.failed' && keyColumn[event.errorClass] === 'none') {
+    // Says nothing of the key: never refuses it, never moves `until`.
+    if (before === 'healthy' && after !== 'healthy')
+      wrong.push(`${label}: refused a key on a class that says nothing of it`);
+    if (
+      next.context.until !== null &&
+      state.context.until !== null &&
+      next.context.until !== state.context.until
+    )
+      wrong.push(`${label}: moved until`);
+  }
+  if (event.type === 'key.failed' && before === 'healthy') {
+    const column = keyColumn[event.errorClass];
+    if (
+      column === 'quarantine' &&
+      (after !== 'quarantined' || next.context.until !== event.at + quarantineMs)
+    )
+      wrong.push(`${label}: not quarantined for KEY_QUARANTINE_MS`);
+    const cooledFor = event.retryAfterMs ?? coolingMs;
+    if (column === 'cool' && (after !== 'cooling' || next.context.until !== event.at + cooledFor))
+      wrong.push(`${label}: not cooling until Retry-After (or KEY_COOLING_MS)`);
+  }
+  if (event.type === 'key.called' && before !== 'healthy') {
+    const due = state.context.until !== null && event.at >= state.context.until;
+    const probing = state.context.probeCallId !== null;
+    const letThrough = next.context.probeCallId === event.callId && !probing;
+    // The key lets one call out once `until` has passed, and only one.
+    if (letThrough !== (due && !probing))
+      wrong.push(`${label}: probe admission wrong (due ${due}, probing ${probing})`);
+  }
+  if (event.type === 'key.answered' && before !== 'healthy') {
+    const isProbe = event.callId === state.context.probeCallId;
+    if ((after === 'healthy') !== isProbe)
+      wrong.push(
+        `${label}: ${isProbe ? 'probe success kept refusing' : 'a non-probe success healed the key'}`,
+      );
+  }
+  return wrong;
+}
+
+function check(machine: KeyMachine): { states: number; edges: number; violations: string[] } {
+  const { states, edges } = edgesOf(machine);
+  return { states, edges: edges.length, violations: edges.flatMap(violationsOf) };
+}
+
+describe('key health, over every edge of its graph', () => {
+  it('refuses a key exactly on column K, for the right period, and lets one probe out once until has passed', () => {
+    const { states, edges, violations } = check(keyHealthMachine);
+    console.log(`key health graph: ${states} states, ${edges} edges; ${violations.length} violations`);
+    // Healthy, and each refusal (class, until) waiting or probing, over two times: bounded.
+    expect(states).toBe(22);
+    expect(edges).toBe(908);
+    expect(violations).toEqual([]);
+  });
+
+  it('reaches every state: healthy, quarantined and cooling, waiting and probing', () => {
+    const { edges } = edgesOf(keyHealthMachine);
+    const values = new Set(edges.map(({ next }) => JSON.stringify(next.value)));
+    expect([...values].sort()).toEqual(
+      [
+        '"healthy"',
+        '{"cooling":"probing"}',
+        '{"cooling":"waiting"}',
+        '{"quarantined":"probing"}',
+        '{"quarantined":"waiting"}',
+      ].sort(),
+    );
+  });
+
+  it.each([
+    ['auth', { key: 'none' }],
+    ['rate_limited', { key: 'quarantine' }],
+    ['server_error', { key: 'quarantine' }],
+    ['timeout', { key: 'cool' }],
+  ] as const)('goes red on the kept mutant whose table row for %s changes column K', (errorClass, change) => {
+    const { violations } = check(createKeyHealthMachine(withRow(errorClass, change)));
+    console.log(`mutant (${errorClass} → ${change.key}): caught on ${violations.length} edges`);
+    expect(violations.length).toBeGreaterThan(0);
+  });
+
+  it('goes red on the kept mutant whose refusal lets every call out (no probe limit)', () => {
+    const mutant = keyHealthMachine.provide({ guards: { isUntilPassed: () => true } });
+    expect(check(mutant).violations.length).toBeGreaterThan(0);
+  });
+});
+
+// The provider with a key book standing in (XSTATE.md pitfall 3: spawned children are frozen during
+// traversal): one key quarantined until 61 000, one cooling until 61 000, one healthy.
+const until = 61_000;
+const keys: KeyBookContext['keys'] = {
+  'key-quarantined': {
+    value: { quarantined: 'waiting' },
+    context: {
+      keyId: 'key-quarantined',
+      quarantineMs,
+      coolingMs,
+      errorClass: 'quota_exhausted',
+      until,
+      probeCallId: null,
+    },
+  },
+  'key-cooling': {
+    value: { cooling: 'waiting' },
+    context: {
+      keyId: 'key-cooling',
+      quarantineMs,
+      coolingMs,
+      errorClass: 'rate_limited',
+      until,
+      probeCallId: null,
+    },
+  },
+};
+const bookStandIn = setup({}).createMachine({
+  id: 'keyBook',
+  context: { keys },
+  initial: 'standIn',
+  states: { standIn: {} },
+}) as unknown as typeof keyBookMachine;
+const admittingBreaker = setup({}).createMachine({
+  id: 'breaker',
+  context: { retryAt: null, shared: false },
+  initial: 'standIn',
+  states: { standIn: { tags: ['admitting'] } },
+}) as unknown as typeof breakerMachine;
+
+const replyTo = createActor(setup({}).createMachine({}));
+const apiKey = new Secret('test-claude-key-health');
+const validate = () => ({ ok: true as const, value: {} });
+const keyIds = ['key-quarantined', 'key-cooling', 'key-healthy'];
+const refused = new Set(['key-quarantined', 'key-cooling']);
+
+function providerEvents(): ProviderEvent[] {
+  return keyIds.flatMap((keyId, index) =>
+    [1_000, until + 1].map((at): ProviderEvent => ({
+      type: 'call.requested',
+      callId: `c${index}`,
+      request,
+      apiKey,
+      keyId,
+      replyTo,
+      validate,
+      at,
+    })),
+  );
+}
+
+type ProviderLogic = typeof providerMachine;
+
+function providerEdges(machine: ProviderLogic) {
+  const input = { providerId: 'claude' as const, model: 'claude-model', threshold: 5, recoveryMs: 60_000 };
+  const adjacency = getAdjacencyMap(machine as never, {
+    input,
+    events: providerEvents,
+    serializeState: (snapshot) => {
+      const { value, context } = snapshot as SnapshotFrom<ProviderLogic>;
+      return JSON.stringify([value, Object.keys(context.pending).sort()]);
+    },
+  });
+  return adjacencyMapToArray(adjacency) as unknown as {
+    state: SnapshotFrom<ProviderLogic>;
+    event: ProviderEvent;
+  }[];
+}
+
+/** A call with a refused key, before `until`: what reached the network or the breaker (must be nothing). */
+function networkViolations(machine: ProviderLogic): { checked: number; violations: string[] } {
+  let checked = 0;
+  const violations: string[] = [];
+  for (const { state, event } of providerEdges(machine)) {
+    if (event.type !== 'call.requested') continue;
+    const [, actions] = transition(machine, state, event);
+    const started = actions.some((action) => action.type === 'startUpstream');
+    const sent = sentEventTypes(actions);
+    const blocked = refused.has(event.keyId) && event.at < until;
+    if (blocked) {
+      checked += 1;
+      if (started) violations.push(`${event.keyId}@${event.at}: upstream call started`);
+      if (!sent.includes('provider.keySkipped'))
+        violations.push(`${event.keyId}@${event.at}: not answered keySkipped`);
+      const breakerEvents = sent.filter((type) => type.startsWith('call.') || type.startsWith('fleet:'));
+      if (breakerEvents.length > 0)
+        violations.push(`${event.keyId}@${event.at}: breaker heard ${breakerEvents.join(',')}`);
+    } else if (!started) {
+      violations.push(`${event.keyId}@${event.at}: an admitted key was not called`);
+    }
+  }
+  return { checked, violations };
+}
+
+describe('provider with refused keys, over every edge of its graph', () => {
+  const machine = providerMachine.provide({ actors: { breaker: admittingBreaker, keyBook: bookStandIn } });
+
+  it('never lets a quarantined or cooling key reach the network, nor the breaker; a healthy key and a due probe go out', () => {
+    const { checked, violations } = networkViolations(machine);
+    console.log(
+      `provider with refused keys: ${checked} refused calls checked; ${violations.length} violations`,
+    );
+    expect(checked).toBeGreaterThan(0);
+    expect(violations).toEqual([]);
+  });
+
+  it('answers the key reason and the class that refused it', () => {
+    const [state] = initialTransition(machine, {
+      providerId: 'claude',
+      model: 'claude-model',
+      threshold: 5,
+      recoveryMs: 60_000,
+    });
+    const reasons = ['key-quarantined', 'key-cooling'].map((keyId) => {
+      const [, actions] = transition(machine, state, {
+        type: 'call.requested',
+        callId: 'c1',
+        request,
+        apiKey,
+        keyId,
+        replyTo,
+        validate,
+        at: 1_000,
+      });
+      const reply = actions.find((action) => action.type === 'xstate.sendTo')?.params as
+        { event: { reason: string; errorClass: string; until: number } } | undefined;
+      return reply?.event;
+    });
+    expect(reasons).toEqual([
+      expect.objectContaining({ reason: 'key_quarantined', errorClass: 'quota_exhausted', until }),
+      expect.objectContaining({ reason: 'key_cooling', errorClass: 'rate_limited', until }),
+    ]);
+  });
+
+  it('goes red on the kept mutant provider that never asks the key book', () => {
+    const mutant = machine.provide({ guards: { isKeyRefused: () => false } });
+    expect(networkViolations(mutant).violations.length).toBeGreaterThan(0);
+  });
+});
