@@ -183,8 +183,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       apiKey: link.apiKey,
       keyId: keyIdentity.keyId(link.provider, link.apiKey),
       ref: providerRef(link.provider),
-      isAdmitting: () =>
-        providerRef(link.provider).getSnapshot().context.breaker.getSnapshot().hasTag('admitting'),
+      isAdmitting: () => providerRef(link.provider).getSnapshot().context.breaker.getSnapshot().hasTag('admitting'),
     }));
     if (links.length === 0) {
       return Promise.resolve({
