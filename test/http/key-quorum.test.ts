@@ -26,6 +26,8 @@ afterAll(async () => {
 /** Obviously fake emulator keys: two that never answer, one that works. */
 const hangingKeyA = 'emu-hang-user-a-0001';
 const hangingKeyB = 'emu-hang-user-b-0002';
+/** A third hanging key: key A is quarantined by the first test (its own circuit), so it is never called again. */
+const hangingKeyC = 'emu-hang-user-c-0004';
 const healthyKey = 'test-claude-key-quorum-0003';
 
 const claudeWith = (key: string) =>
@@ -55,6 +57,12 @@ it('leaves the breaker closed while one key times out again and again, so anothe
     expect(answer.status).not.toBe(200);
     // Twice the threshold of counted failures, all from one key: still closed.
     expect((await claudeBreaker()).state).toBe('closed');
+    // The streak reached the threshold from one key alone at the second call: the key's own circuit
+    // opened (a quarantine in its key health), so its later calls never reach the provider.
+    if (call >= 2)
+      expect(answer.body.error.attempts).toEqual([
+        expect.objectContaining({ outcome: 'skipped', reason: 'key_quarantined', errorClass: 'timeout' }),
+      ]);
   }
   const served = await claudeWith(healthyKey);
   expect(served.status).toBe(200);
@@ -62,7 +70,7 @@ it('leaves the breaker closed while one key times out again and again, so anothe
 });
 
 it('opens the breaker when two keys fail in one streak, and then refuses every key', async () => {
-  expect((await claudeWith(hangingKeyA)).status).not.toBe(200);
+  expect((await claudeWith(hangingKeyC)).status).not.toBe(200);
   expect((await claudeBreaker()).state).toBe('closed');
   expect((await claudeWith(hangingKeyB)).status).not.toBe(200);
   expect(await claudeBreaker()).toMatchObject({ state: 'open', consecutiveFailures: 2 });
