@@ -5,13 +5,20 @@
  * provider (emulator counters), and the time back to closed once it recovers; for both fallback
  * policies. Baseline: the healthy provider alone under the same load, measured in the same script
  * right before each outage run (A B A B).
+ *
+ * One bad user (issue 14 part 3): ten healthy clients (ten keys) beside one client whose requests all
+ * time out (an `emu-hang-` key, eight requests at once), claude only, with the quorum of distinct keys
+ * (BREAKER_MIN_DISTINCT_KEYS=2) and, in the same script right before it, without it (=1): whether the
+ * breaker opens, the healthy clients' success rate, and the bad client's calls reaching claude per
+ * recovery window (emulator counters by key).
+ * `BENCH_OUTAGE_ONLY=bad-user` runs that scenario alone.
  */
 import { writeFileSync, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Child } from './support/children.js';
 import type { LoadResult } from './support/load.child.js';
 import { percentile, signed } from './support/stats.js';
-import { benchText, claudeKey, gptKey, providerCalls, resetFaults, resetStats, setFault, startEmulatorChild, startLoadChild, startServiceChild } from './support/index.js';
+import { benchText, claudeKey, gptKey, keyCalls, keyIds, providerCalls, resetFaults, resetStats, setFault, startEmulatorChild, startLoadChild, startServiceChild } from './support/index.js';
 import { benchmarksFile, machineInfo, median, round, writeBenchmarkSection } from './report.js';
 import { timelineSvg } from './support/plot.js';
 
@@ -100,6 +107,9 @@ async function runOutage(emulator: Child & { url: string }, load: Awaited<Return
     RETRY_MAX: String(retryMax),
     RETRY_BACKOFF_MS: '20,40',
     PROVIDER_TIMEOUT_MS: String(timeoutMs),
+    // Every connection carries the same claude key: the provider dies for that one key, so the
+    // quorum of distinct keys is off here (the one-bad-user scenario below is about the quorum).
+    BREAKER_MIN_DISTINCT_KEYS: '1',
   });
   try {
     const url = `${service.url}/v1/generate`;
@@ -205,18 +215,200 @@ ${goals.join('\n')}
 `;
 }
 
+/** One bad user: ten healthy clients and one whose requests all hang, claude only. */
+const healthyClients = 10;
+const badConnections = Number(process.env.BENCH_BAD_USER_CONNECTIONS ?? 8);
+const badUserSeconds = Number(process.env.BENCH_BAD_USER_SECONDS ?? 8);
+const badKey = 'emu-hang-bench-bad-user-0001';
+const claudeOnly = JSON.stringify({ task: 'notes', text: benchText, providers: ['claude'], options: { lang: 'en' } });
+const healthyHeaders = Array.from({ length: healthyClients }, (_, index) => ({
+  'x-claude-key': `bench-fake-claude-key-client-${String(index).padStart(2, '0')}`,
+}));
+
+interface BadUserRun {
+  readonly quorum: number;
+  readonly healthy: LoadResult;
+  /** The healthy clients' answers by HTTP status. */
+  readonly healthyStatuses: Readonly<Record<string, number>>;
+  readonly bad: LoadResult;
+  /** The provider breaker's openings during the run, and whether it was ever seen other than closed. */
+  readonly opens: number;
+  readonly seenOpen: boolean;
+  /** Calls of the bad key that reached claude, per recovery window. */
+  readonly badCallsPerWindow: readonly number[];
+  readonly healthyCalls: number;
+}
+
+const benchAdminToken = 'bench-admin-token-not-a-secret';
+
+async function resetClaudeBreaker(serviceUrl: string): Promise<void> {
+  const response = await fetch(`${serviceUrl}/v1/providers/claude/breaker`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${benchAdminToken}` },
+    body: JSON.stringify({ action: 'reset' }),
+  });
+  if (!response.ok) throw new Error(`breaker reset refused: ${response.status}`);
+}
+
+async function claudeOpens(serviceUrl: string): Promise<number> {
+  const response = await fetch(`${serviceUrl}/v1/providers`);
+  const providers = ((await response.json()) as { providers: { id: string; stats: { opens: number } }[] }).providers;
+  return providers.find((provider) => provider.id === 'claude')?.stats.opens ?? 0;
+}
+
+async function runBadUser(
+  emulator: Child & { url: string },
+  healthyLoad: Awaited<ReturnType<typeof startLoadChild>>,
+  badLoad: Awaited<ReturnType<typeof startLoadChild>>,
+  quorum: number,
+): Promise<BadUserRun> {
+  const service = await startServiceChild(emulator, {
+    PROVIDERS_DEFAULT_ORDER: 'claude,gpt',
+    BREAKER_FAILURE_THRESHOLD: String(threshold),
+    BREAKER_RECOVERY_MS: String(recoveryMs),
+    BREAKER_MIN_DISTINCT_KEYS: String(quorum),
+    RETRY_MAX: String(retryMax),
+    RETRY_BACKOFF_MS: '20,40',
+    PROVIDER_TIMEOUT_MS: String(timeoutMs),
+    ADMIN_TOKEN: benchAdminToken,
+  });
+  try {
+    const url = `${service.url}/v1/generate`;
+    await healthyLoad.run({ url, body: claudeOnly, rotateHeaders: healthyHeaders, connections: healthyClients, duration: 1 });
+    // A warm-up call can outlast the deadline (the token-counting worker starts on the first text):
+    // the measured run starts from a closed breaker with no streak.
+    await resetClaudeBreaker(service.url);
+    await resetStats(emulator.url);
+    const opensBefore = await claudeOpens(service.url);
+    const startedAt = now();
+    const samples: number[] = [];
+    let seenOpen = false;
+    let running = true;
+    const watch = (async () => {
+      while (running) {
+        if ((await claudeBreaker(service.url)) !== 'closed') seenOpen = true;
+        const elapsed = now() - startedAt;
+        const window = Math.floor(elapsed / recoveryMs);
+        samples[window] = await keyCalls(emulator.url, 'claude', badKeyId);
+        await sleep(50);
+      }
+    })();
+    const [healthy, bad] = await Promise.all([
+      healthyLoad.run({ url, body: claudeOnly, rotateHeaders: healthyHeaders, connections: healthyClients, duration: badUserSeconds, timeoutSeconds: 10, timeline: true }),
+      badLoad.run({ url, body: claudeOnly, headers: { 'x-claude-key': badKey }, connections: badConnections, duration: badUserSeconds, timeoutSeconds: 10 }),
+    ]);
+    running = false;
+    await watch;
+    const total = await keyCalls(emulator.url, 'claude', badKeyId);
+    const cumulative: number[] = [];
+    for (let index = 0; index < samples.length; index += 1) cumulative[index] = samples[index] ?? cumulative[index - 1] ?? 0;
+    const perWindow = cumulative.map((value, index) => value - (index === 0 ? 0 : (cumulative[index - 1] ?? 0)));
+    // Calls counted after the last sample (the loads' last in-flight requests) join the last window.
+    if (perWindow.length > 0) perWindow[perWindow.length - 1] = (perWindow.at(-1) ?? 0) + total - (cumulative.at(-1) ?? 0);
+    const healthyCalls = (await providerCalls(emulator.url, 'claude')) - total;
+    const opens = (await claudeOpens(service.url)) - opensBefore;
+    const healthyStatuses: Record<string, number> = {};
+    for (const [, , status] of healthy.timeline ?? []) healthyStatuses[status] = (healthyStatuses[status] ?? 0) + 1;
+    process.stdout.write(
+      `one bad user, BREAKER_MIN_DISTINCT_KEYS=${quorum}: healthy ${healthy.ok}/${healthy.requests} ok ${JSON.stringify(healthyStatuses)}, bad ${bad.ok}/${bad.requests} ok, ` +
+        `breaker opened ${opens} time(s), bad calls per ${recoveryMs} ms window ${perWindow.join(' ')}\n`,
+    );
+    return { quorum, healthy, healthyStatuses, bad, opens, seenOpen, badCallsPerWindow: perWindow, healthyCalls };
+  } finally {
+    await service.stop();
+  }
+}
+
+/** The emulator's fingerprint of the bad key: the one key of a lone bad request after a reset. */
+let badKeyId = '';
+
+async function findBadKeyId(emulator: Child & { url: string }, load: Awaited<ReturnType<typeof startLoadChild>>): Promise<string> {
+  const service = await startServiceChild(emulator, { RETRY_MAX: '0', PROVIDER_TIMEOUT_MS: String(timeoutMs) });
+  try {
+    // Warm the service (its first request starts the token-counting worker), then the lone bad request.
+    await load.run({ url: `${service.url}/v1/generate`, body: claudeOnly, headers: healthyHeaders[0], connections: 1, amount: 2 });
+    await resetStats(emulator.url);
+    const probe = await load.run({ url: `${service.url}/v1/generate`, body: claudeOnly, headers: { 'x-claude-key': badKey }, connections: 1, amount: 1 });
+    const ids = await keyIds(emulator.url, 'claude');
+    if (ids.length !== 1 || ids[0] === undefined)
+      throw new Error(`expected one key at the emulator, got ${ids.length} (${JSON.stringify(probe)})`);
+    return ids[0];
+  } finally {
+    await service.stop();
+  }
+}
+
+function badUserReport(runs: readonly BadUserRun[]): string {
+  const rows = runs.map((run) => {
+    const healthyRate = run.healthy.requests === 0 ? 0 : (100 * run.healthy.ok) / run.healthy.requests;
+    const windows = run.badCallsPerWindow;
+    const mean = windows.length === 0 ? 0 : windows.reduce((sum, value) => sum + value, 0) / windows.length;
+    return `| ${run.quorum} | ${run.opens}${run.seenOpen && run.opens === 0 ? ' (seen open)' : ''} | ${round(healthyRate, 2)}% (${run.healthy.ok}/${run.healthy.requests}) | ${round(run.healthy.p50, 1)} / ${round(run.healthy.p99, 1)} | ${run.bad.requests} (${run.bad.ok} ok) | ${windows.join(', ')} | ${round(mean, 1)} / ${Math.max(0, ...windows)} |`;
+  });
+  const withQuorum = runs.find((run) => run.quorum === 2);
+  const goals: string[] = [];
+  if (withQuorum !== undefined) {
+    const rate = withQuorum.healthy.requests === 0 ? 0 : withQuorum.healthy.ok / withQuorum.healthy.requests;
+    const peak = Math.max(0, ...withQuorum.badCallsPerWindow);
+    const bound = Math.ceil((badConnections * (recoveryMs + timeoutMs)) / timeoutMs);
+    goals.push(
+      `- the provider breaker stays closed: ${withQuorum.opens === 0 && !withQuorum.seenOpen ? '**met**' : '**missed**'} (${withQuorum.opens} openings);`,
+      `- the healthy clients' success rate: ${round(rate * 100, 2)}% — ${rate === 1 ? '**met**' : '**missed**'};`,
+      `- the bad client's calls reaching claude per ${recoveryMs} ms window: at most ${peak} — bounded by its own admission share ` +
+        `(${badConnections} in flight, each call ending at the ${timeoutMs} ms deadline: ≤ ${bound} per window) — ${peak <= bound ? '**met**' : '**missed**'}.`,
+    );
+  }
+  return `## Outage: one bad user beside ten healthy ones (bench/outage.bench.ts)
+
+Command: \`npm run bench -- outage\` (or \`BENCH_OUTAGE_ONLY=bad-user npm run bench -- outage\` for this part alone).
+Machine: ${machineInfo()}. Measured ${new Date().toISOString().slice(0, 10)}.
+
+A fresh service process per run (\`BREAKER_FAILURE_THRESHOLD=${threshold}\`, \`BREAKER_RECOVERY_MS=${recoveryMs}\`,
+\`RETRY_MAX=${retryMax}\`, \`RETRY_BACKOFF_MS=20,40\`, \`PROVIDER_TIMEOUT_MS=${timeoutMs}\`), the emulator and two autocannon
+processes: ${healthyClients} healthy clients (${healthyClients} connections, each request with the next of ${healthyClients} claude keys) and one bad
+client (${badConnections} connections, one \`emu-hang-\` key: the emulator never answers it, so every call ends at the deadline and is
+retried), ${badUserSeconds} s, \`POST /v1/generate\` with \`providers: ["claude"]\` (no fallback hides an open breaker). First
+without the quorum (\`BREAKER_MIN_DISTINCT_KEYS=1\`, the old rule), then with it (=2), in the same script. Openings come from
+\`GET /v1/providers\` (\`stats.opens\`, and the state polled every 50 ms); the bad key's calls from the emulator's counters by key,
+sampled every 50 ms and cut into recovery windows.
+
+| BREAKER_MIN_DISTINCT_KEYS | breaker openings | healthy success | healthy p50 / p99 ms | bad requests | bad calls reaching claude per ${recoveryMs} ms window | mean / max |
+| ---: | ---: | ---: | ---: | ---: | --- | ---: |
+${rows.join('\n')}
+
+Goals (issue 14):
+
+${goals.join('\n')}
+
+What bounds the bad client here is its admission share (\`MAX_INFLIGHT_GENERATIONS_PER_CLIENT\`, 8) and the deadline; the
+key's own circuit (\`breaker.keyStreak\`) trips only when the provider-wide streak reaches the threshold from too few keys,
+i.e. when ${threshold} counted failures arrive with no success between them. Beside healthy clients whose successes end
+every streak, the bad key's own failures are not counted as a streak of their own.
+`;
+}
+
 async function main(): Promise<void> {
   const emulator = await startEmulatorChild();
   const load = await startLoadChild();
+  const badLoad = await startLoadChild();
   const runs: OutageRun[] = [];
+  const badUserRuns: BadUserRun[] = [];
+  const onlyBadUser = process.env.BENCH_OUTAGE_ONLY === 'bad-user';
   try {
-    for (const fault of faults) {
-      for (const policy of policies) runs.push(await runOutage(emulator, load, policy, fault));
+    if (!onlyBadUser) {
+      for (const fault of faults) {
+        for (const policy of policies) runs.push(await runOutage(emulator, load, policy, fault));
+      }
     }
+    badKeyId = await findBadKeyId(emulator, badLoad);
+    for (const quorum of [1, 2]) badUserRuns.push(await runBadUser(emulator, load, badLoad, quorum));
   } finally {
     await load.stop();
+    await badLoad.stop();
     await emulator.stop();
   }
+  writeBenchmarkSection('outage-bad-user', badUserReport(badUserRuns));
+  if (onlyBadUser) return;
   const plotDirectory = join(dirname(benchmarksFile), 'benchmarks');
   mkdirSync(plotDirectory, { recursive: true });
   const plots: string[] = [];

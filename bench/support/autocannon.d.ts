@@ -11,6 +11,10 @@ declare module 'autocannon' {
     duration?: number;
     amount?: number;
     timeout?: number;
+    /** Requests in turn per connection; `setupRequest` may rewrite each one before it is sent. */
+    requests?: {
+      setupRequest?: (request: { headers?: Record<string, string> }) => { headers?: Record<string, string> };
+    }[];
   }
 
   export interface AutocannonResult {

@@ -1,6 +1,8 @@
 /** The emulator's control endpoint (docs/emulator.md), from the bench parent. */
 export interface ProviderCalls {
   readonly calls: number;
+  /** Calls per salted key fingerprint (the emulator's own salt). */
+  readonly byKey?: Record<string, number>;
 }
 
 export async function setFault(emulatorUrl: string, spec: Record<string, unknown>): Promise<void> {
@@ -25,4 +27,18 @@ export async function providerCalls(emulatorUrl: string, provider: string): Prom
   const response = await fetch(`${emulatorUrl}/_emulator/stats`);
   const stats = (await response.json()) as Record<string, ProviderCalls | undefined>;
   return stats[provider]?.calls ?? 0;
+}
+
+/** Generation calls that reached `provider` with the key the emulator fingerprints as `keyId`. */
+export async function keyCalls(emulatorUrl: string, provider: string, keyId: string): Promise<number> {
+  const response = await fetch(`${emulatorUrl}/_emulator/stats`);
+  const stats = (await response.json()) as Record<string, ProviderCalls | undefined>;
+  return stats[provider]?.byKey?.[keyId] ?? 0;
+}
+
+/** The key fingerprints `provider` saw since the last reset. */
+export async function keyIds(emulatorUrl: string, provider: string): Promise<string[]> {
+  const response = await fetch(`${emulatorUrl}/_emulator/stats`);
+  const stats = (await response.json()) as Record<string, ProviderCalls | undefined>;
+  return Object.keys(stats[provider]?.byKey ?? {});
 }

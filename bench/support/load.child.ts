@@ -10,6 +10,11 @@ import { percentile } from './stats.js';
 export interface LoadRequest {
   readonly url: string;
   readonly headers?: Record<string, string>;
+  /**
+   * Headers added to each request in turn (request i gets set i mod n): n clients, each with its own
+   * keys, sharing the connections.
+   */
+  readonly rotateHeaders?: readonly Record<string, string>[];
   readonly body?: string;
   readonly connections: number;
   /** Seconds; ignored when `amount` is set. */
@@ -38,6 +43,8 @@ function run(request: LoadRequest): Promise<LoadResult> {
     const latencies: number[] = [];
     const timeline: [number, number, number][] = [];
     let ok = 0;
+    let sent = 0;
+    const rotation = request.rotateHeaders ?? [];
     const started = performance.now();
     const instance = autocannon(
       {
@@ -45,6 +52,19 @@ function run(request: LoadRequest): Promise<LoadResult> {
         method: 'POST',
         headers: { 'content-type': 'application/json', ...request.headers },
         ...(request.body === undefined ? {} : { body: request.body }),
+        ...(rotation.length === 0
+          ? {}
+          : {
+              requests: [
+                {
+                  setupRequest: (outgoing: { headers?: Record<string, string> }) => {
+                    const turn = rotation[sent % rotation.length];
+                    sent += 1;
+                    return { ...outgoing, headers: { ...outgoing.headers, ...turn } };
+                  },
+                },
+              ],
+            }),
         connections: request.connections,
         ...(request.amount === undefined ? { duration: request.duration ?? 2 } : { amount: request.amount }),
         timeout: request.timeoutSeconds ?? 10,
