@@ -195,7 +195,7 @@ const variables = {
   PDF_WORKERS: { schema: integer(1, 64), fallback: '2' },
   PDF_QUEUE_MAX: { schema: integer(0, 10_000), fallback: '16' },
   PDF_TIMEOUT_MS: { schema: integer(100, 600_000), fallback: '30000' },
-  PDF_WORKER_MEMORY_MB: { schema: integer(32, 8192), fallback: '256' },
+  PDF_WORKER_MEMORY_MB: { schema: integer(32, 8192), fallback: '48' },
   PDF_MAX_DECODED_MB: { schema: integer(1, 4096), fallback: '64' },
   PDF_MAX_TOTAL_PAGES: { schema: integer(1, 1_000_000), fallback: '10000' },
   ADMIN_TOKEN: { schema: z.string().min(1).optional(), fallback: undefined },

@@ -44,6 +44,12 @@ interface Slot {
   timer: NodeJS.Timeout | undefined;
 }
 
+/**
+ * Heap a worker started from TypeScript source (tests, `tsx`) needs for the loader alone (tsx and esbuild,
+ * ~200 MB); compiled (`npm start`) there is none, and PDF_WORKER_MEMORY_MB is pdf.js's own heap.
+ */
+export const tsxLoaderAllowanceMb = 208;
+
 /** Out-of-memory of a worker whose heap hit `resourceLimits` (Node's error code). */
 const outOfMemory = 'ERR_WORKER_OUT_OF_MEMORY';
 
@@ -107,8 +113,10 @@ export class ExtractPool {
 
   private start(job: Job): void {
     const { entry, limits } = this;
-    const young = Math.max(4, Math.min(16, Math.floor(limits.memoryMb / 8)));
-    const resourceLimits = { maxOldGenerationSizeMb: Math.max(16, limits.memoryMb - young), maxYoungGenerationSizeMb: young };
+    // From TypeScript source the worker also holds tsx and esbuild: that room comes on top of the cap.
+    const heapMb = limits.memoryMb + (entry.kind === 'eval' ? tsxLoaderAllowanceMb : 0);
+    const young = Math.max(4, Math.min(16, Math.floor(heapMb / 8)));
+    const resourceLimits = { maxOldGenerationSizeMb: Math.max(16, heapMb - young), maxYoungGenerationSizeMb: young };
     const worker = startWorker(entry, { resourceLimits });
     // An idle pool must not keep the process alive; a running extraction holds its own deadline timer.
     worker.unref();

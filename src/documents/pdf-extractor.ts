@@ -25,12 +25,12 @@ export interface PdfExtractorOptions {
   workers?: number;
   /** PDF_QUEUE_MAX: extractions waiting for a worker; past it PdfExtractorBusyError. Default 16. */
   queueMax?: number;
-  /** PDF_WORKER_MEMORY_MB: one worker's V8 heap; past it PDF_MEMORY_LIMIT. Default 256. */
+  /** PDF_WORKER_MEMORY_MB: one worker's V8 heap; past it PDF_MEMORY_LIMIT. Default 48. */
   memoryMb?: number;
 }
 
 /** The defaults of `PdfExtractorOptions` (and of the PDF_* variables in src/config.ts). */
-export const pdfExtractorDefaults = { timeoutMs: 30_000, workers: 2, queueMax: 16, memoryMb: 256 } as const;
+export const pdfExtractorDefaults = { timeoutMs: 30_000, workers: 2, queueMax: 16, memoryMb: 48 } as const;
 
 /** Retry-After (seconds) of a PdfExtractorBusyError. */
 export const extractorBusyRetryAfterSeconds = 5;
