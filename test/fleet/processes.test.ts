@@ -1,45 +1,13 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
-import { freePort, redisTestUrl, testKey, uniquePrefix } from './support.js';
+import { startServiceProcesses, testKey, uniquePrefix, type ServiceProcess } from './support.js';
 
 /** Separate service processes (`src/main.ts` through tsx) sharing one REDIS_URL and one emulator. */
 let emulator: Emulator;
-const children: ChildProcess[] = [];
+const children: ServiceProcess[] = [];
 const urls: string[] = [];
 
-async function startProcess(prefix: string): Promise<string> {
-  const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    env: {
-      ...process.env,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      REDIS_URL: redisTestUrl,
-      REDIS_PREFIX: prefix,
-      ANTHROPIC_BASE_URL: emulator.anthropicBaseUrl,
-      OPENAI_BASE_URL: emulator.openaiBaseUrl,
-      TIMELYGPT_BASE_URL: emulator.timelygptBaseUrl,
-      BREAKER_FAILURE_THRESHOLD: '3',
-      BREAKER_MIN_DISTINCT_KEYS: '1',
-      RETRY_MAX: '0',
-      LOG_LEVEL: 'warn',
-    },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
-  children.push(child);
-  const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 50_000; // tsx compiles on start: slow on a loaded machine
-  for (;;) {
-    try {
-      if ((await fetch(`${url}/healthz`)).ok) return url;
-    } catch {
-      // Not listening yet.
-    }
-    if (Date.now() > deadline) throw new Error('service process did not start');
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
+const env = { BREAKER_FAILURE_THRESHOLD: '3', BREAKER_MIN_DISTINCT_KEYS: '1', RETRY_MAX: '0' };
 
 let counter = 0;
 async function generate(url: string): Promise<{ status: number; body: { meta?: { attempts: { reason?: string }[] }; error?: { attempts?: { reason?: string }[] } } }> {
@@ -60,20 +28,12 @@ async function claudeState(url: string): Promise<string> {
 beforeAll(async () => {
   emulator = await startEmulator();
   const prefix = uniquePrefix('processes');
-  urls.push(...(await Promise.all([startProcess(prefix), startProcess(prefix)])));
+  children.push(...(await startServiceProcesses(emulator, prefix, [env, env])));
+  urls.push(...children.map((child) => child.url));
 }, 120_000);
 
 afterAll(async () => {
-  await Promise.all(
-    children.map(
-      (child) =>
-        new Promise<void>((resolve) => {
-          if (child.exitCode !== null) return resolve();
-          child.once('exit', () => resolve());
-          child.kill('SIGTERM');
-        }),
-    ),
-  );
+  await Promise.all(children.map((child) => child.stop()));
   await emulator.close();
 });
 

@@ -95,6 +95,75 @@ export async function startInstance(options: InstanceOptions): Promise<Instance>
   };
 }
 
+/** A service process (`src/main.ts` through tsx) on the shared Redis and one emulator. */
+export interface ServiceProcess {
+  readonly url: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts `src/main.ts` in its own process with REDIS_URL, the prefix and the emulator's base URLs,
+ * plus `env`; resolves once `/healthz` answers.
+ */
+export async function startServiceProcess(
+  emulator: Emulator,
+  prefix: string,
+  env: Record<string, string>,
+): Promise<ServiceProcess> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    env: {
+      ...process.env,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      REDIS_URL: redisTestUrl,
+      REDIS_PREFIX: prefix,
+      ANTHROPIC_BASE_URL: emulator.anthropicBaseUrl,
+      OPENAI_BASE_URL: emulator.openaiBaseUrl,
+      TIMELYGPT_BASE_URL: emulator.timelygptBaseUrl,
+      LOG_LEVEL: 'warn',
+      ...env,
+    },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const stop = (): Promise<void> =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null) return resolve();
+      child.once('exit', () => resolve());
+      child.kill('SIGTERM');
+    });
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 50_000; // tsx compiles on start: slow on a loaded machine
+  for (;;) {
+    try {
+      if ((await fetch(`${url}/healthz`)).ok) return { url, stop };
+    } catch {
+      // Not listening yet.
+    }
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error('service process did not start');
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** Starts every process of `envs` at once; on any failure stops those that started, then throws. */
+export async function startServiceProcesses(
+  emulator: Emulator,
+  prefix: string,
+  envs: readonly Record<string, string>[],
+): Promise<ServiceProcess[]> {
+  const started = await Promise.allSettled(envs.map((env) => startServiceProcess(emulator, prefix, env)));
+  const running = started.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
+  const failure = started.find((result) => result.status === 'rejected');
+  if (failure !== undefined) {
+    await Promise.all(running.map((process) => process.stop()));
+    throw failure.reason;
+  }
+  return running;
+}
+
 /** Polls `condition` every 5 ms until it holds or `withinMs` passed; returns how long it took. */
 export async function waitFor(condition: () => boolean, withinMs: number): Promise<number> {
   const start = performance.now();
