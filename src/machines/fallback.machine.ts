@@ -363,8 +363,17 @@ export function createFallbackMachine(table: ErrorTable) {
     },
   }).createMachine({
     id: 'fallback',
+    // The input's fields one by one, not `...input`: on Node 20 an object spread followed by this many
+    // properties cost ~60 µs per run (V8's clone path), one by one ~0.4 µs (docs/performance.md).
     context: ({ input }) => ({
-      ...input,
+      runId: input.runId,
+      links: input.links,
+      request: input.request,
+      validate: input.validate,
+      policy: input.policy,
+      retryMax: input.retryMax,
+      backoffMs: input.backoffMs,
+      startedAt: input.startedAt,
       index: 0,
       calls: 0,
       retries: 0,
