@@ -19,7 +19,7 @@ import type { Child } from './support/children.js';
 import type { LoadResult } from './support/load.child.js';
 import { percentile, signed } from './support/stats.js';
 import { benchText, claudeKey, gptKey, keyCalls, keyIds, providerCalls, resetFaults, resetStats, setFault, startEmulatorChild, startLoadChild, startServiceChild } from './support/index.js';
-import { benchmarksFile, machineInfo, median, round, writeBenchmarkSection } from './report.js';
+import { benchmarksFile, loadAverage, machineInfo, median, round, writeBenchmarkSection } from './report.js';
 import { timelineSvg } from './support/plot.js';
 
 const threshold = 5;
@@ -219,6 +219,11 @@ ${goals.join('\n')}
 const healthyClients = 10;
 const badConnections = Number(process.env.BENCH_BAD_USER_CONNECTIONS ?? 8);
 const badUserSeconds = Number(process.env.BENCH_BAD_USER_SECONDS ?? 8);
+/**
+ * The deadline of this scenario: long enough that a healthy call on this loaded shared machine never
+ * reaches it (a healthy timeout would be a second key failing, and the quorum would rightly open).
+ */
+const badUserTimeoutMs = Number(process.env.BENCH_BAD_USER_TIMEOUT_MS ?? 500);
 const badKey = 'emu-hang-bench-bad-user-0001';
 const claudeOnly = JSON.stringify({ task: 'notes', text: benchText, providers: ['claude'], options: { lang: 'en' } });
 const healthyHeaders = Array.from({ length: healthyClients }, (_, index) => ({
@@ -269,7 +274,7 @@ async function runBadUser(
     BREAKER_MIN_DISTINCT_KEYS: String(quorum),
     RETRY_MAX: String(retryMax),
     RETRY_BACKOFF_MS: '20,40',
-    PROVIDER_TIMEOUT_MS: String(timeoutMs),
+    PROVIDER_TIMEOUT_MS: String(badUserTimeoutMs),
     ADMIN_TOKEN: benchAdminToken,
   });
   try {
@@ -350,21 +355,21 @@ function badUserReport(runs: readonly BadUserRun[]): string {
   if (withQuorum !== undefined) {
     const rate = withQuorum.healthy.requests === 0 ? 0 : withQuorum.healthy.ok / withQuorum.healthy.requests;
     const peak = Math.max(0, ...withQuorum.badCallsPerWindow);
-    const bound = Math.ceil((badConnections * (recoveryMs + timeoutMs)) / timeoutMs);
+    const bound = Math.ceil((badConnections * (recoveryMs + badUserTimeoutMs)) / badUserTimeoutMs);
     goals.push(
       `- the provider breaker stays closed: ${withQuorum.opens === 0 && !withQuorum.seenOpen ? '**met**' : '**missed**'} (${withQuorum.opens} openings);`,
       `- the healthy clients' success rate: ${round(rate * 100, 2)}% — ${rate === 1 ? '**met**' : '**missed**'};`,
       `- the bad client's calls reaching claude per ${recoveryMs} ms window: at most ${peak} — bounded by its own admission share ` +
-        `(${badConnections} in flight, each call ending at the ${timeoutMs} ms deadline: ≤ ${bound} per window) — ${peak <= bound ? '**met**' : '**missed**'}.`,
+        `(${badConnections} in flight, each call ending at the ${badUserTimeoutMs} ms deadline: ≤ ${bound} per window) — ${peak <= bound ? '**met**' : '**missed**'}.`,
     );
   }
   return `## Outage: one bad user beside ten healthy ones (bench/outage.bench.ts)
 
 Command: \`npm run bench -- outage\` (or \`BENCH_OUTAGE_ONLY=bad-user npm run bench -- outage\` for this part alone).
-Machine: ${machineInfo()}. Measured ${new Date().toISOString().slice(0, 10)}.
+Machine: ${machineInfo()}, load average ${loadAverage()} when it ended (shared machine). Measured ${new Date().toISOString().slice(0, 10)}.
 
 A fresh service process per run (\`BREAKER_FAILURE_THRESHOLD=${threshold}\`, \`BREAKER_RECOVERY_MS=${recoveryMs}\`,
-\`RETRY_MAX=${retryMax}\`, \`RETRY_BACKOFF_MS=20,40\`, \`PROVIDER_TIMEOUT_MS=${timeoutMs}\`), the emulator and two autocannon
+\`RETRY_MAX=${retryMax}\`, \`RETRY_BACKOFF_MS=20,40\`, \`PROVIDER_TIMEOUT_MS=${badUserTimeoutMs}\`), the emulator and two autocannon
 processes: ${healthyClients} healthy clients (${healthyClients} connections, each request with the next of ${healthyClients} claude keys) and one bad
 client (${badConnections} connections, one \`emu-hang-\` key: the emulator never answers it, so every call ends at the deadline and is
 retried), ${badUserSeconds} s, \`POST /v1/generate\` with \`providers: ["claude"]\` (no fallback hides an open breaker). First
@@ -380,10 +385,13 @@ Goals (issue 14):
 
 ${goals.join('\n')}
 
-What bounds the bad client here is its admission share (\`MAX_INFLIGHT_GENERATIONS_PER_CLIENT\`, 8) and the deadline; the
-key's own circuit (\`breaker.keyStreak\`) trips only when the provider-wide streak reaches the threshold from too few keys,
-i.e. when ${threshold} counted failures arrive with no success between them. Beside healthy clients whose successes end
-every streak, the bad key's own failures are not counted as a streak of their own.
+What bounds the bad client: its admission share (\`MAX_INFLIGHT_GENERATIONS_PER_CLIENT\`, 8 in flight) and the deadline, and
+its key's own circuit: when ${threshold} counted failures arrive with no success between them and from fewer keys than the quorum,
+the breaker stays closed and reports \`breaker.keyStreak\`; the provider actor trips that key (a quarantine of
+\`KEY_QUARANTINE_MS\`, default 10 min), and its later requests are skipped (\`key_quarantined\`) without reaching claude — the
+windows where its calls fall to 0. Beside healthy clients whose successes end every streak, that takes a burst of
+the bad client's timeouts with no healthy answer between them, so when it trips varies from run to run. Without the
+quorum (=1) the same burst opens claude for everyone, and each half-open probe the bad client happens to take re-opens it.
 `;
 }
 
