@@ -5,6 +5,8 @@ import { createMemoryJobStatusStore, type JobStatusStore } from '../jobs/status-
 import { createRedisJobCancelBus, type JobCancelBus } from '../jobs/cancel-bus.js';
 import { createRedisJobStatusStore } from '../jobs/redis-status-store.js';
 import { createFleetLink } from './fleet-link.js';
+import { createKeyHealthStore, fleetKeySalt } from './key-health-store.js';
+import { createKeyLink } from './key-link.js';
 import { createRedisStateStore, type BreakerSettings, type RedisStateStore } from './redis-state-store.js';
 
 export interface FleetOptions {
@@ -20,6 +22,8 @@ export interface FleetOptions {
   readonly syncIntervalMs?: number;
   /** How long start-up waits for the first connection before serving degraded (default 1000). */
   readonly connectTimeoutMs?: number;
+  /** KEY_HEALTH_MAX_KEYS: the most refused keys per provider read back from the fleet (default 10 000). */
+  readonly maxKeys?: number;
 }
 
 /** Where the fleet says that the store was lost or is back (the service passes its logger). */
@@ -33,6 +37,13 @@ export interface Fleet {
   readonly store: RedisStateStore;
   /** For `createGateway({ fleetLink })`. */
   readonly fleetLink: ReturnType<typeof createFleetLink>;
+  /** For `createGateway({ keyLink })`: per-key health shared by the fleet. */
+  readonly keyLink: ReturnType<typeof createKeyLink>;
+  /**
+   * The fleet's key fingerprint salt (created once in Redis), so one key has one fingerprint on every
+   * instance; undefined while Redis is unreachable (the caller then uses its own).
+   */
+  keySalt(): Promise<string | undefined>;
   documentStore(ttlSeconds: number): DocumentStore;
   /**
    * Job views for `createJobRegistry({ store })`, readable from every instance; a memory store bounded
@@ -67,9 +78,19 @@ export async function connectFleet(options: FleetOptions): Promise<Fleet> {
   const fleetLink = createFleetLink(store.breakers, {
     ...(options.syncIntervalMs === undefined ? {} : { syncIntervalMs: options.syncIntervalMs }),
   });
+  const keyStore = createKeyHealthStore({
+    url: options.url,
+    prefix: options.prefix,
+    client: store.client,
+    isUp: () => store.isUp(),
+    onAvailability: (listener) => store.breakers.onAvailability(listener),
+  });
+  const keyLink = createKeyLink(keyStore, { maxKeys: options.maxKeys ?? 10_000 });
   return {
     store,
     fleetLink,
+    keyLink,
+    keySalt: () => fleetKeySalt(store.client, options.prefix),
     documentStore: (ttlSeconds) =>
       createRedisDocumentStore({
         client: store.client,
@@ -104,6 +125,9 @@ export async function connectFleet(options: FleetOptions): Promise<Fleet> {
         else log.warn('state store (Redis) lost: serving with per-process breakers; reconnecting');
       });
     },
-    close: () => store.close(),
+    close: () => {
+      keyStore.close();
+      return store.close();
+    },
   };
 }

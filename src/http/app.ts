@@ -30,6 +30,7 @@ import { jobsRoutes } from './routes/jobs.js';
 import { healthRoutes } from './routes/health.js';
 import type { Readiness } from './routes/health.js';
 import { metricsRoutes } from './routes/metrics.js';
+import { keyRoutes } from './routes/keys.js';
 import { providersRoutes } from './routes/providers.js';
 import { webRoutes } from './routes/web.js';
 
@@ -142,6 +143,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(healthRoutes, { readiness });
   await app.register(metricsRoutes, { metrics });
   await app.register(providersRoutes, { gateway, adminToken: config.adminToken });
+  await app.register(keyRoutes, { gateway });
   await app.register(documentsRoutes, {
     store: documentStore,
     maxUploadMb: config.maxUploadMb,

@@ -47,6 +47,7 @@ async function connectFleetIfConfigured(config: Config): Promise<Fleet | undefin
     prefix: config.redisPrefix,
     breaker: config.breaker,
     providerTimeoutMs: config.providerTimeoutMs,
+    maxKeys: config.keyHealth.maxKeys,
   });
 }
 
@@ -72,9 +73,12 @@ export async function startService(config: Config, options: ServiceOptions = {})
     policy: config.fallbackMode,
     providerTimeoutMs: config.providerTimeoutMs,
     ...(inspect === undefined ? {} : { inspect }),
-    ...(fleet === undefined ? {} : { fleetLink: fleet.fleetLink }),
+    ...(fleet === undefined ? {} : { fleetLink: fleet.fleetLink, keyLink: fleet.keyLink }),
     keyHealth: config.keyHealth,
-    keyIdentity: createKeyIdentity(config.keyHealth.fingerprintSalt ?? randomKeySalt()),
+    // One fingerprint per key fleet-wide: the configured salt, else the fleet's, else this process's.
+    keyIdentity: createKeyIdentity(
+      config.keyHealth.fingerprintSalt ?? (await fleet?.keySalt()) ?? randomKeySalt(),
+    ),
   });
   const documentStore =
     fleet === undefined

@@ -39,6 +39,18 @@ export function createProviderMetrics(gateway: Gateway, options: ProviderMetrics
       }
     },
   });
+  new Gauge({
+    name: 'studyhelper_keys_refused',
+    help: "Callers' keys a provider refuses now (per-key health), by state: quarantined or cooling. Counts only: no key, no fingerprint.",
+    labelNames: ['provider', 'state'] as const,
+    registers: [registry],
+    collect() {
+      for (const status of gateway.providers()) {
+        this.set({ provider: status.id, state: 'quarantined' }, status.keys.quarantined);
+        this.set({ provider: status.id, state: 'cooling' }, status.keys.cooling);
+      }
+    },
+  });
   const transitions = new Counter({
     name: 'studyhelper_breaker_transitions_total',
     help: 'Breaker state transitions per provider.',
@@ -47,7 +59,7 @@ export function createProviderMetrics(gateway: Gateway, options: ProviderMetrics
   });
   const calls = new Counter({
     name: 'studyhelper_provider_calls_total',
-    help: 'Upstream calls per provider by outcome (succeeded, failed, rejected by the breaker, aborted by the caller) and error class.',
+    help: "Upstream calls per provider by outcome (succeeded, failed, rejected by the breaker, skipped for the caller's refused key, aborted by the caller) and error class.",
     labelNames: ['provider', 'outcome', 'error_class'] as const,
     registers: [registry],
   });
@@ -77,8 +89,8 @@ export function createProviderMetrics(gateway: Gateway, options: ProviderMetrics
     }),
     gateway.onCall((record) => {
       calls.inc({ provider: record.provider, outcome: record.outcome, error_class: record.errorClass ?? 'none' });
-      // A call the breaker rejected never went out, an aborted one was cut short: no duration worth a bucket.
-      if (record.outcome !== 'rejected' && record.outcome !== 'aborted') durations.observe({ provider: record.provider }, record.durationMs / 1000);
+      // A call the breaker rejected or a refused key skipped never went out, an aborted one was cut short: no duration worth a bucket.
+      if (record.outcome === 'succeeded' || record.outcome === 'failed') durations.observe({ provider: record.provider }, record.durationMs / 1000);
       const input = record.usage?.inputTokens;
       const output = record.usage?.outputTokens;
       if (typeof input === 'number' && input > 0) tokens.inc({ provider: record.provider, direction: 'input' }, input);

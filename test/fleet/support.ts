@@ -7,6 +7,7 @@ import type { Gateway, GenerateOutcome } from '../../src/actors/types.js';
 import type { Emulator } from '../../src/emulator/index.js';
 import { connectFleet, type Fleet } from '../../src/fleet/index.js';
 import { createAdapters, type GenerationRequest } from '../../src/providers/index.js';
+import { createKeyIdentity, randomKeySalt } from '../../src/security/key-id.js';
 import { Secret } from '../../src/security/secret.js';
 
 /** The shared test server (`.ci/run` exports REDIS_TEST_URL; locally one answers on 6379). */
@@ -32,6 +33,8 @@ export interface Instance {
   readonly gateway: Gateway;
   readonly fleet: Fleet;
   call(): Promise<GenerateOutcome<string>>;
+  /** One claude call with `key` (an obviously fake emulator key). */
+  callWith(key: string): Promise<GenerateOutcome<string>>;
   state(): string;
   close(): Promise<void>;
 }
@@ -45,6 +48,8 @@ export interface InstanceOptions {
   /** BREAKER_MAX_RECOVERY_MS: the cap of the open period that doubles on each failed probe. */
   readonly maxRecoveryMs?: number;
   readonly syncIntervalMs?: number;
+  /** KEY_QUARANTINE_MS: per-key health on, shared through the fleet (its salt and its key link). */
+  readonly keyQuarantineMs?: number;
 }
 
 /** One service instance in this process: its own gateway and its own Redis connections. */
@@ -77,16 +82,25 @@ export async function startInstance(options: InstanceOptions): Promise<Instance>
     policy: 'retry-then-fallback',
     providerTimeoutMs: 5000,
     fleetLink: fleet.fleetLink,
+    ...(options.keyQuarantineMs === undefined
+      ? {}
+      : {
+          keyHealth: { quarantineMs: options.keyQuarantineMs, coolingMs: 30_000, maxKeys: 1000 },
+          keyLink: fleet.keyLink,
+          keyIdentity: createKeyIdentity((await fleet.keySalt()) ?? randomKeySalt()),
+        }),
   });
+  const callWith = (key: string) =>
+    gateway.generate({
+      request,
+      validate: (answer) => ({ ok: true, value: answer.text }),
+      chain: [{ provider: 'claude', apiKey: new Secret(key) }],
+    });
   return {
     gateway,
     fleet,
-    call: () =>
-      gateway.generate({
-        request,
-        validate: (answer) => ({ ok: true, value: answer.text }),
-        chain: [{ provider: 'claude', apiKey: new Secret(testKey) }],
-      }),
+    call: () => callWith(testKey),
+    callWith,
     state: () => gateway.provider('claude').breaker.state,
     async close() {
       await gateway.stop();

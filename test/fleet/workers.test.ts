@@ -58,6 +58,8 @@ beforeAll(async () => {
       OPENAI_BASE_URL: emulator.openaiBaseUrl,
       TIMELYGPT_BASE_URL: emulator.timelygptBaseUrl,
       BREAKER_FAILURE_THRESHOLD: '3',
+      // One test key, the same fingerprint on both workers (the fleet's salt): a quorum of one opens.
+      BREAKER_MIN_DISTINCT_KEYS: '1',
       RETRY_MAX: '0',
       LOG_LEVEL: 'warn',
     },
