@@ -127,6 +127,23 @@ describe('the page in Chromium', () => {
     await shot('06-claude-closed');
   });
 
+  it("shows a key's own health beside its field: a Claude key out of quota is quarantined, then skipped", async () => {
+    // An obviously fake emulator key: `emu-quota-` answers Anthropic's credit-balance 400.
+    await page.fill('#key-claude', 'emu-quota-browser-0001');
+    await page.click('#probe-button');
+    await expect.poll(() => page.locator('#probe-result').textContent(), { timeout: 15_000 }).toMatch(/answered by GPT \(fallback\)/);
+    await expect.poll(() => page.locator('#key-health-claude').getAttribute('data-state')).toBe('quarantined');
+    expect(await page.locator('#key-health-claude').textContent()).toMatch(/^key quarantined \(quota_exhausted\) until .+: skipped, no call$/);
+    expect(await page.locator('#key-health-gpt').textContent()).toBe('key healthy');
+    await expect.poll(() => card('claude').locator('.refused-keys').textContent()).toBe('1 quarantined, 0 cooling');
+    // The next request skips the quarantined key without calling Claude, and falls back at once.
+    await page.click('#probe-button');
+    const skipped = page.locator('#attempts tbody tr', { hasText: 'key_quarantined' });
+    await expect.poll(() => skipped.count(), { timeout: 15_000 }).toBe(1);
+    expect(await skipped.first().textContent()).toMatch(/Claude.*skipped \(key_quarantined\).*quota_exhausted/);
+    await shot('06b-key-quarantined');
+  });
+
   it('reads on a phone and works from the keyboard', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     await page.reload();

@@ -16,6 +16,8 @@ const page = {
   order: [...providerIds],
   enabled: { claude: true, gpt: true, timelygpt: true },
   keys: { claude: '', gpt: '', timelygpt: '' },
+  /** What GET /v1/keys/status said of each key entered here (its owner's view): null until asked. */
+  keyHealth: /** @type {Record<string, null | {state: string, errorClass?: string, until?: string}>} */ ({ claude: null, gpt: null, timelygpt: null }),
   demo: /** @type {null | {keys: Record<string,string>, rateLimitedKeys: Record<string,string>}} */ (null),
   providers: /** @type {any[]} */ ([]),
   faults: /** @type {Record<string, string>} */ ({}),
@@ -93,14 +95,18 @@ function renderProviderOrder() {
     const key = element('input', { type: 'password', id: `key-${id}`, autocomplete: 'off', spellcheck: 'false', placeholder: `${label} API key`, value: page.keys[id] });
     key.addEventListener('input', () => {
       page.keys[id] = /** @type {HTMLInputElement} */ (key).value;
+      setKeyHealth(id, null);
     });
+    const health = element('span', { class: 'key-health', id: `key-health-${id}`, 'aria-live': 'polite' });
     list.append(
       element('li', { 'data-provider': id }, [
         element('span', { class: 'moves' }, [up, down]),
         element('label', { for: `use-${id}` }, [use, document.createTextNode(` ${index + 1}. ${label}`)]),
         element('span', { class: 'key' }, [element('label', { for: `key-${id}`, class: 'visually-hidden', text: `${label} key` }), key]),
+        health,
       ]),
     );
+    renderKeyHealth(id);
   });
 }
 
@@ -108,6 +114,47 @@ function setKey(id, value) {
   page.keys[id] = value;
   const input = /** @type {HTMLInputElement | null} */ (document.getElementById(`key-${id}`));
   if (input) input.value = value;
+  setKeyHealth(id, null);
+}
+
+// ------------------------------------------------------------------ key health (the owner's view)
+
+function setKeyHealth(id, health) {
+  page.keyHealth[id] = health;
+  renderKeyHealth(id);
+}
+
+/** Beside the key field: healthy, or quarantined / cooling with the class and until when calls with it are skipped. */
+function renderKeyHealth(id) {
+  const node = document.getElementById(`key-health-${id}`);
+  if (!node) return;
+  const health = page.keyHealth[id];
+  node.setAttribute('data-state', health ? health.state : 'unknown');
+  if (!health) {
+    node.textContent = '';
+    return;
+  }
+  const until = health.until ? new Date(health.until).toLocaleTimeString() : '';
+  node.textContent =
+    health.state === 'healthy' ? 'key healthy' : `key ${health.state} (${health.errorClass ?? ''}) until ${until}: skipped, no call`;
+}
+
+/** Asks GET /v1/keys/status about the keys entered here, in the same headers as a generation. */
+async function refreshKeyHealth() {
+  const headers = {};
+  for (const id of providerIds) {
+    const key = page.keys[id].trim();
+    if (key !== '') headers[keyHeaders[id]] = key;
+  }
+  if (Object.keys(headers).length === 0) return;
+  try {
+    const response = await fetch('/v1/keys/status', { headers });
+    if (!response.ok) return;
+    const body = await readJson(response);
+    for (const item of body.providers ?? []) setKeyHealth(item.provider, item);
+  } catch {
+    // The status is a convenience: a failed look-up leaves the last one shown.
+  }
 }
 
 // ------------------------------------------------------------------ attempts
@@ -251,6 +298,7 @@ async function finishJob(jobId, run) {
   }
   page.jobId = null;
   /** @type {HTMLButtonElement} */ ($('cancel-button')).disabled = true;
+  void refreshKeyHealth();
   const tableEmpty = /** @type {HTMLTableElement} */ ($('attempts')).tBodies[0].rows.length === 0;
   if (job.status === 'succeeded') {
     const stages = (job.meta && job.meta.stages) || {};
@@ -392,6 +440,7 @@ function renderProviderCards() {
           element('dt', { text: 'failures' }), element('dd', { class: 'failures' }),
           element('dt', { text: 'next probe' }), element('dd', { class: 'next-probe' }),
           element('dt', { text: 'calls' }), element('dd', { class: 'calls' }),
+          element('dt', { text: 'keys refused' }), element('dd', { class: 'refused-keys' }),
           element('dt', { text: 'model' }), element('dd', { class: 'model' }),
         ]),
       ]);
@@ -407,6 +456,8 @@ function renderProviderCards() {
     const stats = status.stats;
     card.querySelector('.calls').textContent = `${stats.calls} (${stats.successes} ok, ${stats.failures} counted, ${stats.ignored} ignored, ${stats.rejected} refused, ${stats.opens} opens)`;
     card.querySelector('.model').textContent = status.model;
+    const refused = status.keys ?? { quarantined: 0, cooling: 0 };
+    card.querySelector('.refused-keys').textContent = `${refused.quarantined} quarantined, ${refused.cooling} cooling`;
     highlightState($('machines'), 'breaker', status.id, breaker.forced ? 'forcedOpen' : breaker.state);
   }
 }
@@ -529,6 +580,7 @@ async function sendOneRequest() {
     $('probe-result').textContent = `${run}: the service did not answer (${error instanceof Error ? error.message : String(error)}).`;
   } finally {
     button.disabled = false;
+    void refreshKeyHealth();
   }
 }
 
@@ -560,6 +612,8 @@ async function start() {
     // Not in demo mode, or the config route is unavailable: the user enters keys.
   }
   renderProviderOrder();
+  void refreshKeyHealth();
+  $('key-health-button').addEventListener('click', () => void refreshKeyHealth());
   $('upload-form').addEventListener('submit', (event) => void onUpload(event));
   $('cancel-button').addEventListener('click', () => void onCancel());
   $('probe-button').addEventListener('click', () => void sendOneRequest());
