@@ -295,7 +295,9 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       threshold: read(env, 'BREAKER_FAILURE_THRESHOLD'),
       recoveryMs: read(env, 'BREAKER_RECOVERY_MS'),
       maxRecoveryMs: read(env, 'BREAKER_MAX_RECOVERY_MS'),
-      minDistinctKeys: read(env, 'BREAKER_MIN_DISTINCT_KEYS'),
+      // Without per-key health (KEY_QUARANTINE_MS=0) no key has a circuit of its own to stop a streak
+      // below the quorum, so the quorum is off: one key's streak opens the provider, as before.
+      minDistinctKeys: read(env, 'KEY_QUARANTINE_MS') === 0 ? 1 : read(env, 'BREAKER_MIN_DISTINCT_KEYS'),
     },
     retry: { max: read(env, 'RETRY_MAX'), backoffMs: read(env, 'RETRY_BACKOFF_MS') },
     keyHealth: {

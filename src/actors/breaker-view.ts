@@ -24,6 +24,8 @@ export function breakerView(snapshot: BreakerSnapshot): BreakerView {
     retryAt: iso(context.retryAt),
     threshold: context.threshold,
     recoveryMs: context.recoveryMs,
+    minDistinctKeys: context.minDistinctKeys,
+    distinctKeys: context.streakKeys.length,
     forced: snapshot.matches('forcedOpen'),
   };
 }

@@ -73,6 +73,10 @@ export interface BreakerView {
   readonly retryAt: string | null;
   readonly threshold: number;
   readonly recoveryMs: number;
+  /** BREAKER_MIN_DISTINCT_KEYS: distinct keys a failure streak needs to open the breaker. */
+  readonly minDistinctKeys: number;
+  /** Distinct keys among the current streak's counted failures (counted up to `minDistinctKeys`; never which). */
+  readonly distinctKeys: number;
   /** Held open by an operator until released. */
   readonly forced: boolean;
 }

@@ -79,6 +79,18 @@ export const providerStatusSchema = z.object({
     retryAt: z.string().nullable(),
     threshold: z.number().int(),
     recoveryMs: z.number().int(),
+    minDistinctKeys: z
+      .number()
+      .int()
+      .min(1)
+      .optional()
+      .describe('BREAKER_MIN_DISTINCT_KEYS: distinct keys a failure streak needs before the breaker opens.'),
+    distinctKeys: z
+      .number()
+      .int()
+      .min(0)
+      .optional()
+      .describe("Distinct keys among the current streak's counted failures, counted up to minDistinctKeys (never which keys)."),
     forced: z.boolean().optional(),
   }),
   stats: z.object({

@@ -7,7 +7,7 @@ describe('loadConfig', () => {
     expect(config).toMatchObject({
       port: 3000,
       host: '127.0.0.1',
-      breaker: { threshold: 5, recoveryMs: 60_000 },
+      breaker: { threshold: 5, recoveryMs: 60_000, minDistinctKeys: 2 },
       retry: { max: 2, backoffMs: [1000, 2000] },
       fallbackMode: 'retry-then-fallback',
       providerTimeoutMs: 60_000,
@@ -154,5 +154,14 @@ describe('loadConfig', () => {
     const config = loadConfig({ PROVIDERS_DEFAULT_ORDER: 'gemini, mistral' });
     expect(config.providersDefaultOrder).toEqual(['claude', 'gpt', 'timelygpt']);
     expect(config.warnings.join('\n')).toContain('default');
+  });
+
+  it('reads BREAKER_MIN_DISTINCT_KEYS (1 to 100), and turns the quorum off when per-key health is off', () => {
+    expect(loadConfig({ BREAKER_MIN_DISTINCT_KEYS: '3' }).breaker.minDistinctKeys).toBe(3);
+    expect(loadConfig({ BREAKER_MIN_DISTINCT_KEYS: '1' }).breaker.minDistinctKeys).toBe(1);
+    expect(() => loadConfig({ BREAKER_MIN_DISTINCT_KEYS: '0' })).toThrow(/BREAKER_MIN_DISTINCT_KEYS/);
+    expect(() => loadConfig({ BREAKER_MIN_DISTINCT_KEYS: '101' })).toThrow(/BREAKER_MIN_DISTINCT_KEYS/);
+    // No key circuits to stop a streak below the quorum: one key's streak opens the provider.
+    expect(loadConfig({ BREAKER_MIN_DISTINCT_KEYS: '3', KEY_QUARANTINE_MS: '0' }).breaker.minDistinctKeys).toBe(1);
   });
 });

@@ -40,6 +40,8 @@ const claudeWith = (key: string) =>
 interface BreakerItem {
   readonly state: string;
   readonly consecutiveFailures: number;
+  readonly minDistinctKeys: number;
+  readonly distinctKeys: number;
 }
 
 async function claudeBreaker(): Promise<BreakerItem> {
@@ -55,8 +57,8 @@ it('leaves the breaker closed while one key times out again and again, so anothe
   for (let call = 0; call < 4; call += 1) {
     const answer = await claudeWith(hangingKeyA);
     expect(answer.status).not.toBe(200);
-    // Twice the threshold of counted failures, all from one key: still closed.
-    expect((await claudeBreaker()).state).toBe('closed');
+    // Twice the threshold of counted failures, all from one key: still closed, one key of the two needed.
+    expect(await claudeBreaker()).toMatchObject({ state: 'closed', minDistinctKeys: 2, distinctKeys: 1 });
     // The streak reached the threshold from one key alone at the second call: the key's own circuit
     // opened (a quarantine in its key health), so its later calls never reach the provider.
     if (call >= 2)
@@ -66,14 +68,14 @@ it('leaves the breaker closed while one key times out again and again, so anothe
   }
   const served = await claudeWith(healthyKey);
   expect(served.status).toBe(200);
-  expect(await claudeBreaker()).toMatchObject({ state: 'closed', consecutiveFailures: 0 });
+  expect(await claudeBreaker()).toMatchObject({ state: 'closed', consecutiveFailures: 0, distinctKeys: 0 });
 });
 
 it('opens the breaker when two keys fail in one streak, and then refuses every key', async () => {
   expect((await claudeWith(hangingKeyC)).status).not.toBe(200);
   expect((await claudeBreaker()).state).toBe('closed');
   expect((await claudeWith(hangingKeyB)).status).not.toBe(200);
-  expect(await claudeBreaker()).toMatchObject({ state: 'open', consecutiveFailures: 2 });
+  expect(await claudeBreaker()).toMatchObject({ state: 'open', consecutiveFailures: 2, distinctKeys: 2 });
 
   const refused = await claudeWith(healthyKey);
   expect(refused.status).toBe(503);

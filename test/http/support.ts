@@ -42,7 +42,7 @@ export function staticGateway(): StaticGateway {
       {
         id,
         model: `${id}-model`,
-        breaker: { state: 'closed', consecutiveFailures: 0, openedAt: null, retryAt: null, threshold: 5, recoveryMs: 60_000, forced: false },
+        breaker: { state: 'closed', consecutiveFailures: 0, openedAt: null, retryAt: null, threshold: 5, recoveryMs: 60_000, minDistinctKeys: 2, distinctKeys: 0, forced: false },
         stats: { calls: 0, successes: 0, failures: 0, ignored: 0, rejected: 0, opens: 0 },
         keys: { quarantined: 0, cooling: 0 },
       },

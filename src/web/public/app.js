@@ -449,7 +449,8 @@ function renderProviderCards() {
     const breaker = status.breaker;
     card.setAttribute('data-state', breaker.state);
     card.querySelector('.breaker-state').textContent = `${stateLabels[breaker.state] ?? breaker.state}${breaker.forced ? ' (forced)' : ''}`;
-    card.querySelector('.failures').textContent = `${breaker.consecutiveFailures} / ${breaker.threshold} in a row`;
+    const quorum = breaker.minDistinctKeys > 1 ? `, ${breaker.distinctKeys} / ${breaker.minDistinctKeys} keys` : '';
+    card.querySelector('.failures').textContent = `${breaker.consecutiveFailures} / ${breaker.threshold} in a row${quorum}`;
     const wait = secondsUntil(breaker.retryAt);
     card.querySelector('.next-probe').textContent =
       breaker.state === 'closed' ? '—' : breaker.forced ? 'held open by an operator' : breaker.state === 'halfOpen' ? 'the next request probes' : wait !== null && wait > 0 ? `in ${wait} s` : 'now';
