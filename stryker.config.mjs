@@ -65,9 +65,9 @@ export const mutationGroups = {
       'src/machines/call*.ts',
     ],
     tests: [
+      'test/core/provider.lifecycle.test.ts',
       'test/core/provider.behaviour.test.ts',
       'test/core/fallback.behaviour.test.ts',
-      'test/core/provider.test.ts',
       'test/core/provider.graph.test.ts',
       'test/core/gateway.test.ts',
     ],

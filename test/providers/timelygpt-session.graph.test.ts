@@ -1,4 +1,4 @@
-import { getNextTransitions } from 'xstate';
+import { createActor, getNextTransitions, toPromise } from 'xstate';
 import { getSimplePaths } from 'xstate/graph';
 import { describe, expect, it } from 'vitest';
 import { errorPolicy } from '../../src/errors/index.js';
@@ -116,5 +116,20 @@ describe('timelyGptSessionMachine graph', () => {
     expect(authPaths).toHaveLength(1);
     const output = authPaths[0]?.state.output;
     expect(classifyTimelyGptError(output?.status === 'failed' ? output.error : undefined).errorClass).toBe('auth');
+  });
+});
+
+describe('timelyGptSessionMachine without its actors', () => {
+  it('fails loud, naming the actor to provide, instead of answering', async () => {
+    const actor = createActor(timelyGptSessionMachine, {
+      input: { apiKey: new Secret('test-timely-key-0001'), signal: new AbortController().signal },
+    });
+    const done = toPromise(actor);
+    actor.start();
+    const output = await done;
+    expect(output.status).toBe('failed');
+    expect(output.status === 'failed' && output.error instanceof Error ? output.error.message : '').toBe(
+      'timelyGptSessionMachine: provide the acquireToken actor implementation',
+    );
   });
 });

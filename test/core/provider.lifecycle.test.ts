@@ -1,0 +1,230 @@
+/**
+ * A call's life in the provider actor, event by event on a live actor with a scripted fleet link and a
+ * recording upstream (no timers, no network): what the fleet hears, when a probe waits for the fleet's
+ * lease, what the caller is answered, the `call.finished` record, and that an answered or cancelled call
+ * leaves nothing behind (no pending call, no awaited lease). Expected values are written out.
+ */
+import { describe, expect, it } from 'vitest';
+import { createActor, fromCallback, type AnyActorRef } from 'xstate';
+import type { ErrorTable } from '../../src/errors/index.js';
+import type { FleetLinkEvent, FleetLinkInput, FleetLinkReply } from '../../src/machines/fleet-link.js';
+import { gatewayMachine } from '../../src/machines/gateway.machine.js';
+import {
+  createProviderMachine,
+  providerMachine,
+  type CallUpstreamInput,
+  type ProviderReply,
+} from '../../src/machines/provider.machine.js';
+import type { SharedBreakerState } from '../../src/machines/breaker.machine.js';
+import type { CallRecord, ProviderAnswer } from '../../src/machines/types.js';
+import { Secret } from '../../src/security/secret.js';
+import { withRow } from './errors-md.js';
+import { request } from './gateway-harness.js';
+
+const t = 1_800_000_000_000;
+const apiKey = new Secret('test-claude-key-lifecycle');
+const validate = () => ({ ok: true as const, value: true });
+const answer: ProviderAnswer = { text: '{}', model: 'claude-model', usage: { inputTokens: 3, outputTokens: 4 }, truncated: false };
+
+function rig(options: { table?: ErrorTable; maxRecoveryMs?: number } = {}) {
+  const fleet: FleetLinkEvent[] = [];
+  const started: CallUpstreamInput[] = [];
+  const aborted: string[] = [];
+  const replies: ProviderReply[] = [];
+  const records: CallRecord[] = [];
+  const fleetLink = fromCallback<FleetLinkEvent, FleetLinkInput, FleetLinkReply>(({ receive }) => {
+    receive((event) => fleet.push(event));
+  });
+  const machine = (options.table === undefined ? providerMachine : createProviderMachine(options.table)).provide({
+    actors: { fleetLink },
+    actions: {
+      startUpstream: (_, params) => void started.push(params),
+      abortUpstream: (_, params) => void aborted.push(params.callId),
+    },
+  });
+  const caller: AnyActorRef = createActor(
+    fromCallback<ProviderReply>(({ receive }) => {
+      receive((reply) => replies.push(reply));
+    }),
+  ).start();
+  const provider = createActor(machine, {
+    input: {
+      providerId: 'claude',
+      model: 'claude-model',
+      threshold: 1,
+      recoveryMs: 1000,
+      ...(options.maxRecoveryMs === undefined ? {} : { maxRecoveryMs: options.maxRecoveryMs }),
+    },
+  });
+  provider.on('call.finished', (event) => records.push(event.record));
+  provider.start();
+  const request_ = (callId: string, at = t) =>
+    provider.send({ type: 'call.requested', callId, request, apiKey, replyTo: caller, validate, at });
+  const synced = (state: SharedBreakerState['state'], retryAt: number | null, at = t) =>
+    provider.send({
+      type: 'breaker.synced',
+      shared: { state, consecutiveFailures: 1, openedAt: state === 'closed' ? null : t - 10, retryAt, opens: 1, openPeriodMs: 1000, version: 1, changedAt: t - 10 },
+      at,
+    });
+  const context = () => provider.getSnapshot().context;
+  const breaker = () => context().breaker.getSnapshot();
+  return { provider, fleet, started, aborted, replies, records, request: request_, synced, context, breaker };
+}
+
+describe('a call admitted and answered', () => {
+  it('tells the fleet the call started, starts the upstream with the call, and forgets the call once answered', () => {
+    const r = rig();
+    r.request('c1');
+    expect(r.fleet).toEqual([{ type: 'fleet.report', event: { type: 'call.started', callId: 'c1', at: t } }]);
+    expect(r.started).toEqual([{ providerId: 'claude', callId: 'c1', request, apiKey, validate }]);
+    expect(Object.keys(r.context().pending)).toEqual(['c1']);
+    r.provider.send({ type: 'upstream.succeeded', callId: 'c1', answer, verdict: { ok: true, value: true }, durationMs: 40, at: t + 40 });
+    expect(r.context().pending).toEqual({});
+    expect(r.records).toEqual([{ provider: 'claude', outcome: 'succeeded', durationMs: 40, usage: answer.usage }]);
+    expect(r.replies.map((reply) => reply.type)).toEqual(['provider.succeeded']);
+  });
+
+  it('records an invalid answer as a failed call of class invalid_output, counted as ignored, and forgets it', () => {
+    const r = rig();
+    r.request('c1');
+    r.provider.send({ type: 'upstream.succeeded', callId: 'c1', answer, verdict: { ok: false, errors: ['bad'] }, durationMs: 40, at: t + 40 });
+    expect(r.records).toEqual([{ provider: 'claude', outcome: 'failed', errorClass: 'invalid_output', durationMs: 40, usage: answer.usage }]);
+    expect(r.context().stats).toMatchObject({ calls: 1, successes: 0, failures: 0, ignored: 1 });
+    expect(r.context().pending).toEqual({});
+  });
+
+  it.each([
+    ['counted', 'server_error'],
+    ['ignored', 'rate_limited'],
+  ] as const)('forgets a failed call (%s class) once answered', (_kind, errorClass) => {
+    const r = rig();
+    r.request('c1');
+    r.provider.send({ type: 'upstream.failed', callId: 'c1', failure: { errorClass, message: 'x' }, durationMs: 5, at: t + 5 });
+    expect(r.context().pending).toEqual({});
+    expect(r.replies).toHaveLength(1);
+  });
+
+  it('counts an invalid answer as a failure when the table says invalid_output counts (the stats follow the table)', () => {
+    const r = rig({ table: withRow('invalid_output', { breaker: 'counts' }) });
+    r.request('c1');
+    r.provider.send({ type: 'upstream.succeeded', callId: 'c1', answer, verdict: { ok: false, errors: ['bad'] }, durationMs: 40, at: t + 40 });
+    expect(r.context().stats).toMatchObject({ failures: 1, ignored: 0 });
+  });
+});
+
+describe('a call cancelled by its caller', () => {
+  it('aborts the upstream, records aborted with the time it ran, and forgets the call', () => {
+    const r = rig();
+    r.request('c1');
+    r.provider.send({ type: 'call.cancelled', callId: 'c1', at: t + 250 });
+    expect(r.aborted).toEqual(['c1']);
+    expect(r.records).toEqual([{ provider: 'claude', outcome: 'aborted', errorClass: 'aborted', durationMs: 250 }]);
+    expect(r.context().pending).toEqual({});
+  });
+
+  it('never records a negative duration (a cancel stamped before the start)', () => {
+    const r = rig();
+    r.request('c1');
+    r.provider.send({ type: 'call.cancelled', callId: 'c1', at: t - 30 });
+    expect(r.records).toEqual([{ provider: 'claude', outcome: 'aborted', errorClass: 'aborted', durationMs: 0 }]);
+  });
+});
+
+describe('a probe in a fleet: the lease first', () => {
+  it('admits a shared but closed breaker\'s calls at once, asking no lease', () => {
+    const r = rig();
+    r.synced('closed', null);
+    r.request('c1');
+    expect(r.started.map((call) => call.callId)).toEqual(['c1']);
+    expect(r.fleet.filter((event) => event.type === 'probe.requested')).toEqual([]);
+  });
+
+  it('holds a half-open probe until the fleet grants the lease, then starts it and forgets the lease', () => {
+    const r = rig();
+    r.synced('halfOpen', t + 990);
+    expect(r.breaker().matches('halfOpen')).toBe(true);
+    r.request('c1');
+    expect(r.fleet).toEqual([{ type: 'probe.requested', callId: 'c1', at: t }]);
+    expect(r.started).toEqual([]);
+    expect(Object.keys(r.context().leasing)).toEqual(['c1']);
+    r.provider.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 1 });
+    expect(r.started.map((call) => call.callId)).toEqual(['c1']);
+    expect(r.context().leasing).toEqual({});
+    expect(Object.keys(r.context().pending)).toEqual(['c1']);
+  });
+
+  it('asks the lease for the call that finds an open breaker past its retryAt, and starts it when granted', () => {
+    const r = rig();
+    r.synced('open', t + 990);
+    r.request('c1', t + 1000);
+    expect(r.fleet).toEqual([{ type: 'probe.requested', callId: 'c1', at: t + 1000 }]);
+    r.provider.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 1001 });
+    expect(r.started.map((call) => call.callId)).toEqual(['c1']);
+  });
+
+  it('refuses the call when another instance holds the lease, and forgets the lease', () => {
+    const r = rig();
+    r.synced('halfOpen', t + 990);
+    r.request('c1');
+    r.provider.send({ type: 'probe.leased', callId: 'c1', granted: false, at: t + 1 });
+    expect(r.replies).toEqual([{ type: 'provider.rejected', callId: 'c1', providerId: 'claude', retryAt: t + 990, at: t + 1 }]);
+    expect(r.started).toEqual([]);
+    expect(r.context().leasing).toEqual({});
+  });
+
+  it('refuses the call when the breaker moved (open, not due) before the lease came', () => {
+    const r = rig();
+    r.synced('halfOpen', t + 990);
+    r.request('c1');
+    r.synced('open', t + 5000);
+    r.provider.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 2 });
+    expect(r.started).toEqual([]);
+    expect(r.replies.map((reply) => reply.type)).toEqual(['provider.rejected']);
+    expect(r.context().leasing).toEqual({});
+  });
+
+  it('frees at once a lease granted to a call cancelled while waiting (reported as an aborted, ignored result)', () => {
+    const r = rig();
+    r.synced('halfOpen', t + 990);
+    r.request('c1');
+    r.provider.send({ type: 'call.cancelled', callId: 'c1', at: t + 1 });
+    expect(r.context().leasing).toEqual({});
+    r.provider.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 2 });
+    expect(r.fleet.at(-1)).toEqual({
+      type: 'fleet.report',
+      event: { type: 'call.ignored', callId: 'c1', errorClass: 'aborted', at: t + 2 },
+    });
+    expect(r.started).toEqual([]);
+  });
+
+  it('lets the breaker adopt the fleet state and its loss', () => {
+    const r = rig();
+    r.synced('open', t + 990);
+    expect(r.breaker().matches('open')).toBe(true);
+    expect(r.breaker().context.shared).toBe(true);
+    r.provider.send({ type: 'breaker.unshared', at: t + 1 });
+    expect(r.breaker().context.shared).toBe(false);
+  });
+});
+
+describe('the actor system', () => {
+  it('names the provider actor, its breaker and its fleet link (what inspectors show)', () => {
+    const gateway = createActor(gatewayMachine, {
+      input: { providers: [{ providerId: 'claude', model: 'claude-model', threshold: 2, recoveryMs: 1000, maxRecoveryMs: 5000 }] },
+    }).start();
+    expect(gatewayMachine.id).toBe('gateway');
+    expect(providerMachine.id).toBe('provider');
+    expect(gateway.getSnapshot().value).toBe('running');
+    const provider = gateway.system.get('provider.claude');
+    expect(provider).toBe(gateway.getSnapshot().context.providers.claude);
+    expect(provider?.id).toBe('provider.claude');
+    const snapshot = gateway.getSnapshot().context.providers.claude?.getSnapshot();
+    expect(snapshot?.value).toBe('serving');
+    expect(gateway.system.get('breaker.claude')).toBe(snapshot?.context.breaker);
+    expect(snapshot?.children.breaker).toBe(snapshot?.context.breaker);
+    expect(gateway.system.get('fleetLink.claude')).toBe(snapshot?.context.fleetLink);
+    expect(snapshot?.children.fleetLink).toBe(snapshot?.context.fleetLink);
+    expect(snapshot?.context.breaker.getSnapshot().context.maxRecoveryMs).toBe(5000);
+    gateway.stop();
+  });
+});
