@@ -15,7 +15,8 @@ import { describe, expect, it } from 'vitest';
 import { createActor, initialTransition, setup, transition, type SnapshotFrom } from 'xstate';
 import { adjacencyMapToArray, getAdjacencyMap } from 'xstate/graph';
 import type { ErrorClass } from '../../src/errors/index.js';
-import type { KeyBookContext, keyBookMachine } from '../../src/machines/key-book.machine.js';
+import { LRUCache } from 'lru-cache';
+import type { KeyBookContext, KeyEntry, keyBookMachine } from '../../src/machines/key-book.machine.js';
 import {
   createKeyHealthMachine,
   keyHealthMachine,
@@ -196,7 +197,8 @@ describe('key health, over every edge of its graph', () => {
 // The provider with a key book standing in (XSTATE.md pitfall 3: spawned children are frozen during
 // traversal): one key quarantined until 61 000, one cooling until 61 000, one healthy.
 const until = 61_000;
-const keys: KeyBookContext['keys'] = {
+const keys: KeyBookContext['keys'] = new LRUCache<string, KeyEntry>({ max: 10 });
+const refusedEntries: Record<string, KeyEntry> = {
   'key-quarantined': {
     value: { quarantined: 'waiting' },
     context: {
@@ -220,6 +222,7 @@ const keys: KeyBookContext['keys'] = {
     },
   },
 };
+for (const [keyId, entry] of Object.entries(refusedEntries)) keys.set(keyId, entry);
 const bookStandIn = setup({}).createMachine({
   id: 'keyBook',
   context: { keys },

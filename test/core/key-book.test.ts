@@ -1,0 +1,107 @@
+/**
+ * The key book's bookkeeping, one behaviour per test: only refused keys are kept, at most `maxKeys` of
+ * them (the least recently touched forgotten first), nothing at all with KEY_QUARANTINE_MS=0, and the
+ * fleet hears each change made here once and never an echo of its own.
+ */
+import { describe, expect, it } from 'vitest';
+import { createActor, fromCallback } from 'xstate';
+import { keyAdmission, keyBookMachine, refusedKeyCounts } from '../../src/machines/key-book.machine.js';
+import type { KeyLinkEvent, KeyLinkInput, KeyLinkReply } from '../../src/machines/key-link.js';
+
+const at = 1_000_000;
+
+function book(options: { quarantineMs?: number; maxKeys?: number } = {}) {
+  const reports: KeyLinkEvent[] = [];
+  const keyLink = fromCallback<KeyLinkEvent, KeyLinkInput, KeyLinkReply>(({ receive }) => {
+    receive((event) => reports.push(event));
+  });
+  const actor = createActor(keyBookMachine.provide({ actors: { keyLink } }), {
+    input: {
+      providerId: 'claude',
+      quarantineMs: options.quarantineMs ?? 60_000,
+      coolingMs: 5_000,
+      maxKeys: options.maxKeys ?? 3,
+    },
+  }).start();
+  const keys = () => actor.getSnapshot().context.keys;
+  return { actor, keys, reports };
+}
+
+describe('key book', () => {
+  it('keeps nothing of a key that works, and a refused key until its probe succeeds', () => {
+    const { actor, keys } = book();
+    actor.send({ type: 'key.called', keyId: 'a1', callId: 'c1', at });
+    actor.send({ type: 'key.answered', keyId: 'a1', callId: 'c1', at });
+    actor.send({ type: 'key.failed', keyId: 'a1', callId: 'c2', errorClass: 'server_error', at });
+    expect(keys().size).toBe(0);
+    actor.send({ type: 'key.failed', keyId: 'a1', callId: 'c3', errorClass: 'auth', at });
+    expect(keyAdmission(keys(), 'a1', at + 1)).toEqual({
+      admit: false,
+      reason: 'key_quarantined',
+      errorClass: 'auth',
+      until: at + 60_000,
+    });
+    actor.send({ type: 'key.called', keyId: 'a1', callId: 'probe', at: at + 60_000 });
+    actor.send({ type: 'key.answered', keyId: 'a1', callId: 'probe', at: at + 60_001 });
+    expect(keys().size).toBe(0);
+  });
+
+  it('forgets the least recently touched refused key beyond maxKeys', () => {
+    const { actor, keys } = book({ maxKeys: 3 });
+    for (const keyId of ['k1', 'k2', 'k3'])
+      actor.send({ type: 'key.failed', keyId, callId: keyId, errorClass: 'quota_exhausted', at });
+    // k1 touched again: k2 is now the least recently touched.
+    actor.send({ type: 'key.failed', keyId: 'k1', callId: 'again', errorClass: 'quota_exhausted', at });
+    actor.send({ type: 'key.failed', keyId: 'k4', callId: 'k4', errorClass: 'rate_limited', at });
+    expect([...keys().keys()].sort()).toEqual(['k1', 'k3', 'k4']);
+    expect(refusedKeyCounts(keys(), at + 1)).toEqual({ quarantined: 2, cooling: 1 });
+  });
+
+  it('keeps nothing with KEY_QUARANTINE_MS=0 (per-key health off), not even a tripped key', () => {
+    const { actor, keys, reports } = book({ quarantineMs: 0 });
+    actor.send({ type: 'key.failed', keyId: 'k1', callId: 'c1', errorClass: 'auth', at });
+    actor.send({ type: 'key.tripped', keyId: 'k2', errorClass: 'timeout', at });
+    expect(keys().size).toBe(0);
+    expect(reports).toEqual([]);
+  });
+
+  it('tells the fleet each change made here once, and adopts a change heard from it without echoing it', () => {
+    const { actor, keys, reports } = book();
+    actor.send({
+      type: 'key.failed',
+      keyId: 'k1',
+      callId: 'c1',
+      errorClass: 'rate_limited',
+      retryAfterMs: 7_000,
+      at,
+    });
+    // A second failure of a call started before the cooling: `until` stays the later one, nothing new to tell.
+    actor.send({
+      type: 'key.failed',
+      keyId: 'k1',
+      callId: 'c0',
+      errorClass: 'rate_limited',
+      retryAfterMs: 2_000,
+      at,
+    });
+    actor.send({
+      type: 'key.synced',
+      keyId: 'k2',
+      shared: { state: 'quarantined', errorClass: 'permission', until: at + 9_000 },
+      at,
+    });
+    expect(reports).toEqual([
+      {
+        type: 'key.report',
+        keyId: 'k1',
+        shared: { state: 'cooling', errorClass: 'rate_limited', until: at + 7_000 },
+        at,
+      },
+    ]);
+    expect(keyAdmission(keys(), 'k2', at)).toMatchObject({
+      admit: false,
+      reason: 'key_quarantined',
+      errorClass: 'permission',
+    });
+  });
+});
