@@ -59,11 +59,11 @@ function rig(options: { table?: ErrorTable; maxRecoveryMs?: number } = {}) {
   provider.on('call.finished', (event) => records.push(event.record));
   provider.start();
   const request_ = (callId: string, at = t) =>
-    provider.send({ type: 'call.requested', callId, request, apiKey, replyTo: caller, validate, at });
+    provider.send({ type: 'call.requested', callId, request, apiKey, keyId: apiKey.fingerprint, replyTo: caller, validate, at });
   const synced = (state: SharedBreakerState['state'], retryAt: number | null, at = t) =>
     provider.send({
       type: 'breaker.synced',
-      shared: { state, consecutiveFailures: 1, openedAt: state === 'closed' ? null : t - 10, retryAt, opens: 1, openPeriodMs: 1000, version: 1, changedAt: t - 10 },
+      shared: { state, consecutiveFailures: 1, openedAt: state === 'closed' ? null : t - 10, retryAt, opens: 1, openPeriodMs: 1000, version: 1, changedAt: t - 10, streakKeys: [] },
       at,
     });
   const context = () => provider.getSnapshot().context;
