@@ -165,7 +165,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       model: snapshot.context.model,
       breaker: breakerView(breaker),
       stats: { ...snapshot.context.stats, opens: breaker.context.opens },
-      keys: refusedKeyCounts(snapshot.context.keyBook.getSnapshot().context.keys, Date.now()),
+      keys: refusedKeyCounts(snapshot.context.keyBook.getSnapshot().context.keys),
     };
   }
 

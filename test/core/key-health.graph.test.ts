@@ -15,8 +15,12 @@ import { describe, expect, it } from 'vitest';
 import { createActor, initialTransition, setup, transition, type SnapshotFrom } from 'xstate';
 import { adjacencyMapToArray, getAdjacencyMap } from 'xstate/graph';
 import type { ErrorClass } from '../../src/errors/index.js';
-import { LRUCache } from 'lru-cache';
-import type { KeyBookContext, KeyEntry, keyBookMachine } from '../../src/machines/key-book.machine.js';
+import {
+  RefusedKeys,
+  type KeyBookContext,
+  type KeyEntry,
+  type keyBookMachine,
+} from '../../src/machines/key-book.machine.js';
 import {
   createKeyHealthMachine,
   keyHealthMachine,
@@ -197,7 +201,7 @@ describe('key health, over every edge of its graph', () => {
 // The provider with a key book standing in (XSTATE.md pitfall 3: spawned children are frozen during
 // traversal): one key quarantined until 61 000, one cooling until 61 000, one healthy.
 const until = 61_000;
-const keys: KeyBookContext['keys'] = new LRUCache<string, KeyEntry>({ max: 10 });
+const keys: KeyBookContext['keys'] = new RefusedKeys(10);
 const refusedEntries: Record<string, KeyEntry> = {
   'key-quarantined': {
     value: { quarantined: 'waiting' },
@@ -222,7 +226,7 @@ const refusedEntries: Record<string, KeyEntry> = {
     },
   },
 };
-for (const [keyId, entry] of Object.entries(refusedEntries)) keys.set(keyId, entry);
+for (const [keyId, entry] of Object.entries(refusedEntries)) keys.set(keyId, entry, 3_600_000);
 const bookStandIn = setup({}).createMachine({
   id: 'keyBook',
   context: { keys },
