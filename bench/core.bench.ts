@@ -16,11 +16,13 @@ import type { GenerationRequest, ProviderAnswer } from '../src/providers/index.j
 import type { Validation } from '../src/actors/types.js';
 import { Secret } from '../src/security/secret.js';
 import { scriptedAdapter } from '../test/core/scripted-adapter.js';
-import { machineInfo, median, round, writeBenchmarkSection } from './report.js';
+import { loadAverage, machineInfo, median, round, writeBenchmarkSection } from './report.js';
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 7);
 const callsPerRound = Number(process.env.BENCH_CALLS ?? 10_000);
-const goalMicroseconds = 5;
+/** Issue 15: provider actor + breaker bookkeeping per call, and a whole `gateway.generate()`, in µs. */
+const goalMicroseconds = 15;
+const generateGoalMicroseconds = 60;
 
 const request: GenerationRequest = {
   task: 'notes',
@@ -227,6 +229,7 @@ instead of a spawned child actor per call, with one AbortController and a flag f
 `;
 
 async function main(): Promise<void> {
+  const loadAtStart = loadAverage();
   const direct: Variant = { name: 'direct adapter call', run: directCalls, calls: callsPerRound };
   const actor: Variant = { name: 'provider actor + breaker', run: providerCalls, calls: callsPerRound };
   const full: Variant = {
@@ -278,6 +281,7 @@ async function main(): Promise<void> {
   const fullMedian = median(fullOverhead);
   const sendMedian = median(samples.get(send.name) ?? []);
   const verdict = actorMedian <= goalMicroseconds ? 'met' : 'missed';
+  const generateVerdict = fullMedian <= generateGoalMicroseconds ? 'met' : 'missed';
   const rows = [
     ['direct adapter call (baseline)', median(samples.get(direct.name) ?? []), undefined],
     [
@@ -310,7 +314,8 @@ async function main(): Promise<void> {
   const markdown = `## Core: breaker and actor bookkeeping per call
 
 Command: \`npm run bench -- core\` (bench/core.bench.ts; \`BENCH_ROUNDS\`=${rounds}, \`BENCH_CALLS\`=${callsPerRound}).
-Machine: ${machineInfo()}. Measured ${new Date().toISOString().slice(0, 10)}.
+Machine: ${machineInfo()}. Measured ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC; load average (1/5/15 min) ${loadAtStart} at the start, ${loadAverage()} at the end
+(the machine is shared: a bare XState \`send()\` is the yardstick of the moment, see its row).
 
 Sequential calls (each awaited, a macrotask turn every ${chunk} calls) to a scripted upstream that
 answers through a microtask, so only the bookkeeping is measured. Overhead = variant − direct adapter call, A/B alternating per round, median of
@@ -326,8 +331,10 @@ Where the provider actor's time goes (same rounds, medians):
 | --- | ---: |
 ${diagnosticTable}
 
-Goal (issue 2): breaker + provider-actor bookkeeping ≤ ${goalMicroseconds} µs per call — **${verdict}**
-(${round(actorMedian)} µs, ${round(actorMedian / sendMedian, 1)}× one bare \`send()\`).
+Goals (issue 15): provider actor + breaker bookkeeping ≤ ${goalMicroseconds} µs per call — **${verdict}**
+(${round(actorMedian)} µs, ${round(actorMedian / sendMedian, 1)}× one bare \`send()\`); full \`gateway.generate()\` ≤ ${generateGoalMicroseconds} µs —
+**${generateVerdict}** (${round(fullMedian)} µs, ${round(fullMedian / sendMedian, 1)}× one bare \`send()\`). On an idle run of this machine a bare
+\`send()\` took 3.4 µs (2026-11-30); the goals were set for such a machine, so under load compare the multiples.
 ${verdict === 'missed' ? analysis : ''}`;
   writeBenchmarkSection('core', markdown);
   process.stdout.write(`\n${markdown}`);

@@ -21,7 +21,7 @@ import {
 import type { LoadResult } from './support/load.child.js';
 import { benchText, gptKey, postJson, setFault, startEmulatorChild, startLoadChild, startServiceChild } from './support/index.js';
 import { mebibytes } from './support/stats.js';
-import { machineInfo, round, writeBenchmarkSection } from './report.js';
+import { loadAverage, machineInfo, round, writeBenchmarkSection } from './report.js';
 import { englishTextPdf } from '../test/fixtures/pdf/generate.js';
 
 const windowSeconds = Number(process.env.BENCH_SECONDS ?? 8);
@@ -55,6 +55,7 @@ function errorRate(result: LoadResult): number {
 }
 
 async function main(): Promise<void> {
+  const loadAtStart = loadAverage();
   const emulator = await startEmulatorChild();
   await setFault(emulator.url, { provider: 'gpt', fault: 'slow', ms: 50 });
   const service = await startServiceChild(emulator);
@@ -113,15 +114,17 @@ async function main(): Promise<void> {
     await service.stop();
     await emulator.stop();
   }
-  writeBenchmarkSection('isolation', report(rows));
+  writeBenchmarkSection('isolation', report(rows, loadAtStart));
 }
 
-function report(rows: readonly Row[]): string {
+function report(rows: readonly Row[], loadAtStart: string): string {
   const verdict = (ok: boolean): string => (ok ? 'yes' : '**no**');
   const lines = [
     '## Isolation: a steady client while a hostile one attacks (bench/isolation.bench.ts)',
     '',
     `\`npm run bench -- isolation\` (BENCH_SECONDS=${windowSeconds} per window; BENCH_ATTACKS=unspaced,huge,… runs some). ${machineInfo()}.`,
+    `Measured ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC; load average (1/5/15 min) ${loadAtStart} at the start, ${loadAverage()} at the end (2 shared cores:`,
+    'with the load far above 2, event-loop delay includes the time the OS does not schedule the process at all; compare each attack with its own baseline window).',
     'The service runs with its shipped defaults (docs/configuration.md) in its own process; the emulator answers',
     'after 50 ms; the steady client is autocannon with 2 connections making `POST /v1/generate` notes requests with',
     'its own key. Before each attack a window of the same length without it is the baseline. Loop delay is the',
