@@ -1,8 +1,13 @@
-import { createActor, getNextTransitions, toPromise } from 'xstate';
+import { createActor, fromPromise, getNextTransitions, toPromise } from 'xstate';
 import { getSimplePaths } from 'xstate/graph';
 import { describe, expect, it } from 'vitest';
 import { errorPolicy } from '../../src/errors/index.js';
-import { timelyGptSessionMachine } from '../../src/machines/timelygpt-session.machine.js';
+import {
+  isExpiredTokenError,
+  timelyGptSessionMachine,
+  type CompleteChatInput,
+  type TimelyCompletion,
+} from '../../src/machines/timelygpt-session.machine.js';
 import { classifyTimelyGptError, TimelyGptHttpError } from '../../src/providers/timelygpt/index.js';
 import type { TimelyGptEndpoint } from '../../src/providers/timelygpt/errors.js';
 import { UnexpectedResponseError, UpstreamAbortError } from '../../src/providers/upstream-errors.js';
@@ -119,17 +124,81 @@ describe('timelyGptSessionMachine graph', () => {
   });
 });
 
+const sessionInput = { apiKey: new Secret('test-timely-key-0001'), signal: new AbortController().signal };
+
+async function outputOf(machine: typeof timelyGptSessionMachine) {
+  const actor = createActor(machine, { input: sessionInput });
+  const done = toPromise(actor);
+  actor.start();
+  return done;
+}
+
+function errorMessageOf(output: Awaited<ReturnType<typeof outputOf>>): string {
+  return output.status === 'failed' && output.error instanceof Error ? output.error.message : '';
+}
+
 describe('timelyGptSessionMachine without its actors', () => {
   it('fails loud, naming the actor to provide, instead of answering', async () => {
-    const actor = createActor(timelyGptSessionMachine, {
-      input: { apiKey: new Secret('test-timely-key-0001'), signal: new AbortController().signal },
-    });
-    const done = toPromise(actor);
-    actor.start();
-    const output = await done;
-    expect(output.status).toBe('failed');
-    expect(output.status === 'failed' && output.error instanceof Error ? output.error.message : '').toBe(
+    expect(errorMessageOf(await outputOf(timelyGptSessionMachine))).toBe(
       'timelyGptSessionMachine: provide the acquireToken actor implementation',
     );
+    const tokenOnly = timelyGptSessionMachine.provide({ actors: { acquireToken: fromPromise(async () => 'token') } });
+    expect(errorMessageOf(await outputOf(tokenOnly))).toBe(
+      'timelyGptSessionMachine: provide the completeChat actor implementation',
+    );
+  });
+});
+
+describe('timelyGptSessionMachine: names and the error it ends with', () => {
+  it('names the machine, starts authenticating, and names each invoked call (what inspectors show)', () => {
+    expect(timelyGptSessionMachine.id).toBe('timelyGptSession');
+    expect(timelyGptSessionMachine.config.initial).toBe('authenticating');
+    const invokeIds = Object.fromEntries(
+      Object.entries(timelyGptSessionMachine.root.states).map(([name, node]) => [name, node.invoke.map((invoke) => invoke.id)]),
+    );
+    expect(invokeIds).toEqual({
+      authenticating: ['authenticate'],
+      generating: ['generate'],
+      reauthenticating: ['reauthenticate'],
+      regenerating: ['regenerate'],
+      succeeded: [],
+      failed: [],
+    });
+  });
+
+  it('ends with the error of a failed re-authentication (a bad key after an expired token)', async () => {
+    const refused = httpError('authenticate', 401);
+    let exchanges = 0;
+    const machine = timelyGptSessionMachine.provide({
+      actors: {
+        acquireToken: fromPromise(async () => {
+          exchanges += 1;
+          if (exchanges > 1) throw refused;
+          return 'token-1';
+        }),
+        completeChat: fromPromise<TimelyCompletion, CompleteChatInput>(async () => {
+          throw httpError('completion', 401);
+        }),
+      },
+    });
+    const output = await outputOf(machine);
+    expect(output).toEqual({ status: 'failed', error: refused });
+  });
+});
+
+describe('isExpiredTokenError: only llm-completion\'s 401', () => {
+  it.each<[string, unknown, boolean]>([
+    ['completion 401', { status: 401, endpoint: 'completion' }, true],
+    ['authenticate 401 (a bad key)', { status: 401, endpoint: 'authenticate' }, false],
+    ['completion 403', { status: 403, endpoint: 'completion' }, false],
+    ['a status as text', { status: '401', endpoint: 'completion' }, false],
+    ['no endpoint', { status: 401 }, false],
+    ['no status', { endpoint: 'completion' }, false],
+    ['null', null, false],
+    ['undefined', undefined, false],
+    ['a string', 'completion 401', false],
+    ['a number', 401, false],
+  ])('%s', (_label, error, expected) => {
+    expect(isExpiredTokenError(error)).toBe(expected);
   });
 });
