@@ -80,6 +80,10 @@ export const mutationGroups = {
       'test/core/fallback.graph.test.ts',
     ],
   },
+  keys: {
+    mutate: ['src/machines/key-*.ts'],
+    tests: ['test/core/key-book.test.ts', 'test/core/key-health.graph.test.ts'],
+  },
   verdict: {
     mutate: ['src/machines/failure-verdict.ts'],
     tests: ['test/core/failure-verdict.test.ts', 'test/core/gateway.test.ts'],

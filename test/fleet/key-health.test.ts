@@ -8,7 +8,15 @@
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { Secret } from '../../src/security/secret.js';
-import { redisTestUrl, startInstance, testKey, uniquePrefix, waitFor, type Instance } from './support.js';
+import {
+  dumpKeys,
+  redisTestUrl,
+  startInstance,
+  testKey,
+  uniquePrefix,
+  waitFor,
+  type Instance,
+} from './support.js';
 
 let emulator: Emulator;
 const running: Instance[] = [];
@@ -65,6 +73,16 @@ it('a key quarantined on one instance is skipped on the other and on one started
   // Another key for the same provider is unaffected everywhere.
   expect(healthOf(b!, testKey)).toEqual({ provider: 'claude', state: 'healthy' });
   expect((await b!.call()).status).toBe('succeeded');
+
+  // Redis holds the refusal under a salted fingerprint: never the key, nor a piece of it.
+  const stored = await dumpKeys(redisTestUrl, prefix);
+  expect([...stored.keys()].some((key) => key.startsWith(`${prefix}keys:health:claude:`))).toBe(true);
+  for (const [key, value] of stored) {
+    for (const secret of [quotaKey, testKey]) {
+      expect(`${key} ${value}`).not.toContain(secret.slice(-12));
+      expect(`${key} ${value}`).not.toContain(secret.slice(0, 16));
+    }
+  }
 });
 
 it('a key whose probe succeeds is healthy again on every instance', async () => {
