@@ -56,6 +56,7 @@ describe('breaker.synced: the local breaker follows the fleet', () => {
       expect(next.matches(state)).toBe(true);
       expect(next.context).toMatchObject({
         consecutiveFailures: 7,
+        streakKeys: ['key-a'],
         openedAt: state === 'closed' ? null : t - 10,
         retryAt: state === 'open' || state === 'halfOpen' ? t + 990 : null,
         opens: 4,
@@ -138,5 +139,42 @@ describe('shared, the fleet decides the opening; unshared, the breaker decides a
     );
     expect(local.context.shared).toBe(false);
     expect(local.matches('open')).toBe(true);
+  });
+});
+
+describe("the quorum of keys while shared: the streak key ids are the fleet's", () => {
+  const quorumStart = (): Snapshot =>
+    initialTransition(breakerMachine, {
+      providerId: 'p',
+      threshold: 2,
+      recoveryMs: 1000,
+      minDistinctKeys: 2,
+    })[0];
+  const failedWith = (callId: string, keyId: string): BreakerEvent => ({
+    type: 'call.failed',
+    callId,
+    errorClass: 'timeout',
+    keyId,
+    at: t,
+  });
+
+  it('reports a key streak from the adopted count and keys: the fleet saw key-a once, this instance once more', () => {
+    const adopted = send(quorumStart(), fleet('closed', { consecutiveFailures: 1, streakKeys: ['key-a'] }));
+    const [next, actions] = transition(breakerMachine, adopted, failedWith('here', 'key-a'));
+    expect(next.matches('closed')).toBe(true);
+    expect(next.context).toMatchObject({ consecutiveFailures: 2, streakKeys: ['key-a'] });
+    expect(actions).toContainEqual(
+      expect.objectContaining({
+        params: { event: { type: 'breaker.keyStreak', keyId: 'key-a', errorClass: 'timeout', at: t } },
+      }),
+    );
+  });
+
+  it('does not open on a quorum reached here while shared (the fleet decides), and reports no key streak', () => {
+    const adopted = send(quorumStart(), fleet('closed', { consecutiveFailures: 1, streakKeys: ['key-a'] }));
+    const [next, actions] = transition(breakerMachine, adopted, failedWith('here', 'key-b'));
+    expect(next.matches('closed')).toBe(true);
+    expect(next.context).toMatchObject({ consecutiveFailures: 2, streakKeys: ['key-a', 'key-b'] });
+    expect(actions.some((action) => String(action.type) === 'xstate.emit')).toBe(false);
   });
 });
