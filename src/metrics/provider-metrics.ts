@@ -51,6 +51,24 @@ export function createProviderMetrics(gateway: Gateway, options: ProviderMetrics
       }
     },
   });
+  new Gauge({
+    name: 'studyhelper_breaker_streak_keys',
+    help: "Distinct callers' keys among the current failure streak's counted failures, counted up to the quorum (a count only: never which keys).",
+    labelNames: ['provider'] as const,
+    registers: [registry],
+    collect() {
+      for (const status of gateway.providers()) this.set({ provider: status.id }, status.breaker.distinctKeys);
+    },
+  });
+  new Gauge({
+    name: 'studyhelper_breaker_quorum_keys',
+    help: 'Distinct keys a failure streak needs before the provider breaker opens (BREAKER_MIN_DISTINCT_KEYS).',
+    labelNames: ['provider'] as const,
+    registers: [registry],
+    collect() {
+      for (const status of gateway.providers()) this.set({ provider: status.id }, status.breaker.minDistinctKeys);
+    },
+  });
   const transitions = new Counter({
     name: 'studyhelper_breaker_transitions_total',
     help: 'Breaker state transitions per provider.',

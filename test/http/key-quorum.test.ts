@@ -53,6 +53,13 @@ async function claudeBreaker(): Promise<BreakerItem> {
   return claude.breaker;
 }
 
+/** The quorum as /metrics shows it for claude (counts only). */
+async function claudeMetrics(): Promise<{ streakKeys: number; quorumKeys: number }> {
+  const text = await (await fetch(`${harness.url}/metrics`)).text();
+  const value = (name: string) => Number(new RegExp(`^${name}\\{provider="claude"\\} (\\d+)$`, 'm').exec(text)?.[1]);
+  return { streakKeys: value('studyhelper_breaker_streak_keys'), quorumKeys: value('studyhelper_breaker_quorum_keys') };
+}
+
 it('leaves the breaker closed while one key times out again and again, so another key is served', async () => {
   for (let call = 0; call < 4; call += 1) {
     const answer = await claudeWith(hangingKeyA);
@@ -66,6 +73,7 @@ it('leaves the breaker closed while one key times out again and again, so anothe
         expect.objectContaining({ outcome: 'skipped', reason: 'key_quarantined', errorClass: 'timeout' }),
       ]);
   }
+  expect(await claudeMetrics()).toEqual({ streakKeys: 1, quorumKeys: 2 });
   const served = await claudeWith(healthyKey);
   expect(served.status).toBe(200);
   expect(await claudeBreaker()).toMatchObject({ state: 'closed', consecutiveFailures: 0, distinctKeys: 0 });
@@ -76,6 +84,7 @@ it('opens the breaker when two keys fail in one streak, and then refuses every k
   expect((await claudeBreaker()).state).toBe('closed');
   expect((await claudeWith(hangingKeyB)).status).not.toBe(200);
   expect(await claudeBreaker()).toMatchObject({ state: 'open', consecutiveFailures: 2, distinctKeys: 2 });
+  expect(await claudeMetrics()).toEqual({ streakKeys: 2, quorumKeys: 2 });
 
   const refused = await claudeWith(healthyKey);
   expect(refused.status).toBe(503);
