@@ -160,9 +160,9 @@ describe('when Redis fails', () => {
 
       // Shared again: failures split across the two instances open both.
       emulator.setFault({ provider: 'claude', fault: 'http500' });
-      await waitFor(() => instances.every((instance) => instance.gateway.provider('claude').breaker.state === 'closed'), 500);
+      await waitFor(() => instances.every((instance) => instance.gateway.provider('claude').breaker.state === 'closed'), 5000);
       for (const instance of [instances[0], instances[1], instances[0]]) await instance!.call();
-      await waitFor(() => instances.every((instance) => instance.state() === 'open'), 200);
+      await waitFor(() => instances.every((instance) => instance.state() === 'open'), 5000);
     } finally {
       await Promise.all(running.splice(0).map((instance) => instance.close()));
       await redis.stop();
