@@ -149,7 +149,7 @@ export type ErrorTable = Readonly<Record<ErrorClass, ErrorRow>>;
 /** What a class does (the B/R/F columns): kept as the name the rest of the code reads. */
 export type ErrorPolicy = ErrorRow;
 
-/** The production table, typed as any table of this shape (what the machines' factories take). */
+/** The production table, typed as a table of this shape (what the machines' factories take). */
 export const errorPolicy: ErrorTable = errorTable;
 
 function isErrorClass(name: string): name is ErrorClass {

@@ -11,6 +11,18 @@ const sampleText =
   'Photosynthesis converts light energy into chemical energy stored in glucose. Chlorophyll absorbs mostly blue and red light. ' +
   'The light reactions take place in the thylakoid membranes; the Calvin cycle fixes carbon dioxide in the stroma.';
 
+/**
+ * One item of GET /v1/providers as the page reads it (API.md "Providers").
+ * @typedef {{
+ *   id: string,
+ *   model: string,
+ *   breaker: { state: string, forced: boolean, consecutiveFailures: number, threshold: number,
+ *     minDistinctKeys: number, distinctKeys: number, retryAt: string | null },
+ *   stats: { calls: number, successes: number, failures: number, ignored: number, rejected: number, opens: number },
+ *   keys?: { quarantined: number, cooling: number },
+ * }} ProviderStatus
+ */
+
 /** Everything the page holds. Keys live here only: never in storage, never in a URL. */
 const page = {
   order: [...providerIds],
@@ -19,7 +31,7 @@ const page = {
   /** What GET /v1/keys/status said of each key entered here (its owner's view): null until asked. */
   keyHealth: /** @type {Record<string, null | {state: string, errorClass?: string, until?: string}>} */ ({ claude: null, gpt: null, timelygpt: null }),
   demo: /** @type {null | {keys: Record<string,string>, rateLimitedKeys: Record<string,string>}} */ (null),
-  providers: /** @type {any[]} */ ([]),
+  providers: /** @type {ProviderStatus[]} */ ([]),
   faults: /** @type {Record<string, string>} */ ({}),
   jobId: /** @type {string | null} */ (null),
   jobEvents: /** @type {EventSource | null} */ (null),

@@ -57,9 +57,9 @@ export function renderMachines(container, machines, providers) {
       section.append(element('h3', { text: title }));
       section.append(element('p', { class: 'live', text: 'live state: —' }));
       section.append(stateList(machine.states, machine.edges));
-      const any = machine.edges.filter((edge) => edge.from === '*');
-      if (any.length > 0) {
-        section.append(element('p', { class: 'machine-any', text: `from any state: ${any.map((edge) => `${edge.label} → ${edge.to}`).join('; ')}` }));
+      const rootEdges = machine.edges.filter((edge) => edge.from === '*');
+      if (rootEdges.length > 0) {
+        section.append(element('p', { class: 'machine-any', text: `from any state: ${rootEdges.map((edge) => `${edge.label} → ${edge.to}`).join('; ')}` }));
       }
       container.append(section);
     }
