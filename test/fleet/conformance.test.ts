@@ -529,7 +529,10 @@ describe('the fleet script conforms to the breaker machine (generated sequences,
     const countedTable = 'local counted = { ';
     expect(breakerScript).toContain(countedTable);
     const mutant = breakerScript.replace(countedTable, `${countedTable}rate_limited = true, `);
-    const steps: Step[] = [{ kind: 'admit' }, { kind: 'fail', pick: 0, errorClass: 'rate_limited', key: 'key-a' }];
+    const steps: Step[] = [
+      { kind: 'admit' },
+      { kind: 'fail', pick: 0, errorClass: 'rate_limited', key: 'key-a' },
+    ];
     expect(await firstDifference(1, steps, storeSide(1))).toBeUndefined();
     expect(await firstDifference(1, steps, rawScriptSide(mutant, 1))).toMatch(/step 1/);
   });
@@ -547,7 +550,9 @@ describe('the fleet script conforms to the breaker machine (generated sequences,
     ];
     expect(await firstDifference(1, steps, storeSide(1))).toBeUndefined();
     // The machine re-opens for 2 s (1 s doubled), the mutant for 1 s again.
-    expect(await firstDifference(1, steps, rawScriptSide(mutant, 1))).toMatch(/step 4.*"retryAt":1800000003000/);
+    expect(await firstDifference(1, steps, rawScriptSide(mutant, 1))).toMatch(
+      /step 4.*"retryAt":1800000003000/,
+    );
   });
 });
 
@@ -560,9 +565,16 @@ describe('the quorum of distinct keys (BREAKER_MIN_DISTINCT_KEYS), machine and s
 
   it('stays closed on a streak from one key past the threshold, and opens when a second key fails', async () => {
     // Threshold 2, quorum 2: key-a fails four times (closed, streak keys [key-a]), then key-b once.
-    const steps: Step[] = [...failWith('key-a'), ...failWith('key-a'), ...failWith('key-a'), ...failWith('key-a')];
+    const steps: Step[] = [
+      ...failWith('key-a'),
+      ...failWith('key-a'),
+      ...failWith('key-a'),
+      ...failWith('key-a'),
+    ];
     const machine = new MachineSide(2, 2);
-    expect(await firstDifference(2, [...steps, ...failWith('key-b')], storeSide(2, 2), machine)).toBeUndefined();
+    expect(
+      await firstDifference(2, [...steps, ...failWith('key-b')], storeSide(2, 2), machine),
+    ).toBeUndefined();
     expect(machine.keyStreaks).toBe(3);
     expect(machine.observed()).toMatchObject({
       state: 'open',
@@ -600,7 +612,7 @@ describe('the quorum of distinct keys (BREAKER_MIN_DISTINCT_KEYS), machine and s
   });
 
   it("catches the kept mutant whose success leaves the streak's keys behind", async () => {
-    const clearOnSuccess = "    s.failures = 0\n    keys = {}\n    changed = true";
+    const clearOnSuccess = '    s.failures = 0\n    keys = {}\n    changed = true';
     expect(breakerScript).toContain(clearOnSuccess);
     const mutant = breakerScript.replace(clearOnSuccess, '    s.failures = 0\n    changed = true');
     const steps: Step[] = [

@@ -20,7 +20,11 @@ afterEach(async () => {
 });
 
 async function generateFrom(harness: Harness, documentId: string): Promise<HttpResult> {
-  return postJson(`${harness.url}/v1/generate`, { task: 'notes', documentId, providers: ['claude'], options: { lang: 'en' } }, keys);
+  return postJson(
+    `${harness.url}/v1/generate`,
+    { task: 'notes', documentId, providers: ['claude'], options: { lang: 'en' } },
+    keys,
+  );
 }
 
 /** Asks until the answer is not `status` any more (Redis loss is seen within a command timeout). */
@@ -43,7 +47,11 @@ describe('documents while the shared store is unreachable', () => {
     harnesses.push(a, b);
 
     const form = new FormData();
-    form.append('file', new Blob([new Uint8Array(await englishTextPdf(1))], { type: 'application/pdf' }), 'cells.pdf');
+    form.append(
+      'file',
+      new Blob([new Uint8Array(await englishTextPdf(1))], { type: 'application/pdf' }),
+      'cells.pdf',
+    );
     const upload = await request(`${a.url}/v1/documents`, { method: 'POST', body: form });
     expect(upload.status, upload.text).toBe(201);
     const documentId = upload.body.documentId as string;

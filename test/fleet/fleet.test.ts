@@ -1,43 +1,52 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { BreakerTransition } from '../../src/actors/types.js';
 import { createRedisDocumentStore } from '../../src/documents/redis-store.js';
 import { createMemoryDocumentStore } from '../../src/documents/index.js';
-import { startEmulator, type Emulator } from '../../src/emulator/index.js';
-import { dumpKeys, ownRedis, redisTestUrl, startInstance, testKey, uniquePrefix, waitFor, type Instance } from './support.js';
+import {
+  dumpKeys,
+  ownRedis,
+  redisTestUrl,
+  startInstance,
+  testKey,
+  uniquePrefix,
+  waitFor,
+  type Instance,
+  useFleetRig,
+} from './support.js';
 
-let emulator: Emulator;
-const running: Instance[] = [];
+const rig = useFleetRig();
+const { running } = rig;
 
-beforeAll(async () => {
-  emulator = await startEmulator();
-});
-afterAll(async () => {
-  await emulator.close();
-});
-afterEach(async () => {
-  await Promise.all(running.splice(0).map((instance) => instance.close()));
-  emulator.resetFaults();
-  emulator.resetStats();
-});
-
-async function fleetOf(count: number, options: { prefix: string; url?: string; recoveryMs?: number }): Promise<Instance[]> {
+async function fleetOf(
+  count: number,
+  options: { prefix: string; url?: string; recoveryMs?: number },
+): Promise<Instance[]> {
   const instances = await Promise.all(
     Array.from({ length: count }, () =>
-      startInstance({ url: options.url ?? redisTestUrl, prefix: options.prefix, emulator, threshold: 3, recoveryMs: options.recoveryMs ?? 60_000 }),
+      startInstance({
+        url: options.url ?? redisTestUrl,
+        prefix: options.prefix,
+        emulator: rig.emulator,
+        threshold: 3,
+        recoveryMs: options.recoveryMs ?? 60_000,
+      }),
     ),
   );
   running.push(...instances);
   // Each link reconciles with the fleet on connection.
-  await waitFor(() => instances.every((instance) => instance.gateway.provider('claude').breaker.state === 'closed'), 1000);
+  await waitFor(
+    () => instances.every((instance) => instance.gateway.provider('claude').breaker.state === 'closed'),
+    1000,
+  );
   return instances;
 }
 
-const claudeCalls = () => emulator.stats().claude.calls;
+const claudeCalls = () => rig.emulator.stats().claude.calls;
 
 describe('one breaker per provider across the fleet (Redis)', () => {
   it('opens on every instance when counted failures are split across instances, within 100 ms', async () => {
     const [a, b, c] = await fleetOf(3, { prefix: uniquePrefix('split') });
-    emulator.setFault({ provider: 'claude', fault: 'http500' });
+    rig.emulator.setFault({ provider: 'claude', fault: 'http500' });
     // One failure each: no instance reaches the threshold (3) alone.
     for (const instance of [a, b, c]) {
       const outcome = await instance!.call();
@@ -57,29 +66,35 @@ describe('one breaker per provider across the fleet (Redis)', () => {
   it('lets exactly one probe through across the fleet in half-open, and closes everywhere on its success', async () => {
     const recoveryMs = 300;
     const instances = await fleetOf(3, { prefix: uniquePrefix('probe'), recoveryMs });
-    emulator.setFault({ provider: 'claude', fault: 'http500', count: 3 });
+    rig.emulator.setFault({ provider: 'claude', fault: 'http500', count: 3 });
     for (const instance of instances) await instance.call();
     await waitFor(() => instances.every((instance) => instance.state() === 'open'), 100);
     expect(claudeCalls()).toBe(3);
     // The recovery window opens (time is in the data: retryAt); the probe answers slowly.
-    emulator.setFault({ provider: 'claude', fault: 'slow', ms: 300, count: 1 });
+    rig.emulator.setFault({ provider: 'claude', fault: 'slow', ms: 300, count: 1 });
     await new Promise((resolve) => setTimeout(resolve, recoveryMs + 20));
-    const outcomes = await Promise.all(instances.flatMap((instance) => [instance.call(), instance.call(), instance.call()]));
+    const outcomes = await Promise.all(
+      instances.flatMap((instance) => [instance.call(), instance.call(), instance.call()]),
+    );
     expect(claudeCalls()).toBe(4);
     expect(outcomes.filter((outcome) => outcome.status === 'succeeded')).toHaveLength(1);
     expect(outcomes.filter((outcome) => outcome.attempts[0]?.reason === 'circuit_open')).toHaveLength(8);
     await waitFor(() => instances.every((instance) => instance.state() === 'closed'), 100);
   });
 
-  it('frees a crashed prober\'s lease after its TTL: the next window still gets a probe', async () => {
+  it("frees a crashed prober's lease after its TTL: the next window still gets a probe", async () => {
     const prefix = uniquePrefix('lease');
     const [a] = await fleetOf(1, { prefix, recoveryMs: 200 });
-    emulator.setFault({ provider: 'claude', fault: 'http500', count: 3 });
+    rig.emulator.setFault({ provider: 'claude', fault: 'http500', count: 3 });
     for (let i = 0; i < 3; i += 1) await a!.call();
     await waitFor(() => a!.state() === 'open', 100);
     await new Promise((resolve) => setTimeout(resolve, 220));
     // A prober that took the lease and died: it never reports, its lease only expires.
-    const taken = await a!.fleet.store.breakers.apply('claude', { op: 'acquire', callId: 'crashed-prober' }, Date.now());
+    const taken = await a!.fleet.store.breakers.apply(
+      'claude',
+      { op: 'acquire', callId: 'crashed-prober' },
+      Date.now(),
+    );
     expect(taken.granted).toBe(true);
     expect((await a!.call()).attempts[0]?.reason).toBe('circuit_open');
     await a!.fleet.store.client.pexpire(`${prefix}breaker:claude:probe`, 50);
@@ -88,15 +103,20 @@ describe('one breaker per provider across the fleet (Redis)', () => {
     expect(a!.state()).toBe('closed');
   });
 
-  it('a restarted instance joins with the fleet\'s state', async () => {
+  it("a restarted instance joins with the fleet's state", async () => {
     const prefix = uniquePrefix('join');
     const [a, b] = await fleetOf(2, { prefix });
-    emulator.setFault({ provider: 'claude', fault: 'http500' });
+    rig.emulator.setFault({ provider: 'claude', fault: 'http500' });
     for (const instance of [a, b, a]) await instance!.call();
     await waitFor(() => a!.state() === 'open' && b!.state() === 'open', 100);
     await b!.close();
     running.splice(running.indexOf(b!), 1);
-    const restarted = await startInstance({ url: redisTestUrl, prefix, emulator, threshold: 3 });
+    const restarted = await startInstance({
+      url: redisTestUrl,
+      prefix,
+      emulator: rig.emulator,
+      threshold: 3,
+    });
     running.push(restarted);
     await waitFor(() => restarted.state() === 'open', 500);
     const before = claudeCalls();
@@ -107,7 +127,7 @@ describe('one breaker per provider across the fleet (Redis)', () => {
   it('keeps no API key in Redis: only breaker state and documents, which hold no key', async () => {
     const prefix = uniquePrefix('keys');
     const [a] = await fleetOf(1, { prefix });
-    emulator.setFault({ provider: 'claude', fault: 'http500', count: 1 });
+    rig.emulator.setFault({ provider: 'claude', fault: 'http500', count: 1 });
     await a!.call();
     await a!.call();
     const documents = createRedisDocumentStore({
@@ -117,8 +137,16 @@ describe('one breaker per provider across the fleet (Redis)', () => {
       fallback: createMemoryDocumentStore({ ttlSeconds: 60 }),
     });
     await documents.put({
-      documentId: 'doc-1', sha256: 'ab', fileName: 'a.pdf', pageCount: 1, pagesUsed: 1, wordCount: 2,
-      charCount: 10, warnings: [], text: 'Some text', createdAt: Date.now(),
+      documentId: 'doc-1',
+      sha256: 'ab',
+      fileName: 'a.pdf',
+      pageCount: 1,
+      pagesUsed: 1,
+      wordCount: 2,
+      charCount: 10,
+      warnings: [],
+      text: 'Some text',
+      createdAt: Date.now(),
     });
     expect((await documents.get('doc-1'))?.text).toBe('Some text');
     const ttl = await a!.fleet.store.client.ttl(`${prefix}document:doc-1`);
@@ -142,13 +170,16 @@ describe('when Redis fails', () => {
       const prefix = uniquePrefix('outage');
       const instances = await fleetOf(2, { prefix, url: redis.url });
       const transitions: BreakerTransition[] = [];
-      for (const instance of instances) instance.gateway.onBreakerTransition((transition) => transitions.push(transition));
+      for (const instance of instances)
+        instance.gateway.onBreakerTransition((transition) => transitions.push(transition));
       expect(await instances[0]!.fleet.readiness()).toEqual({ store: 'redis', storeReachable: true });
 
       await redis.stop();
       await waitFor(() => instances.every((instance) => !instance.fleet.store.isUp()), 2000);
       expect(await instances[0]!.fleet.readiness()).toEqual({ store: 'redis', storeReachable: false });
-      const during = await Promise.all(instances.flatMap((instance) => Array.from({ length: 5 }, () => instance.call())));
+      const during = await Promise.all(
+        instances.flatMap((instance) => Array.from({ length: 5 }, () => instance.call())),
+      );
       expect(during.every((outcome) => outcome.status === 'succeeded')).toBe(true);
 
       await redis.start();
@@ -159,8 +190,11 @@ describe('when Redis fails', () => {
       expect(instances.every((instance) => instance.state() === 'closed')).toBe(true);
 
       // Shared again: failures split across the two instances open both.
-      emulator.setFault({ provider: 'claude', fault: 'http500' });
-      await waitFor(() => instances.every((instance) => instance.gateway.provider('claude').breaker.state === 'closed'), 5000);
+      rig.emulator.setFault({ provider: 'claude', fault: 'http500' });
+      await waitFor(
+        () => instances.every((instance) => instance.gateway.provider('claude').breaker.state === 'closed'),
+        5000,
+      );
       for (const instance of [instances[0], instances[1], instances[0]]) await instance!.call();
       await waitFor(() => instances.every((instance) => instance.state() === 'open'), 5000);
     } finally {
@@ -176,7 +210,7 @@ describe('when Redis fails', () => {
       const [a, b] = await fleetOf(2, { prefix: uniquePrefix('outage-open'), url: redis.url });
       await redis.stop();
       await waitFor(() => !a!.fleet.store.isUp(), 2000);
-      emulator.setFault({ provider: 'claude', fault: 'http500' });
+      rig.emulator.setFault({ provider: 'claude', fault: 'http500' });
       for (let i = 0; i < 3; i += 1) expect((await a!.call()).status).toBe('failed');
       expect(a!.state()).toBe('open');
       expect(b!.state()).toBe('closed');

@@ -51,19 +51,30 @@ async function twoInstances(name: string): Promise<{ a: Harness; b: Harness; pre
 
 async function startJob(harness: Harness): Promise<string> {
   const form = new FormData();
-  form.append('file', new Blob([new Uint8Array(await englishTextPdf(2))], { type: 'application/pdf' }), 'cells.pdf');
+  form.append(
+    'file',
+    new Blob([new Uint8Array(await englishTextPdf(2))], { type: 'application/pdf' }),
+    'cells.pdf',
+  );
   const upload = await request(`${harness.url}/v1/documents`, { method: 'POST', body: form });
   expect(upload.status, upload.text).toBe(201);
   const created = await postJson(
     `${harness.url}/v1/jobs`,
-    { documentId: upload.body.documentId, providers: ['claude'], options: { lang: 'en', mcqCount: 2, fillCount: 2 } },
+    {
+      documentId: upload.body.documentId,
+      providers: ['claude'],
+      options: { lang: 'en', mcqCount: 2, fillCount: 2 },
+    },
     keys,
   );
   expect(created.status, created.text).toBe(202);
   return created.body.jobId as string;
 }
 
-async function view(harness: Harness, jobId: string): Promise<{ status: number; body: JobView; text: string }> {
+async function view(
+  harness: Harness,
+  jobId: string,
+): Promise<{ status: number; body: JobView; text: string }> {
   const result = await request(`${harness.url}/v1/jobs/${jobId}`);
   return { status: result.status, body: result.body as JobView, text: result.text };
 }
@@ -74,7 +85,8 @@ async function until(harness: Harness, jobId: string, status: string): Promise<J
   for (;;) {
     const result = await view(harness, jobId);
     if (result.status === 200 && result.body.status === status) return result.body;
-    if (Date.now() > deadline) throw new Error(`job ${jobId} not ${status} within 10 s: ${result.status} ${result.text}`);
+    if (Date.now() > deadline)
+      throw new Error(`job ${jobId} not ${status} within 10 s: ${result.status} ${result.text}`);
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }
@@ -130,7 +142,9 @@ describe('job status shared through Redis', () => {
     expect(onA.body.status).toBe('cancelled');
     // A held the job: its in-flight call was aborted and counted nowhere.
     const providers = await request(`${a.url}/v1/providers`);
-    const claude = (providers.body.providers as { id: string; breaker: { consecutiveFailures: number } }[]).find((p) => p.id === 'claude');
+    const claude = (
+      providers.body.providers as { id: string; breaker: { consecutiveFailures: number } }[]
+    ).find((p) => p.id === 'claude');
     expect(claude?.breaker.consecutiveFailures).toBe(0);
     const done = await stream.waitFor((event) => event.event === 'done');
     expect(JSON.parse(done.at(-1)?.data ?? '{}')).toEqual({ status: 'cancelled' });
@@ -168,7 +182,11 @@ describe('job status while Redis is down', () => {
     });
     const store = fleet.jobStatusStore({ ttlSeconds: 60, maxJobs: 10 });
     const job = (status: JobView['status']): JobView => ({
-      jobId: 'job-1', status, progress: status === 'succeeded' ? 100 : 10, stage: status === 'succeeded' ? 'done' : 'notes', createdAt: 1,
+      jobId: 'job-1',
+      status,
+      progress: status === 'succeeded' ? 100 : 10,
+      stage: status === 'succeeded' ? 'done' : 'notes',
+      createdAt: 1,
     });
     try {
       await store.put(job('running'));
@@ -185,7 +203,11 @@ describe('job status while Redis is down', () => {
       const reader = new Redis(redis.url);
       try {
         const text = await reader.get(`${prefix}job:job-1`);
-        expect(JSON.parse(text ?? '{}')).toMatchObject({ jobId: 'job-1', status: 'succeeded', finishedAt: 2 });
+        expect(JSON.parse(text ?? '{}')).toMatchObject({
+          jobId: 'job-1',
+          status: 'succeeded',
+          finishedAt: 2,
+        });
         expect(await reader.pttl(`${prefix}job:job-1`)).toBeGreaterThan(0);
         await reader.del(`${prefix}job:job-1`);
       } finally {

@@ -5,8 +5,7 @@
  * same class and `until`, adopted through pub/sub, and read back by an instance that starts later — so
  * no instance calls the provider with it again until the quarantine ends. Other keys are unaffected.
  */
-import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
-import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { expect, it } from 'vitest';
 import { Secret } from '../../src/security/secret.js';
 import {
   dumpKeys,
@@ -16,29 +15,21 @@ import {
   uniquePrefix,
   waitFor,
   type Instance,
+  useFleetRig,
 } from './support.js';
 
-let emulator: Emulator;
-const running: Instance[] = [];
-
-beforeAll(async () => {
-  emulator = await startEmulator();
-});
-afterAll(async () => {
-  await emulator.close();
-});
-afterEach(async () => {
-  await Promise.all(running.splice(0).map((instance) => instance.close()));
-});
+const rig = useFleetRig();
+const { running } = rig;
 
 /** Obviously fake: the emulator answers Anthropic's credit-balance 400 for `emu-quota-` keys. */
 const quotaKey = 'emu-quota-claude-fleet-keyhealth-0001';
-const quotaCalls = (): number => emulator.stats().claude.byKey[emulator.fingerprint(quotaKey)] ?? 0;
+const quotaCalls = (): number => rig.emulator.stats().claude.byKey[rig.emulator.fingerprint(quotaKey)] ?? 0;
 const healthOf = (instance: Instance, key: string) => instance.gateway.keyHealth('claude', new Secret(key));
 
 it('a key quarantined on one instance is skipped on the other and on one started later, without an upstream call', async () => {
   const prefix = uniquePrefix('key-health');
-  const start = () => startInstance({ url: redisTestUrl, prefix, emulator, keyQuarantineMs: 60_000 });
+  const start = () =>
+    startInstance({ url: redisTestUrl, prefix, emulator: rig.emulator, keyQuarantineMs: 60_000 });
   const [a, b] = await Promise.all([start(), start()]);
   running.push(a!, b!);
 
@@ -87,11 +78,12 @@ it('a key quarantined on one instance is skipped on the other and on one started
 
 it('a key whose probe succeeds is healthy again on every instance', async () => {
   const prefix = uniquePrefix('key-health-probe');
-  const start = () => startInstance({ url: redisTestUrl, prefix, emulator, keyQuarantineMs: 300 });
+  const start = () =>
+    startInstance({ url: redisTestUrl, prefix, emulator: rig.emulator, keyQuarantineMs: 300 });
   const [a, b] = await Promise.all([start(), start()]);
   running.push(a!, b!);
   // A working key refused once (a 401 fault for one call): quarantined for 300 ms on both instances.
-  emulator.setFault({
+  rig.emulator.setFault({
     provider: 'claude',
     fault: 'respond',
     status: 401,

@@ -4,23 +4,11 @@
  * BREAKER_RECOVERY_MS (300 ms), each failed probe doubles the period (600 ms), up to
  * BREAKER_MAX_RECOVERY_MS (1000 ms); whichever instance probes, both show the same grown retryAt.
  */
-import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
-import { startEmulator, type Emulator } from '../../src/emulator/index.js';
-import { redisTestUrl, startInstance, uniquePrefix, waitFor, type Instance } from './support.js';
+import { expect, it } from 'vitest';
+import { redisTestUrl, startInstance, uniquePrefix, waitFor, type Instance, useFleetRig } from './support.js';
 
-let emulator: Emulator;
-const running: Instance[] = [];
-
-beforeAll(async () => {
-  emulator = await startEmulator();
-});
-afterAll(async () => {
-  await emulator.close();
-});
-afterEach(async () => {
-  await Promise.all(running.splice(0).map((instance) => instance.close()));
-  emulator.resetFaults();
-});
+const rig = useFleetRig();
+const { running } = rig;
 
 /** The claude breaker's open period as one instance shows it: retryAt − openedAt (ms), or null. */
 function shownPeriod(instance: Instance): number | null {
@@ -39,14 +27,26 @@ async function untilRetryAt(instance: Instance): Promise<void> {
 it('grows the shared open period 300, 600, 1000 ms whichever instance probes, and both show the same retryAt', async () => {
   const prefix = uniquePrefix('open-period');
   const [a, b] = await Promise.all(
-    [0, 1].map(() => startInstance({ url: redisTestUrl, prefix, emulator, threshold: 1, recoveryMs: 300, maxRecoveryMs: 1000 })),
+    [0, 1].map(() =>
+      startInstance({
+        url: redisTestUrl,
+        prefix,
+        emulator: rig.emulator,
+        threshold: 1,
+        recoveryMs: 300,
+        maxRecoveryMs: 1000,
+      }),
+    ),
   );
   running.push(a!, b!);
   await waitFor(() => [a!, b!].every((instance) => instance.state() === 'closed'), 1000);
-  emulator.setFault({ provider: 'claude', fault: 'http500' });
+  rig.emulator.setFault({ provider: 'claude', fault: 'http500' });
 
   const sameOnBoth = (period: number) =>
-    waitFor(() => shownPeriod(a!) === period && shownPeriod(b!) === period && retryAtOf(a!) === retryAtOf(b!), 1000);
+    waitFor(
+      () => shownPeriod(a!) === period && shownPeriod(b!) === period && retryAtOf(a!) === retryAtOf(b!),
+      1000,
+    );
 
   await a!.call();
   await sameOnBoth(300);

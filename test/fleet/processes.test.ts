@@ -10,18 +10,30 @@ const urls: string[] = [];
 const env = { BREAKER_FAILURE_THRESHOLD: '3', BREAKER_MIN_DISTINCT_KEYS: '1', RETRY_MAX: '0' };
 
 let counter = 0;
-async function generate(url: string): Promise<{ status: number; body: { meta?: { attempts: { reason?: string }[] }; error?: { attempts?: { reason?: string }[] } } }> {
+async function generate(
+  url: string,
+): Promise<{
+  status: number;
+  body: { meta?: { attempts: { reason?: string }[] }; error?: { attempts?: { reason?: string }[] } };
+}> {
   counter += 1;
   const response = await fetch(`${url}/v1/generate`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-claude-key': testKey },
-    body: JSON.stringify({ task: 'notes', text: `Cells divide by mitosis, request ${counter}.`, providers: ['claude'], options: { lang: 'en' } }),
+    body: JSON.stringify({
+      task: 'notes',
+      text: `Cells divide by mitosis, request ${counter}.`,
+      providers: ['claude'],
+      options: { lang: 'en' },
+    }),
   });
   return { status: response.status, body: (await response.json()) as never };
 }
 
 async function claudeState(url: string): Promise<string> {
-  const body = (await (await fetch(`${url}/v1/providers`)).json()) as { providers: { id: string; breaker: { state: string } }[] };
+  const body = (await (await fetch(`${url}/v1/providers`)).json()) as {
+    providers: { id: string; breaker: { state: string } }[];
+  };
   return body.providers.find((provider) => provider.id === 'claude')?.breaker.state ?? 'missing';
 }
 
@@ -40,7 +52,11 @@ afterAll(async () => {
 describe('two service processes with one REDIS_URL', () => {
   it('report the shared store as ready, with studyhelper_state_store_up 1', async () => {
     for (const url of urls) {
-      expect(await (await fetch(`${url}/readyz`)).json()).toEqual({ status: 'ready', store: 'redis', storeReachable: true });
+      expect(await (await fetch(`${url}/readyz`)).json()).toEqual({
+        status: 'ready',
+        store: 'redis',
+        storeReachable: true,
+      });
       expect(await (await fetch(`${url}/metrics`)).text()).toMatch(/^studyhelper_state_store_up 1$/m);
     }
   });

@@ -2,9 +2,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import { createGateway } from '../../src/actors/gateway.js';
 import type { Gateway, GenerateOutcome } from '../../src/actors/types.js';
-import type { Emulator } from '../../src/emulator/index.js';
+import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { connectFleet, type Fleet } from '../../src/fleet/index.js';
 import { createAdapters, type GenerationRequest } from '../../src/providers/index.js';
 import { createKeyIdentity, randomKeySalt } from '../../src/security/key-id.js';
@@ -214,10 +215,18 @@ export async function ownRedis(): Promise<OwnRedis> {
   return {
     url,
     async start() {
-      child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-        stdio: 'ignore',
+      child = spawn(
+        'redis-server',
+        ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+        {
+          stdio: 'ignore',
+        },
+      );
+      const probe = new Redis(url, {
+        lazyConnect: true,
+        retryStrategy: () => 20,
+        maxRetriesPerRequest: null,
       });
-      const probe = new Redis(url, { lazyConnect: true, retryStrategy: () => 20, maxRetriesPerRequest: null });
       probe.on('error', () => undefined);
       await probe.connect().catch(() => undefined);
       await probe.ping();
@@ -255,4 +264,38 @@ export async function dumpKeys(url: string, prefix: string): Promise<Map<string,
     client.disconnect();
   }
   return found;
+}
+
+/** What a fleet test file shares: one emulator for the file, and the instances each test starts. */
+export interface FleetRig {
+  readonly emulator: Emulator;
+  /** Instances a test started: closed after each test. */
+  readonly running: Instance[];
+}
+
+/**
+ * Registers the file's hooks: the emulator starts before the file's tests and closes after them; after
+ * each test its instances close and the emulator forgets its faults and counters.
+ */
+export function useFleetRig(): FleetRig {
+  let emulator: Emulator | undefined;
+  const running: Instance[] = [];
+  beforeAll(async () => {
+    emulator = await startEmulator();
+  });
+  afterAll(async () => {
+    await emulator?.close();
+  });
+  afterEach(async () => {
+    await Promise.all(running.splice(0).map((instance) => instance.close()));
+    emulator?.resetFaults();
+    emulator?.resetStats();
+  });
+  return {
+    get emulator() {
+      if (emulator === undefined) throw new Error('The fleet rig starts its emulator in beforeAll');
+      return emulator;
+    },
+    running,
+  };
 }
