@@ -1,4 +1,7 @@
-/** Why a PDF was refused; the codes are those of the HTTP registry (src/http/errors.ts). */
+/**
+ * Why a PDF was refused. The first three are codes of the HTTP registry (src/http/errors.ts); the four
+ * limits answer 422 `PDF_TOO_COMPLEX` with the limit named (`pdfLimits`).
+ */
 export const pdfRejectionCodes = [
   'INVALID_PDF',
   'ENCRYPTED_PDF',
@@ -25,6 +28,16 @@ export class PdfRejectedError extends Error {
     this.code = code;
   }
 }
+
+/** The limits a hostile PDF breaks, as `PDF_TOO_COMPLEX` names them in its `limit` field (API.md). */
+export const pdfLimits = {
+  PDF_EXTRACTION_TIMEOUT: 'time',
+  PDF_MEMORY_LIMIT: 'memory',
+  PDF_DECOMPRESSION_LIMIT: 'decompressed_bytes',
+  PDF_TOO_MANY_PAGES: 'pages',
+} as const satisfies Partial<Record<PdfRejectionCode, string>>;
+
+export type PdfLimit = (typeof pdfLimits)[keyof typeof pdfLimits];
 
 /** True when `value` is one of the PDF rejection codes. */
 export function isPdfRejectionCode(value: unknown): value is PdfRejectionCode {

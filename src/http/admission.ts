@@ -34,7 +34,7 @@ export interface AdmissionOptions {
 }
 
 export interface Admission {
-  /** Takes a slot for `clientId`, or throws 503 `SERVER_BUSY` / 429 `CLIENT_BUSY`. Call the returned release once. */
+  /** Takes a slot for `clientId`, or throws 503 `SERVER_BUSY` / 429 `TOO_MANY_REQUESTS`. Call the returned release once. */
   enter(clientId: string): () => void;
   /** Runs in flight now, in all and by client (metrics, tests). */
   inFlight(): { readonly total: number; readonly clients: number };
@@ -50,7 +50,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
       const mine = byClient.get(clientId) ?? 0;
       if (mine >= options.maxPerClient) {
         throw new ApiError(
-          'CLIENT_BUSY',
+          'TOO_MANY_REQUESTS',
           `This client already has ${mine} generations in flight (at most ${options.maxPerClient}, MAX_INFLIGHT_GENERATIONS_PER_CLIENT); retry when one has finished.`,
           refusal,
         );

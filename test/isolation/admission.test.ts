@@ -56,7 +56,7 @@ describe('admission of POST /v1/generate (issue 12)', () => {
     // A third from client A: over its share of 2.
     const third = await generate(clientA, 3);
     expect(third.statusCode).toBe(429);
-    expect(third.json().error.code).toBe('CLIENT_BUSY');
+    expect(third.json().error.code).toBe('TOO_MANY_REQUESTS');
     expect(third.headers['retry-after']).toBe('7');
     expect(third.json().error.retryAfterSeconds).toBe(7);
 
@@ -86,7 +86,7 @@ describe('admission of POST /v1/generate (issue 12)', () => {
     await until(() => gateway.generateCalls.length === 1);
     const second = await app.inject({ method: 'POST', url: '/v1/generate', headers: both, payload: { task: 'notes', text: 'Two.', providers: ['claude', 'gpt'] } });
     expect(second.statusCode).toBe(429);
-    expect(second.json().error.code).toBe('CLIENT_BUSY');
+    expect(second.json().error.code).toBe('TOO_MANY_REQUESTS');
   });
 });
 
@@ -119,7 +119,7 @@ describe('admission of POST /v1/jobs (issue 12)', () => {
     expect(refused.headers['retry-after']).toBe('9');
   });
 
-  it("caps one client's live jobs (429 CLIENT_BUSY) and runs another client's job beside its backlog", async () => {
+  it("caps one client's live jobs (429 TOO_MANY_REQUESTS) and runs another client's job beside its backlog", async () => {
     const { app, store, gateway } = await start({ JOB_CONCURRENCY: '2', JOB_CONCURRENCY_PER_CLIENT: '1', JOB_MAX_JOBS_PER_CLIENT: '3' });
     const documentId = await withDocument(store);
     const create = async (headers: Record<string, string>): Promise<{ statusCode: number; jobId: string; response: Awaited<ReturnType<typeof app.inject>> }> => {
@@ -130,7 +130,7 @@ describe('admission of POST /v1/jobs (issue 12)', () => {
     for (const job of a) expect(job.statusCode).toBe(202);
     const fourth = await create(clientA);
     expect(fourth.statusCode).toBe(429);
-    expect(fourth.response.json().error.code).toBe('CLIENT_BUSY');
+    expect(fourth.response.json().error.code).toBe('TOO_MANY_REQUESTS');
     expect(fourth.response.headers['retry-after']).toBe('5');
 
     // Client A's backlog does not hold client B's job back: B runs while two of A's wait.

@@ -32,7 +32,7 @@ async function upload(app: FastifyInstance, bytes: Uint8Array, fileName: string)
 }
 
 describe('hostile PDFs through POST /v1/documents (issue 12)', () => {
-  it('each hostile PDF gets its own 422 code, and the uploads beside it all succeed', async () => {
+  it('each hostile PDF gets 422 PDF_TOO_COMPLEX naming its limit, and the uploads beside it all succeed', async () => {
     // Real deadline (worker threads run on their own clock): 5 s is far above a 3-page PDF (~0.1 s
     // warm) and far below the shared-content-stream PDF (~25 s).
     const app = await start({ PDF_WORKERS: '2', PDF_TIMEOUT_MS: '5000' });
@@ -46,10 +46,11 @@ describe('hostile PDFs through POST /v1/documents (issue 12)', () => {
       upload(app, benign, 'b.pdf'),
       upload(app, benign, 'c.pdf'),
     ]);
-    expect([slow.statusCode, slow.json().error.code]).toEqual([422, 'PDF_EXTRACTION_TIMEOUT']);
-    expect([bomb.statusCode, bomb.json().error.code]).toEqual([422, 'PDF_DECOMPRESSION_LIMIT']);
-    expect([nested.statusCode, nested.json().error.code]).toEqual([422, 'PDF_DECOMPRESSION_LIMIT']);
-    expect([lying.statusCode, lying.json().error.code]).toEqual([422, 'PDF_TOO_MANY_PAGES']);
+    // One contract code (API.md: 422 PDF_TOO_COMPLEX), the limit each broke named.
+    expect([slow.statusCode, slow.json().error.code, slow.json().error.limit]).toEqual([422, 'PDF_TOO_COMPLEX', 'time']);
+    expect([bomb.statusCode, bomb.json().error.code, bomb.json().error.limit]).toEqual([422, 'PDF_TOO_COMPLEX', 'decompressed_bytes']);
+    expect([nested.statusCode, nested.json().error.code, nested.json().error.limit]).toEqual([422, 'PDF_TOO_COMPLEX', 'decompressed_bytes']);
+    expect([lying.statusCode, lying.json().error.code, lying.json().error.limit]).toEqual([422, 'PDF_TOO_COMPLEX', 'pages']);
     expect(lying.json().error.message).toMatch(/declares 1073741824 pages \(it holds 2 page objects\)/);
     for (const response of beside) {
       expect(response.statusCode).toBe(201);
@@ -65,6 +66,6 @@ describe('hostile PDFs through POST /v1/documents (issue 12)', () => {
     const stopped = answers.find((response) => response.statusCode !== 503);
     expect(busy?.json().error.code).toBe('PDF_EXTRACTOR_BUSY');
     expect(busy?.headers['retry-after']).toBe('5');
-    expect([stopped?.statusCode, stopped?.json().error.code]).toEqual([422, 'PDF_EXTRACTION_TIMEOUT']);
+    expect([stopped?.statusCode, stopped?.json().error.code, stopped?.json().error.limit]).toEqual([422, 'PDF_TOO_COMPLEX', 'time']);
   }, 120_000);
 });

@@ -21,11 +21,11 @@ afterEach(async () => {
 const headers = { 'content-type': 'application/json', 'x-gpt-key': 'junk-gpt-key-000000001' };
 
 describe('text limits on POST /v1/generate (issue 12)', () => {
-  it('answers a text over MAX_TEXT_CHARS with 413 TEXT_TOO_LARGE and calls no provider', async () => {
+  it('answers a text over MAX_TEXT_CHARS with 413 TEXT_TOO_LONG and calls no provider', async () => {
     const { app, gateway } = await start({ MAX_TEXT_CHARS: '1000' });
     const response = await app.inject({ method: 'POST', url: '/v1/generate', headers, payload: { task: 'notes', text: 'a'.repeat(1001) } });
     expect(response.statusCode).toBe(413);
-    expect(response.json().error.code).toBe('TEXT_TOO_LARGE');
+    expect(response.json().error.code).toBe('TEXT_TOO_LONG');
     expect(response.json().error.message).toContain('1000');
     expect(gateway.generateCalls).toHaveLength(0);
     // At the limit it is accepted (and goes to the gateway).
@@ -47,7 +47,7 @@ describe('text limits on POST /v1/generate (issue 12)', () => {
     expect(huge.json().error.code).toBe('REQUEST_TOO_LARGE');
     const justOver = await app.inject({ method: 'POST', url: '/v1/generate', headers, payload: { task: 'notes', text: 'a'.repeat(200_001) } });
     expect(justOver.statusCode).toBe(413);
-    expect(justOver.json().error.code).toBe('TEXT_TOO_LARGE');
+    expect(justOver.json().error.code).toBe('TEXT_TOO_LONG');
     expect(gateway.generateCalls.length).toBe(before);
   });
 

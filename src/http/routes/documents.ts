@@ -9,6 +9,7 @@ import {
   looksLikePdf,
   PdfExtractorBusyError,
   PdfRejectedError,
+  pdfLimits,
   type ExtractOptions,
   type PdfExtractorOptions,
   type DocumentStore,
@@ -159,7 +160,17 @@ async function extractOrThrow(
   try {
     return await extractor.extract(bytes, options);
   } catch (error) {
-    if (error instanceof PdfRejectedError) throw new ApiError(error.code, error.message);
+    if (error instanceof PdfRejectedError) {
+      switch (error.code) {
+        case 'INVALID_PDF':
+        case 'ENCRYPTED_PDF':
+        case 'NO_EXTRACTABLE_TEXT':
+          throw new ApiError(error.code, error.message);
+        default:
+          // A hostile PDF: one contract code, the limit it broke named (API.md).
+          throw new ApiError('PDF_TOO_COMPLEX', error.message, { limit: pdfLimits[error.code] });
+      }
+    }
     // The error handler mirrors retryAfterSeconds in a Retry-After header.
     if (error instanceof PdfExtractorBusyError) {
       throw new ApiError('PDF_EXTRACTOR_BUSY', error.message, { retryAfterSeconds: error.retryAfterSeconds });

@@ -25,7 +25,7 @@ export interface GenerateRoutesOptions {
   readonly fallbackMode: FallbackPolicy;
   /** Largest JSON body accepted, in bytes. */
   readonly bodyLimit: number;
-  /** Longest `text`, in characters (MAX_TEXT_CHARS): longer is 413 TEXT_TOO_LARGE. */
+  /** Longest `text`, in characters (MAX_TEXT_CHARS): longer is 413 TEXT_TOO_LONG. */
   readonly maxTextChars: number;
   /** Most parts one stage may split the text into (MAX_TEXT_PARTS). */
   readonly maxTextParts: number;
@@ -127,7 +127,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
       const secrets = chain.map((link) => link.apiKey);
       let text = body.text;
       if (text !== undefined && text.length > options.maxTextChars) {
-        throw new ApiError('TEXT_TOO_LARGE', `The text has ${text.length} characters; at most ${options.maxTextChars} are accepted (MAX_TEXT_CHARS).`);
+        throw new ApiError('TEXT_TOO_LONG', `The text has ${text.length} characters; at most ${options.maxTextChars} are accepted (MAX_TEXT_CHARS).`);
       }
       if (text === undefined) {
         const documentId = body.documentId ?? '';

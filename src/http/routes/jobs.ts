@@ -214,7 +214,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
       } catch (error) {
         if (error instanceof JobCapacityError) {
           const retryAfterSeconds = options.retryAfterSeconds ?? 5;
-          throw new ApiError(error.scope === 'client' ? 'CLIENT_BUSY' : 'TOO_MANY_JOBS', error.message, { retryAfterSeconds });
+          throw new ApiError(error.scope === 'client' ? 'TOO_MANY_REQUESTS' : 'TOO_MANY_JOBS', error.message, { retryAfterSeconds });
         }
         throw error;
       }
