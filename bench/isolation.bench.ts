@@ -23,10 +23,19 @@ import { benchText, gptKey, postJson, setFault, startEmulatorChild, startLoadChi
 import { mebibytes } from './support/stats.js';
 import { loadAverage, machineInfo, round, writeBenchmarkSection } from './report.js';
 import { englishTextPdf } from '../test/fixtures/pdf/generate.js';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { supportDirectory } from './support/children.js';
 
 const windowSeconds = Number(process.env.BENCH_SECONDS ?? 8);
 const goals = { p99RiseMs: 50, errorRate: 0, loopDelayP99Ms: 50, pdfPeakRssMb: 300 };
 const hostileKey = 'bench-hostile-gpt-key-0001';
+/**
+ * BENCH_PROFILE=1: the service is CPU-profiled during each attack window, into
+ * dist/bench-profiles/isolation-<attack>.cpuprofile (summarise with
+ * `node --import tsx bench/support/profile-summary.ts <file>`).
+ */
+const profileDirectory = process.env.BENCH_PROFILE === '1' ? join(supportDirectory, '..', '..', 'dist', 'bench-profiles') : undefined;
 
 interface Attack {
   readonly key: string;
@@ -84,16 +93,20 @@ async function main(): Promise<void> {
   const measureWindow = async (seconds: number, attack?: Attack): Promise<Window> => {
     await service.request('loopDelay', { reset: true });
     await service.usage(true);
+    const profile = attack !== undefined && profileDirectory !== undefined ? join(profileDirectory, `isolation-${attack.key}.cpuprofile`) : undefined;
+    if (profile !== undefined) await service.request('profileStart');
     const deadline = Date.now() + seconds * 1000;
     const steady = load.run({ url: `${url}/v1/generate`, headers: { 'x-gpt-key': gptKey }, body: steadyBody, connections: 2, duration: seconds, timeoutSeconds: 10 });
     const hostile = attack === undefined ? Promise.resolve({}) : attack.run({ url, deadline, hostileKey });
     const [steadyResult, hostileOutcomes] = await Promise.all([steady, hostile]);
+    if (profile !== undefined) await service.request('profileStop', { file: profile });
     const delay = await service.request<{ p99Ms: number }>('loopDelay', { reset: true });
     const usage = await service.usage(true);
     return { steady: steadyResult, loopDelayP99Ms: delay.p99Ms, peakRssMb: mebibytes(usage.peakRss), hostile: hostileOutcomes };
   };
 
   const rows: Row[] = [];
+  if (profileDirectory !== undefined) mkdirSync(profileDirectory, { recursive: true });
   try {
     await measureWindow(2); // warm-up
     for (const attack of attacks) {
