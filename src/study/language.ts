@@ -135,9 +135,15 @@ export const detectSampleChars = 20_000;
 
 /** The document's language when the request gives none: Hangul syllables at least half the Latin letters → `ko`, else `en`. */
 export function detectLang(text: string): StudyLang {
-  const sample = text.slice(0, detectSampleChars);
-  const hangul = sample.match(/[\uac00-\ud7a3]/g)?.length ?? 0;
-  const latin = sample.match(/[A-Za-z]/g)?.length ?? 0;
+  // A counting loop: a regular expression's match array would hold one string per letter (20 000 of them).
+  const end = Math.min(text.length, detectSampleChars);
+  let hangul = 0;
+  let latin = 0;
+  for (let index = 0; index < end; index += 1) {
+    const code = text.charCodeAt(index);
+    if (code >= 0xac00 && code <= 0xd7a3) hangul += 1;
+    else if ((code | 0x20) >= 0x61 && (code | 0x20) <= 0x7a) latin += 1;
+  }
   return hangul * 2 >= latin && hangul > 0 ? 'ko' : 'en';
 }
 

@@ -6,7 +6,7 @@
  * words, `en` with at least 60 % Latin words; fewer than 3 counted words always pass.
  */
 import { describe, expect, it } from 'vitest';
-import { checkLanguage } from '../../src/study/language.js';
+import { checkLanguage, detectLang } from '../../src/study/language.js';
 import { validateStudyValue } from '../../src/study/index.js';
 import type { McqResult, NotesResult, StudyLang } from '../../src/study/index.js';
 
@@ -100,5 +100,29 @@ describe('language check: golden cases', () => {
       glossary: [{ term: 'Chlorophyll pigment', definition: '빛을 흡수하는 색소이다.' }],
     };
     expect(checkLanguage(notes, 'ko').ok).toBe(true);
+  });
+});
+
+/**
+ * Detection when a request gives no lang, stated on its own: in the first 20 000 characters, Hangul
+ * syllables (U+AC00–U+D7A3) at least half the ASCII letters (either case) → ko, else en.
+ */
+describe('detectLang', () => {
+  it('ko when the Hangul syllables are at least half the Latin letters, en below', () => {
+    expect(detectLang('가나' + 'abcd')).toBe('ko');
+    expect(detectLang('가나' + 'ABCDE')).toBe('en');
+    expect(detectLang('가' + 'Ab')).toBe('ko');
+    expect(detectLang('1234 !?')).toBe('en');
+    expect(detectLang('')).toBe('en');
+  });
+
+  it('counts neither jamo, accented letters nor characters next to the ASCII letter ranges', () => {
+    expect(detectLang('ㄱㄴㄷ a')).toBe('en');
+    expect(detectLang('가 éèêëàâ@[`{')).toBe('ko');
+  });
+
+  it('reads the first 20 000 characters only', () => {
+    expect(detectLang(`${'가'.repeat(20_000)}${'a'.repeat(100_000)}`)).toBe('ko');
+    expect(detectLang(`${'a'.repeat(20_000)}${'가'.repeat(100_000)}`)).toBe('en');
   });
 });
