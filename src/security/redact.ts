@@ -4,8 +4,10 @@
  * echo the key it was called with: `keyRedactor` + `redactDeep`, the keys only, so ordinary content is kept).
  * Keys arrive as `Secret`s (src/security/secret.ts) and are revealed only here and in the adapter's call.
  *
- * Redaction of the keys is linear in the text: every 8-character piece of every key is indexed once in a
- * Set, then the text is scanned once.
+ * Redaction of the keys is linear in the text and the keys: every 8-character piece of every key is put once
+ * in a hash table (built once per request), then each text is scanned once with a rolling window, without
+ * copying it or allocating per character; only a text that holds an echo is rebuilt. A JSON value is
+ * copied only where one of its strings changed (`redactDeep`).
  *
  * What counts as an echo of a key (docs/errors.md "Keys in answers"): any run of **8 or more consecutive
  * characters of the key**, compared
@@ -28,11 +30,19 @@ function textOf(key: KeyLike): string {
 /** Pieces of a key shorter than this are not secret enough to find (and would mangle ordinary text). */
 export const minimumPieceLength = 8;
 
-/** Letters and digits, lowercased: what a key is compared on. */
-function normalize(text: string): string {
-  let out = '';
-  for (const char of text.toLowerCase()) if (isWordChar(char.charCodeAt(0))) out += char;
-  return out;
+/** Letters and digits, lowercased: what a key is compared on, as base-36 symbols (`symbol`). */
+function symbolsOf(text: string): Uint8Array {
+  const lower = text.toLowerCase();
+  const out = new Uint8Array(lower.length);
+  let count = 0;
+  for (let position = 0; position < lower.length; position += 1) {
+    const code = lower.charCodeAt(position);
+    if (isWordChar(code)) {
+      out[count] = symbol(code);
+      count += 1;
+    }
+  }
+  return out.subarray(0, count);
 }
 
 function isWordChar(code: number): boolean {
@@ -60,20 +70,18 @@ function keyForms(key: string): string[] {
 
 /** A function that redacts `keys` (and their echoes) from any text; build it once per request. */
 export function keyRedactor(keys: readonly KeyLike[]): (text: string) => string {
-  const pieces = new Set<number>();
+  const forms: Uint8Array[] = [];
   const shortKeys: string[] = [];
   for (const key of keys.map(textOf)) {
-    if (normalize(key).length < minimumPieceLength) {
+    if (symbolsOf(key).length < minimumPieceLength) {
       if (key.length >= 4) shortKeys.push(key);
       continue;
     }
-    for (const form of keyForms(key)) {
-      const normal = normalize(form);
-      for (let start = 0; start + minimumPieceLength <= normal.length; start += 1) pieces.add(pieceValue(normal, start));
-    }
+    for (const form of keyForms(key)) forms.push(symbolsOf(form));
   }
+  const table = forms.length === 0 ? undefined : pieceTable(forms);
   return (text) => {
-    let result = pieces.size === 0 ? text : redactPieces(text, pieces);
+    let result = table === undefined ? text : redactPieces(text, table);
     for (const key of shortKeys) result = result.split(key).join(redacted);
     return result;
   };
@@ -117,18 +125,40 @@ export function scrubSecrets(text: string, keys: readonly KeyLike[] = []): strin
   return result.replace(tokenLike, (word) => (/[0-9]/.test(word) && /[A-Za-z]/.test(word) && !uuid.test(word) ? redacted : word));
 }
 
-/** A copy of a JSON-like value with every string passed through `redact` (object keys too). */
+/** `value` with every string passed through `redact` (object keys too): copied where something changed, shared where nothing did. */
 export function redactDeep<T>(value: T, redact: (text: string) => string): T {
   return redactValue(value, redact, 0) as T;
 }
 
+/** Copy on write: an array or object none of whose strings changed is returned as it is (no garbage per request). */
 function redactValue(value: unknown, redact: (text: string) => string, depth: number): unknown {
   if (typeof value === 'string') return redact(value);
   if (value === null || typeof value !== 'object' || depth > 64) return value;
-  if (Array.isArray(value)) return value.map((item) => redactValue(item, redact, depth + 1));
-  const copy: Record<string, unknown> = {};
-  for (const [key, item] of Object.entries(value)) copy[redact(key)] = redactValue(item, redact, depth + 1);
-  return copy;
+  if (Array.isArray(value)) {
+    let copy: unknown[] | undefined;
+    for (let position = 0; position < value.length; position += 1) {
+      const item: unknown = value[position];
+      const clean = redactValue(item, redact, depth + 1);
+      if (clean !== item && copy === undefined) copy = value.slice(0, position);
+      copy?.push(clean);
+    }
+    return copy ?? value;
+  }
+  const record = value as Record<string, unknown>;
+  const keys = Object.keys(record);
+  let copy: Record<string, unknown> | undefined;
+  for (let position = 0; position < keys.length; position += 1) {
+    const key = keys[position] as string;
+    const item = record[key];
+    const cleanKey = redact(key);
+    const cleanItem = redactValue(item, redact, depth + 1);
+    if (copy === undefined && (cleanKey !== key || cleanItem !== item)) {
+      copy = {};
+      for (const earlier of keys.slice(0, position)) copy[earlier] = record[earlier];
+    }
+    if (copy !== undefined) copy[cleanKey] = cleanItem;
+  }
+  return copy ?? value;
 }
 
 /** Base-36 digit of a lowercase letter or digit. */
@@ -136,76 +166,131 @@ function symbol(code: number): number {
   return code <= 0x39 ? code - 0x30 : code - 0x61 + 10;
 }
 
-/** An 8-character piece as a number (base 36: at most 36^8 ≈ 2.8e12, exact in a double). */
-function pieceValue(normal: string, start: number): number {
-  let value = 0;
-  for (let offset = 0; offset < minimumPieceLength; offset += 1) value = value * 36 + symbol(normal.charCodeAt(start + offset));
-  return value;
-}
-
 /** 36^7: the weight of a window's first symbol, removed as the window rolls on. */
 const leadingWeight = 36 ** (minimumPieceLength - 1);
+/** 36^7 modulo 2^32: the same weight in the 32-bit rolling value. */
+const leadingWeightLow = Array.from({ length: minimumPieceLength - 1 }).reduce<number>((weight) => Math.imul(weight, 36), 1);
 
 /**
- * One pass: the text's letters and digits (percent-escapes decoded, lowercased) with where each came from;
- * every 8-character window found in `pieces` marks its characters; marked stretches, with whatever lies
- * between two marked characters of one stretch, are replaced.
+ * The pieces of the request's keys: each 8-symbol piece as a number (base 36: at most 36^8 ≈ 2.8e12,
+ * exact in a double) in an open-addressing table at most half full, placed by a hash of the piece's
+ * value modulo 2^32 (which the scan rolls along with the value). A window of ordinary text costs one
+ * multiplication and one or two reads; nothing is allocated per look-up.
  */
-function redactPieces(text: string, pieces: ReadonlySet<number>): string {
+interface PieceTable {
+  readonly slots: number[];
+  readonly mask: number;
+  readonly shift: number;
+}
+
+/** No piece has a negative value; not a whole number, so the table is an array of doubles from the start. */
+const emptySlot = -0.5;
+
+/** Where a piece whose value modulo 2^32 is `low` is first looked for (multiplicative hashing). */
+function slotOf(low: number, shift: number): number {
+  return Math.imul(low, 0x9e3779b1) >>> shift;
+}
+
+function pieceTable(forms: readonly Uint8Array[]): PieceTable {
+  let pieces = 0;
+  for (const form of forms) pieces += Math.max(0, form.length - minimumPieceLength + 1);
+  const bits = Math.max(4, Math.ceil(Math.log2(pieces * 2 + 1)));
+  const table: PieceTable = { slots: new Array<number>(2 ** bits).fill(emptySlot), mask: 2 ** bits - 1, shift: 32 - bits };
+  for (const form of forms) {
+    let value = 0;
+    let low = 0;
+    for (let position = 0; position < form.length; position += 1) {
+      const digit = form[position] ?? 0;
+      value = value * 36 + digit;
+      low = (Math.imul(low, 36) + digit) | 0;
+      if (position + 1 < minimumPieceLength) continue;
+      let slot = slotOf(low, table.shift);
+      while (table.slots[slot] !== emptySlot && table.slots[slot] !== value) slot = (slot + 1) & table.mask;
+      table.slots[slot] = value;
+      const leading = form[position + 1 - minimumPieceLength] ?? 0;
+      value -= leading * leadingWeight;
+      low = (low - Math.imul(leading, leadingWeightLow)) | 0;
+    }
+  }
+  return table;
+}
+
+/** Whether the window whose value is `value` (`low` modulo 2^32) is a piece of a key. */
+function isPiece(table: PieceTable, value: number, low: number): boolean {
+  for (let slot = slotOf(low, table.shift); ; slot = (slot + 1) & table.mask) {
+    const held = table.slots[slot];
+    if (held === value) return true;
+    if (held === emptySlot || held === undefined) return false;
+  }
+}
+
+/** Where each of the last 8 letters or digits of the scan began (a ring indexed by `count & 7`: 8 is a power of two; one scan at a time). */
+const windowFrom = new Int32Array(minimumPieceLength);
+/** …and their symbols. */
+const windowSymbol = new Uint8Array(minimumPieceLength);
+
+/**
+ * One pass, no copy of the text unless it holds an echo: the text's letters and digits (percent-escapes
+ * decoded, lowercased) roll through an 8-symbol window; every window found among the pieces marks its
+ * symbols, and each run of marked symbols (overlapping or touching windows), with whatever lies between
+ * them, is replaced by one `[redacted]`.
+ */
+function redactPieces(text: string, table: PieceTable): string {
   const length = text.length;
-  const symbols = new Uint8Array(length);
-  const from = new Int32Array(length);
-  const to = new Int32Array(length);
+  if (length < minimumPieceLength) return text;
+  let out = '';
+  let copiedUpTo = 0;
   let count = 0;
-  for (let index = 0; index < length; ) {
-    let code = text.charCodeAt(index);
-    let next = index + 1;
-    if (code === 0x25 && index + 2 < length) {
-      const high = hexValue(text.charCodeAt(index + 1));
-      const low = hexValue(text.charCodeAt(index + 2));
-      if (high >= 0 && low >= 0) {
-        code = high * 16 + low;
-        next = index + 3;
+  let value = 0;
+  let low = 0;
+  // The open run of marked symbols: where its text starts and ends, and the symbol after its last one.
+  let runFrom = -1;
+  let runTo = 0;
+  let markedUpTo = 0;
+  for (let at = 0; at < length; ) {
+    let code = text.charCodeAt(at);
+    let next = at + 1;
+    if (code === 0x25 && at + 2 < length) {
+      const high = hexValue(text.charCodeAt(at + 1));
+      const lowDigit = hexValue(text.charCodeAt(at + 2));
+      if (high >= 0 && lowDigit >= 0) {
+        code = high * 16 + lowDigit;
+        next = at + 3;
       }
     }
     if (code >= 0x41 && code <= 0x5a) code |= 0x20;
     if (isWordChar(code)) {
-      symbols[count] = symbol(code);
-      from[count] = index;
-      to[count] = next;
+      const digit = symbol(code);
+      const slot = count & (minimumPieceLength - 1);
+      windowFrom[slot] = at;
+      windowSymbol[slot] = digit;
       count += 1;
+      value = value * 36 + digit;
+      low = (Math.imul(low, 36) + digit) | 0;
+      if (count >= minimumPieceLength) {
+        // The window is the symbols count-8 … count-1; its first sits in the slot written next.
+        const first = count & (minimumPieceLength - 1);
+        if (isPiece(table, value, low)) {
+          const start = count - minimumPieceLength;
+          if (runFrom >= 0 && start <= markedUpTo) {
+            runTo = next;
+          } else {
+            if (runFrom >= 0) {
+              out += `${text.slice(copiedUpTo, runFrom)}${redacted}`;
+              copiedUpTo = runTo;
+            }
+            runFrom = windowFrom[first] ?? at;
+            runTo = next;
+          }
+          markedUpTo = count;
+        }
+        const leading = windowSymbol[first] ?? 0;
+        value -= leading * leadingWeight;
+        low = (low - Math.imul(leading, leadingWeightLow)) | 0;
+      }
     }
-    index = next;
+    at = next;
   }
-  if (count < minimumPieceLength) return text;
-  const marked = new Uint8Array(count);
-  let found = false;
-  // Each position is covered by at most 8 windows: marking stays linear. The window's value rolls.
-  let markedUpTo = 0;
-  let value = 0;
-  for (let position = 0; position < minimumPieceLength - 1; position += 1) value = value * 36 + (symbols[position] ?? 0);
-  for (let start = 0; start + minimumPieceLength <= count; start += 1) {
-    value = value * 36 + (symbols[start + minimumPieceLength - 1] ?? 0);
-    const hit = pieces.has(value);
-    value -= (symbols[start] ?? 0) * leadingWeight;
-    if (!hit) continue;
-    found = true;
-    for (let position = Math.max(start, markedUpTo); position < start + minimumPieceLength; position += 1) marked[position] = 1;
-    markedUpTo = start + minimumPieceLength;
-  }
-  if (!found) return text;
-  let out = '';
-  let copiedUpTo = 0;
-  for (let position = 0; position < count; ) {
-    if (marked[position] === 0) {
-      position += 1;
-      continue;
-    }
-    let end = position;
-    while (end + 1 < count && marked[end + 1] === 1) end += 1;
-    out += `${text.slice(copiedUpTo, from[position])}${redacted}`;
-    copiedUpTo = to[end] ?? length;
-    position = end + 1;
-  }
-  return out + text.slice(copiedUpTo);
+  if (runFrom < 0) return text;
+  return `${out}${text.slice(copiedUpTo, runFrom)}${redacted}${text.slice(runTo)}`;
 }

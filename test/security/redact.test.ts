@@ -87,6 +87,46 @@ describe('redactSecrets', () => {
     expect(redactSecrets('see Ab3De4Fg, then', [key])).toBe('see [redacted], then');
   });
 
+  it('removes every echo of every key from a long text, and nothing else', () => {
+    fc.assert(
+      fc.property(fc.array(keyArbitrary, { minLength: 1, maxLength: 3 }), fc.array(fc.tuple(fillerArbitrary, fc.nat()), { minLength: 1, maxLength: 40 }), (keys, chunks) => {
+        // ~100 KB of filler with a whole key (one of the request's, in turn) after every chunk.
+        const pad = 'xyz '.repeat(600);
+        const echoed = chunks.map(([filler, which]) => `${pad}${filler} ${keys[which % keys.length] ?? ''} `).join('');
+        const out = redactSecrets(echoed, keys);
+        for (const key of keys) for (const window of windows(key.slice(3))) expect(out.includes(window), window).toBe(false);
+        // Each whole key (its `tk` is part of it) is one stretch; the filler around it is kept as it was.
+        expect(out).toBe(echoed.replace(/tk-[a-mA-M0-4]+/gu, '[redacted]'));
+      }),
+      { numRuns: 30 },
+    );
+  });
+
+  it('finds a piece whose letters and digits are all zeros, and touching echoes as one stretch', () => {
+    const key = 'tk-00000000Ab3De4';
+    expect(redactSecrets('a 00000000 b', [key])).toBe('a [redacted] b');
+    expect(redactSecrets('a 0000000 b', [key])).toBe('a 0000000 b');
+    expect(redactSecrets('a 00000000 b', ['tk-Ab3De4Fg0Hj2Kl1Mb'])).toBe('a 00000000 b');
+    // Two echoes whose pieces touch (no symbol between them) are one stretch; apart, two.
+    expect(redactSecrets('<00000000Ab3De4|00000000>', [key])).toBe('<[redacted]>');
+    expect(redactSecrets('<00000000Ab3De4 x 00000000>', [key])).toBe('<[redacted] x [redacted]>');
+  });
+
+  it('returns a JSON value that holds no echo as it is, and copies one that does without changing it', () => {
+    const key = 'tk-Ab3De4Fg0Hj2Kl1Mb';
+    const redact = keyRedactor([key]);
+    const clean = { notes: [{ term: 'paging', level: 2 }], list: ['a', 'b'] };
+    expect(redactDeep(clean, redact)).toBe(clean);
+    const echoing = { notes: [{ term: 'paging' }, { term: `key ${key}` }], other: ['a'] };
+    const before = JSON.stringify(echoing);
+    const out = redactDeep(echoing, redact);
+    expect(JSON.stringify(echoing)).toBe(before);
+    expect(out).toEqual({ notes: [{ term: 'paging' }, { term: 'key [redacted]' }], other: ['a'] });
+    // What held no echo is shared, not copied.
+    expect(out.other).toBe(echoing.other);
+    expect(out.notes[0]).toBe(echoing.notes[0]);
+  });
+
   it('scrubs every string of a JSON value, object keys included', () => {
     const key = 'tk-Ab3De4Fg0Hj2Kl1Mb';
     const redact = keyRedactor([key]);
