@@ -35,12 +35,20 @@ const fillerWords: Readonly<Record<Lang, readonly string[]>> = {
   ),
 };
 
-/** Words of a text, Korean particles stripped, stopwords dropped; order of first appearance. */
+/**
+ * Longest word taken as a term: a model names a concept in a few words, it never quotes a 30 000-letter
+ * run back as one (and its answer is bounded by max_tokens); without this a text without spaces came
+ * back inside every title, term and definition, answers of 140-210 KB to one notes call.
+ */
+const maxTermChars = 40;
+
+/** Words of a text, Korean particles stripped, stopwords and overlong runs dropped; order of first appearance. */
 function termsOf(text: string): string[] {
   const counts = new Map<string, number>();
   const firstSeen = new Map<string, number>();
   const words = text.match(/\p{L}[\p{L}\p{N}-]*/gu) ?? [];
   words.forEach((word, index) => {
+    if (word.length > maxTermChars) return;
     let term = word.toLowerCase();
     if (/\p{Script=Hangul}/u.test(term)) {
       const particle = koreanParticles.find((p) => term.length > p.length + 1 && term.endsWith(p));

@@ -52,6 +52,15 @@ describe('emulator answers to the study prompts', () => {
     return JSON.parse(body.content[0]?.text ?? '') as T;
   }
 
+  it('never takes a run of more than 40 letters as a term: notes of a text without spaces stay small, as a model\'s would', async () => {
+    const text = `${'a'.repeat(30_000)} Photosynthesis converts light energy into chemical energy.`;
+    const notes = await ask<NotesResult>(buildNotesRequest({ text, lang: 'en' }));
+    expect(validateStudyValue('notes', notes).ok).toBe(true);
+    for (const concept of notes.keyConcepts) expect(concept.term.length).toBeLessThanOrEqual(40);
+    // A model answering within 4096 output tokens: the whole answer is a few KB, not the run echoed back.
+    expect(JSON.stringify(notes).length).toBeLessThan(4000);
+  });
+
   describe.each([
     ['en', englishText],
     ['ko', koreanText],
