@@ -104,6 +104,20 @@ export interface Config {
     readonly maxPerClient: number;
     /** `Retry-After` of a refusal for lack of a slot (ADMISSION_RETRY_AFTER_SECONDS). */
     readonly retryAfterSeconds: number;
+    /** A run takes one slot per this many characters of its text, at least one (GENERATION_SLOT_CHARS). */
+    readonly slotChars: number;
+  };
+  /**
+   * Per-client request rates (docs/operations.md): uploads and job creations one client may make per
+   * window, refused before the body is read; 0 turns a limit off.
+   */
+  readonly rateLimit: {
+    /** The window, in seconds (RATE_LIMIT_WINDOW_SECONDS). */
+    readonly windowSeconds: number;
+    /** `POST /v1/documents` per client per window (RATE_LIMIT_UPLOADS). */
+    readonly uploads: number;
+    /** `POST /v1/jobs` per client per window (RATE_LIMIT_JOBS). */
+    readonly jobs: number;
   };
   readonly baseUrls: Readonly<Record<ProviderId, string>>;
   readonly models: Readonly<Record<ProviderId, string>>;
@@ -208,6 +222,10 @@ const variables = {
   MAX_INFLIGHT_GENERATIONS: { schema: integer(1, 100_000), fallback: '64' },
   MAX_INFLIGHT_GENERATIONS_PER_CLIENT: { schema: integer(1, 100_000), fallback: '8' },
   ADMISSION_RETRY_AFTER_SECONDS: { schema: integer(1, 3600), fallback: '5' },
+  GENERATION_SLOT_CHARS: { schema: integer(1, 10_000_000), fallback: '25000' },
+  RATE_LIMIT_WINDOW_SECONDS: { schema: integer(1, 86_400), fallback: '60' },
+  RATE_LIMIT_UPLOADS: { schema: integer(0, 1_000_000), fallback: '30' },
+  RATE_LIMIT_JOBS: { schema: integer(0, 1_000_000), fallback: '30' },
   REQUEST_TIMEOUT_MS: { schema: integer(1, 3_600_000), fallback: '90000' },
   HEADERS_TIMEOUT_MS: { schema: integer(1, 3_600_000), fallback: '10000' },
   CONNECTION_TIMEOUT_MS: { schema: integer(1, 86_400_000), fallback: '600000' },
@@ -339,6 +357,12 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       maxInFlight: read(env, 'MAX_INFLIGHT_GENERATIONS'),
       maxPerClient: read(env, 'MAX_INFLIGHT_GENERATIONS_PER_CLIENT'),
       retryAfterSeconds: read(env, 'ADMISSION_RETRY_AFTER_SECONDS'),
+      slotChars: read(env, 'GENERATION_SLOT_CHARS'),
+    },
+    rateLimit: {
+      windowSeconds: read(env, 'RATE_LIMIT_WINDOW_SECONDS'),
+      uploads: read(env, 'RATE_LIMIT_UPLOADS'),
+      jobs: read(env, 'RATE_LIMIT_JOBS'),
     },
     baseUrls: {
       claude: read(env, 'ANTHROPIC_BASE_URL'),

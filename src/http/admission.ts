@@ -1,7 +1,10 @@
 /**
- * Admission control (issue 12): a bounded number of `POST /v1/generate` runs in flight per instance,
- * and a per-client share of them, so one client cannot take every slot. A refusal is an `ApiError`
- * carrying `retryAfterSeconds`; the route sets the `Retry-After` header from it.
+ * Admission control (issue 12): a bounded number of `POST /v1/generate` slots per instance, and a
+ * per-client share of them, so one client cannot take every slot. A run takes slots by the size of its
+ * text (one per `slotChars` characters, at least one, at most the client's share): the main-thread work
+ * of a run (body, prompts, answers) grows with its text, so a client sending long texts gets fewer of
+ * them in flight than one sending short ones. A refusal is an `ApiError` carrying `retryAfterSeconds`;
+ * the error handler mirrors it in the `Retry-After` header.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { providerIds } from '../providers/index.js';
@@ -31,12 +34,24 @@ export interface AdmissionOptions {
   readonly maxPerClient: number;
   /** What `Retry-After` says on a refusal (ADMISSION_RETRY_AFTER_SECONDS). */
   readonly retryAfterSeconds: number;
+  /** Characters of text per slot (GENERATION_SLOT_CHARS); every run takes one slot when absent. */
+  readonly slotChars?: number;
 }
 
 export interface Admission {
-  /** Takes a slot for `clientId`, or throws 503 `SERVER_BUSY` / 429 `TOO_MANY_REQUESTS`. Call the returned release once. */
-  enter(clientId: string): () => void;
-  /** Runs in flight now, in all and by client (metrics, tests). */
+  /**
+   * Takes the slots of a run over `chars` characters for `clientId`, or throws 503 `SERVER_BUSY` /
+   * 429 `TOO_MANY_REQUESTS`. Call the returned release once.
+   */
+  enter(clientId: string, chars?: number): () => void;
+  /**
+   * Throws the refusal `enter` would throw for the smallest run: before the body is read, a client
+   * whose share is already taken is answered without parsing what it sends.
+   */
+  checkRoom(clientId: string): void;
+  /** The slots a run over `chars` characters takes. */
+  slotsFor(chars: number): number;
+  /** Slots taken now, in all, and the clients holding them (metrics, tests). */
   inFlight(): { readonly total: number; readonly clients: number };
 }
 
@@ -45,35 +60,49 @@ export function createAdmission(options: AdmissionOptions): Admission {
   const byClient = new Map<string, number>();
   let total = 0;
   const refusal = { retryAfterSeconds: options.retryAfterSeconds };
+  // The longest text still runs (alone): a run never takes more than a client's share or the instance.
+  const mostSlots = Math.max(1, Math.min(options.maxPerClient, options.maxInFlight));
+  const slotsFor = (chars: number): number =>
+    options.slotChars === undefined ? 1 : Math.min(mostSlots, Math.max(1, Math.ceil(chars / options.slotChars)));
+  const check = (clientId: string, slots: number): number => {
+    const mine = byClient.get(clientId) ?? 0;
+    if (mine + slots > options.maxPerClient) {
+      const needs = slots === 1 ? '' : ` and this text needs ${slots} (one per ${options.slotChars} characters, GENERATION_SLOT_CHARS)`;
+      throw new ApiError(
+        'TOO_MANY_REQUESTS',
+        `This client's generations in flight hold ${mine} of its ${options.maxPerClient} slots (MAX_INFLIGHT_GENERATIONS_PER_CLIENT)${needs}; retry when one has finished.`,
+        refusal,
+      );
+    }
+    if (total + slots > options.maxInFlight) {
+      throw new ApiError(
+        'SERVER_BUSY',
+        `Every generation slot of this instance is taken (${options.maxInFlight}, MAX_INFLIGHT_GENERATIONS); retry shortly.`,
+        refusal,
+      );
+    }
+    return mine;
+  };
   return {
-    enter(clientId) {
-      const mine = byClient.get(clientId) ?? 0;
-      if (mine >= options.maxPerClient) {
-        throw new ApiError(
-          'TOO_MANY_REQUESTS',
-          `This client already has ${mine} generations in flight (at most ${options.maxPerClient}, MAX_INFLIGHT_GENERATIONS_PER_CLIENT); retry when one has finished.`,
-          refusal,
-        );
-      }
-      if (total >= options.maxInFlight) {
-        throw new ApiError(
-          'SERVER_BUSY',
-          `Every generation slot of this instance is taken (${options.maxInFlight}, MAX_INFLIGHT_GENERATIONS); retry shortly.`,
-          refusal,
-        );
-      }
-      total += 1;
-      byClient.set(clientId, mine + 1);
+    enter(clientId, chars = 0) {
+      const slots = slotsFor(chars);
+      const mine = check(clientId, slots);
+      total += slots;
+      byClient.set(clientId, mine + slots);
       let released = false;
       return () => {
         if (released) return;
         released = true;
-        total -= 1;
-        const left = (byClient.get(clientId) ?? 1) - 1;
+        total -= slots;
+        const left = (byClient.get(clientId) ?? slots) - slots;
         if (left <= 0) byClient.delete(clientId);
         else byClient.set(clientId, left);
       };
     },
+    checkRoom(clientId) {
+      check(clientId, 1);
+    },
+    slotsFor,
     inFlight() {
       return { total, clients: byClient.size };
     },

@@ -23,6 +23,7 @@ import { ApiError } from './errors.js';
 import { keyHeaders } from './keys.js';
 import { isAlreadyValidated } from './schemas.js';
 import { loggerOptions } from './logger.js';
+import { registerRateLimits } from './rate-limit.js';
 import type { LogOptions } from './logger.js';
 import { documentsRoutes } from './routes/documents.js';
 import { generateRoutes } from './routes/generate.js';
@@ -140,6 +141,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   options.registerMetrics?.(metrics.registry);
   const readiness = options.readiness ?? (async (): Promise<Readiness> => ({ store: 'memory', storeReachable: true }));
 
+  // Before the routes: the plugin adds its check to the routes that ask for one (uploads, job creations).
+  await registerRateLimits(app);
   await app.register(healthRoutes, { readiness });
   await app.register(metricsRoutes, { metrics });
   await app.register(providersRoutes, { gateway, adminToken: config.adminToken });
@@ -149,6 +152,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     maxUploadMb: config.maxUploadMb,
     maxPdfPages: config.maxPdfPages,
     pdfLimits: { maxDecodedBytes: config.pdf.maxDecodedMb * 1024 * 1024, maxTotalPages: config.pdf.maxTotalPages },
+    rateLimit: { max: config.rateLimit.uploads, windowSeconds: config.rateLimit.windowSeconds },
     extractorOptions: {
       workers: config.pdf.workers,
       queueMax: config.pdf.queueMax,
@@ -178,6 +182,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     jobs: config.jobs,
     maxTextParts: config.maxTextParts,
     retryAfterSeconds: config.admission.retryAfterSeconds,
+    rateLimit: { max: config.rateLimit.jobs, windowSeconds: config.rateLimit.windowSeconds },
     sseMaxBufferBytes: config.server.sseMaxBufferBytes,
     ...(options.jobStatusStore === undefined ? {} : { statusStore: options.jobStatusStore }),
     ...(options.jobCancelBus === undefined ? {} : { cancelBus: options.jobCancelBus }),

@@ -34,7 +34,7 @@ export const errorCodes = {
   REQUEST_TOO_LARGE: { status: 413, description: 'The JSON body is over the size limit (MAX_UPLOAD_MB).' },
   TOO_MANY_JOBS: { status: 503, description: 'Every job slot (JOB_MAX_JOBS) is taken by a queued or running job; retry when one has finished. Retry-After.' },
   SERVER_BUSY: { status: 503, description: 'Every in-flight generation slot of this instance (MAX_INFLIGHT_GENERATIONS) is taken. Retry-After.' },
-  TOO_MANY_REQUESTS: { status: 429, description: 'This client already holds its share: MAX_INFLIGHT_GENERATIONS_PER_CLIENT generations in flight, or JOB_MAX_JOBS_PER_CLIENT live jobs. Retry-After.' },
+  TOO_MANY_REQUESTS: { status: 429, description: 'This client already holds its share (MAX_INFLIGHT_GENERATIONS_PER_CLIENT generation slots, one per GENERATION_SLOT_CHARS characters of text; JOB_MAX_JOBS_PER_CLIENT live jobs) or went past its rate (RATE_LIMIT_UPLOADS, RATE_LIMIT_JOBS per RATE_LIMIT_WINDOW_SECONDS). Retry-After.' },
   SHUTTING_DOWN: { status: 503, description: 'The service is shutting down; retry against another instance.' },
   REQUEST_TIMEOUT: { status: 408, description: 'The request headers (HEADERS_TIMEOUT_MS) or the whole request (REQUEST_TIMEOUT_MS) did not arrive in time; the connection is closed.' },
   REQUEST_ABORTED: { status: errorTable.aborted.api.status, description: 'The caller went away before the answer (never sent to a live client).' },

@@ -90,6 +90,59 @@ describe('admission of POST /v1/generate (issue 12)', () => {
   });
 });
 
+describe('slots weighted by the size of the text (GENERATION_SLOT_CHARS, issue 12)', () => {
+  // The rule, written out: a run takes ceil(characters / GENERATION_SLOT_CHARS) slots, at least 1 and at
+  // most MAX_INFLIGHT_GENERATIONS_PER_CLIENT; a client holds at most that share, the instance at most
+  // MAX_INFLIGHT_GENERATIONS.
+  const env = { MAX_INFLIGHT_GENERATIONS: '6', MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '4', GENERATION_SLOT_CHARS: '100', ADMISSION_RETRY_AFTER_SECONDS: '3' };
+  const text = (chars: number): string => 'Chlorophyll absorbs light. '.repeat(Math.ceil(chars / 27)).slice(0, chars).trim().padEnd(chars, 'x');
+
+  it('a long text takes several of its client\'s slots: fewer long texts than short ones run at once', async () => {
+    const { app, gateway, releaseHold } = await start(env);
+    const generate = (headers: Record<string, string>, chars: number) =>
+      app.inject({ method: 'POST', url: '/v1/generate', headers, payload: { task: 'notes', text: text(chars) } });
+    // 250 characters: 3 of client A's 4 slots.
+    const held = [generate(clientA, 250)];
+    await until(() => gateway.generateCalls.length === 1);
+    // Another 250 would need 3 more: refused, with the slots it needs named.
+    const long = await generate(clientA, 250);
+    expect(long.statusCode).toBe(429);
+    expect(long.json().error.code).toBe('TOO_MANY_REQUESTS');
+    expect(long.json().error.message).toContain('hold 3 of its 4 slots');
+    expect(long.json().error.message).toContain('needs 3');
+    expect(long.headers['retry-after']).toBe('3');
+    // 100 characters take one slot: it fits.
+    held.push(generate(clientA, 100));
+    await until(() => gateway.generateCalls.length === 2);
+    // Client B is not held back by A's long text (instance: 4 of 6 taken, B takes 2).
+    held.push(generate(clientB, 101));
+    await until(() => gateway.generateCalls.length === 3);
+    // The instance is full now (6): C's one-slot request is refused.
+    expect((await generate(clientC, 10)).json().error.code).toBe('SERVER_BUSY');
+    // Nothing lost: each admitted run gets its own answer, and every slot is free again after.
+    releaseHold();
+    for (const response of await Promise.all(held)) expect(response.json().error.code).toBe('PROVIDERS_UNAVAILABLE');
+    // A text past share × GENERATION_SLOT_CHARS takes the whole share (4), not more: it still runs, alone.
+    const longest = await generate(clientA, 10_000);
+    expect(longest.json().error.code).toBe('PROVIDERS_UNAVAILABLE');
+  });
+
+  it('refuses a client whose share is taken before reading its body (a malformed body gets 429, not 400)', async () => {
+    const { app, gateway, releaseHold } = await start(env);
+    const held = app.inject({ method: 'POST', url: '/v1/generate', headers: clientA, payload: { task: 'notes', text: text(400) } });
+    await until(() => gateway.generateCalls.length === 1);
+    const refused = await app.inject({ method: 'POST', url: '/v1/generate', headers: clientA, payload: '{"task": "notes", "text": ' });
+    expect(refused.statusCode).toBe(429);
+    expect(refused.json().error.code).toBe('TOO_MANY_REQUESTS');
+    expect(refused.headers['retry-after']).toBe('3');
+    // Another client's malformed body is read and refused as such.
+    const other = await app.inject({ method: 'POST', url: '/v1/generate', headers: clientB, payload: '{"task": "notes", "text": ' });
+    expect([other.statusCode, other.json().error.code]).toEqual([400, 'INVALID_REQUEST']);
+    releaseHold();
+    expect((await held).json().error.code).toBe('PROVIDERS_UNAVAILABLE');
+  });
+});
+
 describe('admission of POST /v1/jobs (issue 12)', () => {
   async function withDocument(store: DocumentStore): Promise<string> {
     await store.put({

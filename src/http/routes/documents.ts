@@ -17,6 +17,8 @@ import {
   type StoredDocument,
 } from '../../documents/index.js';
 import { ApiError } from '../errors.js';
+import { routeRateLimit } from '../rate-limit.js';
+import type { RouteRateLimit } from '../rate-limit.js';
 
 /** Options of the documents plugin. */
 export interface DocumentsRoutesOptions {
@@ -31,6 +33,8 @@ export interface DocumentsRoutesOptions {
   extractorOptions?: PdfExtractorOptions;
   /** Defaults to a worker-pool extractor owned (and closed) by the plugin. */
   extractor?: PdfExtractor;
+  /** Uploads per client (remote address) per window (RATE_LIMIT_UPLOADS); none when absent. */
+  rateLimit?: Pick<RouteRateLimit, 'max' | 'windowSeconds'>;
 }
 
 /** The 201 body of `POST /v1/documents` (API.md). */
@@ -65,6 +69,12 @@ export const documentsRoutes: FastifyPluginAsync<DocumentsRoutesOptions> = async
   fastify.withTypeProvider<ZodTypeProvider>().post(
     '/v1/documents',
     {
+      config: {
+        rateLimit:
+          options.rateLimit === undefined
+            ? false
+            : routeRateLimit({ ...options.rateLimit, what: 'uploads', variable: 'RATE_LIMIT_UPLOADS', client: 'byAddress' }),
+      },
       schema: {
         summary: 'Upload a PDF; its text is extracted and kept for DOCUMENT_TTL_SECONDS',
         tags: ['documents'],
@@ -75,6 +85,7 @@ export const documentsRoutes: FastifyPluginAsync<DocumentsRoutesOptions> = async
           413: errorBodySchema,
           415: errorBodySchema,
           422: errorBodySchema,
+          429: errorBodySchema,
           503: errorBodySchema,
         },
       },

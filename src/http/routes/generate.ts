@@ -96,6 +96,12 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
     '/v1/generate',
     {
       bodyLimit: options.bodyLimit,
+      // Before a byte of the body is read (issue 12): a client whose share of the slots is already taken
+      // is refused without its body being parsed. (A body declared over `bodyLimit` is refused by Fastify
+      // on its content-length alone, and its connection closed: test/isolation/rate-limit.test.ts.)
+      onRequest: async (request) => {
+        options.admission.checkRoom(clientIdOf(readProviderKeys(request.headers), request.ip));
+      },
       schema: {
         tags: ['generate'],
         summary: 'Generate notes, MCQ or fill-in-the-blank questions through the first provider that answers.',
@@ -137,8 +143,9 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
       }
       const language = resolveLang(body.options?.lang, text);
 
-      // Held from here to the answer: the text's split and every provider call count against the slot.
-      const release = options.admission.enter(clientIdOf(keys, request.ip));
+      // Held from here to the answer: the text's split and every provider call count against the slots,
+      // one per GENERATION_SLOT_CHARS characters of the text.
+      const release = options.admission.enter(clientIdOf(keys, request.ip), text.length);
       try {
         // The client going away (socket closed before the answer was written) aborts the run.
         const controller = new AbortController();

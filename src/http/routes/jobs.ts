@@ -21,6 +21,8 @@ import {
 import type { ResultCache } from '../../study/index.js';
 import { clientIdOf } from '../admission.js';
 import { ApiError } from '../errors.js';
+import { routeRateLimit } from '../rate-limit.js';
+import type { RouteRateLimit } from '../rate-limit.js';
 import { defaultSseMaxBufferBytes, sseWriter } from '../sse.js';
 import { buildChain, keyHeaders, readProviderKeys } from '../keys.js';
 import { attemptSchema, errorBodySchema, providerIdSchema } from '../schemas.js';
@@ -41,6 +43,8 @@ export interface JobsRoutesOptions {
     readonly maxJobsPerClient?: number;
     readonly concurrencyPerClient?: number;
   };
+  /** Job creations per client per window (RATE_LIMIT_JOBS); none when absent. */
+  readonly rateLimit?: Pick<RouteRateLimit, 'max' | 'windowSeconds'>;
   /** `Retry-After` of a refused job (ADMISSION_RETRY_AFTER_SECONDS; default 5). */
   readonly retryAfterSeconds?: number;
   /** Most parts a stage may split the document into (MAX_TEXT_PARTS). */
@@ -173,6 +177,12 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
   app.post(
     '/v1/jobs',
     {
+      config: {
+        rateLimit:
+          options.rateLimit === undefined
+            ? false
+            : routeRateLimit({ ...options.rateLimit, what: 'job creations', variable: 'RATE_LIMIT_JOBS', client: 'byKeys' }),
+      },
       schema: {
         tags: ['jobs'],
         summary: 'Start a background job: notes, then MCQ and fill-in-the-blank questions grounded on them.',

@@ -1,0 +1,58 @@
+/**
+ * Per-client request rates (issue 12) through @fastify/rate-limit: the uploads and the job creations
+ * one client may make per window, counted in this instance (fixed windows, its in-memory LRU store of
+ * at most `cachedClients` clients). The check runs in `onRequest`, before a byte of the body is read: a
+ * refused upload is never parsed, hashed or extracted. A refusal is 429 `TOO_MANY_REQUESTS` with
+ * `Retry-After` (the seconds left in the client's window) and `retryAfterSeconds` in the body.
+ *
+ * Who the client is follows docs/api.md: a job's client is the salted hash of its key headers (or its
+ * remote address without any); an upload, which needs no key, is counted by remote address.
+ */
+import fastifyRateLimit from '@fastify/rate-limit';
+import type { RateLimitOptions } from '@fastify/rate-limit';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { clientIdOf } from './admission.js';
+import { ApiError } from './errors.js';
+import { readProviderKeys } from './keys.js';
+
+/** Clients whose counts one limit remembers; past it the least recently seen is forgotten. */
+const cachedClients = 10_000;
+
+/** Registers the plugin for routes that ask for it (`config.rateLimit`); no route is limited by default. */
+export async function registerRateLimits(app: FastifyInstance): Promise<void> {
+  await app.register(fastifyRateLimit, { global: false, cache: cachedClients });
+}
+
+export interface RouteRateLimit {
+  /** Requests one client may make per window; 0 turns the limit off. */
+  readonly max: number;
+  readonly windowSeconds: number;
+  /** What is counted, in the refusal's message ("uploads"). */
+  readonly what: string;
+  /** The variable that sets `max`, named in the refusal's message. */
+  readonly variable: string;
+  /** Who the client is: `byKeys` (key headers, else address) or `byAddress`. */
+  readonly client: 'byKeys' | 'byAddress';
+}
+
+function clientOf(client: RouteRateLimit['client']): (request: FastifyRequest) => string {
+  return client === 'byKeys' ? (request) => clientIdOf(readProviderKeys(request.headers), request.ip) : (request) => clientIdOf({}, request.ip);
+}
+
+/** The route's `config.rateLimit`: `false` (no limit) when `max` is 0. */
+export function routeRateLimit(limit: RouteRateLimit): RateLimitOptions | false {
+  if (limit.max === 0) return false;
+  return {
+    max: limit.max,
+    timeWindow: limit.windowSeconds * 1000,
+    keyGenerator: clientOf(limit.client),
+    errorResponseBuilder: (_request, context) => {
+      const retryAfterSeconds = Math.max(1, Math.ceil(context.ttl / 1000));
+      return new ApiError(
+        'TOO_MANY_REQUESTS',
+        `This client made more than ${context.max} ${limit.what} in ${limit.windowSeconds} s (${limit.variable}, RATE_LIMIT_WINDOW_SECONDS); retry in ${retryAfterSeconds} s.`,
+        { retryAfterSeconds },
+      );
+    },
+  };
+}
