@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import {
+  countedClassGuard,
   countedErrorClasses,
   errorClasses,
+  keyVerdictInTable,
   errorTable,
   ignoredErrorClasses,
   ownClasses,
@@ -9,7 +11,7 @@ import {
 import { breakerScriptFor } from '../../src/fleet/breaker-script.js';
 import { errorCodes } from '../../src/http/errors.js';
 import { classifyOutcome } from '../../src/actors/classify-outcome.js';
-import { documentClasses, errorsMd } from './errors-md.js';
+import { documentClasses, errorsMd, withRow } from './errors-md.js';
 
 describe('the error table in src/errors', () => {
   it("holds exactly ERRORS.md's rows (B, R, F) and API.md's status and code for each class", () => {
@@ -92,5 +94,25 @@ describe('the error table in src/errors', () => {
     expect(listed).toEqual(documentClasses.filter((c) => errorsMd[c].B).sort());
     // The consecutive-failures strategy (SPEC.md §2): open when the count reaches the threshold.
     expect(script).toContain('local function shouldOpen(failures) return failures >= threshold end');
+  });
+});
+
+describe('the error table, columns the machines read through a table', () => {
+  it("gives column K as docs/errors.md writes it: auth, permission, quota quarantine the key, a rate limit cools it, nothing else touches it", () => {
+    // prettier-ignore
+    const columnK: Readonly<Record<string, string>> = {
+      auth: 'quarantine', permission: 'quarantine', quota_exhausted: 'quarantine', rate_limited: 'cool',
+      bad_request: 'none', context_too_long: 'none', not_found: 'none', server_error: 'none', overloaded: 'none',
+      timeout: 'none', connection: 'none', aborted: 'none', invalid_output: 'none', circuit_open: 'none',
+    };
+    expect(Object.fromEntries(documentClasses.map((c) => [c, keyVerdictInTable(errorTable, c)]))).toEqual(columnK);
+  });
+
+  it('reads column B of the table it is given: the production rows, or a flipped row on purpose', () => {
+    const production = countedClassGuard(errorTable);
+    expect(documentClasses.filter((c) => production(c))).toEqual(documentClasses.filter((c) => errorsMd[c].B));
+    const flipped = countedClassGuard(withRow('rate_limited', { breaker: 'counts' }));
+    expect(flipped('rate_limited')).toBe(true);
+    expect(production('rate_limited')).toBe(false);
   });
 });

@@ -69,4 +69,12 @@ describe('clipText', () => {
     expect(clipText(text, 5)).toBe('aaa…');
     expect(clipText(text, 6)).toBe('aaa\u{1F600}…');
   });
+
+  it('knows the whole high-surrogate range, its first (U+D800) and last (U+DBFF) code unit included', () => {
+    // U+10000 is \uD800\uDC00, U+10FFFF is \uDBFF\uDFFF: cut after their first half, both are dropped.
+    expect(clipText('ab\u{10000}cd', 4)).toBe('ab…');
+    expect(clipText('ab\u{10FFFF}cd', 4)).toBe('ab…');
+    // A low surrogate (the pair's second half) ends a whole character: kept.
+    expect(clipText('ab\u{10000}cd', 5)).toBe('ab\u{10000}…');
+  });
 });
