@@ -49,11 +49,13 @@ export const mutationGroups = {
     tests: [
       'test/core/breaker.test.ts',
       'test/core/breaker.fleet-sync.test.ts',
-      'test/core/provider.behaviour.test.ts',
+      'test/core/breaker-open-period.graph.test.ts',
+      'test/core/breaker-quorum.graph.test.ts',
+      'test/core/breaker.graph.test.ts',
       'test/fleet/conformance.test.ts',
+      'test/core/provider.behaviour.test.ts',
       'test/core/provider.graph.test.ts',
       'test/core/gateway.test.ts',
-      'test/core/breaker.graph.test.ts',
     ],
   },
   provider: {
@@ -76,8 +78,8 @@ export const mutationGroups = {
     mutate: ['src/machines/fallback*.ts'],
     tests: [
       'test/core/fallback.behaviour.test.ts',
-      'test/core/gateway.test.ts',
       'test/core/fallback.graph.test.ts',
+      'test/core/gateway.test.ts',
     ],
   },
   keys: {
