@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { createActor, type ActorRefFrom, type InspectionEvent, type Observer } from 'xstate';
 import { fallbackMachine, type FallbackLink, type FallbackOutput } from '../machines/fallback.machine.js';
-import { providerIds, type ProviderAdapter, type ProviderId } from '../providers/index.js';
+import { providerIds, type ProviderId } from '../machines/types.js';
+import type { ProviderAdapter } from '../providers/index.js';
 import { createKeyIdentity, randomKeySalt, type KeyIdentity } from '../security/key-id.js';
 import { breakerStateName, breakerView } from './breaker-view.js';
 import { createUpstreamCalls } from './call-upstream.js';

@@ -4,7 +4,7 @@ import type { Attempt } from '../../src/actors/types.js';
 import { errorClasses, type ErrorClass } from '../../src/errors/index.js';
 import { errorCodes } from '../../src/http/errors.js';
 import { failureVerdict } from '../../src/machines/failure-verdict.js';
-import { providerIds, type ProviderId } from '../../src/providers/index.js';
+import { providerIds, type ProviderId } from '../../src/machines/types.js';
 
 function attempt(provider: ProviderId, errorClass: ErrorClass): Attempt {
   if (errorClass === 'circuit_open') {
