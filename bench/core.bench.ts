@@ -58,7 +58,7 @@ const provider = createActor(
     return providerMachine.provide({
       actions: {
         startUpstream: ({ self }, params) => calls.start(params, (event) => self.send(event)),
-        abortUpstream: (_, params) => calls.abort(params.callId),
+        abortUpstream: (_, params) => calls.cancel(params.callId, params.at),
       },
     });
   })(),
@@ -108,6 +108,8 @@ const bareProviderMachine = providerMachine.provide({
         self.send({
           type: 'upstream.succeeded',
           callId: input.callId,
+          replyTo: input.replyTo,
+          keyId: input.keyId,
           answer,
           verdict: { ok: true, value: answer.text },
           durationMs: 0,

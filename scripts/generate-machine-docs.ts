@@ -34,6 +34,7 @@ export interface MachineSource {
 export const machineSources: readonly MachineSource[] = [
   { name: 'gateway', file: 'src/machines/gateway.machine.ts', exportName: 'gatewayMachine', title: 'Gateway (root of the actor system)' },
   { name: 'provider', file: 'src/machines/provider.machine.ts', exportName: 'providerMachine', title: 'Provider actor (one per provider)' },
+  { name: 'call', file: 'src/machines/call.machine.ts', exportName: 'callMachine', title: 'Upstream call (one per admitted call, stepped by the provider\'s runtime)' },
   { name: 'breaker', file: 'src/machines/breaker.machine.ts', exportName: 'breakerMachine', title: 'Circuit breaker (child of each provider actor)' },
   { name: 'key-health', file: 'src/machines/key-health.machine.ts', exportName: 'keyHealthMachine', title: 'Key health (one per refused caller key, stepped by the key book)' },
   { name: 'key-book', file: 'src/machines/key-book.machine.ts', exportName: 'keyBookMachine', title: 'Key book (child of each provider actor: the bounded map of refused keys)' },

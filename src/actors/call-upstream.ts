@@ -1,8 +1,16 @@
-import type { ProviderFailure } from '../errors/index.js';
-import type { CallUpstreamInput, UpstreamEvent } from '../machines/provider.machine.js';
+import {
+  createActor,
+  type ActorScope,
+  type AnyStateMachine,
+  type AnyStateNode,
+  type ExecutableActionObject,
+  type SnapshotFrom,
+} from 'xstate';
+import { ownClasses, type ProviderFailure } from '../errors/index.js';
+import { callMachine, type CallEvent } from '../machines/call.machine.js';
+import type { CallTicket, CallUpstreamInput, UpstreamEvent } from '../machines/provider.machine.js';
 import type { ProviderAnswer, Validation } from '../machines/types.js';
 import type { ProviderAdapter, ProviderId } from '../providers/index.js';
-import { classifyOutcome } from './classify-outcome.js';
 
 export type { CallUpstreamInput, UpstreamEvent } from '../machines/provider.machine.js';
 
@@ -32,90 +40,217 @@ export function judgeAnswer(
 
 export interface CallUpstreamOptions {
   readonly adapters: Readonly<Record<ProviderId, ProviderAdapter>>;
-  /** Overall deadline of one call, kept apart from the caller's abort. */
+  /** Overall deadline of one call (PROVIDER_TIMEOUT_MS), the call machine's `deadline` delay. */
   readonly timeoutMs: number;
   readonly now?: () => number;
 }
 
-/** The upstream calls of the provider actors: started and aborted by their actions, reported back as events. */
+/** The upstream calls of the provider actors: started and cancelled by their actions, reported back as events. */
 export interface UpstreamCalls {
-  /** Starts one call; `report` receives its one `upstream.*` event, unless the call was aborted first. */
+  /** Starts one call; `report` receives its one outcome (`upstream.*`), whichever comes first. */
   start(input: CallUpstreamInput, report: (event: UpstreamEvent) => void): void;
-  /** The caller cancelled (or the call is done): abort it if it still runs; it then reports nothing. */
-  abort(callId: string): void;
-  /** Calls still running (bounded by the calls in flight). */
+  /** The caller went away: a call still in flight is aborted and reported `upstream.cancelled`. */
+  cancel(callId: string, at: number): void;
+  /** Calls in flight (bounded by the calls admitted). */
   readonly size: number;
 }
 
+type CallSnapshot = SnapshotFrom<typeof callMachine>;
+
+interface RunningCall {
+  snapshot: CallSnapshot;
+  /** Epoch ms when the call went out (its durations and its deadline count from it). */
+  readonly startedAt: number;
+  readonly input: CallUpstreamInput;
+  readonly adapter: ProviderAdapter;
+  readonly controller: AbortController;
+  readonly report: (event: UpstreamEvent) => void;
+  deadline: ReturnType<typeof setTimeout> | undefined;
+}
+
+/** One transition of the call machine as XState computed it: the next snapshot and what to do. */
+interface CallStep {
+  readonly snapshot: CallSnapshot;
+  readonly actions: readonly ExecutableActionObject[];
+}
+
 /**
- * The upstream calls as plain promises owned by the provider actors' `startUpstream` / `abortUpstream`
- * actions (a spawned actor per call cost ~70 µs of bookkeeping per call, see docs/benchmarks.md).
- * Each call has one AbortController, aborted by our deadline or by the caller's cancel; a flag says
- * which fired, so a timeout (counts) and a cancel (never counts) stay apart.
+ * The upstream calls, each one's life decided by the call machine (src/machines/call.machine.ts): in
+ * flight until the first of its answer, its failure, its `deadline` or its caller's cancel, which alone
+ * is reported. The machine is not run as an actor per call (an actor costs ~10 `send()`s of bookkeeping
+ * per call: actor, system, mailbox, observers; docs/performance.md). It keeps no data and has no guards,
+ * so its next snapshot and actions depend only on its state and the event's type: each such transition
+ * is taken from XState (`machine.transition`) the first time it occurs and reused after, and the
+ * actions (the machine's own, and arming or clearing its `deadline` timer) run right after each step,
+ * the way an actor runs them after a transition.
  */
 export function createUpstreamCalls(options: CallUpstreamOptions): UpstreamCalls {
+  assertStepsReusable(callMachine);
   const now = options.now ?? Date.now;
-  const running = new Map<string, { readonly cancel: () => void }>();
+  const running = new Map<string, RunningCall>();
+  /** The call and event whose step's actions are running (steps nest: a report can start or cancel another call). */
+  let current: { readonly call: RunningCall; readonly event: CallEvent | undefined } | undefined;
+  const currentStep = (): { readonly call: RunningCall; readonly event: CallEvent | undefined } => {
+    if (current === undefined) throw new Error('A call action ran outside a call step');
+    return current;
+  };
+
+  const machine = callMachine.provide({
+    actions: {
+      reportAnswer: () => {
+        const { call, event } = currentStep();
+        if (event?.type !== 'upstream.answered') throw new Error('reportAnswer without an answer');
+        call.report({
+          type: 'upstream.succeeded',
+          ...ticketOf(call.input),
+          answer: event.answer,
+          verdict: judgeAnswer(event.answer, call.input.validate),
+          durationMs: event.at - call.startedAt,
+          at: event.at,
+        });
+      },
+      reportFailure: () => {
+        const { call, event } = currentStep();
+        if (event?.type !== 'upstream.threw') throw new Error('reportFailure without an error');
+        const failure = classifySafely(call.adapter, event.error);
+        call.report({
+          type: 'upstream.failed',
+          ...ticketOf(call.input),
+          failure,
+          durationMs: event.at - call.startedAt,
+          at: event.at,
+        });
+      },
+      reportTimeout: () => {
+        const { call } = currentStep();
+        const failure: ProviderFailure = {
+          errorClass: ownClasses.deadlineFired,
+          message: `The provider did not answer within ${options.timeoutMs} ms.`,
+        };
+        const at = call.startedAt + options.timeoutMs;
+        call.report({ type: 'upstream.failed', ...ticketOf(call.input), failure, durationMs: options.timeoutMs, at });
+      },
+      reportCancelled: () => {
+        const { call, event } = currentStep();
+        const at = event?.type === 'call.cancelled' ? event.at : now();
+        call.report({ type: 'upstream.cancelled', ...ticketOf(call.input), durationMs: at - call.startedAt, at });
+      },
+      abortRequest: () => currentStep().call.controller.abort(),
+    },
+    delays: { deadline: options.timeoutMs },
+  });
+
+  /** Actions collected while XState computes a step. */
+  let collected: ExecutableActionObject[] = [];
+  const inert = createActor(machine);
+  const scope: ActorScope<CallSnapshot, CallEvent> = {
+    self: inert,
+    id: 'call',
+    sessionId: inert.sessionId,
+    logger: () => undefined,
+    defer: () => undefined,
+    emit: () => undefined,
+    system: inert.system,
+    stopChild: () => undefined,
+    actionExecutor: (action) => void collected.push(action),
+  };
+  const initial: CallStep = { snapshot: machine.getInitialSnapshot(scope), actions: collected };
+  /** The machine's transitions, by snapshot (the few the machine has) and event type. */
+  const steps = new Map<CallSnapshot, Map<string, CallStep>>();
+  function stepOf(snapshot: CallSnapshot, event: CallEvent): CallStep {
+    let byType = steps.get(snapshot);
+    if (byType === undefined) {
+      byType = new Map();
+      steps.set(snapshot, byType);
+    }
+    let step = byType.get(event.type);
+    if (step === undefined) {
+      collected = [];
+      step = { snapshot: machine.transition(snapshot, event, scope), actions: collected };
+      byType.set(event.type, step);
+    }
+    return step;
+  }
+
+  /** Runs a step's actions for `call`: the `deadline` timer (armed, cleared) and the machine's own. */
+  function execute(call: RunningCall, event: CallEvent | undefined, actions: readonly ExecutableActionObject[]): void {
+    const outer = current;
+    current = { call, event };
+    try {
+      for (const action of actions) {
+        if (action.type === 'xstate.raise') {
+          const { event: delayed, delay } = action.params as { event: CallEvent; delay?: number };
+          if (delay === undefined) throw new Error('The call machine raises only its deadline');
+          call.deadline = setTimeout(() => advance(call, delayed), delay);
+        } else if (action.type === 'xstate.cancel') {
+          clearTimeout(call.deadline);
+        } else {
+          action.exec?.(action.info, action.params);
+        }
+      }
+    } finally {
+      current = outer;
+    }
+  }
+
+  function advance(call: RunningCall, event: CallEvent): void {
+    if (call.snapshot.status !== 'active') return;
+    const step = stepOf(call.snapshot, event);
+    call.snapshot = step.snapshot;
+    if (step.snapshot.status !== 'active') {
+      clearTimeout(call.deadline);
+      running.delete(call.input.callId);
+    }
+    execute(call, event, step.actions);
+  }
+
   return {
     start(input, report) {
       const adapter = options.adapters[input.providerId];
-      const controller = new AbortController();
-      let deadlineFired = false;
-      let callerAborted = false;
-      const timer = setTimeout(() => {
-        deadlineFired = true;
-        controller.abort();
-      }, options.timeoutMs);
-      const startedAt = now();
-      running.set(input.callId, {
-        cancel: () => {
-          callerAborted = true;
-          clearTimeout(timer);
-          controller.abort();
-        },
-      });
-      const settle = (): boolean => {
-        clearTimeout(timer);
-        // An aborted call reports nothing: its caller is gone and the provider actor already moved on.
-        return running.delete(input.callId) && !callerAborted;
+      const call: RunningCall = {
+        snapshot: initial.snapshot,
+        startedAt: now(),
+        input,
+        adapter,
+        controller: new AbortController(),
+        report,
+        deadline: undefined,
       };
-      adapter.generate(input.request, input.apiKey, controller.signal).then(
-        (answer) => {
-          if (!settle()) return;
-          const at = now();
-          const verdict = judgeAnswer(answer, input.validate);
-          report({
-            type: 'upstream.succeeded',
-            callId: input.callId,
-            answer,
-            verdict,
-            durationMs: at - startedAt,
-            at,
-          });
-        },
-        (error: unknown) => {
-          if (!settle()) return;
-          const at = now();
-          const failure = classifyOutcome(
-            error,
-            { deadlineFired, callerAborted },
-            (e) => classifySafely(adapter, e),
-            options.timeoutMs,
-          );
-          report({ type: 'upstream.failed', callId: input.callId, failure, durationMs: at - startedAt, at });
-        },
+      running.set(input.callId, call);
+      execute(call, undefined, initial.actions);
+      adapter.generate(input.request, input.apiKey, call.controller.signal).then(
+        (answer) => advance(call, { type: 'upstream.answered', answer, at: now() }),
+        (error: unknown) => advance(call, { type: 'upstream.threw', error, at: now() }),
       );
     },
-    abort(callId) {
+    cancel(callId, at) {
       const call = running.get(callId);
-      if (call === undefined) return;
-      running.delete(callId);
-      call.cancel();
+      if (call !== undefined) advance(call, { type: 'call.cancelled', at });
     },
     get size() {
       return running.size;
     },
   };
+}
+
+/**
+ * Reusing a transition is exact only while the machine's next step depends on its state and the event's
+ * type alone: no context, no guard. A call machine given either fails here, at start-up, not in flight.
+ */
+export function assertStepsReusable(machine: AnyStateMachine): void {
+  if (machine.config.context !== undefined) throw new Error(`${machine.id}: a machine with context cannot reuse its steps`);
+  const nodes: AnyStateNode[] = [machine.root];
+  for (let node = nodes.pop(); node !== undefined; node = nodes.pop()) {
+    const transitions = [...node.transitions.values()].flat().concat(node.always ?? []);
+    if (transitions.some((transition) => transition.guard !== undefined))
+      throw new Error(`${machine.id}: a guarded transition in ${node.id} cannot be reused`);
+    nodes.push(...Object.values(node.states));
+  }
+}
+
+/** What the provider actor needs back with an outcome: the call, whom to answer, the key it used. */
+function ticketOf(input: CallUpstreamInput): CallTicket {
+  return { callId: input.callId, replyTo: input.replyTo, keyId: input.keyId };
 }
 
 /**

@@ -81,7 +81,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       provider: providerMachine.provide({
         actions: {
           startUpstream: ({ self }, params) => upstreamCalls.start(params, (event) => self.send(event)),
-          abortUpstream: (_, params) => upstreamCalls.abort(params.callId),
+          abortUpstream: (_, params) => upstreamCalls.cancel(params.callId, params.at),
         },
         actors: providerActors,
       }),

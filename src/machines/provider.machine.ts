@@ -38,26 +38,45 @@ import type {
   Validation,
 } from './types.js';
 
-/** What the upstream call of an admitted request needs. */
-export interface CallUpstreamInput {
-  readonly providerId: ProviderId;
+/**
+ * What a call carries through its life and back with its outcome: the provider actor keeps nothing
+ * per call in flight (a map of calls copied on every admission and every answer made each call cost
+ * O(calls in flight)), so the outcome says whom to answer and which key the call used.
+ */
+export interface CallTicket {
   readonly callId: string;
+  /** Who asked: the outcome goes back to them. */
+  readonly replyTo: AnyActorRef;
+  /**
+   * The caller key's salted fingerprint (the same on every instance of a fleet): the breaker's quorum
+   * counts distinct ones, and the call's result is told to that key's health too.
+   */
+  readonly keyId: string;
+}
+
+/** What the upstream call of an admitted request needs (its life: call.machine.ts). */
+export interface CallUpstreamInput extends CallTicket {
+  readonly providerId: ProviderId;
   readonly request: GenerationRequest;
   readonly apiKey: ApiKey;
   readonly validate: (answer: ProviderAnswer) => Validation<unknown>;
 }
 
-/** What an upstream call reports to its provider actor, exactly once. */
+/**
+ * What an upstream call reports to its provider actor, exactly once (call.machine.ts: the first of
+ * its answer, its failure, its deadline — a `timeout` failure — or its caller's cancel).
+ */
 export type UpstreamEvent =
-  | {
+  | (CallTicket & {
       type: 'upstream.succeeded';
-      callId: string;
       answer: ProviderAnswer;
       verdict: Validation<unknown>;
       durationMs: number;
       at: number;
-    }
-  | { type: 'upstream.failed'; callId: string; failure: ProviderFailure; durationMs: number; at: number };
+    })
+  | (CallTicket & { type: 'upstream.failed'; failure: ProviderFailure; durationMs: number; at: number })
+  /** The caller cancelled while the call was in flight: aborted, counted nowhere. */
+  | (CallTicket & { type: 'upstream.cancelled'; durationMs: number; at: number });
 
 export interface ProviderInput {
   readonly providerId: ProviderId;
@@ -72,15 +91,8 @@ export interface ProviderInput {
   readonly keyHealth?: KeyHealthSettings;
 }
 
-interface PendingCall {
-  readonly replyTo: AnyActorRef;
-  readonly startedAt: number;
-  /**
-   * The caller key's salted fingerprint (the same on every instance of a fleet): the breaker's quorum
-   * counts distinct ones, and the call's result is told to that key's health too.
-   */
-  readonly keyId: string;
-}
+/** The provider's counters (GET /v1/providers `stats`), counted in place by `countStat`. */
+export type ProviderCounters = { -readonly [K in keyof ProviderStats]: number };
 
 export interface ProviderContext {
   readonly providerId: ProviderId;
@@ -90,11 +102,16 @@ export interface ProviderContext {
   readonly fleetLink: ActorRefFrom<typeof embeddedFleetLink>;
   /** The health of the callers' keys for this provider (key-book.machine.ts). */
   readonly keyBook: ActorRefFrom<ReturnType<typeof createKeyBookMachine>>;
-  /** Calls in flight, by call id: who asked, so the answer goes back to them. */
-  readonly pending: Readonly<Record<string, PendingCall>>;
-  /** Would-be half-open probes waiting for the fleet's probe lease, by call id. */
+  /**
+   * Would-be half-open probes waiting for the fleet's probe lease, by call id (only while a shared
+   * breaker recovers: a handful at most, so copying it is cheap).
+   */
   readonly leasing: Readonly<Record<string, CallRequest>>;
-  readonly stats: ProviderStats;
+  /**
+   * Counters only (never read by a guard): counted in place, so a call copies no stats object. The one
+   * object in the context an action changes in place, like the key book's map (key-book.machine.ts).
+   */
+  readonly stats: ProviderCounters;
 }
 
 /** Requests the provider actor serves. */
@@ -155,7 +172,9 @@ export type ProviderReply =
 
 export type ProviderEmitted = { type: 'call.finished'; record: CallRecord };
 
-const emptyStats: ProviderStats = { calls: 0, successes: 0, failures: 0, ignored: 0, rejected: 0, opens: 0 };
+function emptyStats(): ProviderCounters {
+  return { calls: 0, successes: 0, failures: 0, ignored: 0, rejected: 0, opens: 0 };
+}
 
 const breakerEventFor = {
   reset: 'breaker.reset',
@@ -180,8 +199,33 @@ export function createProviderMachine(table: ErrorTable) {
     isCounted(errorClass)
       ? { type: 'call.failed', callId, errorClass, keyId, at }
       : { type: 'call.ignored', callId, errorClass, at };
-  const statOf = (errorClass: ErrorClass): keyof ProviderStats =>
+  const statOf = (errorClass: ErrorClass): keyof ProviderCounters =>
     isCounted(errorClass) ? 'failures' : 'ignored';
+  type FailedEvent = Extract<UpstreamEvent, { type: 'upstream.failed' }>;
+  /**
+   * What a failed call does, on both branches of `upstream.failed`: `counted` is column B's verdict,
+   * which the branch's guard (`isCountedFailure`) decided.
+   */
+  const failedCallActions = (counted: boolean) => [
+    {
+      type: 'notifyBreaker' as const,
+      params: ({ event }: { event: FailedEvent }) =>
+        breakerResult(event.callId, event.failure.errorClass, event.at, event.keyId),
+    },
+    { type: 'notifyKey' as const, params: ({ event }: { event: FailedEvent }) => keyFailed(event) },
+    {
+      type: 'replyFailed' as const,
+      params: ({ event }: { event: FailedEvent }) => ({
+        callId: event.callId,
+        replyTo: event.replyTo,
+        failure: event.failure,
+        counted,
+        durationMs: event.durationMs,
+        at: event.at,
+      }),
+    },
+    { type: 'countStat' as const, params: { stat: counted ? ('failures' as const) : ('ignored' as const) } },
+  ];
   return setup({
     types: {
       input: {} as ProviderInput,
@@ -218,8 +262,6 @@ export function createProviderMachine(table: ErrorTable) {
       isLeaseGranted: ({ event }) => event.type === 'probe.leased' && event.granted,
       /** The event answers a lease request whose call still waits (not cancelled). */
       isLeaseAwaited: ({ context, event }) => 'callId' in event && event.callId in context.leasing,
-      /** The event answers a call still waiting for it (not cancelled). */
-      isPendingCall: ({ context, event }) => 'callId' in event && event.callId in context.pending,
       /** The study layer accepted the answer (validated next to the call). */
       isAnswerValid: ({ event }) => event.type === 'upstream.succeeded' && event.verdict.ok,
       /** The failure is the provider's, so it counts toward the breaker (ERRORS.md column B). */
@@ -253,11 +295,6 @@ export function createProviderMachine(table: ErrorTable) {
           callId: params.callId,
           at: params.at,
         } satisfies KeyBookEvent);
-        const call: PendingCall = { replyTo: params.replyTo, startedAt: params.at, keyId: params.keyId };
-        enqueue.assign({
-          pending: { ...context.pending, [params.callId]: call },
-          stats: { ...context.stats, calls: context.stats.calls + 1 },
-        });
       }),
       /** Refuse one call: the breaker (or the fleet's probe lease) does not admit it. */
       rejectCall: enqueueActions(
@@ -269,7 +306,6 @@ export function createProviderMachine(table: ErrorTable) {
             retryAt: context.breaker.getSnapshot().context.retryAt,
             at: params.at,
           } satisfies ProviderReply);
-          enqueue.assign({ stats: { ...context.stats, rejected: context.stats.rejected + 1 } });
           enqueue.emit({
             type: 'call.finished',
             record: {
@@ -323,16 +359,14 @@ export function createProviderMachine(table: ErrorTable) {
           event: breakerResult(params.callId, ownClasses.callerAborted, params.at, ''),
         }),
       ),
-      countStat: assign({
-        stats: ({ context }, params: { stat: keyof ProviderStats }) => ({
-          ...context.stats,
-          [params.stat]: context.stats[params.stat] + 1,
-        }),
-      }),
+      /** One more of `stat` (counted in place: a counter read by no guard). */
+      countStat: ({ context }, params: { stat: keyof ProviderCounters }) => {
+        context.stats[params.stat] += 1;
+      },
       replyAnswered: enqueueActions(
         ({ context, enqueue }, params: { event: Extract<UpstreamEvent, { type: 'upstream.succeeded' }> }) => {
           const { event } = params;
-          enqueue.sendTo(pendingCall(context, event.callId).replyTo, {
+          enqueue.sendTo(event.replyTo, {
             type: 'provider.succeeded',
             callId: event.callId,
             providerId: context.providerId,
@@ -358,13 +392,14 @@ export function createProviderMachine(table: ErrorTable) {
           { context, enqueue },
           params: {
             callId: string;
+            replyTo: AnyActorRef;
             failure: ProviderFailure;
             counted: boolean;
             durationMs: number;
             at: number;
           },
         ) => {
-          enqueue.sendTo(pendingCall(context, params.callId).replyTo, {
+          enqueue.sendTo(params.replyTo, {
             type: 'provider.failed',
             callId: params.callId,
             providerId: context.providerId,
@@ -385,22 +420,25 @@ export function createProviderMachine(table: ErrorTable) {
         },
       ),
       /** A call still running was cancelled by its caller (client gone, job cancelled): record it as `aborted`. */
-      recordAborted: emit(({ context }, params: { callId: string; at: number }) => ({
+      recordAborted: emit(({ context }, params: { durationMs: number }) => ({
         type: 'call.finished' as const,
         record: {
           provider: context.providerId,
           outcome: 'aborted' as const,
           errorClass: ownClasses.callerAborted,
-          durationMs: Math.max(0, params.at - pendingCall(context, params.callId).startedAt),
+          durationMs: Math.max(0, params.durationMs),
         },
       })),
       /**
-       * Runs one upstream call; replaced (`.provide`) by the gateway with `createUpstreamCalls`, whose
-       * calls report `upstream.succeeded | upstream.failed` back to this actor.
+       * Runs one upstream call, its life decided by call.machine.ts; replaced (`.provide`) by the gateway
+       * with `createUpstreamCalls`, whose calls report one `upstream.*` event each back to this actor.
        */
       startUpstream: (_, _params: CallUpstreamInput) => undefined,
-      /** Aborts a call still running (the caller cancelled); a finished call is left alone. */
-      abortUpstream: (_, _params: { callId: string }) => undefined,
+      /**
+       * The caller cancelled: a call still in flight is aborted and reported `upstream.cancelled`; a call
+       * already settled (or never started) is left alone (call.machine.ts: its final states take nothing).
+       */
+      abortUpstream: (_, _params: { callId: string; at: number }) => undefined,
       /**
        * The breaker's quorum was not met: a failure streak from too few keys gives the failing key its
        * own circuit instead of opening the provider (issue 14 part 3; the key's health trips it).
@@ -414,13 +452,6 @@ export function createProviderMachine(table: ErrorTable) {
           at: params.at,
         }),
       ),
-      /** The call is answered or cancelled: forget who was waiting for it. */
-      finishCall: assign({
-        pending: ({ context }, params: { callId: string }) => {
-          const { [params.callId]: _finished, ...pending } = context.pending;
-          return pending;
-        },
-      }),
     },
   }).createMachine({
     id: 'provider',
@@ -451,9 +482,8 @@ export function createProviderMachine(table: ErrorTable) {
           input: { providerId: input.providerId, breaker },
         }),
         keyBook,
-        pending: {},
         leasing: {},
-        stats: emptyStats,
+        stats: emptyStats(),
       };
     },
     initial: 'serving',
@@ -484,6 +514,7 @@ export function createProviderMachine(table: ErrorTable) {
               guard: or(['isBreakerAdmitting', 'isRecoveryDue']),
               actions: [
                 { type: 'admitCall', params: ({ event }) => callRequest(event) },
+                { type: 'countStat', params: { stat: 'calls' } },
                 {
                   type: 'startUpstream',
                   params: ({ context, event }) => upstreamInput(context, callRequest(event)),
@@ -491,10 +522,13 @@ export function createProviderMachine(table: ErrorTable) {
               ],
             },
             {
-              actions: {
-                type: 'rejectCall',
-                params: ({ event }) => ({ callId: event.callId, replyTo: event.replyTo, at: event.at }),
-              },
+              actions: [
+                {
+                  type: 'rejectCall',
+                  params: ({ event }) => ({ callId: event.callId, replyTo: event.replyTo, at: event.at }),
+                },
+                { type: 'countStat', params: { stat: 'rejected' } },
+              ],
             },
           ],
           'probe.leased': [
@@ -502,6 +536,7 @@ export function createProviderMachine(table: ErrorTable) {
               guard: and(['isLeaseAwaited', 'isLeaseGranted', or(['isBreakerAdmitting', 'isRecoveryDue'])]),
               actions: [
                 { type: 'admitCall', params: ({ context, event }) => leasedCall(context, event.callId) },
+                { type: 'countStat', params: { stat: 'calls' } },
                 {
                   type: 'startUpstream',
                   params: ({ context, event }) => upstreamInput(context, leasedCall(context, event.callId)),
@@ -520,6 +555,7 @@ export function createProviderMachine(table: ErrorTable) {
                     return { callId: call.callId, replyTo: call.replyTo, at: event.at };
                   },
                 },
+                { type: 'countStat', params: { stat: 'rejected' } },
                 { type: 'forgetLease', params: ({ event }) => ({ callId: event.callId }) },
               ],
             },
@@ -535,82 +571,35 @@ export function createProviderMachine(table: ErrorTable) {
           'breaker.unshared': { actions: { type: 'adoptFleetState', params: ({ event }) => event } },
           'upstream.succeeded': [
             {
-              guard: and(['isPendingCall', 'isAnswerValid']),
+              guard: 'isAnswerValid',
               actions: [
                 {
                   type: 'notifyBreaker',
                   params: ({ event }) => ({ type: 'call.succeeded', callId: event.callId, at: event.at }),
                 },
-                { type: 'notifyKey', params: ({ context, event }) => keySucceeded(context, event) },
+                { type: 'notifyKey', params: ({ event }) => keySucceeded(event) },
                 { type: 'replyAnswered', params: ({ event }) => ({ event }) },
                 { type: 'countStat', params: { stat: 'successes' } },
-                { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
               ],
             },
             {
               /** An answer that fails validation proves nothing about the provider: `invalid_output` never counts. */
-              guard: 'isPendingCall',
               actions: [
                 {
                   type: 'notifyBreaker',
-                  params: ({ context, event }) =>
-                    breakerResult(event.callId, ownClasses.invalidOutput, event.at, keyOf(context, event.callId)),
+                  params: ({ event }) => breakerResult(event.callId, ownClasses.invalidOutput, event.at, event.keyId),
                 },
                 /** The upstream answered with the key: the key works, whatever the answer's worth. */
-                { type: 'notifyKey', params: ({ context, event }) => keySucceeded(context, event) },
+                { type: 'notifyKey', params: ({ event }) => keySucceeded(event) },
                 { type: 'replyAnswered', params: ({ event }) => ({ event }) },
                 { type: 'countStat', params: { stat: statOf(ownClasses.invalidOutput) } },
-                { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
               ],
             },
           ],
+          /** Column B decides: the breaker hears a FAILURE (`call.failed`) or an ignored result. */
           'upstream.failed': [
-            {
-              guard: and(['isPendingCall', 'isCountedFailure']),
-              actions: [
-                {
-                  type: 'notifyBreaker',
-                  params: ({ context, event }) =>
-                    breakerResult(event.callId, event.failure.errorClass, event.at, keyOf(context, event.callId)),
-                },
-                { type: 'notifyKey', params: ({ context, event }) => keyFailed(context, event) },
-                {
-                  type: 'replyFailed',
-                  params: ({ event }) => ({
-                    callId: event.callId,
-                    failure: event.failure,
-                    counted: true,
-                    durationMs: event.durationMs,
-                    at: event.at,
-                  }),
-                },
-                { type: 'countStat', params: { stat: 'failures' } },
-                { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
-              ],
-            },
-            {
-              guard: 'isPendingCall',
-              actions: [
-                {
-                  type: 'notifyBreaker',
-                  params: ({ context, event }) =>
-                    breakerResult(event.callId, event.failure.errorClass, event.at, keyOf(context, event.callId)),
-                },
-                { type: 'notifyKey', params: ({ context, event }) => keyFailed(context, event) },
-                {
-                  type: 'replyFailed',
-                  params: ({ event }) => ({
-                    callId: event.callId,
-                    failure: event.failure,
-                    counted: false,
-                    durationMs: event.durationMs,
-                    at: event.at,
-                  }),
-                },
-                { type: 'countStat', params: { stat: 'ignored' } },
-                { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
-              ],
-            },
+            { guard: 'isCountedFailure', actions: failedCallActions(true) },
+            { actions: failedCallActions(false) },
           ],
           /** The caller went away: abort the call; the breaker hears `aborted`, which never counts. */
           'call.cancelled': [
@@ -620,30 +609,34 @@ export function createProviderMachine(table: ErrorTable) {
               actions: { type: 'forgetLease', params: ({ event }) => ({ callId: event.callId }) },
             },
             {
-              guard: 'isPendingCall',
-              actions: [
-                {
-                  type: 'notifyBreaker',
-                  params: ({ context, event }) =>
-                    breakerResult(event.callId, ownClasses.callerAborted, event.at, keyOf(context, event.callId)),
-                },
-                {
-                  type: 'notifyKey',
-                  params: ({ context, event }) => ({
-                    type: 'key.failed' as const,
-                    keyId: pendingCall(context, event.callId).keyId,
-                    callId: event.callId,
-                    errorClass: ownClasses.callerAborted,
-                    at: event.at,
-                  }),
-                },
-                { type: 'countStat', params: { stat: statOf(ownClasses.callerAborted) } },
-                { type: 'recordAborted', params: ({ event }) => ({ callId: event.callId, at: event.at }) },
-                { type: 'abortUpstream', params: ({ event }) => ({ callId: event.callId }) },
-                { type: 'finishCall', params: ({ event }) => ({ callId: event.callId }) },
-              ],
+              /** In flight (or already settled: then its call machine ignores the cancel). */
+              actions: {
+                type: 'abortUpstream',
+                params: ({ event }) => ({ callId: event.callId, at: event.at }),
+              },
             },
           ],
+          /** The call was in flight when its caller cancelled (its call machine reached `cancelled`). */
+          'upstream.cancelled': {
+            actions: [
+              {
+                type: 'notifyBreaker',
+                params: ({ event }) => breakerResult(event.callId, ownClasses.callerAborted, event.at, event.keyId),
+              },
+              {
+                type: 'notifyKey',
+                params: ({ event }) => ({
+                  type: 'key.failed' as const,
+                  keyId: event.keyId,
+                  callId: event.callId,
+                  errorClass: ownClasses.callerAborted,
+                  at: event.at,
+                }),
+              },
+              { type: 'countStat', params: { stat: statOf(ownClasses.callerAborted) } },
+              { type: 'recordAborted', params: ({ event }) => ({ durationMs: event.durationMs }) },
+            ],
+          },
         },
       },
     },
@@ -658,31 +651,22 @@ function upstreamInput(context: ProviderContext, call: CallRequest): CallUpstrea
   return {
     providerId: context.providerId,
     callId: call.callId,
+    replyTo: call.replyTo,
+    keyId: call.keyId,
     request: call.request,
     apiKey: call.apiKey,
     validate: call.validate,
   };
 }
 
-function keySucceeded(
-  context: ProviderContext,
-  event: Extract<UpstreamEvent, { type: 'upstream.succeeded' }>,
-): KeyBookEvent {
-  return {
-    type: 'key.answered',
-    keyId: pendingCall(context, event.callId).keyId,
-    callId: event.callId,
-    at: event.at,
-  };
+function keySucceeded(event: Extract<UpstreamEvent, { type: 'upstream.succeeded' }>): KeyBookEvent {
+  return { type: 'key.answered', keyId: event.keyId, callId: event.callId, at: event.at };
 }
 
-function keyFailed(
-  context: ProviderContext,
-  event: Extract<UpstreamEvent, { type: 'upstream.failed' }>,
-): KeyBookEvent {
+function keyFailed(event: Extract<UpstreamEvent, { type: 'upstream.failed' }>): KeyBookEvent {
   return {
     type: 'key.failed',
-    keyId: pendingCall(context, event.callId).keyId,
+    keyId: event.keyId,
     callId: event.callId,
     errorClass: event.failure.errorClass,
     ...(event.failure.retryAfterMs === undefined ? {} : { retryAfterMs: event.failure.retryAfterMs }),
@@ -690,25 +674,14 @@ function keyFailed(
   };
 }
 
+/** The request itself serves as the call it asks for (no copy per call; `type` is simply not read). */
 function callRequest(event: Extract<ProviderRequestEvent, { type: 'call.requested' }>): CallRequest {
-  const { type: _type, ...call } = event;
-  return call;
+  return event;
 }
 
 function leasedCall(context: ProviderContext, callId: string): CallRequest {
   const call = context.leasing[callId];
   if (call === undefined) throw new Error(`No call waiting for a probe lease ${callId}`);
-  return call;
-}
-
-/** The key id of a call in flight (the guards made sure it is pending). */
-function keyOf(context: ProviderContext, callId: string): string {
-  return pendingCall(context, callId).keyId;
-}
-
-function pendingCall(context: ProviderContext, callId: string): PendingCall {
-  const call = context.pending[callId];
-  if (call === undefined) throw new Error(`No pending call ${callId}`);
   return call;
 }
 

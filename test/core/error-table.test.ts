@@ -10,7 +10,6 @@ import {
 } from '../../src/errors/index.js';
 import { breakerScriptFor } from '../../src/fleet/breaker-script.js';
 import { errorCodes } from '../../src/http/errors.js';
-import { classifyOutcome } from '../../src/actors/classify-outcome.js';
 import { documentClasses, errorsMd, withRow } from './errors-md.js';
 
 describe('the error table in src/errors', () => {
@@ -74,13 +73,6 @@ describe('the error table in src/errors', () => {
       invalidOutput: 'invalid_output',
       breakerRefused: 'circuit_open',
     });
-    const never = () => ({ errorClass: 'server_error' as const, message: 'classifier' });
-    expect(
-      classifyOutcome(new Error('x'), { callerAborted: true, deadlineFired: true }, never, 10).errorClass,
-    ).toBe('aborted');
-    expect(
-      classifyOutcome(new Error('x'), { callerAborted: false, deadlineFired: true }, never, 10).errorClass,
-    ).toBe('timeout');
   });
 
   it('generates the fleet script from column B: it counts exactly the classes ERRORS.md counts', () => {

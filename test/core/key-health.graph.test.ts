@@ -270,7 +270,7 @@ function providerEdges(machine: ProviderLogic) {
     events: providerEvents,
     serializeState: (snapshot) => {
       const { value, context } = snapshot as SnapshotFrom<ProviderLogic>;
-      return JSON.stringify([value, Object.keys(context.pending).sort()]);
+      return JSON.stringify([value, Object.keys(context.leasing).sort()]);
     },
   });
   return adjacencyMapToArray(adjacency) as unknown as {

@@ -1,8 +1,9 @@
 /**
  * A call's life in the provider actor, event by event on a live actor with a scripted fleet link and a
  * recording upstream (no timers, no network): what the fleet hears, when a probe waits for the fleet's
- * lease, what the caller is answered, the `call.finished` record, and that an answered or cancelled call
- * leaves nothing behind (no pending call, no awaited lease). Expected values are written out.
+ * lease, what the caller is answered, the `call.finished` record, and that a call leaves nothing behind
+ * (no awaited lease; calls in flight are their call machines', call.graph.test.ts). Expected values are
+ * written out.
  */
 import { describe, expect, it } from 'vitest';
 import { createActor, fromCallback, type AnyActorRef } from 'xstate';
@@ -29,7 +30,7 @@ const answer: ProviderAnswer = { text: '{}', model: 'claude-model', usage: { inp
 function rig(options: { table?: ErrorTable; maxRecoveryMs?: number } = {}) {
   const fleet: FleetLinkEvent[] = [];
   const started: CallUpstreamInput[] = [];
-  const aborted: string[] = [];
+  const aborted: { callId: string; at: number }[] = [];
   const replies: ProviderReply[] = [];
   const records: CallRecord[] = [];
   const fleetLink = fromCallback<FleetLinkEvent, FleetLinkInput, FleetLinkReply>(({ receive }) => {
@@ -39,7 +40,7 @@ function rig(options: { table?: ErrorTable; maxRecoveryMs?: number } = {}) {
     actors: { fleetLink },
     actions: {
       startUpstream: (_, params) => void started.push(params),
-      abortUpstream: (_, params) => void aborted.push(params.callId),
+      abortUpstream: (_, params) => void aborted.push(params),
     },
   });
   const caller: AnyActorRef = createActor(
@@ -68,7 +69,9 @@ function rig(options: { table?: ErrorTable; maxRecoveryMs?: number } = {}) {
     });
   const context = () => provider.getSnapshot().context;
   const breaker = () => context().breaker.getSnapshot();
-  return { provider, fleet, started, aborted, replies, records, request: request_, synced, context, breaker };
+  /** What the call machine reports back for call `callId`: the call's ticket and its outcome. */
+  const ticket = (callId: string) => ({ callId, replyTo: caller, keyId: apiKey.fingerprint });
+  return { provider, fleet, started, aborted, replies, records, request: request_, synced, context, breaker, ticket };
 }
 
 describe('a call admitted and answered', () => {
@@ -76,10 +79,10 @@ describe('a call admitted and answered', () => {
     const r = rig();
     r.request('c1');
     expect(r.fleet).toEqual([{ type: 'fleet.report', event: { type: 'call.started', callId: 'c1', at: t } }]);
-    expect(r.started).toEqual([{ providerId: 'claude', callId: 'c1', request, apiKey, validate }]);
-    expect(Object.keys(r.context().pending)).toEqual(['c1']);
-    r.provider.send({ type: 'upstream.succeeded', callId: 'c1', answer, verdict: { ok: true, value: true }, durationMs: 40, at: t + 40 });
-    expect(r.context().pending).toEqual({});
+    expect(r.started).toEqual([{ providerId: 'claude', ...r.ticket('c1'), request, apiKey, validate }]);
+    expect(r.context().stats).toMatchObject({ calls: 1, successes: 0 });
+    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c1'), answer, verdict: { ok: true, value: true }, durationMs: 40, at: t + 40 });
+    expect(r.context().stats).toMatchObject({ calls: 1, successes: 1 });
     expect(r.records).toEqual([{ provider: 'claude', outcome: 'succeeded', durationMs: 40, usage: answer.usage }]);
     expect(r.replies.map((reply) => reply.type)).toEqual(['provider.succeeded']);
   });
@@ -87,45 +90,53 @@ describe('a call admitted and answered', () => {
   it('records an invalid answer as a failed call of class invalid_output, counted as ignored, and forgets it', () => {
     const r = rig();
     r.request('c1');
-    r.provider.send({ type: 'upstream.succeeded', callId: 'c1', answer, verdict: { ok: false, errors: ['bad'] }, durationMs: 40, at: t + 40 });
+    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c1'), answer, verdict: { ok: false, errors: ['bad'] }, durationMs: 40, at: t + 40 });
     expect(r.records).toEqual([{ provider: 'claude', outcome: 'failed', errorClass: 'invalid_output', durationMs: 40, usage: answer.usage }]);
     expect(r.context().stats).toMatchObject({ calls: 1, successes: 0, failures: 0, ignored: 1 });
-    expect(r.context().pending).toEqual({});
   });
 
   it.each([
-    ['counted', 'server_error'],
-    ['ignored', 'rate_limited'],
-  ] as const)('forgets a failed call (%s class) once answered', (_kind, errorClass) => {
+    ['counted', 'server_error', 'failures', true],
+    ['ignored', 'rate_limited', 'ignored', false],
+  ] as const)('answers a failed call (%s class) once, counted as its column says', (_kind, errorClass, stat, counted) => {
     const r = rig();
     r.request('c1');
-    r.provider.send({ type: 'upstream.failed', callId: 'c1', failure: { errorClass, message: 'x' }, durationMs: 5, at: t + 5 });
-    expect(r.context().pending).toEqual({});
-    expect(r.replies).toHaveLength(1);
+    r.provider.send({ type: 'upstream.failed', ...r.ticket('c1'), failure: { errorClass, message: 'x' }, durationMs: 5, at: t + 5 });
+    expect(r.replies).toEqual([
+      { type: 'provider.failed', callId: 'c1', providerId: 'claude', failure: { errorClass, message: 'x' }, countedByBreaker: counted, durationMs: 5, at: t + 5 },
+    ]);
+    expect(r.context().stats).toMatchObject({ calls: 1, [stat]: 1 });
   });
 
   it('counts an invalid answer as a failure when the table says invalid_output counts (the stats follow the table)', () => {
     const r = rig({ table: withRow('invalid_output', { breaker: 'counts' }) });
     r.request('c1');
-    r.provider.send({ type: 'upstream.succeeded', callId: 'c1', answer, verdict: { ok: false, errors: ['bad'] }, durationMs: 40, at: t + 40 });
+    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c1'), answer, verdict: { ok: false, errors: ['bad'] }, durationMs: 40, at: t + 40 });
     expect(r.context().stats).toMatchObject({ failures: 1, ignored: 0 });
   });
 });
 
 describe('a call cancelled by its caller', () => {
-  it('aborts the upstream, records aborted with the time it ran, and forgets the call', () => {
+  it('aborts the upstream; the call in flight comes back cancelled: aborted for the breaker and the key, recorded with the time it ran, no answer', () => {
     const r = rig();
     r.request('c1');
     r.provider.send({ type: 'call.cancelled', callId: 'c1', at: t + 250 });
-    expect(r.aborted).toEqual(['c1']);
+    expect(r.aborted).toEqual([{ callId: 'c1', at: t + 250 }]);
+    expect(r.records).toEqual([]);
+    r.provider.send({ type: 'upstream.cancelled', ...r.ticket('c1'), durationMs: 250, at: t + 250 });
+    expect(r.fleet.at(-1)).toEqual({
+      type: 'fleet.report',
+      event: { type: 'call.ignored', callId: 'c1', errorClass: 'aborted', at: t + 250 },
+    });
     expect(r.records).toEqual([{ provider: 'claude', outcome: 'aborted', errorClass: 'aborted', durationMs: 250 }]);
-    expect(r.context().pending).toEqual({});
+    expect(r.replies).toEqual([]);
+    expect(r.context().stats).toMatchObject({ calls: 1, failures: 0, ignored: 1 });
   });
 
   it('never records a negative duration (a cancel stamped before the start)', () => {
     const r = rig();
     r.request('c1');
-    r.provider.send({ type: 'call.cancelled', callId: 'c1', at: t - 30 });
+    r.provider.send({ type: 'upstream.cancelled', ...r.ticket('c1'), durationMs: -30, at: t - 30 });
     expect(r.records).toEqual([{ provider: 'claude', outcome: 'aborted', errorClass: 'aborted', durationMs: 0 }]);
   });
 });
@@ -150,7 +161,7 @@ describe('a probe in a fleet: the lease first', () => {
     r.provider.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 1 });
     expect(r.started.map((call) => call.callId)).toEqual(['c1']);
     expect(r.context().leasing).toEqual({});
-    expect(Object.keys(r.context().pending)).toEqual(['c1']);
+    expect(r.context().stats).toMatchObject({ calls: 1 });
   });
 
   it('asks the lease for the call that finds an open breaker past its retryAt, and starts it when granted', () => {
