@@ -181,6 +181,33 @@ async function generateCalls(count: number): Promise<void> {
   }
 }
 
+// ---- the same with many calls in flight: a per-call cost that grew with the calls in flight shows here
+/** Calls in flight at once for the concurrent variants (the HTTP bench's 50 connections). */
+const inFlight = 50;
+/** `count` calls of `one`, `inFlight` of them at a time. */
+async function concurrently(count: number, one: () => Promise<void>): Promise<void> {
+  let started = 0;
+  const worker = async (): Promise<void> => {
+    while (started < count) {
+      started += 1;
+      await one();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(inFlight, count) }, worker));
+}
+async function providerCallsInFlight(count: number): Promise<void> {
+  await concurrently(count, async () => {
+    const reply = await providerCall();
+    if (reply.type !== 'provider.succeeded') throw new Error(`unexpected ${reply.type}`);
+  });
+}
+async function generateCallsInFlight(count: number): Promise<void> {
+  await concurrently(count, async () => {
+    const outcome = await gateway.generate({ request, validate, chain: [{ provider: 'claude', apiKey: new Secret(apiKey) }] });
+    if (outcome.status !== 'succeeded') throw new Error(`unexpected ${outcome.status}`);
+  });
+}
+
 // ---- XState bare send(): one assign per event, no children
 const counter = createActor(
   setup({ types: { context: {} as { count: number }, events: {} as { type: 'tick' } } }).createMachine({
@@ -217,17 +244,19 @@ async function timePerCall(variant: Variant): Promise<number> {
 
 /** Where the time goes (from the diagnostics above and a --cpu-prof of the provider loop). */
 const analysis = `
-Where the time goes (profiled with \`node --cpu-prof\`): the breaker itself is about two \`send()\`s.
-A call through the provider actor is about ten actor messages and assigns: \`call.requested\`,
-\`call.started\` to the breaker and to the fleet link, \`upstream.succeeded\`, \`call.succeeded\` to
-the breaker and to the fleet link, the reply to the caller, the \`call.finished\` emit, and the
-assigns that keep \`pending\` and \`stats\`; at ~3 µs per XState \`send()\` on this machine that floor
-alone is ~30 µs, so the 5 µs goal cannot be met while every call is a message exchange between actors
-(which is what makes it visible in Stately and testable from the graph).
-Applied: the upstream call is a plain promise started by the provider actor's \`startUpstream\` action
-instead of a spawned child actor per call, with one AbortController and a flag for deadline vs cancel
-(no \`AbortSignal.any\`): ~77 µs → ~47 µs of overhead per call. Against real upstream latencies
-(hundreds of ms to seconds) the bookkeeping is below 0.1 %.
+Where the time goes (profiled with \`node --cpu-prof\`): a call through the provider actor is about ten
+actor messages: \`call.requested\`; \`call.started\` to the breaker, the fleet link and the key book;
+\`upstream.succeeded\`; \`call.succeeded\` to the breaker and the fleet link, \`key.answered\` to the key
+book; the reply to the caller; the \`call.finished\` emit. At about one bare \`send()\` apiece that floor
+alone is ~10 sends, where the 15 µs goal is ~6 sends of an idle run: it cannot be met while each of these
+is an actor message (which is what makes the call visible in Stately and testable from the graph).
+Applied: the provider actor keeps nothing per call in flight (a call's ticket travels out and back with
+it, the stats are counted in place), so a call costs the same with 50 in flight (table above); a call's
+life is call.machine.ts, stepped by the runtime with each transition taken from XState once and reused
+(no actor per call); the fallback run's context has 16 fields instead of 24 (XState copies the context on
+every assign, and V8 copies an object of 20 or more fields through its slow dictionary path, ~20× slower).
+What remains of a \`generate()\` is the per-request fallback actor (its actor system, snapshots, and the
+garbage they leave: ~25 % of a run's time is GC).
 `;
 
 async function main(): Promise<void> {
@@ -241,9 +270,11 @@ async function main(): Promise<void> {
   };
   const send: Variant = { name: 'XState send()', run: sends, calls: callsPerRound * 5 };
   const bare: Variant = { name: 'bare provider', run: bareProviderCalls, calls: callsPerRound };
+  const actorInFlight: Variant = { name: 'provider, in flight', run: providerCallsInFlight, calls: callsPerRound };
+  const fullInFlight: Variant = { name: 'generate, in flight', run: generateCallsInFlight, calls: full.calls };
   const plumbing: Variant = { name: 'abort plumbing', run: abortPlumbing, calls: callsPerRound };
   const breakerOnly: Variant = { name: 'breaker alone', run: breakerCalls, calls: callsPerRound * 5 };
-  const variants = [direct, actor, full, send, bare, plumbing, breakerOnly];
+  const variants = [direct, actor, full, send, bare, plumbing, breakerOnly, actorInFlight, fullInFlight];
 
   // Warm-up round, discarded (JIT).
   for (const variant of variants) await timePerCall({ ...variant, calls: Math.min(variant.calls, 5000) });
@@ -253,6 +284,8 @@ async function main(): Promise<void> {
   const fullOverhead: number[] = [];
   const bareOverhead: number[] = [];
   const plumbingOverhead: number[] = [];
+  const actorInFlightOverhead: number[] = [];
+  const fullInFlightOverhead: number[] = [];
   for (let r = 0; r < rounds; r += 1) {
     // A/B alternating: the baseline runs right before each variant it is subtracted from.
     const a1 = await timePerCall(direct);
@@ -265,6 +298,12 @@ async function main(): Promise<void> {
     const a4 = await timePerCall(direct);
     const b4 = await timePerCall(plumbing);
     samples.get(breakerOnly.name)?.push(await timePerCall(breakerOnly));
+    const a5 = await timePerCall(direct);
+    const b5 = await timePerCall(actorInFlight);
+    const a6 = await timePerCall(direct);
+    const b6 = await timePerCall(fullInFlight);
+    actorInFlightOverhead.push(b5 - a5);
+    fullInFlightOverhead.push(b6 - a6);
     bareOverhead.push(b3 - a3);
     plumbingOverhead.push(b4 - a4);
     samples.get(direct.name)?.push(a1, a2);
@@ -298,6 +337,13 @@ async function main(): Promise<void> {
     ],
     ['XState bare `send()` (one assign)', sendMedian, undefined],
   ] as const;
+  const inFlightRows = [
+    ['provider actor + breaker', actorMedian, median(actorInFlightOverhead)],
+    ['full `gateway.generate()`', fullMedian, median(fullInFlightOverhead)],
+  ] as const;
+  const inFlightTable = inFlightRows
+    .map(([name, one, many]) => `| ${name} | ${round(one)} | ${round(many)} | ${round(many / one, 2)}× |`)
+    .join('\n');
   const diagnostics = [
     ['provider actor + breaker, upstream actor without deadline timer / abort signals', median(bareOverhead)],
     ['deadline timer + 2 AbortControllers + `AbortSignal.any` alone (no XState)', median(plumbingOverhead)],
@@ -326,6 +372,13 @@ ${rounds} rounds (a warm-up round discarded).
 | per call | µs per call | overhead µs |
 | --- | ---: | ---: |
 ${table}
+
+The same calls with ${inFlight} in flight at once (a per-call cost that grew with the calls in flight, such as a
+map of pending calls copied on every admission and answer, shows as a ratio above 1):
+
+| overhead per call, µs | 1 in flight | ${inFlight} in flight | ratio |
+| --- | ---: | ---: | ---: |
+${inFlightTable}
 
 Where the provider actor's time goes (same rounds, medians):
 

@@ -57,7 +57,15 @@ interface LastFailure {
   readonly validationErrors?: readonly string[];
 }
 
-export interface FallbackContext extends FallbackInput {
+/**
+ * The run's state. The input is kept whole under `run` (never copied) and the usage as one object, so
+ * the context has 16 fields: V8 copies an object of 20 or more fields, as XState's `assign` does on
+ * every update (`Object.assign({}, context, update)`), through its slow dictionary path — ~7-10 µs per
+ * assign against ~0.4 µs below 20 fields (measured on Node 20, docs/performance.md).
+ */
+export interface FallbackContext {
+  /** The run's input, as given. */
+  readonly run: FallbackInput;
   /** Position in `links` of the provider being tried. */
   readonly index: number;
   /** Calls to the current provider so far (re-asks included): the next attempt's `retry`. */
@@ -75,8 +83,8 @@ export interface FallbackContext extends FallbackInput {
   readonly lastFailure: LastFailure | null;
   readonly answer: ProviderAnswer | null;
   readonly verdict: Validation<unknown> | null;
-  readonly inputTokens: number | null;
-  readonly outputTokens: number | null;
+  /** Tokens summed over every call that answered (null until one reports a count). */
+  readonly usage: { readonly inputTokens: number | null; readonly outputTokens: number | null };
   readonly status: 'running' | 'succeeded' | 'failed' | 'aborted';
   /** The run's clock: the time the last event carried, plus the backoff delays waited since. */
   readonly now: number;
@@ -103,18 +111,18 @@ export type FallbackOutput =
   | { status: 'aborted'; attempts: readonly Attempt[] };
 
 function currentLink(context: FallbackContext): FallbackLink {
-  const link = context.links[context.index];
+  const link = context.run.links[context.index];
   if (link === undefined) throw new Error(`No provider at position ${context.index}`);
   return link;
 }
 
 function hasNextProvider(context: FallbackContext): boolean {
-  return context.index + 1 < context.links.length;
+  return context.index + 1 < context.run.links.length;
 }
 
 /** fallback-first (seed 004) never retries a provider while another one remains. */
 function isSameProviderRetryAllowed(context: FallbackContext): boolean {
-  return context.policy === 'retry-then-fallback' || !hasNextProvider(context);
+  return context.run.policy === 'retry-then-fallback' || !hasNextProvider(context);
 }
 
 /** The shortest `Retry-After` hint for a refusal whose breaker is already past `retryAt` (probe in flight). */
@@ -122,11 +130,11 @@ export const minRetryAfterMs = 1000;
 
 /** RETRY_BACKOFF_MS: the delay before the next retry; the last one repeats. */
 function backoffOf(context: FallbackContext): number {
-  return context.backoffMs[Math.min(context.retries, context.backoffMs.length - 1)] ?? 0;
+  return context.run.backoffMs[Math.min(context.retries, context.run.backoffMs.length - 1)] ?? 0;
 }
 
 function attemptBase(context: FallbackContext): Pick<Attempt, 'provider' | 'retry' | 'task'> {
-  return { provider: currentLink(context).provider, retry: context.calls, task: context.request.task };
+  return { provider: currentLink(context).provider, retry: context.calls, task: context.run.request.task };
 }
 
 /** The context after one more attempt: counted as a call unless skipped, its hint kept, the clock moved. */
@@ -201,7 +209,7 @@ export function createFallbackMachine(table: ErrorTable) {
         context.lastFailure !== null &&
         context.lastFailure.keySkipped !== true &&
         table[context.lastFailure.errorClass].retry === 'yes' &&
-        context.retries < context.retryMax &&
+        context.retries < context.run.retryMax &&
         isSameProviderRetryAllowed(context),
       /** The current provider's breaker refuses calls now (it just opened): a backoff would only delay the refusal. */
       isProviderRefusing: ({ context }) => currentLink(context).isAdmitting?.() === false,
@@ -214,7 +222,7 @@ export function createFallbackMachine(table: ErrorTable) {
     actions: {
       requestCall: assign(({ context }) => ({
         callSeq: context.callSeq + 1,
-        callId: `${context.runId}:${context.callSeq + 1}`,
+        callId: `${context.run.runId}:${context.callSeq + 1}`,
       })),
       sendCallRequest: sendTo(
         ({ context }) => currentLink(context).ref,
@@ -225,7 +233,7 @@ export function createFallbackMachine(table: ErrorTable) {
           apiKey: currentLink(context).apiKey,
           keyId: currentLink(context).keyId,
           replyTo: self,
-          validate: context.validate,
+          validate: context.run.validate,
           at: context.now,
         }),
       ),
@@ -237,15 +245,6 @@ export function createFallbackMachine(table: ErrorTable) {
           at: event.type === 'request.aborted' ? event.at : context.now,
         }),
       ),
-      storeAnswer: assign(({ context, event }) => {
-        if (event.type !== 'provider.succeeded') return {};
-        return {
-          answer: event.answer,
-          verdict: event.verdict,
-          inputTokens: addUsage(context.inputTokens, event.answer.usage.inputTokens),
-          outputTokens: addUsage(context.outputTokens, event.answer.usage.outputTokens),
-        };
-      }),
       /** The breaker refused the call: a skip, with the time to its half-open as a `retry-after` hint. */
       recordSkip: assign(({ context, event }) => {
         if (event.type !== 'provider.rejected') return {};
@@ -297,28 +296,39 @@ export function createFallbackMachine(table: ErrorTable) {
         const lastFailure = { errorClass: event.failure.errorClass };
         return appendAttempt(context, attempt, lastFailure, event.failure.retryAfterMs, event.at);
       }),
-      /** The provider answered: a success, or `invalid_output` with what was wrong (for the re-ask). */
+      /**
+       * The provider answered: the answer, its verdict and its usage kept, and the attempt recorded — a
+       * success, or `invalid_output` with what was wrong (for the re-ask). One assign for all of it.
+       */
       recordAnswer: assign(({ context, event }) => {
-        if (event.type !== 'provider.succeeded' || context.answer === null || context.verdict === null)
-          return {};
-        const base = { ...attemptBase(context), model: context.answer.model, durationMs: event.durationMs };
-        if (context.verdict.ok) {
+        if (event.type !== 'provider.succeeded') return {};
+        const { answer, verdict } = event;
+        const kept = {
+          answer,
+          verdict,
+          usage: {
+            inputTokens: addUsage(context.usage.inputTokens, answer.usage.inputTokens),
+            outputTokens: addUsage(context.usage.outputTokens, answer.usage.outputTokens),
+          },
+        };
+        const base = { ...attemptBase(context), model: answer.model, durationMs: event.durationMs };
+        if (verdict.ok) {
           const attempt: Attempt = { ...base, outcome: 'succeeded', countedByBreaker: false };
-          return appendAttempt(context, attempt, null, undefined, event.at);
+          return { ...kept, ...appendAttempt(context, attempt, null, undefined, event.at) };
         }
         const attempt: Attempt = {
           ...base,
           outcome: 'failed',
           errorClass: ownClasses.invalidOutput,
           countedByBreaker: countsInTable(table, ownClasses.invalidOutput),
-          message: invalidOutputMessage(context.verdict.errors),
+          message: invalidOutputMessage(verdict.errors),
         };
         const lastFailure = {
           errorClass: ownClasses.invalidOutput,
-          answerText: context.answer.text,
-          validationErrors: context.verdict.errors,
+          answerText: answer.text,
+          validationErrors: verdict.errors,
         };
-        return appendAttempt(context, attempt, lastFailure, undefined, event.at);
+        return { ...kept, ...appendAttempt(context, attempt, lastFailure, undefined, event.at) };
       }),
       /** The backoff's delay has passed: the clock moved by it (no `Date.now()` in actions). */
       countRetry: assign(({ context }) => ({
@@ -347,14 +357,14 @@ export function createFallbackMachine(table: ErrorTable) {
         calls: 0,
         retries: 0,
         reasked: false,
-        nextRequest: context.request,
+        nextRequest: context.run.request,
         answer: null,
         verdict: null,
       })),
       announceFallback: emit(({ context }) => ({
         type: 'fallback.taken' as const,
         from: currentLink(context).provider,
-        to: (context.links[context.index + 1] ?? currentLink(context)).provider,
+        to: (context.run.links[context.index + 1] ?? currentLink(context)).provider,
       })),
     },
     delays: {
@@ -363,17 +373,8 @@ export function createFallbackMachine(table: ErrorTable) {
     },
   }).createMachine({
     id: 'fallback',
-    // The input's fields one by one, not `...input`: on Node 20 an object spread followed by this many
-    // properties cost ~60 µs per run (V8's clone path), one by one ~0.4 µs (docs/performance.md).
     context: ({ input }) => ({
-      runId: input.runId,
-      links: input.links,
-      request: input.request,
-      validate: input.validate,
-      policy: input.policy,
-      retryMax: input.retryMax,
-      backoffMs: input.backoffMs,
-      startedAt: input.startedAt,
+      run: input,
       index: 0,
       calls: 0,
       retries: 0,
@@ -386,8 +387,7 @@ export function createFallbackMachine(table: ErrorTable) {
       lastFailure: null,
       answer: null,
       verdict: null,
-      inputTokens: null,
-      outputTokens: null,
+      usage: { inputTokens: null, outputTokens: null },
       status: 'running',
       now: input.startedAt,
     }),
@@ -397,7 +397,11 @@ export function createFallbackMachine(table: ErrorTable) {
       calling: {
         entry: ['requestCall', 'sendCallRequest'],
         on: {
-          'provider.succeeded': { guard: 'isCurrentCall', target: 'validating', actions: 'storeAnswer' },
+          'provider.succeeded': {
+            guard: 'isCurrentCall',
+            target: 'validating',
+            actions: ['recordAnswer', 'announceAttempt'],
+          },
           'provider.failed': {
             guard: 'isCurrentCall',
             target: 'deciding',
@@ -418,7 +422,6 @@ export function createFallbackMachine(table: ErrorTable) {
       },
       /** The provider answered; the verdict judged next to the call decides between success and `invalid_output`. */
       validating: {
-        entry: ['recordAnswer', 'announceAttempt'],
         always: [{ guard: 'isAnswerValid', target: 'succeeded' }, { target: 'deciding' }],
       },
       /** After a failure or a skip: re-ask, retry after a backoff, fall back, or give up — the policy table decides. */
@@ -457,7 +460,7 @@ export function createFallbackMachine(table: ErrorTable) {
           model: context.answer.model,
           fallback: context.index > 0,
           attempts: context.attempts,
-          usage: { inputTokens: context.inputTokens, outputTokens: context.outputTokens },
+          usage: context.usage,
         };
       }
       if (context.status === 'aborted') return { status: 'aborted', attempts: context.attempts };

@@ -77,7 +77,7 @@ function inputFor(providers: number, policy: FallbackPolicy): FallbackInput {
 function eventsFor(snapshot: FallbackSnapshot, classes: readonly ErrorClass[]): FallbackEvent[] {
   const types = new Set(getNextTransitions(snapshot).map((t) => t.eventType));
   const { callId } = snapshot.context;
-  const providerId = snapshot.context.links[snapshot.context.index]?.provider ?? 'claude';
+  const providerId = snapshot.context.run.links[snapshot.context.index]?.provider ?? 'claude';
   const events: FallbackEvent[] = [];
   if (types.has('provider.succeeded')) {
     events.push(
