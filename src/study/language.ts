@@ -21,16 +21,14 @@ export interface ScriptCounts {
   other: number;
 }
 
-const hangulRanges: readonly (readonly [number, number])[] = [
-  [0x1100, 0x11ff],
-  [0x3130, 0x318f],
-  [0xa960, 0xa97f],
-  [0xac00, 0xd7a3],
-  [0xd7b0, 0xd7ff],
-];
-
 function isHangul(code: number): boolean {
-  return hangulRanges.some(([low, high]) => code >= low && code <= high);
+  return (
+    (code >= 0xac00 && code <= 0xd7a3) ||
+    (code >= 0x1100 && code <= 0x11ff) ||
+    (code >= 0x3130 && code <= 0x318f) ||
+    (code >= 0xa960 && code <= 0xa97f) ||
+    (code >= 0xd7b0 && code <= 0xd7ff)
+  );
 }
 
 function isLatinLetter(code: number): boolean {
@@ -42,68 +40,100 @@ function isLatinLetter(code: number): boolean {
   );
 }
 
-/** Characters that make a word a formula or code rather than prose. */
-const formulaMarks = new Set('=<>+*/^_\\{}[]|#$%&@~');
+/** Exactly JavaScript's `\s`: what separates words. */
+function isSpace(code: number): boolean {
+  if (code <= 0x20) return code === 0x20 || (code >= 0x09 && code <= 0x0d);
+  if (code < 0xa0) return false;
+  return (
+    code === 0xa0 ||
+    code === 0x1680 ||
+    (code >= 0x2000 && code <= 0x200a) ||
+    code === 0x2028 ||
+    code === 0x2029 ||
+    code === 0x202f ||
+    code === 0x205f ||
+    code === 0x3000 ||
+    code === 0xfeff
+  );
+}
+
+/** Characters that make a word a formula or code rather than prose (all ASCII: a table by code). */
+const formulaMarks = new Uint8Array(128);
+for (const mark of '=<>+*/^_\\{}[]|#$%&@~') formulaMarks[mark.charCodeAt(0)] = 1;
 const otherLetter = /\p{L}/u;
+const backtick = 0x60;
 
-interface WordState {
-  hangul: boolean;
-  latin: boolean;
-  other: boolean;
-  digit: boolean;
-  formula: boolean;
+/** What a word holds so far, as bits: no object per word. */
+const hasHangul = 1;
+const hasLatin = 2;
+const hasOther = 4;
+const hasDigit = 8;
+const hasFormula = 16;
+
+function countWord(word: number, counts: ScriptCounts): void {
+  if ((word & hasHangul) !== 0) counts.hangul += 1;
+  else if ((word & hasFormula) !== 0 || (word & (hasLatin | hasDigit)) === (hasLatin | hasDigit)) return;
+  else if ((word & hasLatin) !== 0) counts.latin += 1;
+  else if ((word & hasOther) !== 0) counts.other += 1;
 }
 
-function emptyWord(): WordState {
-  return { hangul: false, latin: false, other: false, digit: false, formula: false };
-}
-
-function countWord(word: WordState, counts: ScriptCounts): void {
-  if (word.hangul) counts.hangul += 1;
-  else if (word.formula || (word.latin && word.digit)) return;
-  else if (word.latin) counts.latin += 1;
-  else if (word.other) counts.other += 1;
-}
-
-/** Adds the words of `text` to `counts`. */
+/** Adds the words of `text` to `counts`. One pass over its code points, nothing allocated per character or word. */
 export function countScriptWords(text: string, counts: ScriptCounts): ScriptCounts {
-  let word = emptyWord();
+  let word = 0;
   let inCode = false;
-  for (const char of text) {
-    const code = char.codePointAt(0) ?? 0;
-    if (char === '`') {
+  for (let at = 0; at < text.length; ) {
+    const code = text.codePointAt(at) ?? 0;
+    at += code > 0xffff ? 2 : 1;
+    if (code === backtick) {
       countWord(word, counts);
-      word = emptyWord();
+      word = 0;
       inCode = !inCode;
     } else if (inCode) {
       continue;
-    } else if (/\s/.test(char)) {
+    } else if (isSpace(code)) {
       countWord(word, counts);
-      word = emptyWord();
-    } else if (isHangul(code)) word.hangul = true;
-    else if (isLatinLetter(code)) word.latin = true;
-    else if (code >= 0x30 && code <= 0x39) word.digit = true;
-    else if (formulaMarks.has(char)) word.formula = true;
-    else if (code > 0x7f && otherLetter.test(char)) word.other = true;
+      word = 0;
+    } else if (isHangul(code)) word |= hasHangul;
+    else if (isLatinLetter(code)) word |= hasLatin;
+    else if (code >= 0x30 && code <= 0x39) word |= hasDigit;
+    else if (code < 0x80) word |= formulaMarks[code] === 1 ? hasFormula : 0;
+    else if (otherLetter.test(String.fromCodePoint(code))) word |= hasOther;
   }
   if (!inCode) countWord(word, counts);
   return counts;
 }
 
-/** The prose of the material: what a student reads as sentences (terms, titles and answers may be names). */
-export function proseOf(value: NotesResult | McqResult | FillResult): string[] {
+/** Every prose text of the material, in order: what a student reads as sentences (terms, titles and answers may be names). */
+export function forEachProse(value: NotesResult | McqResult | FillResult, visit: (text: string) => void): void {
   if ('keyConcepts' in value) {
-    return [
-      ...value.keyConcepts.map((concept) => concept.definition),
-      ...value.sections.flatMap((section) => [section.summary, ...section.bullets]),
-      ...value.glossary.map((entry) => entry.definition),
-    ];
+    for (const concept of value.keyConcepts) visit(concept.definition);
+    for (const section of value.sections) {
+      visit(section.summary);
+      for (const bullet of section.bullets) visit(bullet);
+    }
+    for (const entry of value.glossary) visit(entry.definition);
+    return;
   }
-  return value.questions.flatMap((question) =>
-    'options' in question
-      ? [question.question, question.options.A, question.options.B, question.options.C, question.options.D, question.explanation]
-      : [question.sentence, question.hint],
-  );
+  for (const question of value.questions) {
+    if ('options' in question) {
+      visit(question.question);
+      visit(question.options.A);
+      visit(question.options.B);
+      visit(question.options.C);
+      visit(question.options.D);
+      visit(question.explanation);
+    } else {
+      visit(question.sentence);
+      visit(question.hint);
+    }
+  }
+}
+
+/** The prose of the material, as a list (`forEachProse`). */
+export function proseOf(value: NotesResult | McqResult | FillResult): string[] {
+  const texts: string[] = [];
+  forEachProse(value, (text) => texts.push(text));
+  return texts;
 }
 
 const languageNames: Readonly<Record<StudyLang, string>> = { ko: 'Korean (Hangul)', en: 'English (Latin script)' };
@@ -111,7 +141,7 @@ const languageNames: Readonly<Record<StudyLang, string>> = { ko: 'Korean (Hangul
 /** `{ok:true}` when the prose is predominantly in `lang`'s script; else the reason, for the re-ask. */
 export function checkLanguage<T extends NotesResult | McqResult | FillResult>(value: T, lang: StudyLang): Validation<T> {
   const counts: ScriptCounts = { hangul: 0, latin: 0, other: 0 };
-  for (const text of proseOf(value)) countScriptWords(text, counts);
+  forEachProse(value, (text) => countScriptWords(text, counts));
   const total = counts.hangul + counts.latin + counts.other;
   if (total < minJudgedWords) return { ok: true, value };
   const inScript = lang === 'ko' ? counts.hangul : counts.latin;
