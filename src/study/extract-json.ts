@@ -44,15 +44,19 @@ function isObject(value: unknown): boolean {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/** The candidate as it is, then (only if that fails) without trailing commas. */
 function tryParse(candidate: string): Extraction {
-  for (const attempt of [candidate, withoutTrailingCommas(candidate)]) {
-    try {
-      return { ok: true, value: JSON.parse(attempt) as unknown };
-    } catch {
-      // try the next repair
-    }
+  const parsed = parseOrUndefined(candidate);
+  if (parsed !== undefined) return parsed;
+  return parseOrUndefined(withoutTrailingCommas(candidate)) ?? { ok: false, error: 'invalid JSON' };
+}
+
+function parseOrUndefined(text: string): Extraction | undefined {
+  try {
+    return { ok: true, value: JSON.parse(text) as unknown };
+  } catch {
+    return undefined;
   }
-  return { ok: false, error: 'invalid JSON' };
 }
 
 /** `{"a":1,}` and `[1,2,]` are common in model output and unambiguous. */
