@@ -106,13 +106,16 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.addHook('preClose', async () => {
     shuttingDown = true;
   });
-  app.addHook('onRequest', async () => {
-    if (shuttingDown) throw new ApiError('SHUTTING_DOWN', 'The service is shutting down; retry against another instance.');
+  // Both hooks run on every request: callback style, so the common case (not shutting down) settles
+  // without a promise and a microtask each.
+  app.addHook('onRequest', (_request, _reply, done) => {
+    done(shuttingDown ? new ApiError('SHUTTING_DOWN', 'The service is shutting down; retry against another instance.') : undefined);
   });
   // A keep-alive socket whose request was in flight when shutdown began would otherwise hold
   // `close()` open until the keep-alive timeout: answer it and close it.
-  app.addHook('onSend', async (_request, reply) => {
+  app.addHook('onSend', (_request, reply, payload, done) => {
     if (shuttingDown) void reply.header('connection', 'close');
+    done(null, payload);
   });
 
   await app.register(fastifySwagger, {

@@ -22,11 +22,16 @@ export function keyDigest(value: string): string {
  */
 export class Secret {
   readonly #value: string;
-  readonly fingerprint: string;
+  #fingerprint: string | undefined;
 
   constructor(value: string) {
     this.#value = value;
-    this.fingerprint = fingerprint(value);
+  }
+
+  /** Computed on first use (a log line, JSON): a request that logs nothing hashes nothing here. */
+  get fingerprint(): string {
+    this.#fingerprint ??= fingerprint(this.#value);
+    return this.#fingerprint;
   }
 
   /** The key itself, for the one place that needs it: the adapter's upstream call. */
