@@ -102,7 +102,12 @@ class StudyRun {
   readonly usages: TokenUsage[] = [];
   fallback = false;
   answered: Answered | undefined;
-  readonly controller = new AbortController();
+  /**
+   * Aborts parts still in flight when one fails (and follows the caller's signal): made on the first
+   * `parallel`, so a run of one step at a time (most runs) makes no controller and adds no listener.
+   */
+  private siblings: AbortController | undefined;
+  private unlinkSiblings: (() => void) | undefined;
   readonly budget: number;
   readonly concurrency: number;
   readonly maxParts: number;
@@ -140,7 +145,7 @@ class StudyRun {
       validate,
       chain: this.input.chain,
       ...(this.input.policy === undefined ? {} : { policy: this.input.policy }),
-      signal: this.controller.signal,
+      ...(this.signal === undefined ? {} : { signal: this.signal }),
       ...(onAttempt === undefined ? {} : { onAttempt: (attempt: Attempt) => onAttempt({ ...attempt, task }) }),
     });
     this.attempts.push(...outcome.attempts.map((attempt) => ({ ...attempt, task })));
@@ -151,9 +156,37 @@ class StudyRun {
     return outcome.value;
   }
 
+  /** What every step's provider calls are cut by: the caller's signal, or once parts run in parallel, theirs. */
+  get signal(): AbortSignal | undefined {
+    return this.siblings?.signal ?? this.input.signal;
+  }
+
   /** Parts in flight at most `concurrency`; the first failure aborts the others. */
   parallel<I, O>(items: readonly I[], run: (item: I, index: number) => Promise<O>): Promise<O[]> {
-    return mapConcurrent(items, this.concurrency, run, () => this.controller.abort());
+    const siblings = this.siblingController();
+    return mapConcurrent(items, this.concurrency, run, () => siblings.abort());
+  }
+
+  private siblingController(): AbortController {
+    if (this.siblings !== undefined) return this.siblings;
+    const siblings = new AbortController();
+    this.siblings = siblings;
+    const outer = this.input.signal;
+    if (outer !== undefined) {
+      const onAbort = (): void => siblings.abort(outer.reason);
+      if (outer.aborted) onAbort();
+      else {
+        outer.addEventListener('abort', onAbort, { once: true });
+        this.unlinkSiblings = () => outer.removeEventListener('abort', onAbort);
+      }
+    }
+    return siblings;
+  }
+
+  /** The run is over: the caller's signal no longer needs to reach the parts. */
+  finish(): void {
+    this.unlinkSiblings?.();
+    this.unlinkSiblings = undefined;
   }
 
   progress(stage: Task, part: number, parts: number): void {
@@ -365,8 +398,6 @@ export async function generateStudyTask(gateway: Gateway, input: StudyTaskInput)
   const cached = cachedOutcome(run);
   if (cached !== undefined) return cached;
   if (input.signal?.aborted) return { status: 'aborted', attempts: [] };
-  const onAbort = (): void => run.controller.abort(input.signal?.reason);
-  input.signal?.addEventListener('abort', onAbort, { once: true });
   try {
     const value = await runTask(run);
     const answered = run.answered;
@@ -378,6 +409,6 @@ export async function generateStudyTask(gateway: Gateway, input: StudyTaskInput)
     if (error.outcome.status === 'aborted') return { status: 'aborted', attempts: run.attempts };
     return { ...error.outcome, attempts: run.attempts };
   } finally {
-    input.signal?.removeEventListener('abort', onAbort);
+    run.finish();
   }
 }

@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import type { ChainLink } from '../../src/actors/types.js';
 import { allocateCount } from '../../src/study/generate.js';
@@ -140,6 +141,38 @@ describe('generateStudyTask', () => {
     const outcome = await generateStudyTask(gateway, { task: 'mcq', text: 'text', lang: 'en', chain, signal: controller.signal });
     expect(outcome.status).toBe('aborted');
     expect(gateway.requests).toHaveLength(1);
+  });
+});
+
+describe('generateStudyTask and the caller\'s signal', () => {
+  it('carries the caller aborting mid-way into the parts in flight, and stops starting new ones', async () => {
+    const controller = new AbortController();
+    const seen: boolean[] = [];
+    const gateway = createFakeGateway(async (request, call) => {
+      if (call === 3) controller.abort();
+      await new Promise((resolve) => setImmediate(resolve));
+      return markerResponder(request, call);
+    });
+    const generate = gateway.generate.bind(gateway);
+    gateway.generate = async (input) => {
+      const outcome = await generate(input);
+      seen.push(input.signal?.aborted ?? false);
+      return outcome;
+    };
+    const outcome = await generateStudyTask(gateway, { task: 'notes', text: longDocument(10), lang: 'en', chain, budgetTokens: 800, concurrency: 2, signal: controller.signal });
+    expect(outcome.status).toBe('aborted');
+    // Parts 1 and 2 ran before the abort; part 3 (which aborted) and part 4, in flight with it, saw their signal aborted.
+    expect(seen.slice(2).every(Boolean)).toBe(true);
+    expect(gateway.requests.length).toBeLessThanOrEqual(4);
+  });
+
+  it('leaves no listener on the caller\'s signal once a run is over, one part or many', async () => {
+    const controller = new AbortController();
+    const gateway = createFakeGateway(markerResponder);
+    expect((await generateStudyTask(gateway, { task: 'notes', text: 'text', lang: 'en', chain, signal: controller.signal })).status).toBe('succeeded');
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+    expect((await generateStudyTask(gateway, { task: 'notes', text: longDocument(10), lang: 'en', chain, budgetTokens: 800, signal: controller.signal })).status).toBe('succeeded');
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
   });
 });
 
