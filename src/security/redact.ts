@@ -195,7 +195,11 @@ function pieceTable(forms: readonly Uint8Array[]): PieceTable {
   let pieces = 0;
   for (const form of forms) pieces += Math.max(0, form.length - minimumPieceLength + 1);
   const bits = Math.max(4, Math.ceil(Math.log2(pieces * 2 + 1)));
-  const table: PieceTable = { slots: new Array<number>(2 ** bits).fill(emptySlot), mask: 2 ** bits - 1, shift: 32 - bits };
+  // A packed array of doubles (not `new Array(n).fill()`, which is holey): its loads stay unboxed, a holey
+  // one's are boxed into a heap number on every look-up.
+  let slots = [emptySlot];
+  while (slots.length < 2 ** bits) slots = slots.concat(slots);
+  const table: PieceTable = { slots, mask: 2 ** bits - 1, shift: 32 - bits };
   for (const form of forms) {
     let value = 0;
     let low = 0;
@@ -215,15 +219,6 @@ function pieceTable(forms: readonly Uint8Array[]): PieceTable {
   return table;
 }
 
-/** Whether the window whose value is `value` (`low` modulo 2^32) is a piece of a key. */
-function isPiece(table: PieceTable, value: number, low: number): boolean {
-  for (let slot = slotOf(low, table.shift); ; slot = (slot + 1) & table.mask) {
-    const held = table.slots[slot];
-    if (held === value) return true;
-    if (held === emptySlot || held === undefined) return false;
-  }
-}
-
 /** Where each of the last 8 letters or digits of the scan began (a ring indexed by `count & 7`: 8 is a power of two; one scan at a time). */
 const windowFrom = new Int32Array(minimumPieceLength);
 /** …and their symbols. */
@@ -238,6 +233,7 @@ const windowSymbol = new Uint8Array(minimumPieceLength);
 function redactPieces(text: string, table: PieceTable): string {
   const length = text.length;
   if (length < minimumPieceLength) return text;
+  const { slots, mask, shift } = table;
   let out = '';
   let copiedUpTo = 0;
   let count = 0;
@@ -270,7 +266,14 @@ function redactPieces(text: string, table: PieceTable): string {
       if (count >= minimumPieceLength) {
         // The window is the symbols count-8 … count-1; its first sits in the slot written next.
         const first = count & (minimumPieceLength - 1);
-        if (isPiece(table, value, low)) {
+        // The table look-up, written out here: a call would box the double `value` on every window.
+        let piece = false;
+        for (let probe = slotOf(low, shift); ; probe = (probe + 1) & mask) {
+          const held = slots[probe] ?? emptySlot;
+          if (held === value) piece = true;
+          if (piece || held === emptySlot) break;
+        }
+        if (piece) {
           const start = count - minimumPieceLength;
           if (runFrom >= 0 && start <= markedUpTo) {
             runTo = next;
