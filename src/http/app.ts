@@ -72,8 +72,10 @@ function generateBodyLimit(config: Config): number {
  */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const { config, gateway, documentStore } = options;
+  const logLevel = options.log?.level ?? config.logLevel;
   const app = Fastify({
-    logger: loggerOptions({ level: options.log?.level ?? config.logLevel, ...(options.log?.stream ? { stream: options.log.stream } : {}) }),
+    // LOG_LEVEL=silent: Fastify's null logger, which skips the pino child logger it makes for every request.
+    logger: logLevel === 'silent' ? false : loggerOptions({ level: logLevel, ...(options.log?.stream ? { stream: options.log.stream } : {}) }),
     // We answer 503 ourselves during shutdown, with the contract body (Fastify's own would not be).
     return503OnClosing: false,
     // Idle keep-alive sockets close at once on shutdown; requests in flight still finish.
