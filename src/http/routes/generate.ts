@@ -3,6 +3,7 @@
  * The chain is the requested (or default) provider order with every provider that has no key header left
  * out; a client that goes away aborts the run, and an aborted run never counts toward a breaker.
  */
+import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Attempt, FallbackPolicy, Gateway } from '../../actors/types.js';
@@ -89,8 +90,25 @@ function scrubAttempt(attempt: Attempt, keys: readonly ApiKey[]): Attempt {
   return attempt.message === undefined ? attempt : { ...attempt, message: scrubSecrets(attempt.message, keys) };
 }
 
+/** A request's key headers (as `Secret`s) and admission client id, read once for its hook and its handler. */
+interface Caller {
+  readonly keys: ReturnType<typeof readProviderKeys>;
+  readonly clientId: string;
+}
+
 export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = async (app, options) => {
   const { gateway, documentStore } = options;
+  // Keyed by the request object: an entry (its keys among it) goes with the request.
+  const callers = new WeakMap<object, Caller>();
+  const callerOf = (request: { readonly headers: IncomingHttpHeaders; readonly ip: string }): Caller => {
+    let caller = callers.get(request);
+    if (caller === undefined) {
+      const keys = readProviderKeys(request.headers);
+      caller = { keys, clientId: clientIdOf(keys, request.ip) };
+      callers.set(request, caller);
+    }
+    return caller;
+  };
 
   app.post(
     '/v1/generate',
@@ -99,8 +117,15 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
       // Before a byte of the body is read (issue 12): a client whose share of the slots is already taken
       // is refused without its body being parsed. (A body declared over `bodyLimit` is refused by Fastify
       // on its content-length alone, and its connection closed: test/isolation/rate-limit.test.ts.)
-      onRequest: async (request) => {
-        options.admission.checkRoom(clientIdOf(readProviderKeys(request.headers), request.ip));
+      // Callback-style (no promise per request); the keys and client id are read once, here.
+      onRequest: (request, _reply, done) => {
+        try {
+          options.admission.checkRoom(callerOf(request).clientId);
+        } catch (error) {
+          done(error as ApiError);
+          return;
+        }
+        done();
       },
       schema: {
         tags: ['generate'],
@@ -123,7 +148,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
     },
     async (request, reply) => {
       const body = request.body;
-      const keys = readProviderKeys(request.headers);
+      const { keys, clientId } = callerOf(request);
       const order = body.providers ?? options.defaultOrder;
       const chain = buildChain(order, keys);
       if (chain.length === 0) {
@@ -145,7 +170,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
 
       // Held from here to the answer: the text's split and every provider call count against the slots,
       // one per GENERATION_SLOT_CHARS characters of the text.
-      const release = options.admission.enter(clientIdOf(keys, request.ip), text.length);
+      const release = options.admission.enter(clientId, text.length);
       try {
         // The client going away (socket closed before the answer was written) aborts the run.
         const controller = new AbortController();
