@@ -106,6 +106,8 @@ export interface Config {
     readonly retryAfterSeconds: number;
     /** A run takes one slot per this many characters of its text, at least one (GENERATION_SLOT_CHARS). */
     readonly slotChars: number;
+    /** A 429 TOO_MANY_REQUESTS is sent after this long (REFUSAL_DELAY_MS; 0: at once). */
+    readonly refusalDelayMs: number;
   };
   /**
    * Per-client request rates (docs/operations.md): uploads and job creations one client may make per
@@ -223,6 +225,7 @@ const variables = {
   MAX_INFLIGHT_GENERATIONS_PER_CLIENT: { schema: integer(1, 100_000), fallback: '8' },
   ADMISSION_RETRY_AFTER_SECONDS: { schema: integer(1, 3600), fallback: '5' },
   GENERATION_SLOT_CHARS: { schema: integer(1, 10_000_000), fallback: '25000' },
+  REFUSAL_DELAY_MS: { schema: integer(0, 60_000), fallback: '500' },
   RATE_LIMIT_WINDOW_SECONDS: { schema: integer(1, 86_400), fallback: '60' },
   RATE_LIMIT_UPLOADS: { schema: integer(0, 1_000_000), fallback: '30' },
   RATE_LIMIT_JOBS: { schema: integer(0, 1_000_000), fallback: '30' },
@@ -358,6 +361,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       maxPerClient: read(env, 'MAX_INFLIGHT_GENERATIONS_PER_CLIENT'),
       retryAfterSeconds: read(env, 'ADMISSION_RETRY_AFTER_SECONDS'),
       slotChars: read(env, 'GENERATION_SLOT_CHARS'),
+      refusalDelayMs: read(env, 'REFUSAL_DELAY_MS'),
     },
     rateLimit: {
       windowSeconds: read(env, 'RATE_LIMIT_WINDOW_SECONDS'),

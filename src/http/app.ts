@@ -18,7 +18,7 @@ import type { Registry } from 'prom-client';
 import { createProviderMetrics } from '../metrics/index.js';
 import { createResultCache } from '../study/index.js';
 import { createAdmission } from './admission.js';
-import { clientErrorHandler, errorHandler, frameworkErrors, notFoundHandler } from './error-handler.js';
+import { clientErrorHandler, createErrorHandler, frameworkErrors, notFoundHandler } from './error-handler.js';
 import { ApiError } from './errors.js';
 import { keyHeaders } from './keys.js';
 import { isAlreadyValidated } from './schemas.js';
@@ -99,7 +99,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.setValidatorCompiler(validatorCompiler);
   // Bodies built from already validated values are not encoded a second time (schemas.ts, issue 15).
   app.setSerializerCompiler<Parameters<typeof serializerCompiler>[0]['schema']>((route) => (isAlreadyValidated(route.schema) ? (data: unknown) => JSON.stringify(data) : serializerCompiler(route)));
-  app.setErrorHandler(errorHandler);
+  app.setErrorHandler(createErrorHandler({ refusalDelayMs: config.admission.refusalDelayMs }));
   app.setNotFoundHandler(notFoundHandler);
   // JSON in, JSON out: a text/plain body is refused (400) rather than handed to a schema as a string.
   app.removeContentTypeParser('text/plain');

@@ -5,6 +5,7 @@
  * 500 `INTERNAL_ERROR` with a generic message. No framework default body ever leaves the service.
  */
 import type { Socket } from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { DocumentStoreUnavailableError } from '../documents/index.js';
 import { ApiError } from './errors.js';
@@ -93,6 +94,25 @@ export function toApiError(error: unknown, request: FastifyRequest): ApiError | 
   return undefined;
 }
 
+export interface ErrorHandlerOptions {
+  /**
+   * How long a 429 `TOO_MANY_REQUESTS` (this client over its share or its rate) is held before it is
+   * sent (REFUSAL_DELAY_MS). A client that ignores `Retry-After` and loops on its refusals then sends
+   * one request per connection per delay instead of hundreds a second; nothing else is ever delayed.
+   */
+  readonly refusalDelayMs: number;
+}
+
+/** The error handler of the app (`app.setErrorHandler`). */
+export function createErrorHandler(options: ErrorHandlerOptions): (error: unknown, request: FastifyRequest, reply: FastifyReply) => Promise<unknown> {
+  return async (error, request, reply) => {
+    const apiError = toApiError(error, request);
+    if (apiError?.code === 'TOO_MANY_REQUESTS' && options.refusalDelayMs > 0) await delay(options.refusalDelayMs);
+    return errorHandler(apiError ?? error, request, reply);
+  };
+}
+
+/** The error handler without a refusal delay. */
 export async function errorHandler(error: unknown, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
   const apiError = toApiError(error, request) ?? new ApiError('INTERNAL_ERROR', 'The service failed unexpectedly. This is a bug; it has been logged.');
   const secrets = secretsOf(request.headers);

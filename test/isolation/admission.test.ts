@@ -195,3 +195,40 @@ describe('admission of POST /v1/jobs (issue 12)', () => {
     expect([await status(a[0]?.jobId ?? ''), await status(a[1]?.jobId ?? ''), await status(a[2]?.jobId ?? '')]).toEqual(['running', 'queued', 'queued']);
   });
 });
+
+describe('refusals held for REFUSAL_DELAY_MS (a client looping on 429s slows down)', () => {
+  it('sends a 429 TOO_MANY_REQUESTS after the delay; a 503 SERVER_BUSY and other answers at once', async () => {
+    const { app, gateway, releaseHold } = await start({
+      MAX_INFLIGHT_GENERATIONS: '2',
+      MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '1',
+      REFUSAL_DELAY_MS: '400',
+    });
+    const generate = (headers: Record<string, string>) =>
+      app.inject({ method: 'POST', url: '/v1/generate', headers, payload: { task: 'notes', text: 'Photosynthesis.' } });
+    const held = [generate(clientA), generate(clientB)];
+    await until(() => gateway.generateCalls.length === 2);
+    const started = performance.now();
+    const refused = await generate(clientA);
+    expect(refused.json().error.code).toBe('TOO_MANY_REQUESTS');
+    expect(performance.now() - started).toBeGreaterThanOrEqual(390);
+    // The instance full is not the client's doing: answered without the delay (were it held like a 429
+    // with a 60 s delay, this would not come back within the test's time).
+    const slow = await start({ MAX_INFLIGHT_GENERATIONS: '1', REFUSAL_DELAY_MS: '60000' });
+    const first = slow.app.inject({ method: 'POST', url: '/v1/generate', headers: clientA, payload: { task: 'notes', text: 'One.' } });
+    await until(() => slow.gateway.generateCalls.length === 1);
+    const busy = await Promise.race([
+      slow.app.inject({ method: 'POST', url: '/v1/generate', headers: clientC, payload: { task: 'notes', text: 'Two.' } }),
+      new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 10_000)),
+    ]);
+    expect(busy?.json().error.code).toBe('SERVER_BUSY');
+    const unknown = await Promise.race([
+      slow.app.inject({ method: 'GET', url: '/v1/jobs/no-such-job' }),
+      new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 10_000)),
+    ]);
+    expect(unknown?.json().error.code).toBe('JOB_NOT_FOUND');
+    releaseHold();
+    slow.releaseHold();
+    await Promise.all([...held, first]);
+  }, 30_000);
+});
+
