@@ -3,6 +3,7 @@
  * A bad value stops the start with a `ConfigError` naming the variable; a provider name the service does
  * not know in `PROVIDERS_DEFAULT_ORDER` only warns (SPEC.md §3: server-side configuration degrades gracefully).
  */
+import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { fallbackPolicies } from './actors/types.js';
 import type { FallbackPolicy } from './actors/types.js';
@@ -138,6 +139,13 @@ export interface Config {
 
 export const defaultProviderOrder: readonly ProviderId[] = providerIds;
 
+/**
+ * PDF_WORKERS by default: one worker per core but one, at least one. The workers' CPU is taken from the
+ * same cores as the event loop: with as many busy workers as cores, two hostile PDFs on a 2-core machine
+ * held both cores and every other request waited (issue 12).
+ */
+export const defaultPdfWorkers = Math.max(1, availableParallelism() - 1);
+
 export const defaultBaseUrls: Readonly<Record<ProviderId, string>> = {
   claude: 'https://api.anthropic.com',
   gpt: 'https://api.openai.com/v1',
@@ -208,7 +216,7 @@ const variables = {
   MAX_TEXT_CHARS: { schema: integer(1, 10_000_000), fallback: '200000' },
   MAX_TEXT_PARTS: { schema: integer(1, 10_000), fallback: '40' },
   DOCUMENT_TTL_SECONDS: { schema: integer(1, 31_536_000), fallback: '7200' },
-  PDF_WORKERS: { schema: integer(1, 64), fallback: '2' },
+  PDF_WORKERS: { schema: integer(1, 64), fallback: String(defaultPdfWorkers) },
   PDF_QUEUE_MAX: { schema: integer(0, 10_000), fallback: '16' },
   PDF_TIMEOUT_MS: { schema: integer(100, 600_000), fallback: '30000' },
   PDF_WORKER_MEMORY_MB: { schema: integer(32, 8192), fallback: '48' },

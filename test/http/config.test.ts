@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 
@@ -29,6 +30,10 @@ describe('loadConfig', () => {
       demo: false,
       warnings: [],
     });
+  });
+
+  it('defaults PDF_WORKERS to the cores but one, at least one', () => {
+    expect(loadConfig({}).pdf.workers).toBe(Math.max(1, availableParallelism() - 1));
   });
 
   it('reads every variable it is given', () => {
