@@ -51,6 +51,8 @@ interface Window {
   readonly loopDelayP99Ms: number;
   readonly peakRssMb: number;
   readonly hostile: Outcomes;
+  /** CPU time the service (all its threads) and the emulator used in the window. */
+  readonly cpuSeconds: { readonly service: number; readonly emulator: number };
 }
 
 interface Row {
@@ -92,7 +94,7 @@ async function main(): Promise<void> {
 
   const measureWindow = async (seconds: number, attack?: Attack): Promise<Window> => {
     await service.request('loopDelay', { reset: true });
-    await service.usage(true);
+    const cpuBefore = { service: (await service.usage(true)).cpuMicros, emulator: (await emulator.usage()).cpuMicros };
     const profile = attack !== undefined && profileDirectory !== undefined ? join(profileDirectory, `isolation-${attack.key}.cpuprofile`) : undefined;
     if (profile !== undefined) await service.request('profileStart');
     const deadline = Date.now() + seconds * 1000;
@@ -102,7 +104,8 @@ async function main(): Promise<void> {
     if (profile !== undefined) await service.request('profileStop', { file: profile });
     const delay = await service.request<{ p99Ms: number }>('loopDelay', { reset: true });
     const usage = await service.usage(true);
-    return { steady: steadyResult, loopDelayP99Ms: delay.p99Ms, peakRssMb: mebibytes(usage.peakRss), hostile: hostileOutcomes };
+    const cpuSeconds = { service: (usage.cpuMicros - cpuBefore.service) / 1e6, emulator: ((await emulator.usage()).cpuMicros - cpuBefore.emulator) / 1e6 };
+    return { steady: steadyResult, loopDelayP99Ms: delay.p99Ms, peakRssMb: mebibytes(usage.peakRss), hostile: hostileOutcomes, cpuSeconds };
   };
 
   const rows: Row[] = [];
@@ -117,7 +120,9 @@ async function main(): Promise<void> {
       rows.push({ attack, baseline, attacked });
       process.stdout.write(
         `${attack.key}: p99 ${round(baseline.steady.p99, 1)} → ${round(attacked.steady.p99, 1)} ms, errors ${round(errorRate(attacked.steady) * 100, 2)} %, ` +
-          `loop p99 ${round(attacked.loopDelayP99Ms, 1)} ms, peak RSS ${round(attacked.peakRssMb, 0)} MiB, hostile ${JSON.stringify(attacked.hostile)}\n`,
+          `loop p99 ${round(attacked.loopDelayP99Ms, 1)} ms, peak RSS ${round(attacked.peakRssMb, 0)} MiB, ` +
+          `CPU s service ${round(baseline.cpuSeconds.service, 1)} → ${round(attacked.cpuSeconds.service, 1)}, emulator ${round(baseline.cpuSeconds.emulator, 1)} → ${round(attacked.cpuSeconds.emulator, 1)}, ` +
+          `hostile ${JSON.stringify(attacked.hostile)}\n`,
       );
       // Let the hostile client's leftovers (jobs, closing sockets) finish before the next baseline.
       await new Promise((resolve) => setTimeout(resolve, 3000));
@@ -142,11 +147,12 @@ function report(rows: readonly Row[], loadAtStart: string): string {
     'after 50 ms; the steady client is autocannon with 2 connections making `POST /v1/generate` notes requests with',
     'its own key. Before each attack a window of the same length without it is the baseline. Loop delay is the',
     "service's `monitorEventLoopDelay` p99 (5 ms resolution) during the attack; peak RSS the service's, sampled",
-    'every 100 ms. The hostile PDFs are built at run time (bench/support/attacks.ts).',
+    'every 100 ms; service CPU the CPU time of the whole service process (event loop and worker threads) in the window.',
+    'The hostile PDFs are built at run time (bench/support/attacks.ts).',
     `Goals: p99 rise ≤ ${goals.p99RiseMs} ms, error rate 0, loop delay p99 ≤ ${goals.loopDelayP99Ms} ms, peak RSS during PDF attacks ≤ ${goals.pdfPeakRssMb} MB.`,
     '',
-    '| attack | steady p99 baseline → attack (ms) | rise (ms) | steady requests | steady errors | loop delay p99 baseline → attack (ms) | peak RSS baseline → attack (MiB) | goals met |',
-    '| --- | --- | --- | --- | --- | --- | --- | --- |',
+    '| attack | steady p99 baseline → attack (ms) | rise (ms) | steady requests | steady errors | loop delay p99 baseline → attack (ms) | peak RSS baseline → attack (MiB) | service CPU s baseline → attack | goals met |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- |',
   ];
   for (const { attack, baseline, attacked } of rows) {
     const rise = attacked.steady.p99 - baseline.steady.p99;
@@ -157,7 +163,7 @@ function report(rows: readonly Row[], loadAtStart: string): string {
       attacked.loopDelayP99Ms <= goals.loopDelayP99Ms &&
       (attack.pdf !== true || attacked.peakRssMb * 1.048576 <= goals.pdfPeakRssMb);
     lines.push(
-      `| ${attack.label} | ${round(baseline.steady.p99, 1)} → ${round(attacked.steady.p99, 1)} | ${rise >= 0 ? '+' : ''}${round(rise, 1)} | ${attacked.steady.requests} | ${round(rate * 100, 2)} % | ${round(baseline.loopDelayP99Ms, 1)} → ${round(attacked.loopDelayP99Ms, 1)} | ${round(baseline.peakRssMb, 0)} → ${round(attacked.peakRssMb, 0)} | ${verdict(met)} |`,
+      `| ${attack.label} | ${round(baseline.steady.p99, 1)} → ${round(attacked.steady.p99, 1)} | ${rise >= 0 ? '+' : ''}${round(rise, 1)} | ${attacked.steady.requests} | ${round(rate * 100, 2)} % | ${round(baseline.loopDelayP99Ms, 1)} → ${round(attacked.loopDelayP99Ms, 1)} | ${round(baseline.peakRssMb, 0)} → ${round(attacked.peakRssMb, 0)} | ${round(baseline.cpuSeconds.service, 1)} → ${round(attacked.cpuSeconds.service, 1)} | ${verdict(met)} |`,
     );
   }
   lines.push('', 'What the hostile client got back in each attack window:', '');
