@@ -178,6 +178,14 @@ What changed for issue 15 and what limits these figures (details in docs/perform
   \`REDIS_URL\`; the 200 body is written without a second zod pass; the fallback machine's initial context is
   built field by field (V8's slow clone path for \`{ ...input, … }\` cost ~60 µs a run); A no longer loads
   the study module's tokenizer either (it imports the prompt module only), so A's idle figure is the SDK's own.
+- **Applied on the HTTP path** (docs/performance.md, "The HTTP path outside the machines"): the answer's
+  redaction is one allocation-free scan per string (~20 µs and 9.5 KB per request, was 150–250 µs and
+  101 KB), the language check counts without a regular expression per character, the trailing-comma repair
+  runs only on answers that do not parse, no fingerprint or pino child logger is made for logs not written,
+  the key headers and client id are read once per request, a study run of one step makes no AbortController.
+  The path outside the machines went from 350–520 to 105–160 µs and from 192 to 23 KB allocated per request
+  (in process, load 9–12); B allocates ~350 KB per request against A's ~185 KB, ~125 KB of the difference
+  in XState and the actors.
 - **The rig:** the emulator, autocannon and the three servers share 2 vCPUs with other engineers' work; the
   load average printed above is the context of every figure. Under a load far above 2 the absolute req/s and
   µs are several times worse than on an idle run (2026-11-30: A 1,151 req/s and 934 µs/request at 50
