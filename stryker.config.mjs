@@ -77,6 +77,7 @@ export const mutationGroups = {
   fallback: {
     mutate: ['src/machines/fallback*.ts'],
     tests: [
+      'test/core/fallback.rules.test.ts',
       'test/core/fallback.behaviour.test.ts',
       'test/core/fallback.graph.test.ts',
       'test/core/gateway.test.ts',
@@ -146,7 +147,7 @@ const config = {
   mutate: group.mutate,
   // The machine is shared (2 cores, several sessions): two test processes at most.
   concurrency: 2,
-  timeoutMS: 20_000,
+  timeoutMS: 10_000,
   incremental: true,
   incrementalFile: `${reportDir}/stryker-incremental.json`,
   reporters: ['html', 'json', 'clear-text', 'progress'],
