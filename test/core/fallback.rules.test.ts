@@ -62,7 +62,9 @@ function run(input: FallbackInput, machine: Machine = fallbackMachine) {
   const [first, actions] = initialTransition(machine, input);
   let snapshot: Snapshot = first;
   const requests = sent(actions);
+  const announced: { type: string; attempt?: { outcome: string; errorClass?: string } }[] = [];
   return {
+    announced,
     get snapshot() {
       return snapshot;
     },
@@ -72,6 +74,11 @@ function run(input: FallbackInput, machine: Machine = fallbackMachine) {
       snapshot = next;
       const out = sent(stepActions);
       requests.push(...out.filter((e) => e.type === 'call.requested'));
+      announced.push(
+        ...stepActions
+          .filter((action) => action.type === 'xstate.emit')
+          .map((action) => (action.params as { event: { type: string } }).event),
+      );
       return out;
     },
     /** The backoff's delayed event (the pure transition plays no timer). */
@@ -168,6 +175,17 @@ describe('fallback: a key skipped by its health', () => {
 });
 
 describe('fallback: refusals and replies', () => {
+  it('announces every skip as it happens, a breaker refusal and a key skip alike, and the fallback between them', () => {
+    const r = run(inputFor(2));
+    r.step({ type: 'provider.rejected', callId: r.callId, providerId: 'claude', retryAt: 9000, at: 100 });
+    r.step(keySkipped(r, 'auth', 600_000, 200));
+    expect(r.announced.map((e) => [e.type, e.attempt?.outcome, e.attempt?.errorClass])).toEqual([
+      ['attempt.recorded', 'skipped', 'circuit_open'],
+      ['fallback.taken', undefined, undefined],
+      ['attempt.recorded', 'skipped', 'auth'],
+    ]);
+  });
+
   it('gives no Retry-After for a forced-open breaker (no retryAt), 1 s at least for a half-open one', () => {
     const forced = run(inputFor(1));
     forced.step({
