@@ -70,7 +70,8 @@ function run(input: FallbackInput, machine: Machine = fallbackMachine) {
     },
     requests,
     step(event: FallbackEvent) {
-      const [next, stepActions] = transition(machine, snapshot, event);
+      const [next, actionsTaken] = transition(machine, snapshot, event);
+      const stepActions: Actions = actionsTaken;
       snapshot = next;
       const out = sent(stepActions);
       requests.push(...out.filter((e) => e.type === 'call.requested'));
@@ -89,14 +90,19 @@ function run(input: FallbackInput, machine: Machine = fallbackMachine) {
       return snapshot.context.callId;
     },
     get provider() {
-      return snapshot.context.links[snapshot.context.index]?.provider ?? 'claude';
+      return snapshot.context.run.links[snapshot.context.index]?.provider ?? 'claude';
     },
   };
 }
 
 type Run = ReturnType<typeof run>;
 
-function failed(r: Run, errorClass: ErrorClass, at: number, retryAfterMs?: number): FallbackEvent {
+function failed(
+  r: Run,
+  errorClass: ErrorClass,
+  at: number,
+  retryAfterMs?: number,
+): Extract<FallbackEvent, { type: 'provider.failed' }> {
   return {
     type: 'provider.failed',
     callId: r.callId,
@@ -108,7 +114,12 @@ function failed(r: Run, errorClass: ErrorClass, at: number, retryAfterMs?: numbe
   };
 }
 
-function keySkipped(r: Run, errorClass: ErrorClass, until: number, at: number): FallbackEvent {
+function keySkipped(
+  r: Run,
+  errorClass: ErrorClass,
+  until: number,
+  at: number,
+): Extract<FallbackEvent, { type: 'provider.keySkipped' }> {
   return {
     type: 'provider.keySkipped',
     callId: r.callId,
