@@ -85,7 +85,11 @@ export const mutationGroups = {
   },
   keys: {
     mutate: ['src/machines/key-*.ts'],
-    tests: ['test/core/key-book.test.ts', 'test/core/key-health.graph.test.ts'],
+    tests: [
+      'test/core/key-health.rules.test.ts',
+      'test/core/key-book.test.ts',
+      'test/core/key-health.graph.test.ts',
+    ],
   },
   verdict: {
     mutate: ['src/machines/failure-verdict.ts'],
