@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
@@ -111,6 +111,24 @@ describe('POST /v1/documents', () => {
     const stored = await testApp.store.get(body.documentId);
     expect(stored?.text.split('\n\n')).toHaveLength(3);
     expect(stored).toMatchObject({ sha256: body.sha256, wordCount: 180, charCount: body.charCount });
+  });
+
+  it('201: the sha256 of a file that arrives in many chunks (hashed chunk by chunk) is the sha256 of its bytes', async () => {
+    const { PDFDocument, StandardFonts } = await import('pdf-lib');
+    const document = await PDFDocument.create();
+    const page = document.addPage();
+    page.drawText('Chlorophyll absorbs light in the chloroplasts.', { x: 50, y: 700, size: 12, font: await document.embedFont(StandardFonts.Helvetica) });
+    // 600 KB of bytes no compressor shrinks, embedded as an attachment: the upload spans ten chunks and more.
+    const padding = new Uint8Array(randomBytes(600 * 1024));
+    await document.attach(padding, 'padding.bin', { mimeType: 'application/octet-stream' });
+    const pdf = await document.save({ useObjectStreams: false });
+    expect(pdf.byteLength).toBeGreaterThan(600 * 1024);
+    // Streamed in 16 KiB pieces, as a socket delivers it: busboy hands the file over in many chunks.
+    const body = await multipartBody({ file: { bytes: pdf, fileName: 'padded.pdf' } });
+    const pieces = Array.from({ length: Math.ceil(body.payload.length / 16_384) }, (_, index) => body.payload.subarray(index * 16_384, (index + 1) * 16_384));
+    const response = await testApp.app.inject({ method: 'POST', url: '/v1/documents', headers: body.headers, payload: Readable.from(pieces) });
+    expect(response.statusCode, response.body).toBe(201);
+    expect(response.json().sha256).toBe(createHash('sha256').update(pdf).digest('hex'));
   });
 
   it('201: a Korean PDF keeps its Hangul text', async () => {
