@@ -128,6 +128,7 @@ export function createKeyHealthMachine(table: ErrorTable) {
     context: ({ input }) => ({ ...input, errorClass: null, until: null, probeCallId: null }),
     initial: 'healthy',
     on: {
+      /** The fleet's record of another state than this key's: the states below take only their own kind. */
       'key.synced': [
         { guard: 'isSyncedHealthy', target: '.healthy', actions: 'markHealthy' },
         { guard: 'isSyncedQuarantined', target: '.quarantined', actions: 'adoptShared' },
@@ -162,7 +163,7 @@ export function createKeyHealthMachine(table: ErrorTable) {
               'key.failed': { guard: 'isQuarantineClass', actions: 'quarantine' },
               'key.tripped': { actions: 'quarantine' },
               'key.synced': {
-                guard: 'isSyncedChange',
+                guard: and(['isSyncedQuarantined', 'isSyncedChange']),
                 target: 'waiting',
                 reenter: true,
                 actions: 'adoptShared',
@@ -191,7 +192,11 @@ export function createKeyHealthMachine(table: ErrorTable) {
                 { guard: 'isProbeResult', target: 'waiting', actions: 'freeProbe' },
               ],
               'key.tripped': { target: 'waiting', actions: 'quarantine' },
-              'key.synced': { guard: 'isSyncedChange', target: 'waiting', actions: 'adoptShared' },
+              'key.synced': {
+                guard: and(['isSyncedQuarantined', 'isSyncedChange']),
+                target: 'waiting',
+                actions: 'adoptShared',
+              },
             },
           },
         },
@@ -212,7 +217,7 @@ export function createKeyHealthMachine(table: ErrorTable) {
               /** Another rate limit: `until` moves to the later of the two, never earlier. */
               'key.failed': { guard: 'isCoolingClass', actions: 'cool' },
               'key.synced': {
-                guard: 'isSyncedChange',
+                guard: and(['isSyncedCooling', 'isSyncedChange']),
                 target: 'waiting',
                 reenter: true,
                 actions: 'adoptShared',
@@ -240,7 +245,11 @@ export function createKeyHealthMachine(table: ErrorTable) {
                 },
                 { guard: 'isProbeResult', target: 'waiting', actions: 'freeProbe' },
               ],
-              'key.synced': { guard: 'isSyncedChange', target: 'waiting', actions: 'adoptShared' },
+              'key.synced': {
+                guard: and(['isSyncedCooling', 'isSyncedChange']),
+                target: 'waiting',
+                actions: 'adoptShared',
+              },
             },
           },
         },

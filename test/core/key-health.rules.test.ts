@@ -64,6 +64,29 @@ describe("a key's health: the fleet's record", () => {
       expect(k.context).toMatchObject({ until: at + 20_000, probeCallId: null });
     }
   });
+  it("takes the fleet's record of another state whatever sub-state the key is in: healthy, cooling, quarantined", () => {
+    const quarantine = { state: 'quarantined', errorClass: 'auth', until: at + 9_000 } as const;
+    const cooling = { state: 'cooling', errorClass: 'rate_limited', until: at + 3_000 } as const;
+    const healthy = { state: 'healthy', errorClass: null, until: null } as const;
+    for (const [from, probing] of [
+      [quarantine, false],
+      [quarantine, true],
+      [cooling, false],
+      [cooling, true],
+    ] as const) {
+      for (const to of [healthy, quarantine, cooling]) {
+        if (to.state === from.state) continue;
+        const k = key();
+        k.send({ type: 'key.synced', shared: from, at });
+        if (probing) k.send({ type: 'key.called', callId: 'probe', at: from.until });
+        k.send({ type: 'key.synced', shared: to, at: at + 1 });
+        expect(k.state, `${from.state}${probing ? ' probing' : ''} hears ${to.state}`).toEqual(
+          to.state === 'healthy' ? 'healthy' : { [to.state]: 'waiting' },
+        );
+        expect(k.context).toMatchObject({ errorClass: to.errorClass, until: to.until, probeCallId: null });
+      }
+    }
+  });
 });
 
 describe("a key's own circuit and its probe", () => {
