@@ -1,5 +1,6 @@
 import type { Validation } from '../actors/types.js';
 import type { FillResult, McqResult, NotesResult, StudyLang } from './schemas.js';
+import { isSpace } from './whitespace.js';
 
 /**
  * Is the material in the language asked for? Its prose is counted word by word (whitespace-separated):
@@ -40,22 +41,6 @@ function isLatinLetter(code: number): boolean {
   );
 }
 
-/** Exactly JavaScript's `\s`: what separates words. */
-function isSpace(code: number): boolean {
-  if (code <= 0x20) return code === 0x20 || (code >= 0x09 && code <= 0x0d);
-  if (code < 0xa0) return false;
-  return (
-    code === 0xa0 ||
-    code === 0x1680 ||
-    (code >= 0x2000 && code <= 0x200a) ||
-    code === 0x2028 ||
-    code === 0x2029 ||
-    code === 0x202f ||
-    code === 0x205f ||
-    code === 0x3000 ||
-    code === 0xfeff
-  );
-}
 
 /** Characters that make a word a formula or code rather than prose (all ASCII: a table by code). */
 const formulaMarks = new Uint8Array(128);

@@ -7,6 +7,7 @@
  * a word and the single space before the next word changes nothing. The count is done piece by piece
  * so a caller can hand the event loop back between pieces (src/study/split.ts).
  */
+import { isSpace } from './whitespace.js';
 
 /** Longest run of whitespace or of non-whitespace encoded in one go. */
 export const maxRunChars = 256;
@@ -15,22 +16,6 @@ const softPieceChars = 8192;
 /** …and anywhere once it is this long. */
 const hardPieceChars = 16_384;
 
-/** Exactly JavaScript's `\s`: the tokenizer's pre-tokenizer runs of whitespace use the same class. */
-function isSpace(code: number): boolean {
-  if (code <= 0x20) return code === 0x20 || (code >= 0x09 && code <= 0x0d);
-  if (code < 0xa0) return false;
-  return (
-    code === 0xa0 ||
-    code === 0x1680 ||
-    (code >= 0x2000 && code <= 0x200a) ||
-    code === 0x2028 ||
-    code === 0x2029 ||
-    code === 0x202f ||
-    code === 0x205f ||
-    code === 0x3000 ||
-    code === 0xfeff
-  );
-}
 
 function isLowSurrogate(code: number): boolean {
   return code >= 0xdc00 && code <= 0xdfff;
