@@ -5,8 +5,8 @@
  * refused upload is never parsed, hashed or extracted. A refusal is 429 `TOO_MANY_REQUESTS` with
  * `Retry-After` (the seconds left in the client's window) and `retryAfterSeconds` in the body.
  *
- * Who the client is follows docs/api.md: a job's client is the salted hash of its key headers (or its
- * remote address without any); an upload, which needs no key, is counted by remote address.
+ * Who the client is follows docs/api.md: a job's client is the salted hash of its key headers (or, with no
+ * key header, its remote address); an upload, which needs no key, is counted by remote address.
  */
 import fastifyRateLimit from '@fastify/rate-limit';
 import type { RateLimitOptions } from '@fastify/rate-limit';

@@ -5,7 +5,7 @@
  * only: never a key or a key fingerprint.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { BreakerStateName, Gateway } from '../actors/types.js';
+import type { BreakerStateName, Gateway, ProviderStatus } from '../actors/types.js';
 
 const breakerStateValue: Readonly<Record<BreakerStateName, number>> = { closed: 0, open: 1, halfOpen: 2 };
 
@@ -28,17 +28,24 @@ export function createProviderMetrics(gateway: Gateway, options: ProviderMetrics
   // prom-client's default metrics are already named process_* and nodejs_*: the prefix is only ours.
   if (options.processMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'studyhelper_' });
 
-  new Gauge({
-    name: 'studyhelper_breaker_state',
-    help: 'Breaker state per provider: 0 closed, 1 open, 2 halfOpen.',
-    labelNames: ['provider'] as const,
-    registers: [registry],
-    collect() {
-      for (const status of gateway.providers()) {
-        this.set({ provider: status.id }, breakerStateValue[status.breaker.state]);
-      }
-    },
-  });
+  /** A gauge with one value per provider, read from the live provider status at scrape time. */
+  const providerGauge = (name: string, help: string, read: (status: ProviderStatus) => number): void => {
+    new Gauge({
+      name,
+      help,
+      labelNames: ['provider'] as const,
+      registers: [registry],
+      collect() {
+        for (const status of gateway.providers()) this.set({ provider: status.id }, read(status));
+      },
+    });
+  };
+
+  providerGauge(
+    'studyhelper_breaker_state',
+    'Breaker state per provider: 0 closed, 1 open, 2 halfOpen.',
+    (status) => breakerStateValue[status.breaker.state],
+  );
   new Gauge({
     name: 'studyhelper_keys_refused',
     help: "Callers' keys a provider refuses now (per-key health), by state: quarantined or cooling. Counts only: no key, no fingerprint.",
@@ -51,24 +58,16 @@ export function createProviderMetrics(gateway: Gateway, options: ProviderMetrics
       }
     },
   });
-  new Gauge({
-    name: 'studyhelper_breaker_streak_keys',
-    help: "Distinct callers' keys among the current failure streak's counted failures, counted up to the quorum (a count only: never which keys).",
-    labelNames: ['provider'] as const,
-    registers: [registry],
-    collect() {
-      for (const status of gateway.providers()) this.set({ provider: status.id }, status.breaker.distinctKeys);
-    },
-  });
-  new Gauge({
-    name: 'studyhelper_breaker_quorum_keys',
-    help: 'Distinct keys a failure streak needs before the provider breaker opens (BREAKER_MIN_DISTINCT_KEYS).',
-    labelNames: ['provider'] as const,
-    registers: [registry],
-    collect() {
-      for (const status of gateway.providers()) this.set({ provider: status.id }, status.breaker.minDistinctKeys);
-    },
-  });
+  providerGauge(
+    'studyhelper_breaker_streak_keys',
+    "Distinct callers' keys among the current failure streak's counted failures, counted up to the quorum (a count only: never which keys).",
+    (status) => status.breaker.distinctKeys,
+  );
+  providerGauge(
+    'studyhelper_breaker_quorum_keys',
+    'Distinct keys a failure streak needs before the provider breaker opens (BREAKER_MIN_DISTINCT_KEYS).',
+    (status) => status.breaker.minDistinctKeys,
+  );
   const transitions = new Counter({
     name: 'studyhelper_breaker_transitions_total',
     help: 'Breaker state transitions per provider.',
