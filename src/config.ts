@@ -9,6 +9,7 @@ import { fallbackPolicies } from './actors/types.js';
 import type { FallbackPolicy } from './actors/types.js';
 import { providerIds } from './providers/index.js';
 import type { ProviderId } from './providers/index.js';
+import { defaultWorkerNice } from './threads/thread-priority.js';
 
 export const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof logLevels)[number];
@@ -67,6 +68,8 @@ export interface Config {
     /** A PDF declaring or holding more pages is refused (PDF_MAX_TOTAL_PAGES). */
     readonly maxTotalPages: number;
   };
+  /** The nice value of the PDF and token-count worker threads (WORKER_NICE, 0–19; Linux only). */
+  readonly workerNice: number;
   /** Unset: the operator breaker route answers 404. */
   readonly adminToken: string | undefined;
   /** Background jobs (POST /v1/jobs): see docs/jobs.md. */
@@ -222,6 +225,7 @@ const variables = {
   PDF_WORKER_MEMORY_MB: { schema: integer(32, 8192), fallback: '48' },
   PDF_MAX_DECODED_MB: { schema: integer(1, 4096), fallback: '64' },
   PDF_MAX_TOTAL_PAGES: { schema: integer(1, 1_000_000), fallback: '10000' },
+  WORKER_NICE: { schema: integer(0, 19), fallback: String(defaultWorkerNice) },
   ADMIN_TOKEN: { schema: z.string().min(1).optional(), fallback: undefined },
   JOB_TTL_SECONDS: { schema: integer(1, 31_536_000), fallback: '3600' },
   JOB_CONCURRENCY: { schema: integer(1, 1000), fallback: '4' },
@@ -354,6 +358,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       maxDecodedMb: read(env, 'PDF_MAX_DECODED_MB'),
       maxTotalPages: read(env, 'PDF_MAX_TOTAL_PAGES'),
     },
+    workerNice: read(env, 'WORKER_NICE'),
     adminToken: read(env, 'ADMIN_TOKEN'),
     jobs: {
       ttlSeconds: read(env, 'JOB_TTL_SECONDS'),

@@ -10,7 +10,7 @@ import { startWorker, type WorkerEntry } from '../threads/worker-entry.js';
 import { isPdfRejectionCode, PdfExtractorBusyError, PdfRejectedError } from './errors.js';
 import type { ExtractOptions } from './extract-text.js';
 import type { ExtractedPdf } from './types.js';
-import type { ExtractRequest, ExtractResponse } from './worker-protocol.js';
+import type { ExtractRequest, ExtractResponse, ExtractWorkerData } from './worker-protocol.js';
 
 /** How to start a worker: a file, or (from TypeScript source) a bootstrap to evaluate. */
 export type ExtractWorkerEntry = WorkerEntry;
@@ -27,6 +27,8 @@ export interface ExtractPoolLimits {
   memoryMb: number;
   /** Retry-After of a refusal when the queue is full. */
   retryAfterSeconds: number;
+  /** The workers' nice value (WORKER_NICE): their CPU comes from what the event loop leaves. */
+  nice: number;
 }
 
 interface Job {
@@ -117,7 +119,8 @@ export class ExtractPool {
     const heapMb = limits.memoryMb + (entry.kind === 'eval' ? tsxLoaderAllowanceMb : 0);
     const young = Math.max(4, Math.min(16, Math.floor(heapMb / 8)));
     const resourceLimits = { maxOldGenerationSizeMb: Math.max(16, heapMb - young), maxYoungGenerationSizeMb: young };
-    const worker = startWorker(entry, { resourceLimits });
+    const workerData: ExtractWorkerData = { nice: limits.nice };
+    const worker = startWorker(entry, { resourceLimits, workerData });
     // An idle pool must not keep the process alive; a running extraction holds its own deadline timer.
     worker.unref();
     const slot: Slot = { worker, ready: false, job, timer: undefined };

@@ -2,13 +2,16 @@
  * The worker_threads entry that runs pdf.js off the main event loop (see extract-pool.ts). It loads
  * pdf.js, says `ready`, then answers one extraction at a time; answers carry the request id.
  */
-import { parentPort } from 'node:worker_threads';
+import { parentPort, workerData } from 'node:worker_threads';
+import { lowerThreadPriority } from '../threads/thread-priority.js';
 import { PdfRejectedError } from './errors.js';
 import { extractPdfTextInline, preloadPdfParse } from './extract-text.js';
-import type { ExtractRequest, ExtractResponse } from './worker-protocol.js';
+import type { ExtractRequest, ExtractResponse, ExtractWorkerData } from './worker-protocol.js';
 
 const port = parentPort;
 if (port === null) throw new Error('extract-worker must run as a worker thread');
+// A hostile PDF's CPU must come from what the event loop leaves (WORKER_NICE, docs/documents.md).
+lowerThreadPriority((workerData as ExtractWorkerData | undefined)?.nice ?? 0);
 
 port.on('message', (request: ExtractRequest) => {
   void answer(request).then((response) => port.postMessage(response));

@@ -1,5 +1,6 @@
 import { ExtractPool, type ExtractWorkerEntry } from './extract-pool.js';
 import { extractPdfTextInline, type ExtractOptions } from './extract-text.js';
+import { defaultWorkerNice } from '../threads/thread-priority.js';
 import { workerEntry } from '../threads/worker-entry.js';
 import type { ExtractedPdf } from './types.js';
 
@@ -27,6 +28,8 @@ export interface PdfExtractorOptions {
   queueMax?: number;
   /** PDF_WORKER_MEMORY_MB: one worker's V8 heap; past it PDF_MEMORY_LIMIT. Default 48. */
   memoryMb?: number;
+  /** WORKER_NICE: the workers' nice value (0–19, Linux). Default 19, the lowest priority. */
+  nice?: number;
 }
 
 /** The defaults of `PdfExtractorOptions` (and of the PDF_* variables in src/config.ts). */
@@ -51,6 +54,7 @@ export function createPdfExtractor(options: PdfExtractorOptions = {}): PdfExtrac
     timeoutMs: options.timeoutMs ?? pdfExtractorDefaults.timeoutMs,
     memoryMb: options.memoryMb ?? pdfExtractorDefaults.memoryMb,
     retryAfterSeconds: extractorBusyRetryAfterSeconds,
+    nice: options.nice ?? defaultWorkerNice,
   });
   return { extract: (bytes, extractOptions) => pool.extract(bytes, extractOptions), close: () => pool.close() };
 }

@@ -17,3 +17,8 @@ export type ExtractResponse =
   | { type: 'ready' }
   | { type: 'result'; id: number; ok: true; result: ExtractedPdf }
   | { type: 'result'; id: number; ok: false; code: PdfRejectionCode | 'INTERNAL'; message: string };
+
+/** The extract worker's start-up data: its thread's nice value (WORKER_NICE). */
+export interface ExtractWorkerData {
+  nice: number;
+}

@@ -16,7 +16,7 @@ import type { DocumentStore } from '../documents/index.js';
 import type { JobCancelBus, JobStatusStore } from '../jobs/index.js';
 import type { Registry } from 'prom-client';
 import { createProviderMetrics } from '../metrics/index.js';
-import { createResultCache } from '../study/index.js';
+import { createResultCache, setTokenWorkerNice } from '../study/index.js';
 import { createAdmission } from './admission.js';
 import { clientErrorHandler, createErrorHandler, frameworkErrors, notFoundHandler } from './error-handler.js';
 import { ApiError } from './errors.js';
@@ -140,6 +140,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(fastifySwaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
+  // The process's token worker (one per process, started on the first long text) runs at WORKER_NICE.
+  setTokenWorkerNice(config.workerNice);
   // One results cache per app: the same document, task and options are paid for once.
   const resultCache = createResultCache();
   const metrics = createProviderMetrics(gateway, { processMetrics: options.processMetrics ?? true });
@@ -163,6 +165,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       queueMax: config.pdf.queueMax,
       timeoutMs: config.pdf.timeoutMs,
       memoryMb: config.pdf.workerMemoryMb,
+      nice: config.workerNice,
     },
   });
   await app.register(generateRoutes, {

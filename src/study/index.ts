@@ -17,7 +17,7 @@ export type { ResultCache, ResultCacheOptions, CachedStudyResult, StudyCacheKeyP
 // token worker (token-counter.ts) does; tests and tools import src/study/split.js directly.
 export { defaultPartBudgetTokens } from './token-count.js';
 export type { TextPart } from './token-count.js';
-export { createTokenCounter, tokenCounter, tokenWorkerIdleMs } from './token-counter.js';
+export { createTokenCounter, setTokenWorkerNice, tokenCounter, tokenWorkerIdleMs } from './token-counter.js';
 export type { TokenCounter, TokenCounterOptions } from './token-counter.js';
 export { buildNotesRequest, buildMergeNotesRequest, buildQuestionsRequest, taskMarker } from './prompts.js';
 export { checkLanguage, detectLang, resolveLang } from './language.js';

@@ -11,7 +11,8 @@
 import type { Worker } from 'node:worker_threads';
 import { startWorker, workerEntry, type WorkerEntry } from '../threads/worker-entry.js';
 import { splitWithoutCounting, type TextPart } from './token-count.js';
-import type { TokenRequest, TokenResponse } from './token-protocol.js';
+import { defaultWorkerNice } from '../threads/thread-priority.js';
+import type { TokenRequest, TokenResponse, TokenWorkerData } from './token-protocol.js';
 
 export interface TokenCounter {
   /** The text in parts of at most `budgetTokens` tokens (the same parts as `splitText`), with their counts. */
@@ -28,6 +29,8 @@ export interface TokenCounterOptions {
   /** The worker ends after this long without a request (default 60 000 ms). */
   readonly idleMs?: number;
   readonly entry?: WorkerEntry;
+  /** The worker thread's nice value (WORKER_NICE; default 19, the lowest priority). */
+  readonly nice?: number;
 }
 
 /** Default of `TokenCounterOptions.idleMs`. */
@@ -73,7 +76,8 @@ export function createTokenCounter(options: TokenCounterOptions = {}): TokenCoun
     clearTimeout(idleTimer);
     idleTimer = undefined;
     if (worker !== undefined) return worker;
-    const started = startWorker(options.entry ?? workerEntry('token-worker', import.meta.url));
+    const workerData: TokenWorkerData = { nice: options.nice ?? tokenWorkerNice };
+    const started = startWorker(options.entry ?? workerEntry('token-worker', import.meta.url), { workerData });
     started.on('message', (response: TokenResponse) => {
       const entry = waiting.get(response.id);
       if (entry === undefined) return;
@@ -127,6 +131,13 @@ export function createTokenCounter(options: TokenCounterOptions = {}): TokenCoun
       await stop();
     },
   };
+}
+
+let tokenWorkerNice = defaultWorkerNice;
+
+/** WORKER_NICE for the process's token counter: its next worker starts at this nice value (set at start-up). */
+export function setTokenWorkerNice(nice: number): void {
+  tokenWorkerNice = nice;
 }
 
 /** The process's token counter: its worker starts on the first text the cheap bound cannot settle. */

@@ -10,3 +10,8 @@ export type TokenResponse =
   | { readonly id: number; readonly ok: true; readonly tokens: number }
   | { readonly id: number; readonly ok: true; readonly parts: TextPart[] }
   | { readonly id: number; readonly ok: false; readonly message: string };
+
+/** The token worker's start-up data: its thread's nice value (WORKER_NICE). */
+export interface TokenWorkerData {
+  readonly nice: number;
+}

@@ -3,12 +3,15 @@
  * gpt-tokenizer (its BPE ranks are ~20 MiB of heap, ~55 MiB of RSS, and take a few hundred
  * milliseconds to build), then answers one request at a time; answers carry the request id.
  */
-import { parentPort } from 'node:worker_threads';
+import { parentPort, workerData } from 'node:worker_threads';
+import { lowerThreadPriority } from '../threads/thread-priority.js';
 import { estimateTokens, splitTextParts } from './split.js';
-import type { TokenRequest, TokenResponse } from './token-protocol.js';
+import type { TokenRequest, TokenResponse, TokenWorkerData } from './token-protocol.js';
 
 const port = parentPort;
 if (port === null) throw new Error('token-worker must run as a worker thread');
+// A long hostile text's counting must come from what the event loop leaves (WORKER_NICE).
+lowerThreadPriority((workerData as TokenWorkerData | undefined)?.nice ?? 0);
 
 port.on('message', (request: TokenRequest) => port.postMessage(answer(request)));
 

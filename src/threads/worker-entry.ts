@@ -24,7 +24,7 @@ export function workerEntry(baseName: string, moduleUrl: string): WorkerEntry {
 }
 
 /** Starts a worker from `entry`. */
-export function startWorker(entry: WorkerEntry, options: { resourceLimits?: ResourceLimits } = {}): Worker {
+export function startWorker(entry: WorkerEntry, options: { resourceLimits?: ResourceLimits; workerData?: unknown } = {}): Worker {
   return entry.kind === 'file' ? new Worker(entry.url, options) : new Worker(entry.code, { ...options, eval: true });
 }
 

@@ -1,0 +1,82 @@
+/**
+ * WORKER_NICE (issue 12): the PDF extract workers and the token-count worker lower their own thread's
+ * CPU priority, so a hostile upload or text takes only the CPU the event loop leaves. Read from the
+ * kernel (/proc/self/task/<tid>/stat, field 19 is the nice value), not from the code that set it.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createPdfExtractor, type PdfExtractor } from '../../src/documents/index.js';
+import { createTokenCounter, type TokenCounter } from '../../src/study/index.js';
+import { loadConfig } from '../../src/config.js';
+import { englishTextPdf } from '../fixtures/pdf/generate.js';
+
+const linux = process.platform === 'linux';
+
+/** The nice value of every thread of this process, by thread id. */
+function threadNices(): Map<number, number> {
+  const nices = new Map<number, number>();
+  for (const task of readdirSync('/proc/self/task')) {
+    try {
+      const stat = readFileSync(`/proc/self/task/${task}/stat`, 'latin1');
+      // The command name is in parentheses and may hold spaces: count the fields after its ')'.
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      nices.set(Number(task), Number(fields[16]));
+    } catch {
+      // The thread ended while listed.
+    }
+  }
+  return nices;
+}
+
+/** Threads that appeared since `before` with the given nice value (the worker, and threads it started). */
+function newThreadsAt(before: Map<number, number>, nice: number): number[] {
+  return [...threadNices()].filter(([tid, value]) => !before.has(tid) && value === nice).map(([tid]) => tid);
+}
+
+/** Threads that were there in `before` and whose nice value changed since: the worker must lower only itself. */
+function changedThreads(before: Map<number, number>): number[] {
+  return [...threadNices()].filter(([tid, value]) => before.has(tid) && before.get(tid) !== value).map(([tid]) => tid);
+}
+
+const extractors: PdfExtractor[] = [];
+const counters: TokenCounter[] = [];
+afterEach(async () => {
+  await Promise.all([...extractors.splice(0).map((e) => e.close()), ...counters.splice(0).map((c) => c.close())]);
+});
+
+describe.runIf(linux)('worker threads run below the event loop (WORKER_NICE)', () => {
+  it('starts each PDF extract worker at the configured nice value, and at 19 by default', async () => {
+    const pdf = await englishTextPdf(1);
+    for (const [options, expected] of [
+      [{ workers: 1, nice: 7 }, 7],
+      [{ workers: 1 }, 19],
+    ] as const) {
+      const before = threadNices();
+      const extractor = createPdfExtractor(options);
+      extractors.push(extractor);
+      expect((await extractor.extract(pdf, { maxPdfPages: 50 })).pageCount).toBe(1);
+      // The worker thread, and the threads pdf.js's canvas module starts in it (they inherit its value).
+      expect(newThreadsAt(before, expected).length).toBeGreaterThanOrEqual(1);
+      expect(changedThreads(before)).toEqual([]);
+      expect(threadNices().get(process.pid)).toBe(0);
+      await extractors.splice(0)[0]?.close();
+    }
+  }, 60_000);
+
+  it('starts the token-count worker at the configured nice value', async () => {
+    const before = threadNices();
+    const counter = createTokenCounter({ nice: 5 });
+    counters.push(counter);
+    expect(await counter.count('b'.repeat(5_000))).toBeGreaterThan(0);
+    expect(newThreadsAt(before, 5)).toHaveLength(1);
+    expect(changedThreads(before)).toEqual([]);
+    expect(threadNices().get(process.pid)).toBe(0);
+  }, 60_000);
+
+  it('reads WORKER_NICE from the environment: 19 by default, 0 to 19 accepted', () => {
+    expect(loadConfig({}).workerNice).toBe(19);
+    expect(loadConfig({ WORKER_NICE: '0' }).workerNice).toBe(0);
+    expect(() => loadConfig({ WORKER_NICE: '20' })).toThrow(/WORKER_NICE/);
+    expect(() => loadConfig({ WORKER_NICE: '-5' })).toThrow(/WORKER_NICE/);
+  });
+});
