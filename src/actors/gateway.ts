@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { createActor, type ActorRefFrom, type InspectionEvent, type Observer } from 'xstate';
-import { fallbackMachine, type FallbackLink, type FallbackOutput } from '../machines/fallback.machine.js';
+import type { FallbackLink, FallbackOutput } from '../machines/fallback.machine.js';
 import { providerIds, type ProviderId } from '../machines/types.js';
 import type { ProviderAdapter } from '../providers/index.js';
 import { createKeyIdentity, randomKeySalt, type KeyIdentity } from '../security/key-id.js';
 import { breakerStateName, breakerView } from './breaker-view.js';
 import { createUpstreamCalls } from './call-upstream.js';
+import { createFallbackRuns } from './fallback-runs.js';
 import type { embeddedFleetLink } from '../machines/fleet-link.js';
 import {
   keyBookMachine,
@@ -92,6 +93,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   const fallbackListeners = new Set<(from: ProviderId, to: ProviderId) => void>();
   const running = new Set<{ abort: () => void; fail: (error: Error) => void }>();
   let stopped = false;
+  const runs = createFallbackRuns(options.inspect === undefined ? {} : { inspect: options.inspect });
 
   /** Starts the root actor (providers and breakers) and wires what the facade reads from it. */
   function startSystem(): ActorRefFrom<typeof machine> {
@@ -195,8 +197,8 @@ export function createGateway(options: GatewayOptions): Gateway {
         attempts: [],
       });
     }
-    const run = createActor(fallbackMachine, {
-      input: {
+    const run = runs.create(
+      {
         runId: randomUUID(),
         links,
         request: input.request,
@@ -206,42 +208,44 @@ export function createGateway(options: GatewayOptions): Gateway {
         backoffMs: options.retry.backoffMs,
         startedAt: Date.now(),
       },
-      ...(options.inspect === undefined ? {} : { inspect: options.inspect }),
-    });
-    if (input.onAttempt !== undefined) {
-      const onAttempt = input.onAttempt;
-      run.on('attempt.recorded', ({ attempt }) => onAttempt(attempt));
-    }
-    run.on('fallback.taken', ({ from, to }) => fallbackListeners.forEach((listener) => listener(from, to)));
-
-    return new Promise<GenerateOutcome<T>>((resolve, reject) => {
-      const finish = () => {
-        input.signal?.removeEventListener('abort', onAbort);
-        running.delete(handle);
-      };
-      const handle = {
-        abort: () => run.send({ type: 'request.aborted', at: Date.now() }),
-        fail: (error: Error) => {
-          finish();
-          run.stop();
-          reject(error);
+      {
+        emitted: (event) => {
+          if (event.type === 'attempt.recorded') input.onAttempt?.(event.attempt);
+          else fallbackListeners.forEach((listener) => listener(event.from, event.to));
         },
-      };
-      const onAbort = () => handle.abort();
-      run.subscribe({
-        complete: () => {
+        done: (output) => {
           finish();
-          resolve(toOutcome<T>(run.getSnapshot().output));
+          resolve(toOutcome<T>(output));
         },
         error: (error) => {
           finish();
-          reject(error instanceof Error ? error : new Error(String(error)));
+          reject(error);
         },
-      });
-      input.signal?.addEventListener('abort', onAbort, { once: true });
-      running.add(handle);
-      run.start();
+      },
+    );
+    let resolve: (outcome: GenerateOutcome<T>) => void = () => undefined;
+    let reject: (error: Error) => void = () => undefined;
+    const handle = {
+      abort: () => run.send({ type: 'request.aborted', at: Date.now() }),
+      fail: (error: Error) => {
+        finish();
+        run.stop();
+        reject(error);
+      },
+    };
+    const onAbort = () => handle.abort();
+    const finish = () => {
+      input.signal?.removeEventListener('abort', onAbort);
+      running.delete(handle);
+    };
+    const outcome = new Promise<GenerateOutcome<T>>((resolveOutcome, rejectOutcome) => {
+      resolve = resolveOutcome;
+      reject = rejectOutcome;
     });
+    input.signal?.addEventListener('abort', onAbort, { once: true });
+    running.add(handle);
+    run.start();
+    return outcome;
   }
 
   return {
@@ -269,6 +273,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       stopped = true;
       running.forEach((handle) => handle.abort());
       root.stop();
+      runs.stop();
     },
   };
 }
@@ -277,8 +282,16 @@ export function createGateway(options: GatewayOptions): Gateway {
  * The fallback machine holds the study layer's value as `unknown`; it is the value that
  * `input.validate` (typed `Validation<T>`) accepted, so it is a `T`.
  */
-function toOutcome<T>(output: FallbackOutput | undefined): GenerateOutcome<T> {
-  if (output === undefined) throw new Error('The fallback run ended without an output');
-  if (output.status === 'succeeded') return { ...output, value: output.value as T };
-  return output;
+function toOutcome<T>(output: FallbackOutput): GenerateOutcome<T> {
+  if (output.status !== 'succeeded') return output;
+  // One literal, not `{ ...output, value }`: a spread followed by a property takes V8's slow clone path.
+  return {
+    status: 'succeeded',
+    value: output.value as T,
+    provider: output.provider,
+    model: output.model,
+    fallback: output.fallback,
+    attempts: output.attempts,
+    usage: output.usage,
+  };
 }

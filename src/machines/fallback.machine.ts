@@ -47,6 +47,11 @@ export interface FallbackInput {
   readonly backoffMs: readonly number[];
   /** Epoch ms when the run starts: its clock until an event brings a later time. */
   readonly startedAt: number;
+  /**
+   * Whom the providers answer (absent: the run itself). A runtime that steps runs without an actor per
+   * run (src/actors/fallback-runs.ts) passes the one actor that hands each reply to its run.
+   */
+  readonly replyTo?: AnyActorRef;
 }
 
 interface LastFailure {
@@ -133,18 +138,18 @@ function backoffOf(context: FallbackContext): number {
   return context.run.backoffMs[Math.min(context.retries, context.run.backoffMs.length - 1)] ?? 0;
 }
 
-function attemptBase(context: FallbackContext): Pick<Attempt, 'provider' | 'retry' | 'task'> {
-  return { provider: currentLink(context).provider, retry: context.calls, task: context.run.request.task };
-}
-
-/** The context after one more attempt: counted as a call unless skipped, its hint kept, the clock moved. */
+/**
+ * The context after one more attempt: counted as a call unless skipped, its hint kept, the clock moved.
+ * Attempts and updates are written as whole literals: an object spread followed by more properties
+ * (`{ ...base, model }`) takes V8's slow clone path on Node 20, ~6 µs per object (docs/performance.md).
+ */
 function appendAttempt(
   context: FallbackContext,
   attempt: Attempt,
   lastFailure: LastFailure | null,
   hint: number | undefined,
   at: number,
-): Partial<FallbackContext> {
+): Pick<FallbackContext, 'attempts' | 'calls' | 'lastFailure' | 'retryAfterMs' | 'now'> {
   return {
     attempts: [...context.attempts, attempt],
     calls: attempt.outcome === 'skipped' ? context.calls : context.calls + 1,
@@ -232,7 +237,7 @@ export function createFallbackMachine(table: ErrorTable) {
           request: context.nextRequest,
           apiKey: currentLink(context).apiKey,
           keyId: currentLink(context).keyId,
-          replyTo: self,
+          replyTo: context.run.replyTo ?? self,
           validate: context.run.validate,
           at: context.now,
         }),
@@ -250,7 +255,9 @@ export function createFallbackMachine(table: ErrorTable) {
         if (event.type !== 'provider.rejected') return {};
         const link = currentLink(context);
         const attempt: Attempt = {
-          ...attemptBase(context),
+          provider: link.provider,
+          retry: context.calls,
+          task: context.run.request.task,
           model: link.model,
           outcome: 'skipped',
           errorClass: ownClasses.breakerRefused,
@@ -268,9 +275,12 @@ export function createFallbackMachine(table: ErrorTable) {
        */
       recordKeySkip: assign(({ context, event }) => {
         if (event.type !== 'provider.keySkipped') return {};
+        const link = currentLink(context);
         const attempt: Attempt = {
-          ...attemptBase(context),
-          model: currentLink(context).model,
+          provider: link.provider,
+          retry: context.calls,
+          task: context.run.request.task,
+          model: link.model,
           outcome: 'skipped',
           errorClass: event.errorClass,
           reason: event.reason,
@@ -283,9 +293,12 @@ export function createFallbackMachine(table: ErrorTable) {
       /** The call failed with a classified failure. */
       recordFailure: assign(({ context, event }) => {
         if (event.type !== 'provider.failed') return {};
+        const link = currentLink(context);
         const attempt: Attempt = {
-          ...attemptBase(context),
-          model: currentLink(context).model,
+          provider: link.provider,
+          retry: context.calls,
+          task: context.run.request.task,
+          model: link.model,
           outcome: 'failed',
           errorClass: event.failure.errorClass,
           ...(event.failure.httpStatus === undefined ? {} : { httpStatus: event.failure.httpStatus }),
@@ -303,32 +316,59 @@ export function createFallbackMachine(table: ErrorTable) {
       recordAnswer: assign(({ context, event }) => {
         if (event.type !== 'provider.succeeded') return {};
         const { answer, verdict } = event;
-        const kept = {
+        const usage = {
+          inputTokens: addUsage(context.usage.inputTokens, answer.usage.inputTokens),
+          outputTokens: addUsage(context.usage.outputTokens, answer.usage.outputTokens),
+        };
+        const provider = currentLink(context).provider;
+        const { task } = context.run.request;
+        const next = verdict.ok
+          ? appendAttempt(
+              context,
+              {
+                provider,
+                retry: context.calls,
+                task,
+                model: answer.model,
+                durationMs: event.durationMs,
+                outcome: 'succeeded',
+                countedByBreaker: false,
+              },
+              null,
+              undefined,
+              event.at,
+            )
+          : appendAttempt(
+              context,
+              {
+                provider,
+                retry: context.calls,
+                task,
+                model: answer.model,
+                durationMs: event.durationMs,
+                outcome: 'failed',
+                errorClass: ownClasses.invalidOutput,
+                countedByBreaker: countsInTable(table, ownClasses.invalidOutput),
+                message: invalidOutputMessage(verdict.errors),
+              },
+              {
+                errorClass: ownClasses.invalidOutput,
+                answerText: answer.text,
+                validationErrors: verdict.errors,
+              },
+              undefined,
+              event.at,
+            );
+        return {
           answer,
           verdict,
-          usage: {
-            inputTokens: addUsage(context.usage.inputTokens, answer.usage.inputTokens),
-            outputTokens: addUsage(context.usage.outputTokens, answer.usage.outputTokens),
-          },
+          usage,
+          attempts: next.attempts,
+          calls: next.calls,
+          lastFailure: next.lastFailure,
+          retryAfterMs: next.retryAfterMs,
+          now: next.now,
         };
-        const base = { ...attemptBase(context), model: answer.model, durationMs: event.durationMs };
-        if (verdict.ok) {
-          const attempt: Attempt = { ...base, outcome: 'succeeded', countedByBreaker: false };
-          return { ...kept, ...appendAttempt(context, attempt, null, undefined, event.at) };
-        }
-        const attempt: Attempt = {
-          ...base,
-          outcome: 'failed',
-          errorClass: ownClasses.invalidOutput,
-          countedByBreaker: countsInTable(table, ownClasses.invalidOutput),
-          message: invalidOutputMessage(verdict.errors),
-        };
-        const lastFailure = {
-          errorClass: ownClasses.invalidOutput,
-          answerText: answer.text,
-          validationErrors: verdict.errors,
-        };
-        return { ...kept, ...appendAttempt(context, attempt, lastFailure, undefined, event.at) };
       }),
       /** The backoff's delay has passed: the clock moved by it (no `Date.now()` in actions). */
       countRetry: assign(({ context }) => ({
