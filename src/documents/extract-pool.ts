@@ -58,6 +58,8 @@ const outOfMemory = 'ERR_WORKER_OUT_OF_MEMORY';
 /** The pool; `extract` and `close` are all a caller needs. */
 export class ExtractPool {
   private readonly slots = new Set<Slot>();
+  /** Workers ended (deadline, memory, crash) whose thread has not exited yet: their memory is still held. */
+  private dying = 0;
   private readonly queue: Job[] = [];
   private nextId = 1;
   private closed = false;
@@ -71,7 +73,7 @@ export class ExtractPool {
   extract(bytes: Uint8Array, options: ExtractOptions): Promise<ExtractedPdf> {
     if (this.closed) return Promise.reject(new Error('The PDF extractor is closed.'));
     const idle = this.idleSlot();
-    const canGrow = this.slots.size < this.limits.workers;
+    const canGrow = this.slots.size + this.dying < this.limits.workers;
     if (idle === undefined && !canGrow && this.queue.length >= this.limits.queueMax) {
       return Promise.reject(
         new PdfExtractorBusyError(
@@ -173,13 +175,22 @@ export class ExtractPool {
     );
   }
 
-  /** A worker is gone (deadline, out of memory, crash, exit): its own extraction fails, no other. */
+  /**
+   * A worker is gone (deadline, out of memory, crash, exit): its own extraction fails, no other. Its
+   * replacement starts only once its thread has exited, so the pool never holds more than PDF_WORKERS
+   * heaps at once (a hostile PDF queued behind another would otherwise start a second heap while the
+   * first is still being torn down).
+   */
   private onDeath(slot: Slot, reason: Error): void {
     if (!this.slots.delete(slot)) return;
     this.finish(slot, reason);
-    void slot.worker.terminate();
-    const next = this.queue.shift();
-    if (next !== undefined && !this.closed) this.start(next);
+    this.dying += 1;
+    const exited = (): void => {
+      this.dying -= 1;
+      const next = this.closed ? undefined : this.queue.shift();
+      if (next !== undefined) this.start(next);
+    };
+    slot.worker.terminate().then(exited, exited);
   }
 
   private finish(slot: Slot, outcome: ExtractedPdf | Error): void {

@@ -26,15 +26,19 @@ export interface TokenCounter {
 }
 
 export interface TokenCounterOptions {
-  /** The worker ends after this long without a request (default 60 000 ms). */
+  /** The worker ends after this long without a request (default 10 000 ms). */
   readonly idleMs?: number;
   readonly entry?: WorkerEntry;
   /** The worker thread's nice value (WORKER_NICE; default 19, the lowest priority). */
   readonly nice?: number;
 }
 
-/** Default of `TokenCounterOptions.idleMs`. */
-export const tokenWorkerIdleMs = 60_000;
+/**
+ * Default of `TokenCounterOptions.idleMs`. The worker holds ~55 MiB (gpt-tokenizer's ranks); starting it
+ * again costs a few hundred milliseconds at the workers' low priority (WORKER_NICE). 10 s covers the
+ * counts of one job's stages, and a burst of long texts does not leave its memory behind for a minute.
+ */
+export const tokenWorkerIdleMs = 10_000;
 
 interface Waiting {
   readonly resolve: (response: TokenResponse) => void;
