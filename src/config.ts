@@ -99,6 +99,10 @@ export interface Config {
     readonly keepAliveTimeoutMs: number;
     /** Most bytes queued for one SSE client before it is dropped (SSE_MAX_BUFFER_BYTES). */
     readonly sseMaxBufferBytes: number;
+    /** Event streams open at once in this instance (SSE_MAX_STREAMS). */
+    readonly sseMaxStreams: number;
+    /** Event streams one client (remote address) may hold open at once (SSE_MAX_STREAMS_PER_CLIENT). */
+    readonly sseMaxStreamsPerClient: number;
   };
   /** Admission of `POST /v1/generate` runs (docs/operations.md). */
   readonly admission: {
@@ -246,6 +250,8 @@ const variables = {
   CONNECTION_TIMEOUT_MS: { schema: integer(1, 86_400_000), fallback: '600000' },
   KEEP_ALIVE_TIMEOUT_MS: { schema: integer(1, 3_600_000), fallback: '72000' },
   SSE_MAX_BUFFER_BYTES: { schema: integer(1024, 1_073_741_824), fallback: '65536' },
+  SSE_MAX_STREAMS: { schema: integer(1, 1_000_000), fallback: '1000' },
+  SSE_MAX_STREAMS_PER_CLIENT: { schema: integer(1, 1_000_000), fallback: '8' },
   ANTHROPIC_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.claude },
   OPENAI_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.gpt },
   TIMELYGPT_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.timelygpt },
@@ -315,6 +321,8 @@ function readServer(env: NodeJS.ProcessEnv): Config['server'] {
     connectionTimeoutMs: read(env, 'CONNECTION_TIMEOUT_MS'),
     keepAliveTimeoutMs: read(env, 'KEEP_ALIVE_TIMEOUT_MS'),
     sseMaxBufferBytes: read(env, 'SSE_MAX_BUFFER_BYTES'),
+    sseMaxStreams: read(env, 'SSE_MAX_STREAMS'),
+    sseMaxStreamsPerClient: read(env, 'SSE_MAX_STREAMS_PER_CLIENT'),
   };
 }
 

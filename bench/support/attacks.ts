@@ -139,16 +139,25 @@ function prefix(label: string, outcomes: Outcomes): Outcomes {
   return Object.fromEntries(Object.entries(outcomes).map(([key, value]) => [`${label}${key}`, value]));
 }
 
-/** 200 clients open the live breaker stream and never read a byte. */
+/** 200 clients open the live breaker stream and never read a byte after its status line. */
 export async function nonReadingSse(context: AttackContext): Promise<Outcomes> {
   const address = new URL(context.url);
   const sockets: Socket[] = [];
+  const outcomes: Outcomes = {};
   let closedByServer = 0;
   for (let index = 0; index < 200; index += 1) {
     const socket = connect(Number(address.port), address.hostname);
     socket.on('error', () => undefined);
     socket.write('GET /v1/providers/events HTTP/1.1\r\nHost: x\r\n\r\n');
-    socket.pause();
+    // The first bytes say whether the stream was opened or refused; nothing is read after them.
+    socket.once('data', (chunk: Buffer) => {
+      socket.pause();
+      const text = chunk.toString('latin1');
+      const status = /^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 'unreadable';
+      const code = /"code":"([A-Z_]+)"/.exec(text)?.[1];
+      const key = `streams: ${status}${code === undefined ? '' : ` ${code}`}`;
+      outcomes[key] = (outcomes[key] ?? 0) + 1;
+    });
     socket.on('close', () => {
       if (Date.now() < context.deadline) closedByServer += 1;
     });
@@ -156,7 +165,7 @@ export async function nonReadingSse(context: AttackContext): Promise<Outcomes> {
   }
   await new Promise((resolve) => setTimeout(resolve, Math.max(0, context.deadline - Date.now())));
   for (const socket of sockets) socket.destroy();
-  return { 'streams 200': 200, 'closed by the server before the end': closedByServer };
+  return { ...outcomes, 'closed by the server before the end': closedByServer };
 }
 
 /** Uploads `pdf` from two loops until the deadline. */

@@ -36,7 +36,23 @@ export interface AdmissionOptions {
   readonly retryAfterSeconds: number;
   /** Characters of text per slot (GENERATION_SLOT_CHARS); every run takes one slot when absent. */
   readonly slotChars?: number;
+  /** What the slots hold and the settings that bound them, for the refusals' messages (default: generations). */
+  readonly labels?: AdmissionLabels;
 }
+
+/** The words of a refusal: what is counted, and the two settings that bound it. */
+export interface AdmissionLabels {
+  /** Plural noun: "generations", "event streams". */
+  readonly what: string;
+  readonly perClientSetting: string;
+  readonly totalSetting: string;
+}
+
+const generationLabels: AdmissionLabels = {
+  what: 'generations',
+  perClientSetting: 'MAX_INFLIGHT_GENERATIONS_PER_CLIENT',
+  totalSetting: 'MAX_INFLIGHT_GENERATIONS',
+};
 
 export interface Admission {
   /**
@@ -58,6 +74,7 @@ export interface Admission {
 /** The `/v1/generate` slots of one instance. */
 export function createAdmission(options: AdmissionOptions): Admission {
   const byClient = new Map<string, number>();
+  const labels = options.labels ?? generationLabels;
   let total = 0;
   const refusal = { retryAfterSeconds: options.retryAfterSeconds };
   // The longest text still runs (alone): a run never takes more than a client's share or the instance.
@@ -70,14 +87,14 @@ export function createAdmission(options: AdmissionOptions): Admission {
       const needs = slots === 1 ? '' : ` and this text needs ${slots} (one per ${options.slotChars} characters, GENERATION_SLOT_CHARS)`;
       throw new ApiError(
         'TOO_MANY_REQUESTS',
-        `This client's generations in flight hold ${mine} of its ${options.maxPerClient} slots (MAX_INFLIGHT_GENERATIONS_PER_CLIENT)${needs}; retry when one has finished.`,
+        `This client's ${labels.what} in flight hold ${mine} of its ${options.maxPerClient} slots (${labels.perClientSetting})${needs}; retry when one has finished.`,
         refusal,
       );
     }
     if (total + slots > options.maxInFlight) {
       throw new ApiError(
         'SERVER_BUSY',
-        `Every generation slot of this instance is taken (${options.maxInFlight}, MAX_INFLIGHT_GENERATIONS); retry shortly.`,
+        `Every slot for ${labels.what} of this instance is taken (${options.maxInFlight}, ${labels.totalSetting}); retry shortly.`,
         refusal,
       );
     }

@@ -24,6 +24,7 @@ import { keyHeaders } from './keys.js';
 import { isAlreadyValidated } from './schemas.js';
 import { loggerOptions } from './logger.js';
 import { registerRateLimits } from './rate-limit.js';
+import { createStreamAdmission } from './sse.js';
 import type { LogOptions } from './logger.js';
 import { documentsRoutes } from './routes/documents.js';
 import { generateRoutes } from './routes/generate.js';
@@ -179,7 +180,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     admission: createAdmission(config.admission),
   });
   // The web page, the live breaker stream and (demo mode) the fault panel's proxy to the emulator.
-  await app.register(webRoutes, { gateway, sseMaxBufferBytes: config.server.sseMaxBufferBytes, ...(options.demo === undefined ? {} : { demo: options.demo }) });
+  // The event streams of both kinds share one bound per client and per instance (src/http/sse.ts).
+  const streams = createStreamAdmission({
+    maxStreams: config.server.sseMaxStreams,
+    maxStreamsPerClient: config.server.sseMaxStreamsPerClient,
+    retryAfterSeconds: config.admission.retryAfterSeconds,
+  });
+  await app.register(webRoutes, { gateway, streams, sseMaxBufferBytes: config.server.sseMaxBufferBytes, ...(options.demo === undefined ? {} : { demo: options.demo }) });
   // Jobs (POST/GET/DELETE /v1/jobs, SSE events) register here: `await app.register(jobsRoutes, {...})`.
   await app.register(jobsRoutes, {
     gateway,
@@ -192,6 +199,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     retryAfterSeconds: config.admission.retryAfterSeconds,
     rateLimit: { max: config.rateLimit.jobs, windowSeconds: config.rateLimit.windowSeconds },
     sseMaxBufferBytes: config.server.sseMaxBufferBytes,
+    streams,
     ...(options.jobStatusStore === undefined ? {} : { statusStore: options.jobStatusStore }),
     ...(options.jobCancelBus === undefined ? {} : { cancelBus: options.jobCancelBus }),
   });

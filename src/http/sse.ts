@@ -6,6 +6,7 @@
  * it can reconnect and start again from the current state. Other streams are never affected.
  */
 import type { ServerResponse } from 'node:http';
+import { clientIdOf, createAdmission, type Admission } from './admission.js';
 
 /** Default bound on the bytes queued for one SSE client (SSE_MAX_BUFFER_BYTES). */
 export const defaultSseMaxBufferBytes = 64 * 1024;
@@ -36,6 +37,30 @@ export function sseWriter(response: ServerResponse, maxBufferedBytes: number, on
   };
   return {
     raw,
-    event: (name, data) => raw(`event: ${name}\ndata: ${JSON.stringify(data)}\n\n`),
+    event: (name, data) => raw(renderEvent(name, data)),
   };
+}
+
+/** One event as it goes on the wire; render once, `raw` it to every stream that gets the same event. */
+export function renderEvent(name: string, data: unknown): string {
+  return `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
+}
+
+/**
+ * The event streams of one instance are bounded like generations (issue 12): each holds a socket, a
+ * timer's share and up to SSE_MAX_BUFFER_BYTES of memory, so one client opening thousands would take
+ * them from everyone. A client is its remote address (a browser's event stream carries no key).
+ */
+export function createStreamAdmission(limits: { maxStreams: number; maxStreamsPerClient: number; retryAfterSeconds: number }): Admission {
+  return createAdmission({
+    maxInFlight: limits.maxStreams,
+    maxPerClient: limits.maxStreamsPerClient,
+    retryAfterSeconds: limits.retryAfterSeconds,
+    labels: { what: 'event streams', perClientSetting: 'SSE_MAX_STREAMS_PER_CLIENT', totalSetting: 'SSE_MAX_STREAMS' },
+  });
+}
+
+/** Takes a stream slot for the client at `remoteAddress`, or throws 429 / 503 (before the stream starts). */
+export function enterStream(streams: Admission | undefined, remoteAddress: string): () => void {
+  return streams === undefined ? () => {} : streams.enter(clientIdOf({}, remoteAddress));
 }

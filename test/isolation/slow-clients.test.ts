@@ -90,7 +90,7 @@ describe('slow request bodies and headers are cut (REQUEST_TIMEOUT_MS, HEADERS_T
 
 describe('a server-sent events client that does not read is dropped (SSE_MAX_BUFFER_BYTES)', () => {
   it('drops the non-reading client of /v1/providers/events and keeps feeding the reading one', async () => {
-    const { gateway, port } = await listen({ SSE_MAX_BUFFER_BYTES: '131072' });
+    const { app, gateway, port } = await listen({ SSE_MAX_BUFFER_BYTES: '131072' });
     const baseline = gateway.listenerCount();
 
     // The reader: consumes everything and counts the transitions it saw.
@@ -113,19 +113,28 @@ describe('a server-sent events client that does not read is dropped (SSE_MAX_BUF
     stalled.socket.write('GET /v1/providers/events HTTP/1.1\r\nHost: localhost\r\n\r\n');
     stalled.socket.pause();
     stalled.socket.removeAllListeners('data');
-    for (let turn = 0; turn < 200 && gateway.listenerCount() < baseline + 2; turn += 1) await new Promise((resolve) => setTimeout(resolve, 5));
-    expect(gateway.listenerCount()).toBe(baseline + 2);
+    // Both streams share one listener on the gateway (an event is rendered once for all streams).
+    for (let turn = 0; turn < 200 && !readerText.includes('event: snapshot'); turn += 1) await new Promise((resolve) => setTimeout(resolve, 5));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(gateway.listenerCount()).toBe(baseline + 1);
+    // The server's own count of open sockets tells when it dropped the stalled one (a paused client
+    // socket never reads the server's FIN).
+    const connections = (): Promise<number> =>
+      new Promise((resolve, reject) => app.server.getConnections((error, count) => (error ? reject(error) : resolve(count))));
+    const open = await connections();
+    expect(open).toBeGreaterThanOrEqual(2);
 
     // Breaker transitions until the stalled client's queue passes its bound (kernel buffers first).
     const transition = { provider: 'gpt' as const, from: 'closed' as const, to: 'open' as const, at: Date.now() };
     let rounds = 0;
     // A burst of 20 (about 30 KB) a millisecond: a reading client keeps up, the stalled one cannot.
-    while (gateway.listenerCount() > baseline + 1 && rounds < 3000) {
+    while ((await connections()) === open && rounds < 3000) {
       for (let index = 0; index < 20; index += 1) gateway.emitTransition(transition);
       rounds += 1;
       await new Promise((resolve) => setTimeout(resolve, 1));
     }
-    // Dropped: its listener is gone; the reader's is still there.
+    // Dropped: the server closed its socket; the reader's stream still listens.
+    expect(await connections()).toBe(open - 1);
     expect(gateway.listenerCount()).toBe(baseline + 1);
 
     // Nothing lost for the reader: a transition after the drop still reaches it.

@@ -19,11 +19,11 @@ import {
   resolveLang,
 } from '../../study/index.js';
 import type { ResultCache } from '../../study/index.js';
-import { clientIdOf } from '../admission.js';
+import { clientIdOf, type Admission } from '../admission.js';
 import { ApiError } from '../errors.js';
 import { routeRateLimit } from '../rate-limit.js';
 import type { RouteRateLimit } from '../rate-limit.js';
-import { defaultSseMaxBufferBytes, sseWriter } from '../sse.js';
+import { defaultSseMaxBufferBytes, enterStream, sseWriter } from '../sse.js';
 import { buildChain, keyHeaders, readProviderKeys } from '../keys.js';
 import { attemptSchema, errorBodySchema, providerIdSchema } from '../schemas.js';
 import { loadDocumentOrThrow } from './documents.js';
@@ -53,6 +53,8 @@ export interface JobsRoutesOptions {
   readonly heartbeatMs?: number;
   /** Most bytes queued for one event stream's client before it is dropped (SSE_MAX_BUFFER_BYTES). */
   readonly sseMaxBufferBytes?: number;
+  /** The instance's event-stream slots, shared with the providers stream (SSE_MAX_STREAMS[_PER_CLIENT]); unbounded when absent. */
+  readonly streams?: Admission;
   /** Where job views live (REDIS_URL: the fleet's Redis store); in process when absent. */
   readonly statusStore?: JobStatusStore;
   /** Carries a cancel to the instance that runs the job (REDIS_URL); without it only local jobs cancel. */
@@ -276,14 +278,17 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
         description:
           'Events: `progress` ({progress, stage, part?, parts?}), `attempt` (an Attempt), `done` ({status}). ' +
           'The current progress comes first; a job already finished sends its progress and done at once. ' +
-          'Comment lines keep the stream alive.',
+          'Comment lines keep the stream alive. A client (remote address) holds at most SSE_MAX_STREAMS_PER_CLIENT ' +
+          'event streams at once (429 TOO_MANY_REQUESTS), the instance SSE_MAX_STREAMS (503 SERVER_BUSY).',
         params: jobParamsSchema,
-        response: { 200: z.string().describe('text/event-stream'), 404: errorBodySchema },
+        response: { 200: z.string().describe('text/event-stream'), 404: errorBodySchema, 429: errorBodySchema, 503: errorBodySchema },
       },
     },
     async (request, reply) => {
       const jobId = request.params.id;
       if ((await registry.get(jobId)) === undefined) throw notFound(jobId);
+      // Refused before the stream starts, as a JSON error with Retry-After (src/http/sse.ts).
+      const release = enterStream(options.streams, request.ip);
 
       reply.hijack();
       const raw = reply.raw;
@@ -306,6 +311,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
       const cleanUp = (): void => {
         if (ended) return;
         ended = true;
+        release();
         clearInterval(heartbeat);
         subscription.unsubscribe?.();
         raw.off('close', cleanUp);

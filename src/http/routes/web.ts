@@ -20,7 +20,8 @@ import type { WebPaths } from '../../web/assets.js';
 import { parseStateDiagram } from '../../web/machine-diagram.js';
 import type { MachineDiagram } from '../../web/machine-diagram.js';
 import { ApiError } from '../errors.js';
-import { defaultSseMaxBufferBytes, sseWriter } from '../sse.js';
+import type { Admission } from '../admission.js';
+import { defaultSseMaxBufferBytes, enterStream, renderEvent, sseWriter, type SseWriter } from '../sse.js';
 import { errorBodySchema, providerIdSchema } from '../schemas.js';
 
 export interface WebRoutesOptions {
@@ -31,6 +32,8 @@ export interface WebRoutesOptions {
   readonly snapshotIntervalMs?: number;
   /** Most bytes queued for one stream's client before it is dropped (SSE_MAX_BUFFER_BYTES). */
   readonly sseMaxBufferBytes?: number;
+  /** The instance's event-stream slots, shared with the job streams (SSE_MAX_STREAMS[_PER_CLIENT]); unbounded when absent. */
+  readonly streams?: Admission;
   /** Where the page's files are; found from the project root when absent. */
   readonly paths?: WebPaths;
 }
@@ -117,9 +120,33 @@ export const webRoutes: FastifyPluginAsyncZod<WebRoutesOptions> = async (app, op
   );
 
   // ------------------------------------------------------------------ live breakers over SSE
-  const streams = new Set<() => void>();
+  // Every stream gets the same events: each is rendered once and written to all of them, and one timer
+  // repeats the snapshot for all, so a thousand streams cost a thousand writes a second, not a thousand
+  // snapshots of the gateway, JSON texts and timers.
+  const streams = new Map<SseWriter, () => void>();
+  const snapshotText = (): string => renderEvent('snapshot', { providers: gateway.providers(), at: Date.now() });
+  const broadcast = (text: string): void => {
+    for (const [sse, close] of streams) if (!sse.raw(text)) close();
+  };
+  let ticker: NodeJS.Timeout | undefined;
+  let unsubscribe: (() => void) | undefined;
+  const listen = (): void => {
+    if (ticker !== undefined) return;
+    ticker = setInterval(() => broadcast(snapshotText()), snapshotIntervalMs);
+    unsubscribe = gateway.onBreakerTransition((transition) => {
+      broadcast(renderEvent('transition', transition));
+      broadcast(snapshotText());
+    });
+  };
+  const quietIfAlone = (): void => {
+    if (streams.size > 0 || ticker === undefined) return;
+    clearInterval(ticker);
+    ticker = undefined;
+    unsubscribe?.();
+    unsubscribe = undefined;
+  };
   app.addHook('preClose', async () => {
-    for (const close of [...streams]) close();
+    for (const close of [...streams.values()]) close();
   });
 
   app.get(
@@ -130,11 +157,15 @@ export const webRoutes: FastifyPluginAsyncZod<WebRoutesOptions> = async (app, op
         summary: 'Live breaker state of every provider as Server-Sent Events.',
         description:
           'text/event-stream. `snapshot` ({"providers":[…as GET /v1/providers…],"at"}) at once and every second; ' +
-          '`transition` ({"provider","from","to","at"}) when a breaker changes state, followed by a fresh `snapshot`.',
-        response: { 200: z.string().describe('text/event-stream') },
+          '`transition` ({"provider","from","to","at"}) when a breaker changes state, followed by a fresh `snapshot`. ' +
+          'A client (remote address) holds at most SSE_MAX_STREAMS_PER_CLIENT event streams at once (429 TOO_MANY_REQUESTS), ' +
+          'the instance SSE_MAX_STREAMS (503 SERVER_BUSY).',
+        response: { 200: z.string().describe('text/event-stream'), 429: errorBodySchema, 503: errorBodySchema },
       },
     },
     async (request, reply) => {
+      // Refused before the stream starts, as a JSON error with Retry-After.
+      const release = enterStream(options.streams, request.ip);
       reply.hijack();
       const response = reply.raw;
       response.writeHead(200, {
@@ -147,27 +178,23 @@ export const webRoutes: FastifyPluginAsyncZod<WebRoutesOptions> = async (app, op
       const sse = sseWriter(response, options.sseMaxBufferBytes ?? defaultSseMaxBufferBytes, () =>
         request.log.info('providers stream: client not reading, dropped'),
       );
-      sse.raw('retry: 2000\n\n');
-      const snapshot = (): void => {
-        sse.event('snapshot', { providers: gateway.providers(), at: Date.now() });
-      };
-      snapshot();
-      const unsubscribe = gateway.onBreakerTransition((transition) => {
-        if (sse.event('transition', transition)) snapshot();
-      });
-      const timer = setInterval(snapshot, snapshotIntervalMs);
       let closed = false;
       const close = (): void => {
         if (closed) return;
         closed = true;
-        clearInterval(timer);
-        unsubscribe();
-        streams.delete(close);
+        streams.delete(sse);
+        release();
+        quietIfAlone();
         if (!response.writableEnded) response.end();
       };
-      streams.add(close);
       request.raw.on('close', close);
       response.on('close', close);
+      if (sse.raw('retry: 2000\n\n') && sse.raw(snapshotText())) {
+        streams.set(sse, close);
+        listen();
+      } else {
+        close();
+      }
     },
   );
 
