@@ -30,10 +30,11 @@ function textOf(key: KeyLike): string {
 /** Pieces of a key shorter than this are not secret enough to find (and would mangle ordinary text). */
 export const minimumPieceLength = 8;
 
-/** Letters and digits, lowercased: what a key is compared on, as base-36 symbols (`symbol`). */
-function symbolsOf(text: string): Uint8Array {
-  const lower = text.toLowerCase();
-  const out = new Uint8Array(lower.length);
+/**
+ * The letters and digits of an already lowercased text, what a key is compared on, as base-36 symbols
+ * (`symbol`) written into `out` from its start; returns their count.
+ */
+function symbolsInto(lower: string, out: Uint8Array): number {
   let count = 0;
   for (let position = 0; position < lower.length; position += 1) {
     const code = lower.charCodeAt(position);
@@ -42,7 +43,7 @@ function symbolsOf(text: string): Uint8Array {
       count += 1;
     }
   }
-  return out.subarray(0, count);
+  return count;
 }
 
 function isWordChar(code: number): boolean {
@@ -56,35 +57,93 @@ function hexValue(code: number): number {
   return -1;
 }
 
-/** The forms of a key whose pieces are looked for: itself, base64 at each alignment, hex. */
-function keyForms(key: string): string[] {
-  const bytes = Buffer.from(key, 'utf8');
-  const forms = [key, bytes.toString('hex')];
-  for (let shift = 0; shift < 3; shift += 1) {
-    const encoded = bytes.subarray(shift).toString('base64').replace(/=+$/u, '');
-    // The last 1-3 characters depend on what follows the key: only whole 4-character groups are stable.
-    forms.push(encoded.slice(0, Math.floor(encoded.length / 4) * 4));
+/**
+ * The symbols of a base64 sextet (`A`-`Z` `a`-`z` `0`-`9` `+` `/`) once lowercased: a letter or digit's
+ * base-36 symbol, -1 for `+` and `/` (not letters or digits, so skipped like any punctuation).
+ */
+const base64Symbols = Int8Array.from({ length: 64 }, (_, sextet) =>
+  sextet < 26 ? 10 + sextet : sextet < 52 ? 10 + sextet - 26 : sextet < 62 ? sextet - 52 : -1,
+);
+
+/**
+ * The symbols of the other forms of a key's UTF-8 `bytes` whose pieces are looked for, written straight
+ * from the bytes (no encoded strings): lowercase hex (each nibble is its own symbol), then base64 at each
+ * of the three alignments, each cut to its whole 4-character groups (the last 1-3 characters depend on
+ * what follows the key: only whole groups are stable). `add` takes each form's symbols and count.
+ */
+function encodedForms(
+  bytes: Uint8Array,
+  scratch: Uint8Array,
+  add: (symbols: Uint8Array, count: number) => void,
+): void {
+  let count = 0;
+  for (let at = 0; at < bytes.length; at += 1) {
+    const byte = bytes[at] ?? 0;
+    scratch[count] = byte >> 4;
+    scratch[count + 1] = byte & 15;
+    count += 2;
   }
-  return forms;
+  add(scratch, count);
+  for (let shift = 0; shift < 3; shift += 1) {
+    count = 0;
+    const end = shift + Math.floor((bytes.length - shift) / 3) * 3;
+    for (let at = shift; at < end; at += 3) {
+      const group = ((bytes[at] ?? 0) << 16) | ((bytes[at + 1] ?? 0) << 8) | (bytes[at + 2] ?? 0);
+      for (let sextet = 18; sextet >= 0; sextet -= 6) {
+        const digit = base64Symbols[(group >> sextet) & 63] ?? -1;
+        if (digit >= 0) {
+          scratch[count] = digit;
+          count += 1;
+        }
+      }
+    }
+    add(scratch, count);
+  }
 }
 
 /** A function that redacts `keys` (and their echoes) from any text; build it once per request. */
 export function keyRedactor(keys: readonly KeyLike[]): (text: string) => string {
-  const forms: Uint8Array[] = [];
+  const candidates = keys.map((key) => {
+    const text = textOf(key);
+    return { text, lower: text.toLowerCase(), bytes: Buffer.from(text, 'utf8') };
+  });
+  // Room for the most symbols of any form of any key: one per UTF-16 unit of the lowercased key, two per byte in hex.
+  let most = 0;
+  for (const key of candidates) most = Math.max(most, key.lower.length, key.bytes.length * 2);
+  const scratch = new Uint8Array(most);
   const shortKeys: string[] = [];
-  for (const key of keys.map(textOf)) {
-    if (symbolsOf(key).length < minimumPieceLength) {
-      if (key.length >= 4) shortKeys.push(key);
+  const kept: typeof candidates = [];
+  let pieces = 0;
+  for (const key of candidates) {
+    const symbols = symbolsInto(key.lower, scratch);
+    if (symbols < minimumPieceLength) {
+      if (key.text.length >= 4) shortKeys.push(key.text);
       continue;
     }
-    for (const form of keyForms(key)) forms.push(symbolsOf(form));
+    kept.push(key);
+    // At most this many pieces (windows) in its five forms, for the table's size: its own symbols, two per
+    // byte in hex, at most four per whole 3-byte group in each base64 alignment.
+    const bytes = key.bytes.length;
+    pieces += windowsIn(symbols) + windowsIn(bytes * 2) + 3 * windowsIn(Math.floor(bytes / 3) * 4);
   }
-  const table = forms.length === 0 ? undefined : pieceTable(forms);
+  const table = kept.length === 0 ? undefined : emptyTable(pieces);
+  if (table !== undefined) {
+    const add = (symbols: Uint8Array, count: number): void => addPieces(table, symbols, count);
+    for (const key of kept) {
+      add(scratch, symbolsInto(key.lower, scratch));
+      encodedForms(key.bytes, scratch, add);
+    }
+  }
   return (text) => {
     let result = table === undefined ? text : redactPieces(text, table);
     for (const key of shortKeys) result = result.split(key).join(redacted);
     return result;
   };
+}
+
+/** The 8-symbol windows in a run of `count` symbols. */
+function windowsIn(count: number): number {
+  return Math.max(0, count - minimumPieceLength + 1);
 }
 
 /** `text` with every echo of `keys` replaced by `[redacted]`. */
@@ -122,7 +181,9 @@ const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export function scrubSecrets(text: string, keys: readonly KeyLike[] = []): string {
   let result = keys.length === 0 ? text : redactSecrets(text, keys);
   for (const [pattern, replacement] of secretPatterns) result = result.replace(pattern, replacement);
-  return result.replace(tokenLike, (word) => (/[0-9]/.test(word) && /[A-Za-z]/.test(word) && !uuid.test(word) ? redacted : word));
+  return result.replace(tokenLike, (word) =>
+    /[0-9]/.test(word) && /[A-Za-z]/.test(word) && !uuid.test(word) ? redacted : word,
+  );
 }
 
 /** `value` with every string passed through `redact` (object keys too): copied where something changed, shared where nothing did. */
@@ -169,7 +230,10 @@ function symbol(code: number): number {
 /** 36^7: the weight of a window's first symbol, removed as the window rolls on. */
 const leadingWeight = 36 ** (minimumPieceLength - 1);
 /** 36^7 modulo 2^32: the same weight in the 32-bit rolling value. */
-const leadingWeightLow = Array.from({ length: minimumPieceLength - 1 }).reduce<number>((weight) => Math.imul(weight, 36), 1);
+const leadingWeightLow = Array.from({ length: minimumPieceLength - 1 }).reduce<number>(
+  (weight) => Math.imul(weight, 36),
+  1,
+);
 
 /**
  * The pieces of the request's keys: each 8-symbol piece as a number (base 36: at most 36^8 ≈ 2.8e12,
@@ -191,32 +255,41 @@ function slotOf(low: number, shift: number): number {
   return Math.imul(low, 0x9e3779b1) >>> shift;
 }
 
-function pieceTable(forms: readonly Uint8Array[]): PieceTable {
-  let pieces = 0;
-  for (const form of forms) pieces += Math.max(0, form.length - minimumPieceLength + 1);
-  const bits = Math.max(4, Math.ceil(Math.log2(pieces * 2 + 1)));
-  // A packed array of doubles (not `new Array(n).fill()`, which is holey): its loads stay unboxed, a holey
-  // one's are boxed into a heap number on every look-up.
-  let slots = [emptySlot];
-  while (slots.length < 2 ** bits) slots = slots.concat(slots);
-  const table: PieceTable = { slots, mask: 2 ** bits - 1, shift: 32 - bits };
-  for (const form of forms) {
-    let value = 0;
-    let low = 0;
-    for (let position = 0; position < form.length; position += 1) {
-      const digit = form[position] ?? 0;
-      value = value * 36 + digit;
-      low = (Math.imul(low, 36) + digit) | 0;
-      if (position + 1 < minimumPieceLength) continue;
-      let slot = slotOf(low, table.shift);
-      while (table.slots[slot] !== emptySlot && table.slots[slot] !== value) slot = (slot + 1) & table.mask;
-      table.slots[slot] = value;
-      const leading = form[position + 1 - minimumPieceLength] ?? 0;
-      value -= leading * leadingWeight;
-      low = (low - Math.imul(leading, leadingWeightLow)) | 0;
-    }
+/** Empty tables by size (bits), up to `cachedTableBits`: a new table is one copy of one of them. */
+const emptyTables: number[][] = [];
+const cachedTableBits = 12;
+
+/** A table at most half full with room for `pieces` pieces, every slot empty. */
+function emptyTable(pieces: number): PieceTable {
+  const bits = Math.max(4, Math.ceil(Math.log2(Math.max(0, pieces) * 2 + 1)));
+  let slots = emptyTables[bits];
+  if (slots === undefined) {
+    // A packed array of doubles (not `new Array(n).fill()`, which is holey): its loads stay unboxed, a holey
+    // one's are boxed into a heap number on every look-up. `slice` keeps it packed.
+    slots = [emptySlot];
+    while (slots.length < 2 ** bits) slots = slots.concat(slots);
+    if (bits > cachedTableBits) return { slots, mask: 2 ** bits - 1, shift: 32 - bits };
+    emptyTables[bits] = slots;
   }
-  return table;
+  return { slots: slots.slice(), mask: 2 ** bits - 1, shift: 32 - bits };
+}
+
+/** Puts every 8-symbol piece of a form (its first `count` symbols) into the table. */
+function addPieces(table: PieceTable, form: Uint8Array, count: number): void {
+  let value = 0;
+  let low = 0;
+  for (let position = 0; position < count; position += 1) {
+    const digit = form[position] ?? 0;
+    value = value * 36 + digit;
+    low = (Math.imul(low, 36) + digit) | 0;
+    if (position + 1 < minimumPieceLength) continue;
+    let slot = slotOf(low, table.shift);
+    while (table.slots[slot] !== emptySlot && table.slots[slot] !== value) slot = (slot + 1) & table.mask;
+    table.slots[slot] = value;
+    const leading = form[position + 1 - minimumPieceLength] ?? 0;
+    value -= leading * leadingWeight;
+    low = (low - Math.imul(leading, leadingWeightLow)) | 0;
+  }
 }
 
 /** Where each of the last 8 letters or digits of the scan began (a ring indexed by `count & 7`: 8 is a power of two; one scan at a time). */
@@ -243,7 +316,7 @@ function redactPieces(text: string, table: PieceTable): string {
   let runFrom = -1;
   let runTo = 0;
   let markedUpTo = 0;
-  for (let at = 0; at < length; ) {
+  for (let at = 0; at < length;) {
     let code = text.charCodeAt(at);
     let next = at + 1;
     if (code === 0x25 && at + 2 < length) {

@@ -73,6 +73,18 @@ describe('redactSecrets', () => {
     );
   });
 
+  it('removes a key holding characters outside ASCII, echoed raw, in base64 or hex', () => {
+    // Multi-byte UTF-8 (é, 한, 😀) and a character whose lowercase is longer than itself (İ → i̇).
+    const key = 'tk-İé한😀Ab3De4Fg0Hj2Kl1Mb😀';
+    const bytes = Buffer.from(key, 'utf8');
+    const base64 = bytes.toString('base64');
+    const hex = bytes.toString('hex');
+    const out = redactSecrets(`raw ${key} base64 ${base64} hex ${hex} end`, [key]);
+    // Only ASCII letters and digits are compared in a text: the run of them in the key goes, and the middle of each encoding.
+    expect(out.split('[redacted]')).toHaveLength(4);
+    for (const piece of ['Ab3De4Fg0Hj2Kl1Mb', base64.slice(8, 24), hex.slice(8, 24)]) expect(out.includes(piece), piece).toBe(false);
+  });
+
   it('returns text that holds nothing of the key unchanged', () => {
     fc.assert(
       fc.property(keyArbitrary, fillerArbitrary, (key, text) => {
