@@ -6,25 +6,32 @@
  * them in flight than one sending short ones. A refusal is an `ApiError` carrying `retryAfterSeconds`;
  * the error handler mirrors it in the `Retry-After` header.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 import { providerIds } from '../providers/index.js';
 import type { ApiKey, ProviderId } from '../providers/index.js';
 import { ApiError } from './errors.js';
 
 /** Per-process salt: a client id says nothing about the keys behind it, and means nothing elsewhere. */
-const clientSalt = randomBytes(16);
+const clientSalt = randomBytes(16).toString('hex');
 
 /**
  * Who is asking, for the per-client shares: a salted hash of the set of provider keys the request
  * carries (the same keys in any order are the same client), or of the remote address when it carries
- * none. Never the key itself; the id is only compared, never logged.
+ * none. Never the key itself; the id is only compared, never logged. One `crypto.hash` call over one
+ * string (every request makes one: a `createHash` object and its updates cost twice as much).
  */
-export function clientIdOf(keys: Partial<Record<ProviderId, ApiKey>>, remoteAddress: string | undefined): string {
-  const hash = createHash('sha256').update(clientSalt);
-  const present = providerIds.filter((id) => keys[id] !== undefined);
-  if (present.length === 0) return `address:${hash.update(remoteAddress ?? 'unknown').digest('hex').slice(0, 24)}`;
-  for (const id of present) hash.update(`${id}\u0000${keys[id]?.reveal() ?? ''}\u0000`);
-  return `keys:${hash.digest('hex').slice(0, 24)}`;
+export function clientIdOf(
+  keys: Partial<Record<ProviderId, ApiKey>>,
+  remoteAddress: string | undefined,
+): string {
+  let material = '';
+  for (const id of providerIds) {
+    const key = keys[id];
+    if (key !== undefined) material += `${id}\u0000${key.reveal()}\u0000`;
+  }
+  if (material === '')
+    return `address:${hash('sha256', `${clientSalt}${remoteAddress ?? 'unknown'}`).slice(0, 24)}`;
+  return `keys:${hash('sha256', `${clientSalt}${material}`).slice(0, 24)}`;
 }
 
 export interface AdmissionOptions {
@@ -80,11 +87,16 @@ export function createAdmission(options: AdmissionOptions): Admission {
   // The longest text still runs (alone): a run never takes more than a client's share or the instance.
   const mostSlots = Math.max(1, Math.min(options.maxPerClient, options.maxInFlight));
   const slotsFor = (chars: number): number =>
-    options.slotChars === undefined ? 1 : Math.min(mostSlots, Math.max(1, Math.ceil(chars / options.slotChars)));
+    options.slotChars === undefined
+      ? 1
+      : Math.min(mostSlots, Math.max(1, Math.ceil(chars / options.slotChars)));
   const check = (clientId: string, slots: number): number => {
     const mine = byClient.get(clientId) ?? 0;
     if (mine + slots > options.maxPerClient) {
-      const needs = slots === 1 ? '' : ` and this text needs ${slots} (one per ${options.slotChars} characters, GENERATION_SLOT_CHARS)`;
+      const needs =
+        slots === 1
+          ? ''
+          : ` and this text needs ${slots} (one per ${options.slotChars} characters, GENERATION_SLOT_CHARS)`;
       throw new ApiError(
         'TOO_MANY_REQUESTS',
         `This client's ${labels.what} in flight hold ${mine} of its ${options.maxPerClient} slots (${labels.perClientSetting})${needs}; retry when one has finished.`,
