@@ -110,6 +110,8 @@ export interface Config {
     readonly maxInFlight: number;
     /** Runs one client may have in flight (MAX_INFLIGHT_GENERATIONS_PER_CLIENT). */
     readonly maxPerClient: number;
+    /** Slots the clients of one remote address may hold together (MAX_INFLIGHT_GENERATIONS_PER_ADDRESS). */
+    readonly maxPerAddress: number;
     /** `Retry-After` of a refusal for lack of a slot (ADMISSION_RETRY_AFTER_SECONDS). */
     readonly retryAfterSeconds: number;
     /** A run takes one slot per this many characters of its text, at least one (GENERATION_SLOT_CHARS). */
@@ -239,6 +241,7 @@ const variables = {
   JOB_CONCURRENCY_PER_CLIENT: { schema: integer(1, 1000), fallback: '2' },
   MAX_INFLIGHT_GENERATIONS: { schema: integer(1, 100_000), fallback: '64' },
   MAX_INFLIGHT_GENERATIONS_PER_CLIENT: { schema: integer(1, 100_000), fallback: '8' },
+  MAX_INFLIGHT_GENERATIONS_PER_ADDRESS: { schema: integer(1, 100_000), fallback: '32' },
   ADMISSION_RETRY_AFTER_SECONDS: { schema: integer(1, 3600), fallback: '5' },
   GENERATION_SLOT_CHARS: { schema: integer(1, 10_000_000), fallback: '25000' },
   REFUSAL_DELAY_MS: { schema: integer(0, 60_000), fallback: '500' },
@@ -380,6 +383,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     admission: {
       maxInFlight: read(env, 'MAX_INFLIGHT_GENERATIONS'),
       maxPerClient: read(env, 'MAX_INFLIGHT_GENERATIONS_PER_CLIENT'),
+      maxPerAddress: read(env, 'MAX_INFLIGHT_GENERATIONS_PER_ADDRESS'),
       retryAfterSeconds: read(env, 'ADMISSION_RETRY_AFTER_SECONDS'),
       slotChars: read(env, 'GENERATION_SLOT_CHARS'),
       refusalDelayMs: read(env, 'REFUSAL_DELAY_MS'),

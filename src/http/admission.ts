@@ -43,6 +43,12 @@ export interface AdmissionOptions {
   readonly retryAfterSeconds: number;
   /** Characters of text per slot (GENERATION_SLOT_CHARS); every run takes one slot when absent. */
   readonly slotChars?: number;
+  /**
+   * Slots the clients of one remote address may hold together (MAX_INFLIGHT_GENERATIONS_PER_ADDRESS): a
+   * client is its key set, so one that invents a new key per request would otherwise count as many
+   * clients and could take every slot of the instance. Unbounded when absent.
+   */
+  readonly maxPerAddress?: number;
   /** What the slots hold and the settings that bound them, for the refusals' messages (default: generations). */
   readonly labels?: AdmissionLabels;
 }
@@ -63,15 +69,15 @@ const generationLabels: AdmissionLabels = {
 
 export interface Admission {
   /**
-   * Takes the slots of a run over `chars` characters for `clientId`, or throws 503 `SERVER_BUSY` /
-   * 429 `TOO_MANY_REQUESTS`. Call the returned release once.
+   * Takes the slots of a run over `chars` characters for `clientId` (from `address`), or throws 503
+   * `SERVER_BUSY` / 429 `TOO_MANY_REQUESTS`. Call the returned release once.
    */
-  enter(clientId: string, chars?: number): () => void;
+  enter(clientId: string, chars?: number, address?: string): () => void;
   /**
    * Throws the refusal `enter` would throw for the smallest run: before the body is read, a client
    * whose share is already taken is answered without parsing what it sends.
    */
-  checkRoom(clientId: string): void;
+  checkRoom(clientId: string, address?: string): void;
   /** The slots a run over `chars` characters takes. */
   slotsFor(chars: number): number;
   /** Slots taken now, in all, and the clients holding them (metrics, tests). */
@@ -81,16 +87,18 @@ export interface Admission {
 /** The `/v1/generate` slots of one instance. */
 export function createAdmission(options: AdmissionOptions): Admission {
   const byClient = new Map<string, number>();
+  const byAddress = new Map<string, number>();
+  const maxPerAddress = options.maxPerAddress ?? Number.POSITIVE_INFINITY;
   const labels = options.labels ?? generationLabels;
   let total = 0;
   const refusal = { retryAfterSeconds: options.retryAfterSeconds };
-  // The longest text still runs (alone): a run never takes more than a client's share or the instance.
-  const mostSlots = Math.max(1, Math.min(options.maxPerClient, options.maxInFlight));
+  // The longest text still runs (alone): a run never takes more than a client's, an address's or the instance's slots.
+  const mostSlots = Math.max(1, Math.min(options.maxPerClient, options.maxInFlight, maxPerAddress));
   const slotsFor = (chars: number): number =>
     options.slotChars === undefined
       ? 1
       : Math.min(mostSlots, Math.max(1, Math.ceil(chars / options.slotChars)));
-  const check = (clientId: string, slots: number): number => {
+  const check = (clientId: string, slots: number, address: string | undefined): number => {
     const mine = byClient.get(clientId) ?? 0;
     if (mine + slots > options.maxPerClient) {
       const needs =
@@ -100,6 +108,14 @@ export function createAdmission(options: AdmissionOptions): Admission {
       throw new ApiError(
         'TOO_MANY_REQUESTS',
         `This client's ${labels.what} in flight hold ${mine} of its ${options.maxPerClient} slots (${labels.perClientSetting})${needs}; retry when one has finished.`,
+        refusal,
+      );
+    }
+    const fromAddress = address === undefined ? 0 : (byAddress.get(address) ?? 0);
+    if (fromAddress + slots > maxPerAddress) {
+      throw new ApiError(
+        'TOO_MANY_REQUESTS',
+        `The clients of this address hold ${fromAddress} of its ${maxPerAddress} slots for ${labels.what} (MAX_INFLIGHT_GENERATIONS_PER_ADDRESS); retry when one has finished.`,
         refusal,
       );
     }
@@ -113,27 +129,34 @@ export function createAdmission(options: AdmissionOptions): Admission {
     return mine;
   };
   return {
-    enter(clientId, chars = 0) {
+    enter(clientId, chars = 0, address) {
       const slots = slotsFor(chars);
-      const mine = check(clientId, slots);
+      const mine = check(clientId, slots, address);
       total += slots;
       byClient.set(clientId, mine + slots);
+      if (address !== undefined) byAddress.set(address, (byAddress.get(address) ?? 0) + slots);
       let released = false;
       return () => {
         if (released) return;
         released = true;
         total -= slots;
-        const left = (byClient.get(clientId) ?? slots) - slots;
-        if (left <= 0) byClient.delete(clientId);
-        else byClient.set(clientId, left);
+        take(byClient, clientId, slots);
+        if (address !== undefined) take(byAddress, address, slots);
       };
     },
-    checkRoom(clientId) {
-      check(clientId, 1);
+    checkRoom(clientId, address) {
+      check(clientId, 1, address);
     },
     slotsFor,
     inFlight() {
       return { total, clients: byClient.size };
     },
   };
+}
+
+/** Gives back `slots` of `holder` in `held`, forgetting a holder left with none. */
+function take(held: Map<string, number>, holder: string, slots: number): void {
+  const left = (held.get(holder) ?? slots) - slots;
+  if (left <= 0) held.delete(holder);
+  else held.set(holder, left);
 }

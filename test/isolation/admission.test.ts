@@ -90,6 +90,46 @@ describe('admission of POST /v1/generate (issue 12)', () => {
   });
 });
 
+describe('slots per remote address (MAX_INFLIGHT_GENERATIONS_PER_ADDRESS, issue 12)', () => {
+  it('bounds a client that invents a new key per request by its address; other addresses still get in', async () => {
+    const { app, gateway, releaseHold } = await start({
+      MAX_INFLIGHT_GENERATIONS: '10',
+      MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '2',
+      MAX_INFLIGHT_GENERATIONS_PER_ADDRESS: '3',
+      ADMISSION_RETRY_AFTER_SECONDS: '6',
+      REFUSAL_DELAY_MS: '0',
+    });
+    const generate = (remoteAddress: string, n: number) =>
+      app.inject({
+        method: 'POST',
+        url: '/v1/generate',
+        remoteAddress,
+        headers: { 'content-type': 'application/json', 'x-gpt-key': `invented-gpt-key-${String(n).padStart(6, '0')}` },
+        payload: { task: 'notes', text: `Photosynthesis, request ${n}.` },
+      });
+    // Three requests, each with a key never seen before, from one address: three clients, one address.
+    const held = [generate('203.0.113.7', 1), generate('203.0.113.7', 2), generate('203.0.113.7', 3)];
+    await until(() => gateway.generateCalls.length === 3);
+    const fourth = await generate('203.0.113.7', 4);
+    expect(fourth.statusCode).toBe(429);
+    expect(fourth.json().error.code).toBe('TOO_MANY_REQUESTS');
+    expect(fourth.json().error.message).toContain('MAX_INFLIGHT_GENERATIONS_PER_ADDRESS');
+    expect(fourth.headers['retry-after']).toBe('6');
+    expect(gateway.generateCalls).toHaveLength(3);
+    // Another address is not held back by it.
+    held.push(generate('198.51.100.9', 5));
+    await until(() => gateway.generateCalls.length === 4);
+    releaseHold();
+    for (const response of await Promise.all(held)) expect(response.json().error.code).toBe('PROVIDERS_UNAVAILABLE');
+    // The address's slots come back with the answers.
+    expect((await generate('203.0.113.7', 6)).json().error.code).toBe('PROVIDERS_UNAVAILABLE');
+  });
+
+  it('reads the bound from the environment: 32 by default', () => {
+    expect(testConfig({}).admission.maxPerAddress).toBe(32);
+  });
+});
+
 describe('slots weighted by the size of the text (GENERATION_SLOT_CHARS, issue 12)', () => {
   // The rule, written out: a run takes ceil(characters / GENERATION_SLOT_CHARS) slots, at least 1 and at
   // most MAX_INFLIGHT_GENERATIONS_PER_CLIENT; a client holds at most that share, the instance at most

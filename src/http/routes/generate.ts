@@ -120,7 +120,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
       // Callback-style (no promise per request); the keys and client id are read once, here.
       onRequest: (request, _reply, done) => {
         try {
-          options.admission.checkRoom(callerOf(request).clientId);
+          options.admission.checkRoom(callerOf(request).clientId, request.ip);
         } catch (error) {
           done(error as ApiError);
           return;
@@ -170,7 +170,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
 
       // Held from here to the answer: the text's split and every provider call count against the slots,
       // one per GENERATION_SLOT_CHARS characters of the text.
-      const release = options.admission.enter(clientId, text.length);
+      const release = options.admission.enter(clientId, text.length, request.ip);
       try {
         // The client going away (socket closed before the answer was written) aborts the run.
         const controller = new AbortController();
