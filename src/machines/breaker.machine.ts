@@ -128,6 +128,18 @@ export const breakerMachine = setup({
      * streak from one key (or too few) is that key's problem. Decided locally, shared or not.
      */
     isKeyStreak: ({ context, event }) => isThresholdReached(context) && !hasQuorum(context, event),
+    /**
+     * Something of a failure record is kept: a count, a streak's keys, an opening's times, a probe, or a
+     * grown open period. Without one, a success has nothing to clear and leaves the snapshot as it is
+     * (an assign would copy the context and the snapshot on every successful call).
+     */
+    hasFailureRecord: ({ context }) =>
+      context.consecutiveFailures !== 0 ||
+      context.streakKeys.length !== 0 ||
+      context.openedAt !== null ||
+      context.retryAt !== null ||
+      context.probeCallId !== null ||
+      context.openPeriodMs !== context.recoveryMs,
     /** The result belongs to the call admitted as this half-open window's probe. */
     isProbeResult: ({ context, event }) => 'callId' in event && event.callId === context.probeCallId,
     /** Time lives in the data: the recovery time has passed even if no timer said so (restored, shared). */
@@ -244,7 +256,7 @@ export const breakerMachine = setup({
     closed: {
       tags: ['admitting'],
       on: {
-        'call.succeeded': { actions: 'clearFailures' },
+        'call.succeeded': { guard: 'hasFailureRecord', actions: 'clearFailures' },
         'breaker.synced': { guard: 'isFleetClosed', actions: 'adoptFleetState' },
         'call.failed': [
           {

@@ -19,7 +19,8 @@ function call(breaker: Breaker, result: 'succeeded' | 'failed' | 'ignored'): str
   const at = Date.now();
   breaker.send({ type: 'call.started', callId, at });
   if (result === 'succeeded') breaker.send({ type: 'call.succeeded', callId, at });
-  else if (result === 'failed') breaker.send({ type: 'call.failed', callId, errorClass: 'server_error', keyId: 'key-a', at });
+  else if (result === 'failed')
+    breaker.send({ type: 'call.failed', callId, errorClass: 'server_error', keyId: 'key-a', at });
   else breaker.send({ type: 'call.ignored', callId, errorClass: 'rate_limited', at });
   return callId;
 }
@@ -197,7 +198,13 @@ describe('breaker machine', () => {
     breaker.send({ type: 'call.started', callId: 'probe', at: Date.now() });
     const before = breaker.getSnapshot();
     breaker.send({ type: 'call.succeeded', callId: 'old-call', at: Date.now() });
-    breaker.send({ type: 'call.failed', callId: 'old-call-2', errorClass: 'timeout', keyId: 'key-a', at: Date.now() });
+    breaker.send({
+      type: 'call.failed',
+      callId: 'old-call-2',
+      errorClass: 'timeout',
+      keyId: 'key-a',
+      at: Date.now(),
+    });
     breaker.send({ type: 'call.ignored', callId: 'old-call-3', errorClass: 'aborted', at: Date.now() });
     const after = breaker.getSnapshot();
     expect(after.value).toEqual({ halfOpen: 'probing' });
@@ -209,7 +216,13 @@ describe('breaker machine', () => {
     openBreaker(breaker);
     vi.advanceTimersByTime(recoveryMs);
     const before = breaker.getSnapshot();
-    breaker.send({ type: 'call.failed', callId: 'late', errorClass: 'server_error', keyId: 'key-a', at: Date.now() });
+    breaker.send({
+      type: 'call.failed',
+      callId: 'late',
+      errorClass: 'server_error',
+      keyId: 'key-a',
+      at: Date.now(),
+    });
     breaker.send({ type: 'call.succeeded', callId: 'late-2', at: Date.now() });
     expect(breaker.getSnapshot().value).toEqual({ halfOpen: 'awaitingProbe' });
     expect(breaker.getSnapshot().context).toEqual(before.context);
@@ -263,5 +276,79 @@ describe('breaker machine', () => {
     breaker.send({ type: 'breaker.release', at: Date.now() });
     openBreaker(breaker);
     expect(breaker.getSnapshot().context.opens).toBe(4);
+  });
+});
+
+describe('a success while closed', () => {
+  it('clears whatever failure record the breaker holds: count, streak keys, times, probe, grown open period', () => {
+    const breaker = startBreaker();
+    // The fleet may leave a closed breaker holding all of these (adopted from `breaker.synced`).
+    breaker.send({
+      type: 'breaker.synced',
+      shared: {
+        state: 'closed',
+        consecutiveFailures: 2,
+        streakKeys: ['key-a'],
+        openedAt: 5,
+        retryAt: 50,
+        opens: 1,
+        openPeriodMs: 40_000,
+        version: 1,
+        changedAt: 5,
+      },
+      at: 6,
+    });
+    breaker.send({ type: 'breaker.unshared', at: 7 });
+    breaker.send({ type: 'call.succeeded', callId: 'c', at: 8 });
+    expect(breaker.getSnapshot().context).toMatchObject({
+      consecutiveFailures: 0,
+      streakKeys: [],
+      openedAt: null,
+      retryAt: null,
+      probeCallId: null,
+      openPeriodMs: recoveryMs,
+    });
+  });
+
+  it.each([
+    ['a count', { consecutiveFailures: 1 }],
+    ['a streak key', { consecutiveFailures: 0, streakKeys: ['key-a'] }],
+    ['an opening time', { consecutiveFailures: 0, streakKeys: [], openedAt: 5 }],
+    ['a retry time', { consecutiveFailures: 0, streakKeys: [], retryAt: 5 }],
+    ['a grown open period', { consecutiveFailures: 0, streakKeys: [], openPeriodMs: 20_000 }],
+  ])('clears %s left alone', (_, left) => {
+    const breaker = startBreaker();
+    breaker.send({
+      type: 'breaker.synced',
+      shared: {
+        state: 'closed',
+        streakKeys: [],
+        openedAt: null,
+        retryAt: null,
+        opens: 0,
+        openPeriodMs: recoveryMs,
+        version: 1,
+        changedAt: 5,
+        ...left,
+      },
+      at: 6,
+    });
+    breaker.send({ type: 'call.succeeded', callId: 'c', at: 8 });
+    const { context } = breaker.getSnapshot();
+    expect([
+      context.consecutiveFailures,
+      context.streakKeys,
+      context.openedAt,
+      context.retryAt,
+      context.openPeriodMs,
+    ]).toEqual([0, [], null, null, recoveryMs]);
+  });
+
+  it('with nothing to clear, leaves the snapshot as it is (no copy per successful call)', () => {
+    const breaker = startBreaker();
+    const before = breaker.getSnapshot();
+    breaker.send({ type: 'call.started', callId: 'c', at: 1 });
+    breaker.send({ type: 'call.succeeded', callId: 'c', at: 2 });
+    expect(breaker.getSnapshot()).toBe(before);
   });
 });
