@@ -52,9 +52,10 @@ interface SteppedRun {
   callId: string;
   /** A step's actions are running: an event that arrives meanwhile (a synchronous reply) waits its turn. */
   busy: boolean;
-  readonly queue: FallbackEvent[];
-  /** Delayed events raised by the machine (its `after` backoff), by id. */
-  readonly timers: Map<string, ReturnType<typeof setTimeout>>;
+  /** Made when first needed (most runs never wait on anything but one reply). */
+  queue: FallbackEvent[] | undefined;
+  /** Delayed events raised by the machine (its `after` backoff), by id; made when first needed. */
+  timers: Map<string, ReturnType<typeof setTimeout>> | undefined;
   over: boolean;
 }
 
@@ -119,8 +120,8 @@ export function createFallbackRuns(
 
   function end(run: SteppedRun): void {
     run.over = true;
-    for (const timer of run.timers.values()) clearTimeout(timer);
-    run.timers.clear();
+    if (run.timers !== undefined) for (const timer of run.timers.values()) clearTimeout(timer);
+    run.timers = undefined;
     if (byCall.get(run.callId) === run) byCall.delete(run.callId);
   }
 
@@ -147,10 +148,11 @@ export function createFallbackRuns(
           // An undelayed raise was taken inside the step; a delayed one (the `after` backoff) waits here.
           if (delay === undefined) break;
           const key = id ?? event.type;
+          run.timers ??= new Map();
           run.timers.set(
             key,
             setTimeout(() => {
-              run.timers.delete(key);
+              run.timers?.delete(key);
               deliver(run, event);
             }, delay),
           );
@@ -158,8 +160,8 @@ export function createFallbackRuns(
         }
         case 'xstate.cancel': {
           const { sendId } = action.params as { sendId: string };
-          clearTimeout(run.timers.get(sendId));
-          run.timers.delete(sendId);
+          clearTimeout(run.timers?.get(sendId));
+          run.timers?.delete(sendId);
           break;
         }
         default:
@@ -174,12 +176,12 @@ export function createFallbackRuns(
   function deliver(run: SteppedRun, event: FallbackEvent | undefined): void {
     if (run.over) return;
     if (run.busy) {
-      if (event !== undefined) run.queue.push(event);
+      if (event !== undefined) (run.queue ??= []).push(event);
       return;
     }
     run.busy = true;
     try {
-      for (let next = event; ; next = run.queue.shift()) {
+      for (let next = event; ; next = run.queue?.shift()) {
         const actions: ExecutableActionObject[] = [];
         collected = actions;
         const snapshot: RunSnapshot =
@@ -201,7 +203,7 @@ export function createFallbackRuns(
           run.observer.done(snapshot.output);
           return;
         }
-        if (run.queue.length === 0) return;
+        if (run.queue === undefined || run.queue.length === 0) return;
       }
     } catch (error) {
       end(run);
@@ -211,23 +213,44 @@ export function createFallbackRuns(
     }
   }
 
+  /** A run and its handle in one object (no closures per run). */
+  class Run implements SteppedRun, FallbackRun {
+    snapshot: RunSnapshot | undefined = undefined;
+    callId = '';
+    busy = false;
+    queue: FallbackEvent[] | undefined = undefined;
+    timers: Map<string, ReturnType<typeof setTimeout>> | undefined = undefined;
+    over = false;
+    constructor(
+      readonly input: FallbackInput,
+      readonly observer: RunObserver,
+    ) {}
+    start(): void {
+      deliver(this, undefined);
+    }
+    send(event: FallbackEvent): void {
+      deliver(this, event);
+    }
+    stop(): void {
+      end(this);
+    }
+  }
+
   return {
     create(input, observer) {
-      const run: SteppedRun = {
-        snapshot: undefined,
-        input: { ...input, replyTo: router },
-        observer,
-        callId: '',
-        busy: false,
-        queue: [],
-        timers: new Map(),
-        over: false,
+      // One literal, not `{ ...input, replyTo }`: a spread followed by a property takes V8's slow clone path.
+      const withReplyTo: FallbackInput = {
+        runId: input.runId,
+        links: input.links,
+        request: input.request,
+        validate: input.validate,
+        policy: input.policy,
+        retryMax: input.retryMax,
+        backoffMs: input.backoffMs,
+        startedAt: input.startedAt,
+        replyTo: router,
       };
-      return {
-        start: () => deliver(run, undefined),
-        send: (event) => deliver(run, event),
-        stop: () => end(run),
-      };
+      return new Run(withReplyTo, observer);
     },
     get size() {
       return byCall.size;
