@@ -232,14 +232,24 @@ type Variant = {
  * and GC dominates (measured; not a leak in production, where answers arrive as I/O events).
  */
 const chunk = 200;
+/**
+ * CPU time of the last `timePerCall`, µs per call (`process.cpuUsage`: user + system, every thread of
+ * the process): on a shared machine wall time also counts the time the process waited for a CPU, which
+ * CPU time does not, so it is the steadier of the two under load.
+ */
+let lastCpuPerCall = 0;
 async function timePerCall(variant: Variant): Promise<number> {
   forgetRequests();
+  const cpuAtStart = process.cpuUsage();
   const started = performance.now();
   for (let done = 0; done < variant.calls; done += chunk) {
     await variant.run(Math.min(chunk, variant.calls - done));
     await new Promise<void>((resolve) => setImmediate(resolve));
   }
-  return ((performance.now() - started) * 1000) / variant.calls;
+  const elapsed = performance.now() - started;
+  const cpu = process.cpuUsage(cpuAtStart);
+  lastCpuPerCall = (cpu.user + cpu.system) / variant.calls;
+  return (elapsed * 1000) / variant.calls;
 }
 
 /** Where the time goes (from the diagnostics above and a --cpu-prof of the provider loop). */
@@ -286,13 +296,20 @@ async function main(): Promise<void> {
   const plumbingOverhead: number[] = [];
   const actorInFlightOverhead: number[] = [];
   const fullInFlightOverhead: number[] = [];
+  const cpu = { direct: [] as number[], actor: [] as number[], full: [] as number[], send: [] as number[] };
   for (let r = 0; r < rounds; r += 1) {
     // A/B alternating: the baseline runs right before each variant it is subtracted from.
     const a1 = await timePerCall(direct);
+    const cpuA1 = lastCpuPerCall;
     const b1 = await timePerCall(actor);
+    cpu.actor.push(lastCpuPerCall - cpuA1);
     const a2 = await timePerCall(direct);
+    const cpuA2 = lastCpuPerCall;
     const b2 = await timePerCall(full);
+    cpu.full.push(lastCpuPerCall - cpuA2);
+    cpu.direct.push(cpuA1, cpuA2);
     const s = await timePerCall(send);
+    cpu.send.push(lastCpuPerCall);
     const a3 = await timePerCall(direct);
     const b3 = await timePerCall(bare);
     const a4 = await timePerCall(direct);
@@ -331,7 +348,7 @@ async function main(): Promise<void> {
       actorMedian,
     ],
     [
-      'full `gateway.generate()` (adds the per-request fallback actor)',
+      'full `gateway.generate()` (adds the per-request fallback run)',
       median(samples.get(full.name) ?? []),
       fullMedian,
     ],
@@ -353,12 +370,14 @@ async function main(): Promise<void> {
     ],
   ] as const;
   const diagnosticTable = diagnostics.map(([name, value]) => `| ${name} | ${round(value)} |`).join('\n');
+  const cpuRows = [median(cpu.direct), median(cpu.actor), median(cpu.full), median(cpu.send)];
   const table = rows
     .map(
-      ([name, total, overhead]) =>
-        `| ${name} | ${round(total)} | ${overhead === undefined ? '—' : round(overhead)} |`,
+      ([name, total, overhead], index) =>
+        `| ${name} | ${round(total)} | ${overhead === undefined ? '—' : round(overhead)} | ${round(cpuRows[index] ?? 0)} |`,
     )
     .join('\n');
+  const cpuSend = median(cpu.send);
   const markdown = `## Core: breaker and actor bookkeeping per call
 
 Command: \`npm run bench -- core\` (bench/core.bench.ts; \`BENCH_ROUNDS\`=${rounds}, \`BENCH_CALLS\`=${callsPerRound}).
@@ -369,9 +388,14 @@ Sequential calls (each awaited, a macrotask turn every ${chunk} calls) to a scri
 answers through a microtask, so only the bookkeeping is measured. Overhead = variant − direct adapter call, A/B alternating per round, median of
 ${rounds} rounds (a warm-up round discarded).
 
-| per call | µs per call | overhead µs |
-| --- | ---: | ---: |
+| per call | µs per call | overhead µs | CPU µs (overhead) |
+| --- | ---: | ---: | ---: |
 ${table}
+
+CPU µs: the process's CPU time (\`process.cpuUsage\`, user + system, all its threads) per call over the same
+rounds, medians; for the two variants, less the direct call's in the same round. Wall time also counts
+the time the process waited for one of the 2 shared CPUs; CPU time does not, so it is the steadier figure
+under load.
 
 The same calls with ${inFlight} in flight at once (a per-call cost that grew with the calls in flight, such as a
 map of pending calls copied on every admission and answer, shows as a ratio above 1):
@@ -390,6 +414,8 @@ Goals (issue 15): provider actor + breaker bookkeeping ≤ ${goalMicroseconds} �
 (${round(actorMedian)} µs, ${round(actorMedian / sendMedian, 1)}× one bare \`send()\`); full \`gateway.generate()\` ≤ ${generateGoalMicroseconds} µs —
 **${generateVerdict}** (${round(fullMedian)} µs, ${round(fullMedian / sendMedian, 1)}× one bare \`send()\`). On an idle run of this machine a bare
 \`send()\` took 3.4 µs (2026-11-30); the goals were set for such a machine, so under load compare the multiples.
+In CPU time: provider ${round(median(cpu.actor))} µs (${round(median(cpu.actor) / cpuSend, 1)}× a bare \`send()\`'s ${round(cpuSend, 2)} µs), \`generate()\`
+${round(median(cpu.full))} µs (${round(median(cpu.full) / cpuSend, 1)}×).
 ${verdict === 'missed' ? analysis : ''}`;
   writeBenchmarkSection('core', markdown);
   process.stdout.write(`\n${markdown}`);
