@@ -143,13 +143,12 @@ async function bareProviderCalls(count: number): Promise<void> {
   for (let i = 0; i < count; i += 1) await bareProviderCall();
 }
 
-/** What call-upstream adds per call besides XState: two controllers, AbortSignal.any, a timer. */
+/** What call-upstream adds per call besides XState: the call's AbortController and its deadline timer. */
 async function abortPlumbing(count: number): Promise<void> {
   for (let i = 0; i < count; i += 1) {
-    const caller = new AbortController();
-    const deadline = new AbortController();
-    const timer = setTimeout(() => deadline.abort(), 60_000);
-    await adapters.claude.generate(request, secret, AbortSignal.any([caller.signal, deadline.signal]));
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), 60_000);
+    await adapters.claude.generate(request, secret, controller.signal);
     clearTimeout(timer);
   }
 }
@@ -254,19 +253,23 @@ async function timePerCall(variant: Variant): Promise<number> {
 
 /** Where the time goes (from the diagnostics above and a --cpu-prof of the provider loop). */
 const analysis = `
-Where the time goes (profiled with \`node --cpu-prof\`): a call through the provider actor is about ten
-actor messages: \`call.requested\`; \`call.started\` to the breaker, the fleet link and the key book;
-\`upstream.succeeded\`; \`call.succeeded\` to the breaker and the fleet link, \`key.answered\` to the key
-book; the reply to the caller; the \`call.finished\` emit. At about one bare \`send()\` apiece that floor
-alone is ~10 sends, where the 15 µs goal is ~6 sends of an idle run: it cannot be met while each of these
-is an actor message (which is what makes the call visible in Stately and testable from the graph).
-Applied: the provider actor keeps nothing per call in flight (a call's ticket travels out and back with
-it, the stats are counted in place), so a call costs the same with 50 in flight (table above); a call's
-life is call.machine.ts, stepped by the runtime with each transition taken from XState once and reused
-(no actor per call); the fallback run's context has 16 fields instead of 24 (XState copies the context on
-every assign, and V8 copies an object of 20 or more fields through its slow dictionary path, ~20× slower).
-What remains of a \`generate()\` is the per-request fallback actor (its actor system, snapshots, and the
-garbage they leave: ~25 % of a run's time is GC).
+Where the time goes (\`node --cpu-prof\`, and each piece timed alone in CPU µs, 2026-12-01 ~18:15 UTC):
+a call through the provider actor is two steps of the provider machine and the messages they send.
+\`call.requested\` with its \`call.started\` to the breaker, the fleet link and the key book: ~6.5 µs;
+\`upstream.succeeded\` with \`call.succeeded\`, \`key.answered\`, the reply and the \`call.finished\` emit:
+~7.3 µs; the upstream call's runtime ~4.8 µs over the direct call, ~3.8 µs of it the AbortController and
+the deadline timer. A child step that changes nothing (the breaker hearing \`call.started\` while closed,
+the key book hearing about a healthy key) still costs ~0.7-0.8 µs: XState's macrostep (the scan for
+eventless transitions, the snapshot's bookkeeping) is the floor of every message, and the 15 µs goal is
+~4.4 bare \`send()\`s of an idle run, fewer than the provider's own two steps and its children's.
+Applied: the provider keeps nothing per call in flight (a call's ticket travels with it, stats counted in
+place); a call's life is call.machine.ts stepped with each transition taken from XState once and reused (no
+actor per call); the breaker leaves its snapshot alone on a success with nothing to clear (no context and
+snapshot copy per call); each \`generate()\`'s fallback run is stepped with the machine's own
+\`machine.transition\` instead of an actor with its own system per request, its updates written as literals
+(a spread followed by properties took V8's slow clone path, ~6 µs per object). A run's own XState work is
+now ~12 µs (its initial step ~4.6 µs, the answer's three microsteps ~7.5 µs); the rest of a \`generate()\`
+is the provider's call above and the key id's HMAC per request.
 `;
 
 async function main(): Promise<void> {
@@ -363,7 +366,7 @@ async function main(): Promise<void> {
     .join('\n');
   const diagnostics = [
     ['provider actor + breaker, upstream actor without deadline timer / abort signals', median(bareOverhead)],
-    ['deadline timer + 2 AbortControllers + `AbortSignal.any` alone (no XState)', median(plumbingOverhead)],
+    ['the call\'s AbortController + deadline timer alone (no XState)', median(plumbingOverhead)],
     [
       'breaker actor alone: `call.started` + `call.succeeded` (2 sends)',
       median(samples.get(breakerOnly.name) ?? []),
