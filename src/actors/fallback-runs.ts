@@ -238,7 +238,8 @@ export function createFallbackRuns(
 
   return {
     create(input, observer) {
-      // One literal, not `{ ...input, replyTo }`: a spread followed by a property takes V8's slow clone path.
+      // One literal, not `{ ...input, replyTo }`: spreading an object just built, then adding a property,
+      // takes V8's slow clone path (docs/performance.md).
       const withReplyTo: FallbackInput = {
         runId: input.runId,
         links: input.links,

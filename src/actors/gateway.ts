@@ -284,7 +284,8 @@ export function createGateway(options: GatewayOptions): Gateway {
  */
 function toOutcome<T>(output: FallbackOutput): GenerateOutcome<T> {
   if (output.status !== 'succeeded') return output;
-  // One literal, not `{ ...output, value }`: a spread followed by a property takes V8's slow clone path.
+  // One literal, not `{ ...output, value }`: spreading an object just built, then adding a property,
+  // takes V8's slow clone path (docs/performance.md).
   return {
     status: 'succeeded',
     value: output.value as T,

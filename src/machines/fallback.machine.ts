@@ -140,8 +140,9 @@ function backoffOf(context: FallbackContext): number {
 
 /**
  * The context after one more attempt: counted as a call unless skipped, its hint kept, the clock moved.
- * Attempts and updates are written as whole literals: an object spread followed by more properties
- * (`{ ...base, model }`) takes V8's slow clone path on Node 20, ~6 µs per object (docs/performance.md).
+ * Attempts and updates are written as whole literals: spreading an object just built, followed by more
+ * properties (`{ ...attemptBase(context), model }`), takes V8's slow clone path on Node 20, ~3-10 µs per
+ * object (docs/performance.md).
  */
 function appendAttempt(
   context: FallbackContext,
