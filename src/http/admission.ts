@@ -15,14 +15,15 @@ import { ApiError } from './errors.js';
 const clientSalt = randomBytes(16).toString('hex');
 
 /**
- * Who is asking, for the per-client shares: a salted hash of the set of provider keys the request
- * carries (the same keys in any order are the same client), or of the remote address when it carries
+ * Who is asking, for the per-client shares and request rates (with the fleet's `salt` when the rates are
+ * counted fleet-wide): a salted hash of the set of provider keys the request carries (the same keys in any order are the same client), or of the remote address when it carries
  * none. Never the key itself; the id is only compared, never logged. One `crypto.hash` call over one
  * string (every request makes one: a `createHash` object and its updates cost twice as much).
  */
 export function clientIdOf(
   keys: Partial<Record<ProviderId, ApiKey>>,
   remoteAddress: string | undefined,
+  salt: string = clientSalt,
 ): string {
   let material = '';
   for (const id of providerIds) {
@@ -30,8 +31,8 @@ export function clientIdOf(
     if (key !== undefined) material += `${id}\u0000${key.reveal()}\u0000`;
   }
   if (material === '')
-    return `address:${hash('sha256', `${clientSalt}${remoteAddress ?? 'unknown'}`).slice(0, 24)}`;
-  return `keys:${hash('sha256', `${clientSalt}${material}`).slice(0, 24)}`;
+    return `address:${hash('sha256', `${salt}${remoteAddress ?? 'unknown'}`).slice(0, 24)}`;
+  return `keys:${hash('sha256', `${salt}${material}`).slice(0, 24)}`;
 }
 
 export interface AdmissionOptions {

@@ -23,7 +23,7 @@ import { ApiError } from './errors.js';
 import { keyHeaders } from './keys.js';
 import { isAlreadyValidated } from './schemas.js';
 import { loggerOptions } from './logger.js';
-import { registerRateLimits } from './rate-limit.js';
+import { registerRateLimits, type SharedRateLimitStore } from './rate-limit.js';
 import { createStreamAdmission } from './sse.js';
 import type { LogOptions } from './logger.js';
 import { documentsRoutes } from './routes/documents.js';
@@ -54,6 +54,8 @@ export interface AppOptions {
   readonly registerMetrics?: (registry: Registry) => void;
   /** Process metrics in `/metrics` (default true; tests building many apps turn them off). */
   readonly processMetrics?: boolean;
+  /** The request rates counted fleet-wide (REDIS_URL): the fleet's Redis, prefix and salt; per instance when absent. */
+  readonly sharedRateLimits?: SharedRateLimitStore;
 }
 
 const mebibyte = 1024 * 1024;
@@ -150,7 +152,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const readiness = options.readiness ?? (async (): Promise<Readiness> => ({ store: 'memory', storeReachable: true }));
 
   // Before the routes: the plugin adds its check to the routes that ask for one (uploads, job creations).
-  await registerRateLimits(app);
+  await registerRateLimits(app, options.sharedRateLimits);
+  const rateSalt = options.sharedRateLimits === undefined ? {} : { salt: options.sharedRateLimits.salt };
   await app.register(healthRoutes, { readiness });
   await app.register(metricsRoutes, { metrics });
   await app.register(providersRoutes, { gateway, adminToken: config.adminToken });
@@ -160,7 +163,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     maxUploadMb: config.maxUploadMb,
     maxPdfPages: config.maxPdfPages,
     pdfLimits: { maxDecodedBytes: config.pdf.maxDecodedMb * 1024 * 1024, maxTotalPages: config.pdf.maxTotalPages },
-    rateLimit: { max: config.rateLimit.uploads, windowSeconds: config.rateLimit.windowSeconds },
+    rateLimit: { max: config.rateLimit.uploads, windowSeconds: config.rateLimit.windowSeconds, ...rateSalt },
     extractorOptions: {
       workers: config.pdf.workers,
       queueMax: config.pdf.queueMax,
@@ -197,7 +200,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     jobs: config.jobs,
     maxTextParts: config.maxTextParts,
     retryAfterSeconds: config.admission.retryAfterSeconds,
-    rateLimit: { max: config.rateLimit.jobs, windowSeconds: config.rateLimit.windowSeconds },
+    rateLimit: { max: config.rateLimit.jobs, windowSeconds: config.rateLimit.windowSeconds, ...rateSalt },
     sseMaxBufferBytes: config.server.sseMaxBufferBytes,
     streams,
     ...(options.jobStatusStore === undefined ? {} : { statusStore: options.jobStatusStore }),

@@ -66,6 +66,8 @@ export async function startService(config: Config, options: ServiceOptions = {})
   const inspection = await inspector(config);
   const inspect = inspection?.inspect;
   const fleet = await connectFleetIfConfigured(config);
+  const fleetSalt = config.keyHealth.fingerprintSalt ?? (await fleet?.keySalt());
+  const keySalt = fleetSalt ?? randomKeySalt();
   const gateway = createGateway({
     adapters,
     breaker: config.breaker,
@@ -76,9 +78,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
     ...(fleet === undefined ? {} : { fleetLink: fleet.fleetLink, keyLink: fleet.keyLink }),
     keyHealth: config.keyHealth,
     // One fingerprint per key fleet-wide: the configured salt, else the fleet's, else this process's.
-    keyIdentity: createKeyIdentity(
-      config.keyHealth.fingerprintSalt ?? (await fleet?.keySalt()) ?? randomKeySalt(),
-    ),
+    keyIdentity: createKeyIdentity(keySalt),
   });
   const documentStore =
     fleet === undefined
@@ -100,6 +100,11 @@ export async function startService(config: Config, options: ServiceOptions = {})
       : { readiness: fleet.readiness, registerMetrics: (registry) => fleet.registerMetrics(registry) }),
     ...(options.log === undefined ? {} : { log: options.log }),
     ...(options.demo === undefined ? {} : { demo: options.demo }),
+    // Request rates counted fleet-wide; a client has one id on every instance only with the fleet's salt
+    // (unknown when Redis was down at start: then the ids, and so the counts, stay this instance's).
+    ...(fleet === undefined
+      ? {}
+      : { sharedRateLimits: { redis: fleet.store.client, prefix: `${config.redisPrefix}rate:`, salt: `${fleetSalt ?? randomKeySalt()}:rate` } }),
   });
   if (inspection !== undefined) app.addHook('onClose', async () => inspection.stop());
   for (const warning of config.warnings) app.log.warn(warning);

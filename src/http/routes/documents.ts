@@ -34,7 +34,7 @@ export interface DocumentsRoutesOptions {
   /** Defaults to a worker-pool extractor owned (and closed) by the plugin. */
   extractor?: PdfExtractor;
   /** Uploads per client (remote address) per window (RATE_LIMIT_UPLOADS); none when absent. */
-  rateLimit?: Pick<RouteRateLimit, 'max' | 'windowSeconds'>;
+  rateLimit?: Pick<RouteRateLimit, 'max' | 'windowSeconds' | 'salt'>;
 }
 
 /** The 201 body of `POST /v1/documents` (API.md). */

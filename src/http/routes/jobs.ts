@@ -44,7 +44,7 @@ export interface JobsRoutesOptions {
     readonly concurrencyPerClient?: number;
   };
   /** Job creations per client per window (RATE_LIMIT_JOBS); none when absent. */
-  readonly rateLimit?: Pick<RouteRateLimit, 'max' | 'windowSeconds'>;
+  readonly rateLimit?: Pick<RouteRateLimit, 'max' | 'windowSeconds' | 'salt'>;
   /** `Retry-After` of a refused job (ADMISSION_RETRY_AFTER_SECONDS; default 5). */
   readonly retryAfterSeconds?: number;
   /** Most parts a stage may split the document into (MAX_TEXT_PARTS). */
