@@ -1,5 +1,6 @@
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 import { defineConfig } from 'vitest/config';
+import { UnloadableFileAsFailedTest } from './test/mutation/unloadable-file-reporter.js';
 
 /**
  * The tests Stryker runs against each mutant (stryker.config.mjs sets MUTATION_TESTS to the group's
@@ -29,5 +30,7 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     sequence: { sequencer: ListedOrder },
+    // A mutant that stops a module from loading fails the files importing it: a kill, not a survivor.
+    reporters: ['default', new UnloadableFileAsFailedTest()],
   },
 });
