@@ -187,3 +187,150 @@ describe('the key book: what a caller is shown and what the fleet is told', () =
     expect(reports).toEqual([]);
   });
 });
+
+describe("a key's probe: only its result decides, and it always ends", () => {
+  const retryAfterMs = 4_000;
+  /** A key refused at `at` (by `auth`, or cooled by a rate limit), its probe `probe` out at `until`. */
+  function probing(refusal: 'quarantined' | 'cooling') {
+    const k = key();
+    if (refusal === 'quarantined') k.send({ type: 'key.failed', callId: 'c1', errorClass: 'auth', at });
+    else k.send({ type: 'key.failed', callId: 'c1', errorClass: 'rate_limited', retryAfterMs: 2_000, at });
+    const until = refusal === 'quarantined' ? at + quarantineMs : at + 2_000;
+    k.send({ type: 'key.called', callId: 'probe', at: until });
+    expect(k.state).toEqual({ [refusal]: 'probing' });
+    return { k, until };
+  }
+
+  for (const refusal of ['quarantined', 'cooling'] as const) {
+    it(`${refusal}: a probe failing with a quarantine class quarantines the key afresh from the failure`, () => {
+      const { k, until } = probing(refusal);
+      k.send({ type: 'key.failed', callId: 'probe', errorClass: 'permission', at: until + 5 });
+      expect(k.state).toEqual({ quarantined: 'waiting' });
+      expect(k.context).toMatchObject({
+        errorClass: 'permission',
+        until: until + 5 + quarantineMs,
+        probeCallId: null,
+      });
+    });
+
+    it(`${refusal}: a probe that is rate limited cools the key afresh until its Retry-After`, () => {
+      const { k, until } = probing(refusal);
+      k.send({
+        type: 'key.failed',
+        callId: 'probe',
+        errorClass: 'rate_limited',
+        retryAfterMs,
+        at: until + 5,
+      });
+      expect(k.state).toEqual({ cooling: 'waiting' });
+      expect(k.context).toMatchObject({
+        errorClass: 'rate_limited',
+        until: until + 5 + retryAfterMs,
+        probeCallId: null,
+      });
+    });
+
+    it(`${refusal}: a probe failing provider-side proves nothing: the refusal stays, the next call probes`, () => {
+      const { k, until } = probing(refusal);
+      const before = k.context.errorClass;
+      k.send({ type: 'key.failed', callId: 'probe', errorClass: 'server_error', at: until + 5 });
+      expect(k.state).toEqual({ [refusal]: 'waiting' });
+      expect(k.context).toMatchObject({ errorClass: before, until, probeCallId: null });
+      k.send({ type: 'key.called', callId: 'next', at: until + 6 });
+      expect(k.state).toEqual({ [refusal]: 'probing' });
+      expect(k.context.probeCallId).toBe('next');
+    });
+
+    it(`${refusal}: another call's provider-side failure or success leaves the probe in flight`, () => {
+      const { k, until } = probing(refusal);
+      k.send({ type: 'key.failed', callId: 'other', errorClass: 'server_error', at: until + 1 });
+      k.send({ type: 'key.answered', callId: 'other', at: until + 2 });
+      expect(k.state).toEqual({ [refusal]: 'probing' });
+      expect(k.context.probeCallId).toBe('probe');
+    });
+
+    it(`${refusal}: the fleet's echo of the key's own record leaves the probe in flight`, () => {
+      const { k, until } = probing(refusal);
+      const own = { state: refusal, errorClass: k.context.errorClass, until: k.context.until };
+      k.send({ type: 'key.synced', shared: own, at: until + 1 });
+      expect(k.state).toEqual({ [refusal]: 'probing' });
+      expect(k.context.probeCallId).toBe('probe');
+    });
+  }
+
+  it("cooling: another call's quarantine class quarantines the key, probe or not", () => {
+    const { k, until } = probing('cooling');
+    k.send({ type: 'key.failed', callId: 'other', errorClass: 'quota_exhausted', at: until + 1 });
+    expect(k.state).toEqual({ quarantined: 'waiting' });
+    expect(k.context).toMatchObject({
+      errorClass: 'quota_exhausted',
+      until: until + 1 + quarantineMs,
+      probeCallId: null,
+    });
+  });
+});
+
+describe("a refused key's own circuit and its fleet record", () => {
+  it('a trip while quarantined takes the later until and the streak class; while probing it frees the probe', () => {
+    const waiting = key();
+    waiting.send({ type: 'key.failed', callId: 'c1', errorClass: 'auth', at });
+    waiting.send({ type: 'key.tripped', errorClass: 'timeout', periodMs: 2 * quarantineMs, at: at + 1 });
+    expect(waiting.state).toEqual({ quarantined: 'waiting' });
+    expect(waiting.context).toMatchObject({ errorClass: 'timeout', until: at + 1 + 2 * quarantineMs });
+    // A shorter trip never shortens the quarantine.
+    waiting.send({ type: 'key.tripped', errorClass: 'connection', periodMs: 1_000, at: at + 2 });
+    expect(waiting.context).toMatchObject({ errorClass: 'connection', until: at + 1 + 2 * quarantineMs });
+
+    const probe = key();
+    probe.send({ type: 'key.failed', callId: 'c1', errorClass: 'auth', at });
+    probe.send({ type: 'key.called', callId: 'probe', at: at + quarantineMs });
+    probe.send({ type: 'key.tripped', errorClass: 'timeout', periodMs: 3_000, at: at + quarantineMs + 1 });
+    expect(probe.state).toEqual({ quarantined: 'waiting' });
+    expect(probe.context).toMatchObject({
+      errorClass: 'timeout',
+      until: at + quarantineMs + 1 + 3_000,
+      probeCallId: null,
+    });
+  });
+
+  it('a trip while cooling quarantines the key for the trip period', () => {
+    const k = key();
+    k.send({ type: 'key.failed', callId: 'c1', errorClass: 'rate_limited', retryAfterMs: 2_000, at });
+    k.send({ type: 'key.tripped', errorClass: 'server_error', periodMs: 30_000, at: at + 1 });
+    expect(k.state).toEqual({ quarantined: 'waiting' });
+    expect(k.context).toMatchObject({ errorClass: 'server_error', until: at + 1 + 30_000, probeCallId: null });
+  });
+
+  it('another rate limit while cooling moves until to the later of the two, never earlier', () => {
+    const k = key();
+    k.send({ type: 'key.failed', callId: 'c1', errorClass: 'rate_limited', retryAfterMs: 2_000, at });
+    k.send({ type: 'key.failed', callId: 'c2', errorClass: 'rate_limited', retryAfterMs: 4_000, at: at + 10 });
+    expect(k.state).toEqual({ cooling: 'waiting' });
+    expect(k.context.until).toBe(at + 10 + 4_000);
+    k.send({ type: 'key.failed', callId: 'c3', errorClass: 'rate_limited', retryAfterMs: 1_000, at: at + 20 });
+    expect(k.context.until).toBe(at + 10 + 4_000);
+  });
+
+  it("adopts the fleet's newer record of the same state while waiting: a later until, or only another class", () => {
+    for (const [first, later] of [
+      [
+        { state: 'quarantined', errorClass: 'auth', until: at + 9_000 },
+        { state: 'quarantined', errorClass: 'quota_exhausted', until: at + 19_000 },
+      ],
+      [
+        { state: 'quarantined', errorClass: 'auth', until: at + 9_000 },
+        { state: 'quarantined', errorClass: 'permission', until: at + 9_000 },
+      ],
+      [
+        { state: 'cooling', errorClass: 'rate_limited', until: at + 3_000 },
+        { state: 'cooling', errorClass: 'rate_limited', until: at + 8_000 },
+      ],
+    ] as const) {
+      const k = key();
+      k.send({ type: 'key.synced', shared: first, at });
+      k.send({ type: 'key.synced', shared: later, at: at + 1 });
+      expect(k.state).toEqual({ [later.state]: 'waiting' });
+      expect(k.context).toMatchObject({ errorClass: later.errorClass, until: later.until, probeCallId: null });
+    }
+  });
+});
