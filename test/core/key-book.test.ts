@@ -5,14 +5,21 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createActor, fromCallback } from 'xstate';
-import { keyAdmission, keyBookMachine, refusedKeyCounts } from '../../src/machines/key-book.machine.js';
+import {
+  keyAdmission,
+  keyBookMachine,
+  keyHealthOff,
+  refusedKeyCounts,
+} from '../../src/machines/key-book.machine.js';
 import type { KeyLinkEvent, KeyLinkInput, KeyLinkReply } from '../../src/machines/key-link.js';
 
 const at = 1_000_000;
 
 function book(options: { quarantineMs?: number; maxKeys?: number } = {}) {
   const reports: KeyLinkEvent[] = [];
-  const keyLink = fromCallback<KeyLinkEvent, KeyLinkInput, KeyLinkReply>(({ receive }) => {
+  const linkInputs: KeyLinkInput[] = [];
+  const keyLink = fromCallback<KeyLinkEvent, KeyLinkInput, KeyLinkReply>(({ receive, input }) => {
+    linkInputs.push(input);
     receive((event) => reports.push(event));
   });
   const actor = createActor(keyBookMachine.provide({ actors: { keyLink } }), {
@@ -24,7 +31,8 @@ function book(options: { quarantineMs?: number; maxKeys?: number } = {}) {
     },
   }).start();
   const keys = () => actor.getSnapshot().context.keys;
-  return { actor, keys, reports };
+  const version = () => actor.getSnapshot().context.version;
+  return { actor, keys, reports, linkInputs, version };
 }
 
 describe('key book', () => {
@@ -106,5 +114,95 @@ describe('key book', () => {
       reason: 'key_quarantined',
       errorClass: 'permission',
     });
+  });
+});
+
+describe('key book: what it admits and what it takes', () => {
+  it('refuses every other call while a key probe is in flight, even past until', () => {
+    const { actor, keys } = book();
+    actor.send({ type: 'key.failed', keyId: 'k', callId: 'c1', errorClass: 'auth', at });
+    actor.send({ type: 'key.called', keyId: 'k', callId: 'probe', at: at + 60_000 });
+    expect(keyAdmission(keys(), 'k', at + 60_001)).toEqual({
+      admit: false,
+      reason: 'key_quarantined',
+      errorClass: 'auth',
+      until: at + 60_000,
+    });
+  });
+
+  it('quarantines a tripped key (its own circuit) and tells the fleet', () => {
+    const { actor, keys, reports } = book();
+    actor.send({ type: 'key.tripped', keyId: 'k', errorClass: 'timeout', periodMs: 2_000, at });
+    expect(keyAdmission(keys(), 'k', at + 1)).toEqual({
+      admit: false,
+      reason: 'key_quarantined',
+      errorClass: 'timeout',
+      until: at + 2_000,
+    });
+    expect(reports).toHaveLength(1);
+  });
+
+  it('admits a key whose fleet record carries no class or no until (a refusal it cannot date)', () => {
+    const { actor, keys } = book();
+    actor.send({
+      type: 'key.synced',
+      keyId: 'no-until',
+      shared: { state: 'quarantined', errorClass: 'auth', until: null },
+      at,
+    });
+    actor.send({
+      type: 'key.synced',
+      keyId: 'no-class',
+      shared: { state: 'cooling', errorClass: null, until: at + 5_000 },
+      at,
+    });
+    expect(keyAdmission(keys(), 'no-until', at)).toEqual({ admit: true });
+    expect(keyAdmission(keys(), 'no-class', at)).toEqual({ admit: true });
+  });
+
+  it('with per-key health off, takes nothing from the fleet either', () => {
+    const { actor, keys } = book({ quarantineMs: 0 });
+    actor.send({
+      type: 'key.synced',
+      keyId: 'k',
+      shared: { state: 'quarantined', errorClass: 'auth', until: at + 9_000 },
+      at,
+    });
+    expect(keys().size).toBe(0);
+    expect(keyAdmission(keys(), 'k', at)).toEqual({ admit: true });
+  });
+
+  it('counts each update in version; an event about an untracked key that refuses nothing leaves it as it was', () => {
+    const { actor, version } = book();
+    actor.send({ type: 'key.called', keyId: 'k', callId: 'c1', at });
+    actor.send({ type: 'key.answered', keyId: 'k', callId: 'c1', at });
+    actor.send({ type: 'key.failed', keyId: 'k', callId: 'c2', errorClass: 'server_error', at });
+    actor.send({
+      type: 'key.synced',
+      keyId: 'k',
+      shared: { state: 'healthy', errorClass: null, until: null },
+      at,
+    });
+    expect(version()).toBe(0);
+    actor.send({ type: 'key.failed', keyId: 'k', callId: 'c3', errorClass: 'auth', at });
+    actor.send({ type: 'key.called', keyId: 'k', callId: 'c4', at: at + 1 });
+    expect(version()).toBe(2);
+  });
+
+  it("gives its fleet link the provider's id", () => {
+    const { linkInputs } = book();
+    expect(linkInputs).toEqual([{ providerId: 'claude' }]);
+  });
+
+  it('runs on its embedded link (no fleet) and on keyHealthOff (keeps nothing)', () => {
+    const embedded = createActor(keyBookMachine, {
+      input: { providerId: 'gpt', quarantineMs: 60_000, coolingMs: 5_000, maxKeys: 3 },
+    }).start();
+    embedded.send({ type: 'key.failed', keyId: 'k', callId: 'c1', errorClass: 'auth', at });
+    expect(embedded.getSnapshot().context.keys.size).toBe(1);
+
+    const off = createActor(keyBookMachine, { input: { providerId: 'gpt', ...keyHealthOff } }).start();
+    off.send({ type: 'key.failed', keyId: 'k', callId: 'c1', errorClass: 'auth', at });
+    expect(off.getSnapshot().context.keys.size).toBe(0);
   });
 });

@@ -298,16 +298,32 @@ describe("a refused key's own circuit and its fleet record", () => {
     k.send({ type: 'key.failed', callId: 'c1', errorClass: 'rate_limited', retryAfterMs: 2_000, at });
     k.send({ type: 'key.tripped', errorClass: 'server_error', periodMs: 30_000, at: at + 1 });
     expect(k.state).toEqual({ quarantined: 'waiting' });
-    expect(k.context).toMatchObject({ errorClass: 'server_error', until: at + 1 + 30_000, probeCallId: null });
+    expect(k.context).toMatchObject({
+      errorClass: 'server_error',
+      until: at + 1 + 30_000,
+      probeCallId: null,
+    });
   });
 
   it('another rate limit while cooling moves until to the later of the two, never earlier', () => {
     const k = key();
     k.send({ type: 'key.failed', callId: 'c1', errorClass: 'rate_limited', retryAfterMs: 2_000, at });
-    k.send({ type: 'key.failed', callId: 'c2', errorClass: 'rate_limited', retryAfterMs: 4_000, at: at + 10 });
+    k.send({
+      type: 'key.failed',
+      callId: 'c2',
+      errorClass: 'rate_limited',
+      retryAfterMs: 4_000,
+      at: at + 10,
+    });
     expect(k.state).toEqual({ cooling: 'waiting' });
     expect(k.context.until).toBe(at + 10 + 4_000);
-    k.send({ type: 'key.failed', callId: 'c3', errorClass: 'rate_limited', retryAfterMs: 1_000, at: at + 20 });
+    k.send({
+      type: 'key.failed',
+      callId: 'c3',
+      errorClass: 'rate_limited',
+      retryAfterMs: 1_000,
+      at: at + 20,
+    });
     expect(k.context.until).toBe(at + 10 + 4_000);
   });
 
@@ -330,7 +346,11 @@ describe("a refused key's own circuit and its fleet record", () => {
       k.send({ type: 'key.synced', shared: first, at });
       k.send({ type: 'key.synced', shared: later, at: at + 1 });
       expect(k.state).toEqual({ [later.state]: 'waiting' });
-      expect(k.context).toMatchObject({ errorClass: later.errorClass, until: later.until, probeCallId: null });
+      expect(k.context).toMatchObject({
+        errorClass: later.errorClass,
+        until: later.until,
+        probeCallId: null,
+      });
     }
   });
 });
