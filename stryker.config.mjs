@@ -68,6 +68,8 @@ export const mutationGroups = {
     ],
     tests: [
       'test/core/provider.lifecycle.test.ts',
+      'test/core/provider.keys.test.ts',
+      'test/core/call.graph.test.ts',
       'test/core/provider.behaviour.test.ts',
       'test/core/fallback.behaviour.test.ts',
       'test/core/provider.graph.test.ts',

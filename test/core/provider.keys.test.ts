@@ -1,0 +1,261 @@
+/**
+ * The provider actor and its callers' keys, event by event on a live actor (no timers, no network):
+ * a call with a refused key is skipped before the breaker is asked, every call's outcome reaches the
+ * key's health, a failure streak below the breaker's quorum trips the key, and what the actor gives
+ * its children (the key book's settings, the breaker's quorum, the fleet link's breaker). Expected
+ * values are written out here (docs/errors.md "Per-key health", column K), not read from src.
+ */
+import { describe, expect, it } from 'vitest';
+import { createActor, fromCallback, type AnyActorRef } from 'xstate';
+import type { FleetLinkEvent, FleetLinkInput, FleetLinkReply } from '../../src/machines/fleet-link.js';
+import { keyAdmission } from '../../src/machines/key-book.machine.js';
+import {
+  providerMachine,
+  type CallUpstreamInput,
+  type ProviderInput,
+  type ProviderReply,
+} from '../../src/machines/provider.machine.js';
+import type { CallRecord, ProviderAnswer } from '../../src/machines/types.js';
+import { Secret } from '../../src/security/secret.js';
+import { request } from './gateway-harness.js';
+
+const t = 1_800_000_000_000;
+const quarantineMs = 60_000;
+const coolingMs = 5_000;
+const apiKey = new Secret('test-claude-key-provider-keys');
+const keyId = apiKey.fingerprint;
+const validate = () => ({ ok: true as const, value: true });
+const answer: ProviderAnswer = {
+  text: '{}',
+  model: 'claude-model',
+  usage: { inputTokens: 3, outputTokens: 4 },
+  truncated: false,
+};
+
+function rig(input: Partial<ProviderInput> = {}) {
+  const fleet: FleetLinkEvent[] = [];
+  const fleetInputs: FleetLinkInput[] = [];
+  const started: string[] = [];
+  const replies: ProviderReply[] = [];
+  const records: CallRecord[] = [];
+  const fleetLink = fromCallback<FleetLinkEvent, FleetLinkInput, FleetLinkReply>(({ receive, input }) => {
+    fleetInputs.push(input);
+    receive((event) => fleet.push(event));
+  });
+  const machine = providerMachine.provide({
+    actors: { fleetLink },
+    actions: { startUpstream: (_, params: CallUpstreamInput) => void started.push(params.callId) },
+  });
+  const caller: AnyActorRef = createActor(
+    fromCallback<ProviderReply>(({ receive }) => {
+      receive((reply) => replies.push(reply));
+    }),
+  ).start();
+  const provider = createActor(machine, {
+    input: {
+      providerId: 'claude',
+      model: 'claude-model',
+      threshold: 1,
+      recoveryMs: 1000,
+      keyHealth: { quarantineMs, coolingMs, maxKeys: 10 },
+      ...input,
+    },
+  });
+  provider.on('call.finished', (event) => records.push(event.record));
+  provider.start();
+  const context = () => provider.getSnapshot().context;
+  const ticket = (callId: string) => ({ callId, replyTo: caller, keyId });
+  return {
+    provider,
+    fleet,
+    fleetInputs,
+    started,
+    replies,
+    records,
+    context,
+    request: (callId: string, at: number) =>
+      provider.send({
+        type: 'call.requested',
+        callId,
+        request,
+        apiKey,
+        keyId,
+        replyTo: caller,
+        validate,
+        at,
+      }),
+    failed: (
+      callId: string,
+      failure: { errorClass: 'auth' | 'rate_limited' | 'server_error'; retryAfterMs?: number },
+      at: number,
+    ) =>
+      provider.send({
+        type: 'upstream.failed',
+        ...ticket(callId),
+        failure: { ...failure, message: 'x' },
+        durationMs: 5,
+        at,
+      }),
+    succeeded: (callId: string, ok: boolean, at: number) =>
+      provider.send({
+        type: 'upstream.succeeded',
+        ...ticket(callId),
+        answer,
+        verdict: ok ? { ok: true, value: true } : { ok: false, errors: ['bad'] },
+        durationMs: 5,
+        at,
+      }),
+    cancelled: (callId: string, at: number) =>
+      provider.send({ type: 'upstream.cancelled', ...ticket(callId), durationMs: 5, at }),
+    admission: (at: number) => keyAdmission(context().keyBook.getSnapshot().context.keys, keyId, at),
+  };
+}
+
+describe("a call with the caller's key refused", () => {
+  it('is skipped at once with the key reason, class and until: no upstream call, no breaker, no fleet', () => {
+    const r = rig();
+    r.request('c1', t);
+    r.failed('c1', { errorClass: 'auth' }, t + 5);
+    const fleetBefore = r.fleet.length;
+    r.request('c2', t + 10);
+    expect(r.started).toEqual(['c1']);
+    expect(r.replies.at(-1)).toEqual({
+      type: 'provider.keySkipped',
+      callId: 'c2',
+      providerId: 'claude',
+      reason: 'key_quarantined',
+      errorClass: 'auth',
+      until: t + 5 + quarantineMs,
+      at: t + 10,
+    });
+    expect(r.records.at(-1)).toEqual({
+      provider: 'claude',
+      outcome: 'skipped',
+      errorClass: 'auth',
+      durationMs: 0,
+    });
+    expect(r.fleet).toHaveLength(fleetBefore);
+    expect(r.context().stats).toMatchObject({ calls: 1, rejected: 0 });
+  });
+
+  it("cools the key until the failure's Retry-After", () => {
+    const r = rig();
+    r.request('c1', t);
+    r.failed('c1', { errorClass: 'rate_limited', retryAfterMs: 2_000 }, t + 5);
+    expect(r.admission(t + 6)).toEqual({
+      admit: false,
+      reason: 'key_cooling',
+      errorClass: 'rate_limited',
+      until: t + 5 + 2_000,
+    });
+  });
+
+  it('lets the probe out once until has passed, skips the next call while it runs, and heals the key on its answer', () => {
+    for (const ok of [true, false]) {
+      const r = rig();
+      r.request('c1', t);
+      r.failed('c1', { errorClass: 'auth' }, t);
+      r.request('probe', t + quarantineMs);
+      r.request('c3', t + quarantineMs + 1);
+      expect(r.started).toEqual(['c1', 'probe']);
+      expect(r.replies.at(-1)).toMatchObject({ type: 'provider.keySkipped', callId: 'c3' });
+      // Even an answer that fails validation proves the key works.
+      r.succeeded('probe', ok, t + quarantineMs + 2);
+      expect(r.admission(t + quarantineMs + 3)).toEqual({ admit: true });
+      expect(r.context().keyBook.getSnapshot().context.keys.size).toBe(0);
+    }
+  });
+
+  it('frees the probe when its caller cancels it: the next call is the probe', () => {
+    const r = rig();
+    r.request('c1', t);
+    r.failed('c1', { errorClass: 'auth' }, t);
+    r.request('probe', t + quarantineMs);
+    r.cancelled('probe', t + quarantineMs + 1);
+    r.request('next', t + quarantineMs + 2);
+    expect(r.started).toEqual(['c1', 'probe', 'next']);
+  });
+
+  it("gives the key its own circuit on the breaker's streak below the quorum", () => {
+    const r = rig();
+    r.provider.send({ type: 'breaker.keyStreak', keyId, errorClass: 'timeout', at: t });
+    expect(r.admission(t + 1)).toEqual({
+      admit: false,
+      reason: 'key_quarantined',
+      errorClass: 'timeout',
+      until: t + quarantineMs,
+    });
+  });
+});
+
+describe('what the provider gives its children', () => {
+  it("the key book's settings, the breaker's quorum, and the fleet link its provider and breaker; names them in the system", () => {
+    const r = rig({ minDistinctKeys: 3 });
+    const book = r.context().keyBook;
+    expect(book.getSnapshot().context).toMatchObject({
+      providerId: 'claude',
+      quarantineMs,
+      coolingMs,
+      maxKeys: 10,
+    });
+    expect(r.provider.system.get('keyBook.claude')).toBe(book);
+    expect(r.provider.getSnapshot().children.keyBook).toBe(book);
+    expect(r.context().breaker.getSnapshot().context.minDistinctKeys).toBe(3);
+    expect(r.fleetInputs).toEqual([{ providerId: 'claude', breaker: r.context().breaker }]);
+  });
+});
+
+describe('a probe lease in a fleet', () => {
+  const synced = (r: ReturnType<typeof rig>, state: 'open' | 'halfOpen', retryAt: number | null) =>
+    r.provider.send({
+      type: 'breaker.synced',
+      shared: {
+        state,
+        consecutiveFailures: 1,
+        openedAt: t - 10,
+        retryAt,
+        opens: 1,
+        openPeriodMs: 1000,
+        version: 1,
+        changedAt: t - 10,
+        streakKeys: [],
+      },
+      at: t,
+    });
+
+  it('tells the breaker and the fleet the leased probe started, and counts a refused lease as rejected', () => {
+    const r = rig();
+    synced(r, 'halfOpen', t + 990);
+    r.request('c1', t);
+    r.provider.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 1 });
+    expect(r.fleet.at(-1)).toEqual({
+      type: 'fleet.report',
+      event: { type: 'call.started', callId: 'c1', at: t },
+    });
+    expect(r.context().breaker.getSnapshot().context).toMatchObject({ probeCallId: 'c1' });
+
+    const refused = rig();
+    synced(refused, 'halfOpen', t + 990);
+    refused.request('c1', t);
+    refused.provider.send({ type: 'probe.leased', callId: 'c1', granted: false, at: t + 1 });
+    expect(refused.context().stats).toMatchObject({ calls: 0, rejected: 1 });
+  });
+
+  it('tells the fleet nothing of a refused lease for a call nobody waits for', () => {
+    const r = rig();
+    synced(r, 'halfOpen', t + 990);
+    r.request('c1', t);
+    r.provider.send({ type: 'call.cancelled', callId: 'c1', at: t + 1 });
+    const fleetBefore = r.fleet.length;
+    r.provider.send({ type: 'probe.leased', callId: 'c1', granted: false, at: t + 2 });
+    expect(r.fleet).toHaveLength(fleetBefore);
+  });
+
+  it('refuses every call while the fleet holds the breaker open with no retry time, however late', () => {
+    const r = rig();
+    synced(r, 'open', null);
+    r.request('c1', t + 10_000_000);
+    expect(r.fleet.filter((event) => event.type === 'probe.requested')).toEqual([]);
+    expect(r.replies.map((reply) => reply.type)).toEqual(['provider.rejected']);
+  });
+});
