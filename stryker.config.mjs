@@ -47,6 +47,7 @@ export const mutationGroups = {
   breaker: {
     mutate: ['src/machines/breaker*.ts'],
     tests: [
+      'test/core/breaker.rules.test.ts',
       'test/core/breaker.test.ts',
       'test/core/breaker.fleet-sync.test.ts',
       'test/core/breaker-open-period.graph.test.ts',
