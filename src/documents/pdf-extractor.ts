@@ -1,6 +1,5 @@
 import { ExtractPool, type ExtractWorkerEntry } from './extract-pool.js';
 import { extractPdfTextInline, type ExtractOptions } from './extract-text.js';
-import { defaultWorkerNice } from '../threads/thread-priority.js';
 import { workerEntry } from '../threads/worker-entry.js';
 import type { ExtractedPdf } from './types.js';
 
@@ -28,7 +27,7 @@ export interface PdfExtractorOptions {
   queueMax?: number;
   /** PDF_WORKER_MEMORY_MB: one worker's V8 heap; past it PDF_MEMORY_LIMIT. Default 48. */
   memoryMb?: number;
-  /** WORKER_NICE: the workers' nice value (0–19, Linux). Default 19, the lowest priority. */
+  /** WORKER_NICE: the workers' nice value (0–19, Linux). Default 0 (unchanged); the service passes WORKER_NICE (19). */
   nice?: number;
 }
 
@@ -54,7 +53,7 @@ export function createPdfExtractor(options: PdfExtractorOptions = {}): PdfExtrac
     timeoutMs: options.timeoutMs ?? pdfExtractorDefaults.timeoutMs,
     memoryMb: options.memoryMb ?? pdfExtractorDefaults.memoryMb,
     retryAfterSeconds: extractorBusyRetryAfterSeconds,
-    nice: options.nice ?? defaultWorkerNice,
+    nice: options.nice ?? 0,
   });
   return { extract: (bytes, extractOptions) => pool.extract(bytes, extractOptions), close: () => pool.close() };
 }

@@ -11,7 +11,6 @@
 import type { Worker } from 'node:worker_threads';
 import { startWorker, workerEntry, type WorkerEntry } from '../threads/worker-entry.js';
 import { splitWithoutCounting, type TextPart } from './token-count.js';
-import { defaultWorkerNice } from '../threads/thread-priority.js';
 import type { TokenRequest, TokenResponse, TokenWorkerData } from './token-protocol.js';
 
 export interface TokenCounter {
@@ -29,7 +28,7 @@ export interface TokenCounterOptions {
   /** The worker ends after this long without a request (default 10 000 ms). */
   readonly idleMs?: number;
   readonly entry?: WorkerEntry;
-  /** The worker thread's nice value (WORKER_NICE; default 19, the lowest priority). */
+  /** The worker thread's nice value (0–19; default: the process's, set from WORKER_NICE by the service, else 0). */
   readonly nice?: number;
 }
 
@@ -137,9 +136,12 @@ export function createTokenCounter(options: TokenCounterOptions = {}): TokenCoun
   };
 }
 
-let tokenWorkerNice = defaultWorkerNice;
+let tokenWorkerNice = 0;
 
-/** WORKER_NICE for the process's token counter: its next worker starts at this nice value (set at start-up). */
+/**
+ * WORKER_NICE for the token counters of this process: their next worker starts at this nice value (the
+ * service sets it at start-up; 0, unchanged, until then).
+ */
 export function setTokenWorkerNice(nice: number): void {
   tokenWorkerNice = nice;
 }

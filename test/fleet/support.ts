@@ -137,6 +137,8 @@ export async function startServiceProcess(
       OPENAI_BASE_URL: emulator.openaiBaseUrl,
       TIMELYGPT_BASE_URL: emulator.timelygptBaseUrl,
       LOG_LEVEL: 'warn',
+      // Workers at the process's priority on the oversubscribed test machine (test/http/support.ts says why).
+      WORKER_NICE: '0',
       ...env,
     },
     stdio: ['ignore', 'ignore', 'inherit'],

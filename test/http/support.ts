@@ -18,7 +18,10 @@ import { providerIds } from '../../src/providers/index.js';
 import type { ProviderId } from '../../src/providers/index.js';
 
 export function testConfig(env: NodeJS.ProcessEnv = {}): Config {
-  return loadConfig({ LOG_LEVEL: 'silent', RETRY_BACKOFF_MS: '5,10', PROVIDER_TIMEOUT_MS: '2000', ...env });
+  // WORKER_NICE 0: on the shared, oversubscribed test machine a nice-19 worker waits behind every other
+  // process (seconds for a job's token count); scheduling is measured by bench/priority.bench.ts and
+  // test/isolation/worker-priority.test.ts, not by the behaviour tests.
+  return loadConfig({ LOG_LEVEL: 'silent', RETRY_BACKOFF_MS: '5,10', PROVIDER_TIMEOUT_MS: '2000', WORKER_NICE: '0', ...env });
 }
 
 export interface StaticGateway extends Gateway {

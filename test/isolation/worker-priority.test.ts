@@ -8,6 +8,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createPdfExtractor, type PdfExtractor } from '../../src/documents/index.js';
 import { createTokenCounter, type TokenCounter } from '../../src/study/index.js';
 import { loadConfig } from '../../src/config.js';
+import { createMemoryDocumentStore } from '../../src/documents/index.js';
+import { buildApp } from '../../src/http/app.js';
+import { staticGateway } from '../http/support.js';
 import { englishTextPdf } from '../fixtures/pdf/generate.js';
 
 const linux = process.platform === 'linux';
@@ -45,11 +48,11 @@ afterEach(async () => {
 });
 
 describe.runIf(linux)('worker threads run below the event loop (WORKER_NICE)', () => {
-  it('starts each PDF extract worker at the configured nice value, and at 19 by default', async () => {
+  it('starts each PDF extract worker at the nice value it is given, and leaves it alone by default', async () => {
     const pdf = await englishTextPdf(1);
     for (const [options, expected] of [
       [{ workers: 1, nice: 7 }, 7],
-      [{ workers: 1 }, 19],
+      [{ workers: 1 }, 0],
     ] as const) {
       const before = threadNices();
       const extractor = createPdfExtractor(options);
@@ -62,6 +65,34 @@ describe.runIf(linux)('worker threads run below the event loop (WORKER_NICE)', (
       await extractors.splice(0)[0]?.close();
     }
   }, 60_000);
+
+  it("runs the service's PDF workers at WORKER_NICE, 19 by default (an upload through the app)", async () => {
+    const app = await buildApp({
+      // Only the deadline is raised: a worker at 19 on the oversubscribed test machine waits behind every
+      // other process (the reason testConfig runs the behaviour tests at 0).
+      config: loadConfig({ LOG_LEVEL: 'silent', PDF_TIMEOUT_MS: '120000' }),
+      gateway: staticGateway(),
+      documentStore: createMemoryDocumentStore({ ttlSeconds: 60 }),
+      processMetrics: false,
+    });
+    try {
+      const before = threadNices();
+      const form = new FormData();
+      form.append('file', new Blob([await englishTextPdf(1)], { type: 'application/pdf' }), 'a.pdf');
+      const request = new Request('http://localhost/', { method: 'POST', body: form });
+      const upload = await app.inject({
+        method: 'POST',
+        url: '/v1/documents',
+        headers: { 'content-type': request.headers.get('content-type') ?? '' },
+        payload: Buffer.from(await request.arrayBuffer()),
+      });
+      expect(upload.statusCode, upload.body).toBe(201);
+      expect(newThreadsAt(before, 19).length).toBeGreaterThanOrEqual(1);
+      expect(changedThreads(before)).toEqual([]);
+    } finally {
+      await app.close();
+    }
+  }, 180_000);
 
   it('starts the token-count worker at the configured nice value', async () => {
     const before = threadNices();

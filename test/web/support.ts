@@ -25,6 +25,8 @@ export async function startDemo(env: NodeJS.ProcessEnv = {}): Promise<Demo> {
     OPENAI_BASE_URL: emulator.openaiBaseUrl,
     TIMELYGPT_BASE_URL: emulator.timelygptBaseUrl,
     DEMO: 'true',
+    // Workers at the process's priority on the oversubscribed test machine (test/http/support.ts says why).
+    WORKER_NICE: '0',
     ...env,
   });
   const service = await startService(config, { demo: { emulatorUrl: emulator.url }, log: { level: 'silent' } });
