@@ -78,7 +78,7 @@ describe.runIf(linux)('worker threads run below the event loop (WORKER_NICE)', (
     try {
       const before = threadNices();
       const form = new FormData();
-      form.append('file', new Blob([await englishTextPdf(1)], { type: 'application/pdf' }), 'a.pdf');
+      form.append('file', new Blob([new Uint8Array(await englishTextPdf(1))], { type: 'application/pdf' }), 'a.pdf');
       const request = new Request('http://localhost/', { method: 'POST', body: form });
       const upload = await app.inject({
         method: 'POST',
