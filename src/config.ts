@@ -84,6 +84,8 @@ export interface Config {
     readonly partBudgetTokens: number;
     /** Most live jobs (queued and running) of one client (JOB_MAX_JOBS_PER_CLIENT). */
     readonly maxJobsPerClient: number;
+    /** Live jobs the clients of one remote address may hold together (JOB_MAX_JOBS_PER_ADDRESS). */
+    readonly maxJobsPerAddress: number;
     /** Most running jobs of one client (JOB_CONCURRENCY_PER_CLIENT). */
     readonly concurrencyPerClient: number;
   };
@@ -238,6 +240,7 @@ const variables = {
   JOB_MAX_JOBS: { schema: integer(1, 1_000_000), fallback: '1000' },
   JOB_PART_BUDGET_TOKENS: { schema: integer(64, 1_000_000), fallback: '6000' },
   JOB_MAX_JOBS_PER_CLIENT: { schema: integer(1, 1_000_000), fallback: '20' },
+  JOB_MAX_JOBS_PER_ADDRESS: { schema: integer(1, 1_000_000), fallback: '100' },
   JOB_CONCURRENCY_PER_CLIENT: { schema: integer(1, 1000), fallback: '2' },
   MAX_INFLIGHT_GENERATIONS: { schema: integer(1, 100_000), fallback: '64' },
   MAX_INFLIGHT_GENERATIONS_PER_CLIENT: { schema: integer(1, 100_000), fallback: '8' },
@@ -377,6 +380,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       maxJobs: read(env, 'JOB_MAX_JOBS'),
       partBudgetTokens: read(env, 'JOB_PART_BUDGET_TOKENS'),
       maxJobsPerClient: read(env, 'JOB_MAX_JOBS_PER_CLIENT'),
+      maxJobsPerAddress: read(env, 'JOB_MAX_JOBS_PER_ADDRESS'),
       concurrencyPerClient: read(env, 'JOB_CONCURRENCY_PER_CLIENT'),
     },
     server: readServer(env),

@@ -22,6 +22,9 @@ export interface JobSpec {
   readonly chain: readonly ChainLink[];
   /** Who asked (a salted hash of the key set, src/http/admission.ts), for the per-client shares. */
   readonly clientId?: string;
+  /** Where it came from (the remote address), for the per-address share: a client is its key set, so one
+   * that invents keys is bounded by this. */
+  readonly address?: string;
 }
 
 export interface JobRegistryOptions {
@@ -38,6 +41,8 @@ export interface JobRegistryOptions {
   readonly maxJobs: number;
   /** Most live jobs of one client (JOB_MAX_JOBS_PER_CLIENT); default `maxJobs`. */
   readonly maxJobsPerClient?: number;
+  /** Most live jobs of the clients of one address together (JOB_MAX_JOBS_PER_ADDRESS); default `maxJobs`. */
+  readonly maxJobsPerAddress?: number;
   /** Most running jobs of one client (JOB_CONCURRENCY_PER_CLIENT); default `concurrency`. */
   readonly concurrencyPerClient?: number;
   /** A finished job is forgotten this long after it ended (JOB_TTL_SECONDS). */
@@ -81,12 +86,14 @@ export interface JobRegistry {
 export class JobCapacityError extends Error {
   constructor(
     readonly maxJobs: number,
-    readonly scope: 'instance' | 'client' = 'instance',
+    readonly scope: 'instance' | 'client' | 'address' = 'instance',
   ) {
     super(
       scope === 'instance'
         ? `Too many jobs at once (at most ${maxJobs}); retry when one has finished.`
-        : `This client already has ${maxJobs} live jobs (JOB_MAX_JOBS_PER_CLIENT); retry when one has finished.`,
+        : scope === 'client'
+          ? `This client already has ${maxJobs} live jobs (JOB_MAX_JOBS_PER_CLIENT); retry when one has finished.`
+          : `The clients of this address already have ${maxJobs} live jobs (JOB_MAX_JOBS_PER_ADDRESS); retry when one has finished.`,
     );
     this.name = 'JobCapacityError';
   }
@@ -98,6 +105,7 @@ type JobSnapshot = SnapshotFrom<typeof jobMachine>;
 interface LiveJob {
   readonly jobId: string;
   readonly clientId: string;
+  readonly address: string;
   readonly actor: JobActor;
   readonly listeners: Set<JobListener>;
   lastWritten: string;
@@ -173,8 +181,10 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
   const queue: LiveJob[] = [];
   const running = new Set<string>();
   const liveByClient = new Map<string, number>();
+  const liveByAddress = new Map<string, number>();
   const runningByClient = new Map<string, number>();
   const maxJobsPerClient = options.maxJobsPerClient ?? options.maxJobs;
+  const maxJobsPerAddress = options.maxJobsPerAddress ?? options.maxJobs;
   const concurrencyPerClient = options.concurrencyPerClient ?? options.concurrency;
   let stopped = false;
 
@@ -225,6 +235,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
     if (!live.has(job.jobId)) return;
     live.delete(job.jobId);
     bump(liveByClient, job.clientId, -1);
+    bump(liveByAddress, job.address, -1);
     if (running.delete(job.jobId)) bump(runningByClient, job.clientId, -1);
     const queued = queue.indexOf(job);
     if (queued >= 0) queue.splice(queued, 1);
@@ -299,7 +310,9 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
     create(spec) {
       if (stopped) throw new Error('The job registry is stopped.');
       const clientId = spec.clientId ?? 'anonymous';
+      const address = spec.address ?? 'unknown';
       if ((liveByClient.get(clientId) ?? 0) >= maxJobsPerClient) throw new JobCapacityError(maxJobsPerClient, 'client');
+      if ((liveByAddress.get(address) ?? 0) >= maxJobsPerAddress) throw new JobCapacityError(maxJobsPerAddress, 'address');
       if (live.size >= options.maxJobs) throw new JobCapacityError(options.maxJobs);
       const jobId = randomUUID();
       const actor = createActor(logic, {
@@ -316,7 +329,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
           createdAt: Date.now(),
         },
       });
-      const job: LiveJob = { jobId, clientId, actor, listeners: new Set(), lastWritten: '' };
+      const job: LiveJob = { jobId, clientId, address, actor, listeners: new Set(), lastWritten: '' };
       const fanOut = (event: JobStreamEvent): void => job.listeners.forEach((listener) => listener(event));
       actor.on('progress', fanOut);
       actor.on('attempt', fanOut);
@@ -330,6 +343,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
       });
       live.set(jobId, job);
       bump(liveByClient, clientId, 1);
+      bump(liveByAddress, address, 1);
       actor.start();
       write(job, actor.getSnapshot());
       queue.push(job);

@@ -212,6 +212,28 @@ describe('admission of POST /v1/jobs (issue 12)', () => {
     expect(refused.headers['retry-after']).toBe('9');
   });
 
+  it('caps the live jobs of one address whatever keys its clients invent (JOB_MAX_JOBS_PER_ADDRESS), and no other address', async () => {
+    const { app, store } = await start({ JOB_MAX_JOBS: '50', JOB_MAX_JOBS_PER_CLIENT: '20', JOB_MAX_JOBS_PER_ADDRESS: '2', RATE_LIMIT_JOBS: '0', REFUSAL_DELAY_MS: '0' });
+    const documentId = await withDocument(store);
+    const create = (remoteAddress: string, n: number) =>
+      app.inject({
+        method: 'POST',
+        url: '/v1/jobs',
+        remoteAddress,
+        headers: { 'content-type': 'application/json', 'x-gpt-key': `invented-gpt-key-${String(n).padStart(6, '0')}` },
+        payload: { documentId },
+      });
+    expect((await create('203.0.113.7', 1)).statusCode).toBe(202);
+    expect((await create('203.0.113.7', 2)).statusCode).toBe(202);
+    const third = await create('203.0.113.7', 3);
+    expect(third.statusCode).toBe(429);
+    expect(third.json().error.code).toBe('TOO_MANY_REQUESTS');
+    expect(third.json().error.message).toContain('JOB_MAX_JOBS_PER_ADDRESS');
+    expect(third.headers['retry-after']).toBe('5');
+    expect((await create('198.51.100.9', 4)).statusCode).toBe(202);
+    expect(testConfig({}).jobs.maxJobsPerAddress).toBe(100);
+  });
+
   it("caps one client's live jobs (429 TOO_MANY_REQUESTS) and runs another client's job beside its backlog", async () => {
     const { app, store, gateway } = await start({ JOB_CONCURRENCY: '2', JOB_CONCURRENCY_PER_CLIENT: '1', JOB_MAX_JOBS_PER_CLIENT: '3' });
     const documentId = await withDocument(store);

@@ -41,6 +41,7 @@ export interface JobsRoutesOptions {
     readonly maxJobs: number;
     readonly partBudgetTokens: number;
     readonly maxJobsPerClient?: number;
+    readonly maxJobsPerAddress?: number;
     readonly concurrencyPerClient?: number;
   };
   /** Job creations per client per window (RATE_LIMIT_JOBS); none when absent. */
@@ -163,6 +164,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
     concurrency: options.jobs.concurrency,
     maxJobs: options.jobs.maxJobs,
     ...(options.jobs.maxJobsPerClient === undefined ? {} : { maxJobsPerClient: options.jobs.maxJobsPerClient }),
+    ...(options.jobs.maxJobsPerAddress === undefined ? {} : { maxJobsPerAddress: options.jobs.maxJobsPerAddress }),
     ...(options.jobs.concurrencyPerClient === undefined ? {} : { concurrencyPerClient: options.jobs.concurrencyPerClient }),
     ttlSeconds: options.jobs.ttlSeconds,
     ...(options.statusStore === undefined ? {} : { store: options.statusStore }),
@@ -222,11 +224,12 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
           fillCount: body.options?.fillCount ?? defaultQuestionCount,
           chain,
           clientId: clientIdOf(keys, request.ip),
+          address: request.ip,
         });
       } catch (error) {
         if (error instanceof JobCapacityError) {
           const retryAfterSeconds = options.retryAfterSeconds ?? 5;
-          throw new ApiError(error.scope === 'client' ? 'TOO_MANY_REQUESTS' : 'TOO_MANY_JOBS', error.message, { retryAfterSeconds });
+          throw new ApiError(error.scope === 'instance' ? 'TOO_MANY_JOBS' : 'TOO_MANY_REQUESTS', error.message, { retryAfterSeconds });
         }
         throw error;
       }
