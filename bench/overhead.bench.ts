@@ -60,9 +60,10 @@ async function main(): Promise<void> {
   const baselineEnv = { OPENAI_BASE_URL: String(emulator.info['openaiBaseUrl']), GPT_MODEL: 'gpt-bench' };
   if (profileDirectory !== undefined) mkdirSync(profileDirectory, { recursive: true });
   const [service, sdk, floor, load] = await Promise.all([
-    // One client (one key) drives all 50 connections: its share of the generation slots (admission
-    // control, default 8 per client) is raised so the bench measures the hot path, not the refusals.
-    startServiceChild(emulator, { PROVIDERS_DEFAULT_ORDER: 'gpt', MAX_INFLIGHT_GENERATIONS: '256', MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '256' }),
+    // One client (one key, one address) drives all 50 connections: its shares of the generation slots
+    // (admission control, default 8 per client, 32 per address) are raised so the bench measures the
+    // hot path, not the refusals.
+    startServiceChild(emulator, { PROVIDERS_DEFAULT_ORDER: 'gpt', MAX_INFLIGHT_GENERATIONS: '256', MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '256', MAX_INFLIGHT_GENERATIONS_PER_ADDRESS: '256' }),
     startChild('sdk', { entry: 'baseline.child.ts', env: { ...baselineEnv, BASELINE_MODE: 'sdk' }, execArgv: ['--expose-gc'] }),
     startChild('floor', { entry: 'baseline.child.ts', env: { ...baselineEnv, BASELINE_MODE: 'passthrough' }, execArgv: ['--expose-gc'] }),
     startLoadChild(),
@@ -275,7 +276,7 @@ variants, each a server of its own: **floor** = Fastify forwarding the body to t
 (no SDK); **A** = Fastify calling the emulator through the \`openai\` SDK (one client, the same prompt and
 \`json_schema\` the gpt adapter sends, the content parsed as JSON); **B** = the service, \`POST /v1/generate\`
 (\`task: notes\`, short English text, \`providers: ["gpt"]\`, breaker closed, \`LOG_LEVEL=silent\`; the one
-client's admission share raised to 256 in flight, \`MAX_INFLIGHT_GENERATIONS_PER_CLIENT\`).
+client's admission shares raised to 256 in flight, \`MAX_INFLIGHT_GENERATIONS_PER_CLIENT\` and \`_PER_ADDRESS\`).
 Each round runs floor, A, B (then B, A, floor) for ${seconds} s each; B-vs-A figures are per-round
 differences/ratios, median of ${rounds} rounds (a warm-up round discarded). Latencies are exact
 (per-response hrtime from autocannon, not its millisecond histogram). CPU is \`process.cpuUsage()\`
