@@ -1,0 +1,252 @@
+/**
+ * HTTP path (issue 15): where `POST /v1/generate`'s CPU goes besides the SDK call, in one process and
+ * without sockets, so a change of a few tens of µs shows through the noise of a shared machine (the
+ * overhead bench's figures move by hundreds of µs from run to run at a load of 10).
+ *
+ * Three Fastify apps in this process, driven through `app.inject()` with 50 requests in flight; the
+ * emulator answers at once from its own process (its CPU is not counted):
+ * - **A**: Fastify + the `openai` SDK called directly (the overhead bench's A: same prompt and json_schema,
+ *   the content parsed as JSON);
+ * - **HTTP path**: the service's own app (`buildApp`: routes, hooks, zod, admission, the study layer,
+ *   the answer's validation and redaction, metrics) over a gateway that calls the gpt adapter directly,
+ *   without the actors: everything the service does outside src/machines and src/actors;
+ * - **B**: the whole service (`startService`), as `npm start` runs it.
+ * CPU is `process.cpuUsage()` of this process per request (light-my-request's own work is in all three);
+ * variants alternate over rounds, medians of per-round differences against A.
+ */
+import Fastify from 'fastify';
+import OpenAI from 'openai';
+import type { Attempt, CallRecord, Gateway, GenerateInput, GenerateOutcome } from '../src/actors/types.js';
+import { loadConfig } from '../src/config.js';
+import { createMemoryDocumentStore } from '../src/documents/index.js';
+import { buildApp } from '../src/http/app.js';
+import { startService } from '../src/http/service.js';
+import { createAdapters } from '../src/providers/index.js';
+import { buildNotesRequest } from '../src/study/prompts.js';
+import { loadAverage, machineInfo, median, round, writeBenchmarkSection } from './report.js';
+import { benchText, gptKey, serviceEnv, startEmulatorChild } from './support/index.js';
+
+const rounds = Number(process.env.BENCH_ROUNDS ?? 7);
+const requestsPerRun = Number(process.env.BENCH_REQUESTS ?? 2000);
+const inFlight = 50;
+
+/** The actors left out: the chain's first provider called at once, its answer validated, the call counted for the metrics. */
+function directGateway(adapters: ReturnType<typeof createAdapters>): Gateway {
+  const callListeners = new Set<(record: CallRecord) => void>();
+  const unused = (): never => {
+    throw new Error('not used by the http-path bench');
+  };
+  return {
+    async generate<T>(input: GenerateInput<T>): Promise<GenerateOutcome<T>> {
+      const link = input.chain[0];
+      if (link === undefined) throw new Error('empty chain');
+      const startedAt = Date.now();
+      const answer = await adapters[link.provider].generate(
+        input.request,
+        link.apiKey,
+        input.signal ?? new AbortController().signal,
+      );
+      const verdict = input.validate(answer);
+      if (!verdict.ok) throw new Error(`invalid answer: ${verdict.errors.join('; ')}`);
+      const durationMs = Date.now() - startedAt;
+      const record: CallRecord = {
+        provider: link.provider,
+        outcome: 'succeeded',
+        durationMs,
+        usage: answer.usage,
+      };
+      callListeners.forEach((listener) => listener(record));
+      const attempt: Attempt = {
+        provider: link.provider,
+        retry: 0,
+        model: answer.model,
+        durationMs,
+        outcome: 'succeeded',
+        countedByBreaker: false,
+      };
+      return {
+        status: 'succeeded',
+        value: verdict.value,
+        provider: link.provider,
+        model: answer.model,
+        fallback: false,
+        attempts: [attempt],
+        usage: answer.usage,
+      };
+    },
+    providers: () => [],
+    provider: unused,
+    keyHealth: unused,
+    controlBreaker: unused,
+    onBreakerTransition: () => () => false,
+    onCall(listener) {
+      callListeners.add(listener);
+      return () => callListeners.delete(listener);
+    },
+    onFallback: () => () => false,
+    stop: async () => undefined,
+  };
+}
+
+async function main(): Promise<void> {
+  const emulator = await startEmulatorChild();
+  const env = serviceEnv(emulator, {
+    PROVIDERS_DEFAULT_ORDER: 'gpt',
+    MAX_INFLIGHT_GENERATIONS: '256',
+    MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '256',
+    MAX_INFLIGHT_GENERATIONS_PER_ADDRESS: '256',
+  });
+  const config = loadConfig(env);
+  const service = await startService(config, { log: { level: 'silent' } });
+  const adapters = createAdapters({
+    anthropicBaseUrl: config.baseUrls.claude,
+    openaiBaseUrl: config.baseUrls.gpt,
+    timelygptBaseUrl: config.baseUrls.timelygpt,
+    claudeModel: config.models.claude,
+    gptModel: config.models.gpt,
+    timelygptModel: config.models.timelygpt,
+    timelygptTokenTtlMs: config.timelygptTokenTtlMs,
+  });
+  const httpPath = await buildApp({
+    config,
+    gateway: directGateway(adapters),
+    documentStore: createMemoryDocumentStore({ ttlSeconds: 60 }),
+    log: { level: 'silent' },
+    processMetrics: false,
+  });
+  await httpPath.ready();
+
+  const sdk = Fastify({ logger: false });
+  const client = new OpenAI({
+    apiKey: gptKey,
+    baseURL: config.baseUrls.gpt,
+    maxRetries: 0,
+    organization: null,
+    project: null,
+  });
+  sdk.post<{ Body: { text: string } }>('/direct', async (request) => {
+    const prompt = buildNotesRequest({ text: request.body.text, lang: 'en' });
+    const completion = await client.chat.completions.create({
+      model: config.models.gpt,
+      max_completion_tokens: prompt.maxOutputTokens,
+      messages: [
+        { role: 'system', content: prompt.system },
+        ...prompt.messages.map((message) => ({ role: message.role, content: message.content })),
+      ],
+      response_format: {
+        type: 'json_schema',
+        json_schema: { name: prompt.task, schema: { ...prompt.jsonSchema }, strict: false },
+      },
+    });
+    return { task: 'notes', result: JSON.parse(completion.choices[0]?.message.content ?? '') as unknown };
+  });
+  await sdk.ready();
+
+  const serviceBody = JSON.stringify({
+    task: 'notes',
+    text: benchText,
+    providers: ['gpt'],
+    options: { lang: 'en' },
+  });
+  const serviceHeaders = { 'content-type': 'application/json', 'x-gpt-key': gptKey };
+  const variants = [
+    {
+      key: 'sdk',
+      label: 'A: Fastify + openai SDK direct',
+      send: () =>
+        sdk.inject({
+          method: 'POST',
+          url: '/direct',
+          headers: { 'content-type': 'application/json' },
+          payload: JSON.stringify({ text: benchText }),
+        }),
+    },
+    {
+      key: 'http',
+      label: 'HTTP path: the service app, gateway without actors',
+      send: () =>
+        httpPath.inject({
+          method: 'POST',
+          url: '/v1/generate',
+          headers: serviceHeaders,
+          payload: serviceBody,
+        }),
+    },
+    {
+      key: 'service',
+      label: 'B: the whole service',
+      send: () =>
+        service.app.inject({
+          method: 'POST',
+          url: '/v1/generate',
+          headers: serviceHeaders,
+          payload: serviceBody,
+        }),
+    },
+  ] as const;
+
+  /** CPU µs per request of `requests` requests, `inFlight` at a time. */
+  async function measure(
+    send: () => Promise<{ statusCode: number; body: string }>,
+    requests: number,
+  ): Promise<number> {
+    let started = 0;
+    const before = process.cpuUsage();
+    await Promise.all(
+      Array.from({ length: inFlight }, async () => {
+        while (started < requests) {
+          started += 1;
+          const response = await send();
+          if (response.statusCode !== 200)
+            throw new Error(`answered ${response.statusCode}: ${response.body.slice(0, 300)}`);
+        }
+      }),
+    );
+    const used = process.cpuUsage(before);
+    return (used.user + used.system) / requests;
+  }
+
+  const loadAtStart = loadAverage();
+  for (const variant of variants) await measure(variant.send, 500);
+  const samples = new Map<string, number[]>(variants.map((variant) => [variant.key, []]));
+  for (let r = 0; r < rounds; r += 1) {
+    const order = r % 2 === 0 ? variants : [...variants].reverse();
+    const line: string[] = [];
+    for (const variant of order) {
+      const micros = await measure(variant.send, requestsPerRun);
+      samples.get(variant.key)?.push(micros);
+      line.push(`${variant.key} ${round(micros, 0)}µs`);
+    }
+    process.stdout.write(`round ${r + 1}/${rounds}: ${line.join(' | ')}\n`);
+  }
+
+  const of = (key: string): number[] => samples.get(key) ?? [];
+  const differences = (key: string, from: string): number[] =>
+    of(key).map((value, index) => value - (of(from)[index] ?? Number.NaN));
+  const rows = variants.map((variant) => {
+    const overA = variant.key === 'sdk' ? '—' : round(median(differences(variant.key, 'sdk')), 0);
+    return `| ${variant.label} | ${round(median(of(variant.key)), 0)} | ${overA} |`;
+  });
+  const markdown = `## HTTP path: the service's CPU outside the actors, in one process
+
+Command: \`npm run bench -- http-path\` (bench/http-path.bench.ts; \`BENCH_ROUNDS\`=${rounds}, \`BENCH_REQUESTS\`=${requestsPerRun} per run, ${inFlight} in flight).
+Machine: ${machineInfo()}. Measured ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC; load average (1/5/15 min) ${loadAtStart} at the start, ${loadAverage()} at the end.
+
+Three apps in one process through \`app.inject()\` (no sockets), the emulator answering at once from its own process:
+A (Fastify + the \`openai\` SDK, as in the overhead bench), the **HTTP path** (the service's app, \`buildApp\`, over a
+gateway that calls the gpt adapter directly: everything outside src/machines and src/actors) and B (the whole service).
+CPU of this process per request, medians of ${rounds} alternating rounds; differences are per round against A.
+
+| variant | CPU µs / request | over A, µs |
+| --- | ---: | ---: |
+${rows.join('\n')}
+
+B − HTTP path is what the actors add (median of per-round differences: ${round(median(differences('service', 'http')), 0)} µs).
+`;
+  writeBenchmarkSection('http-path', markdown);
+  process.stdout.write(markdown);
+  await Promise.all([service.close(), httpPath.close(), sdk.close()]);
+  await emulator.stop();
+}
+
+await main();
