@@ -94,6 +94,10 @@ export function createTimelyGptAdapter(options: TimelyGptAdapterOptions): Timely
           },
         },
       });
+      // The provider calls `generate` from inside one of its machine's actions; XState builds an actor's
+      // initial context through `assign()` and, in development builds, warns about any `assign()` made
+      // while a custom action runs. So the session actor is made a microtask later, after that action.
+      await Promise.resolve();
       const actor = createActor(session, { input: { apiKey, signal } });
       const finished = toPromise(actor);
       actor.start();
