@@ -186,21 +186,32 @@ What changed for issue 15 and what limits these figures (details in docs/perform
   the key headers and client id are read once per request, a study run of one step makes no AbortController.
   The path outside the machines went from 350–520 to 105–160 µs and from 192 to 23 KB allocated per request
   (in process, load 9–12); B allocates ~350 KB per request against A's ~185 KB, ~125 KB of the difference
-  in XState and the actors.
+  in XState and the actors. Since: the redaction's table is built from the key's bytes (9.8 → 1.9 µs), the
+  language check reads ASCII from one table (11.7 → 6.4 µs), the client id is one \`crypto.hash\`.
+  \`npm run bench -- http-path\` measures the HTTP path alone, in one process (its section below).
 - **The rig:** the emulator, autocannon and the three servers share 2 vCPUs with other engineers' work; the
   load average printed above is the context of every figure. Under a load far above 2 the absolute req/s and
   µs are several times worse than on an idle run (2026-11-30: A 1,151 req/s and 934 µs/request at 50
   connections); the B/A ratios and B−A differences of the same rounds are the comparable figures.
-- **What remains in B − A** (profiled earlier with \`BENCH_PROFILE=1\`, which writes
-  \`dist/bench-profiles/{sdk,service}.cpuprofile\`; \`bench/support/profile-summary.ts\` summarises them):
-  XState bookkeeping (a fallback actor per request with its own system, the provider actor's ~10 messages
-  per call, \`Object.assign({}, context, update)\` per \`assign\`) and the garbage it leaves, Fastify's route
-  work and the request-body zod parse, admission and key fingerprints (sha256), prom-client, and kernel
-  socket writes. None of it is a single hot spot; the machines staying the single source of behaviour
-  (issue 15's constraint) keeps the actor messages.
+- **What remains in B − A** (profiled with \`BENCH_PROFILE=1\`, which writes
+  \`dist/bench-profiles/{sdk,service}.cpuprofile\`; \`bench/support/profile-summary.ts\` summarises them;
+  17:41 UTC, per request at saturation, B − A): XState bookkeeping ~170 µs (the fallback run's steps, the
+  provider actor's ~10 messages per call, a context copy per \`assign\`) and GC ~70 µs more (B's garbage),
+  the kernel's loopback writes ~90 µs more per request (strace: the same ~2 writes per request as A, each
+  dearer in B's runs), the SDK's per-call \`Authorization\` header and abort signal ~27 µs, the
+  answer's redaction ~45 µs (its table's build since cut 5×), the key id's HMAC and the client id's sha256 ~30 µs, the answer's
+  validation ~40 µs (A parses the JSON too), zod on the body, prom-client ~6 µs. In one process (the
+  http-path bench) the service outside the actors is ~200 µs over A and the actors ~370 µs; none of it is a
+  single hot spot, and the machines staying the single source of behaviour (issue 15's constraint) keep the
+  actor messages.
 - **Memory:** idle RSS is measured after start-up, one request and a forced GC; the heap-after-GC slope is
   measured over the growth run's requests, reported as run (the goal asks for 100,000 run in full; under a
-  heavy load the \`BENCH_GROWTH_MS\` budget may end it earlier, which the goal line then says).
+  heavy load the \`BENCH_GROWTH_MS\` budget may end it earlier, which the goal line then says). RSS figures
+  differ between the hosts this bench has run on (AMD EPYC until 16:36 UTC, Intel Xeon from 17:36): on the
+  Intel host A's idle RSS is 79 MiB (104 on the AMD one). The service's code of 2026-12-01 17:37 and of
+  18:52, side by side on the Intel host: idle RSS medians of five 116.0 and 120.2 MiB (heap 27.8 and 27.9
+  MiB), peaks under 5 s of 50 connections alike (260–263 and 263–272 MiB): the misses above are the host's
+  A, not the service's code.
 `;
 
 function verdict(met: boolean): string {
