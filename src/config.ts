@@ -3,6 +3,7 @@
  * A bad value stops the start with a `ConfigError` naming the variable; a provider name the service does
  * not know in `PROVIDERS_DEFAULT_ORDER` only warns (SPEC.md §3: server-side configuration degrades gracefully).
  */
+import { isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { fallbackPolicies } from './actors/types.js';
@@ -101,6 +102,8 @@ export interface Config {
     readonly keepAliveTimeoutMs: number;
     /** Most bytes queued for one SSE client before it is dropped (SSE_MAX_BUFFER_BYTES). */
     readonly sseMaxBufferBytes: number;
+    /** Whose address is the client's (TRUST_PROXY, Fastify's `trustProxy`): false, proxy hops, or proxy addresses. */
+    readonly trustProxy: boolean | number | readonly string[];
     /** Event streams open at once in this instance (SSE_MAX_STREAMS). */
     readonly sseMaxStreams: number;
     /** Event streams one client (remote address) may hold open at once (SSE_MAX_STREAMS_PER_CLIENT). */
@@ -190,6 +193,33 @@ const booleanFlag = z
   .pipe(z.enum(['1', '0', 'true', 'false', 'yes', 'no', 'on', 'off', '']))
   .transform((value) => ['1', 'true', 'yes', 'on'].includes(value));
 
+/**
+ * TRUST_PROXY, as Fastify's `trustProxy`: `false` (the socket's address is the client's), a number of
+ * proxy hops, or the proxies' addresses and CIDR ranges (comma-separated). `true` (believe any
+ * X-Forwarded-For) is accepted but lets a client choose its own address, and so its per-address shares.
+ */
+const trustProxy = z
+  .string()
+  .trim()
+  .transform((value, context): boolean | number | string[] => {
+    const lowered = value.toLowerCase();
+    if (['', '0', 'false', 'no', 'off'].includes(lowered)) return false;
+    if (['true', 'yes', 'on'].includes(lowered)) return true;
+    if (/^[1-9]$/u.test(value)) return Number(value);
+    const entries = value.split(',').map((entry) => entry.trim());
+    const invalid = entries.filter((entry) => {
+      const [address, bits, ...rest] = entry.split('/');
+      const family = isIP(address ?? '');
+      if (family === 0 || rest.length > 0) return true;
+      return bits !== undefined && !(/^\d{1,3}$/u.test(bits) && Number(bits) <= (family === 4 ? 32 : 128));
+    });
+    if (invalid.length > 0) {
+      context.addIssue({ code: 'custom', message: `not false, true, a hop count 1-9, or addresses/CIDRs: ${invalid.join(', ')}` });
+      return z.NEVER;
+    }
+    return entries;
+  });
+
 const httpUrl = z
   .string()
   .trim()
@@ -256,6 +286,7 @@ const variables = {
   CONNECTION_TIMEOUT_MS: { schema: integer(1, 86_400_000), fallback: '600000' },
   KEEP_ALIVE_TIMEOUT_MS: { schema: integer(1, 3_600_000), fallback: '72000' },
   SSE_MAX_BUFFER_BYTES: { schema: integer(1024, 1_073_741_824), fallback: '65536' },
+  TRUST_PROXY: { schema: trustProxy, fallback: 'false' },
   SSE_MAX_STREAMS: { schema: integer(1, 1_000_000), fallback: '1000' },
   SSE_MAX_STREAMS_PER_CLIENT: { schema: integer(1, 1_000_000), fallback: '8' },
   ANTHROPIC_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.claude },
@@ -327,6 +358,7 @@ function readServer(env: NodeJS.ProcessEnv): Config['server'] {
     connectionTimeoutMs: read(env, 'CONNECTION_TIMEOUT_MS'),
     keepAliveTimeoutMs: read(env, 'KEEP_ALIVE_TIMEOUT_MS'),
     sseMaxBufferBytes: read(env, 'SSE_MAX_BUFFER_BYTES'),
+    trustProxy: read(env, 'TRUST_PROXY'),
     sseMaxStreams: read(env, 'SSE_MAX_STREAMS'),
     sseMaxStreamsPerClient: read(env, 'SSE_MAX_STREAMS_PER_CLIENT'),
   };

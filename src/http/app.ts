@@ -60,6 +60,12 @@ export interface AppOptions {
 
 const mebibyte = 1024 * 1024;
 
+/** TRUST_PROXY as Fastify takes it; a hop count as the function proxy-addr makes of a number (trust the nearest `n`). */
+function fastifyTrustProxy(setting: Config['server']['trustProxy']): boolean | string[] | ((address: string, hop: number) => boolean) {
+  if (typeof setting === 'number') return (_address, hop) => hop < setting;
+  return typeof setting === 'boolean' ? setting : [...setting];
+}
+
 /**
  * The JSON body of POST /v1/generate: room for a `text` of MAX_TEXT_CHARS characters even if every one
  * is sent as a 6-byte `\uXXXX` escape, plus 1 MiB for the rest (options.notes); never above MAX_UPLOAD_MB.
@@ -87,6 +93,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     frameworkErrors,
     bodyLimit: mebibyte,
     requestIdHeader: false,
+    // Behind a proxy, the client's address (per-address shares and rates) comes from X-Forwarded-For.
+    trustProxy: fastifyTrustProxy(config.server.trustProxy),
     // Slow clients are cut (issue 12): headers and the whole request have deadlines, idle sockets close.
     requestTimeout: config.server.requestTimeoutMs,
     connectionTimeout: config.server.connectionTimeoutMs,
