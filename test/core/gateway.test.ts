@@ -618,3 +618,51 @@ describe('gateway: a failing actor', () => {
     expect(gateway.provider('claude').breaker.state).toBe('closed');
   });
 });
+
+describe('gateway: a quarantined key probed through the provider', () => {
+  const keyHealth = { quarantineMs: 10_000, coolingMs: 10_000, maxKeys: 100 };
+
+  it('admits one probe once the quarantine is over, refuses the key while it is in flight, and frees it on success', async () => {
+    const h = start({ keyHealth });
+    h.adapters.claude.script(fail('auth'));
+    expectFailed(await h.gateway.generate(input(['claude'])));
+    expect(h.gateway.provider('claude').keys).toEqual({ quarantined: 1, cooling: 0 });
+
+    vi.setSystemTime(Date.now() + 10_000);
+    // The probe is held in flight for a while: a second call with the same key meanwhile is skipped.
+    h.adapters.claude.script({ kind: 'answer', text: validAnswer, delayMs: 500 });
+    const probe = h.gateway.generate(input(['claude']));
+    await settle();
+    const during = expectFailed(await h.gateway.generate(input(['claude'])));
+    expect(during.attempts.map((a) => a.reason)).toEqual(['key_quarantined']);
+    await vi.advanceTimersByTimeAsync(500);
+    expectSucceeded(await probe);
+    expect(h.gateway.provider('claude').keys).toEqual({ quarantined: 0, cooling: 0 });
+  });
+
+  it('sends the key book nothing for a healthy key (its start and answer would change nothing there)', async () => {
+    const events: InspectionEvent[] = [];
+    const h = start({ keyHealth, inspect: (event) => events.push(event) });
+    expectSucceeded(await h.gateway.generate(input(['claude'])));
+    const toBook = events.filter(
+      (e) =>
+        e.type === '@xstate.event' &&
+        'id' in e.actorRef &&
+        e.actorRef.id === 'keyBook' &&
+        e.event.type !== 'xstate.init',
+    );
+    expect(toBook.map((e) => (e.type === '@xstate.event' ? e.event.type : ''))).toEqual([]);
+    // A failure that refuses the key still reaches it.
+    h.adapters.claude.script(fail('auth'));
+    expectFailed(await h.gateway.generate(input(['claude'])));
+    expect(
+      events.some(
+        (e) =>
+          e.type === '@xstate.event' &&
+          'id' in e.actorRef &&
+          e.actorRef.id === 'keyBook' &&
+          e.event.type === 'key.failed',
+      ),
+    ).toBe(true);
+  });
+});
