@@ -253,23 +253,23 @@ async function timePerCall(variant: Variant): Promise<number> {
 
 /** Where the time goes (from the diagnostics above and a --cpu-prof of the provider loop). */
 const analysis = `
-Where the time goes (\`node --cpu-prof\`, and each piece timed alone in CPU µs, 2026-12-01 ~18:15 UTC):
-a call through the provider actor is two steps of the provider machine and the messages they send.
-\`call.requested\` with its \`call.started\` to the breaker, the fleet link and the key book: ~6.5 µs;
-\`upstream.succeeded\` with \`call.succeeded\`, \`key.answered\`, the reply and the \`call.finished\` emit:
-~7.3 µs; the upstream call's runtime ~4.8 µs over the direct call, ~3.8 µs of it the AbortController and
-the deadline timer. A child step that changes nothing (the breaker hearing \`call.started\` while closed,
-the key book hearing about a healthy key) still costs ~0.7-0.8 µs: XState's macrostep (the scan for
-eventless transitions, the snapshot's bookkeeping) is the floor of every message, and the 15 µs goal is
-~4.4 bare \`send()\`s of an idle run, fewer than the provider's own two steps and its children's.
+Where the time goes (\`node --cpu-prof\`, and each piece timed alone in CPU µs, 2026-12-01 18:15-18:35 UTC,
+load 10-12): a call through the provider actor is two steps of the provider machine and the messages they
+send: \`call.requested\` with \`call.started\` to the breaker and the fleet link, ~6 µs; \`upstream.succeeded\`
+with \`call.succeeded\`, the reply and the \`call.finished\` emit, ~7 µs; the upstream call's runtime ~4.8 µs
+over the direct call, ~3.8 µs of it the AbortController and the deadline timer. A child step that changes
+nothing (the breaker hearing \`call.started\` while closed) still costs ~0.7-0.8 µs: XState's macrostep (the
+scan for eventless transitions, the snapshot's bookkeeping) is the floor of every message, and the 15 µs
+goal is ~4.4 bare \`send()\`s of an idle run, fewer than the provider's own two steps.
 Applied: the provider keeps nothing per call in flight (a call's ticket travels with it, stats counted in
 place); a call's life is call.machine.ts stepped with each transition taken from XState once and reused (no
-actor per call); the breaker leaves its snapshot alone on a success with nothing to clear (no context and
-snapshot copy per call); each \`generate()\`'s fallback run is stepped with the machine's own
-\`machine.transition\` instead of an actor with its own system per request, its updates written as literals
-(spreading an object just built, then adding properties, took V8's slow clone path: 3-10 µs per object). A run's own XState work is
-now ~12 µs (its initial step ~4.6 µs, the answer's three microsteps ~7.5 µs); the rest of a \`generate()\`
-is the provider's call above and the key id's HMAC per request.
+actor per call); the breaker leaves its snapshot alone on a success with nothing to clear; the key book
+hears a call's start and answer only for a key it tracks (a healthy key's call sends it nothing); each
+\`generate()\`'s fallback run is stepped with the machine's own \`machine.transition\` instead of an actor
+with its own system per request, its updates written as literals (spreading an object just built, then
+adding properties, took V8's slow clone path: 3-10 µs per object). A run's own XState work is ~12 µs (its
+initial step ~4.6 µs, the answer's three microsteps ~7.5 µs); the rest of a \`generate()\` is the
+provider's call above and the key id's HMAC per request.
 `;
 
 async function main(): Promise<void> {
