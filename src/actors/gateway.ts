@@ -178,6 +178,14 @@ export function createGateway(options: GatewayOptions): Gateway {
     return { provider: id, ...view };
   }
 
+  /** Whether each provider's breaker admits a call now (read through the current system), made once. */
+  const admitting = Object.fromEntries(
+    providerIds.map((id) => [
+      id,
+      () => providerRef(id).getSnapshot().context.breaker.getSnapshot().hasTag('admitting'),
+    ]),
+  ) as Record<ProviderId, () => boolean>;
+
   function generate<T>(input: GenerateInput<T>): Promise<GenerateOutcome<T>> {
     if (input.signal?.aborted) return Promise.resolve({ status: 'aborted', attempts: [] });
     const links: FallbackLink[] = input.chain.map((link) => ({
@@ -186,7 +194,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       apiKey: link.apiKey,
       keyId: keyIdentity.keyId(link.provider, link.apiKey),
       ref: providerRef(link.provider),
-      isAdmitting: () => providerRef(link.provider).getSnapshot().context.breaker.getSnapshot().hasTag('admitting'),
+      isAdmitting: admitting[link.provider],
     }));
     if (links.length === 0) {
       return Promise.resolve({
