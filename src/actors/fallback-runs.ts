@@ -93,7 +93,8 @@ export function createFallbackRuns(
   /** Actions collected while XState computes a step (its transitions run no action themselves). */
   let collected: ExecutableActionObject[] = [];
   // Never started, never sent to: the scope's `self` for XState's types. The run's actions reach no
-  // `self` (replies go to `replyTo`), and its actions are run here, not by this actor.
+  // `self` (replies go to `replyTo`), and its actions are run here, not by this actor. (Its own initial
+  // snapshot, made from an input without links, is an error snapshot that nothing reads.)
   const inert = createActor(machine, {
     input: {
       runId: '',
