@@ -81,7 +81,8 @@ export function createGateway(options: GatewayOptions): Gateway {
     actors: {
       provider: providerMachine.provide({
         actions: {
-          startUpstream: ({ self }, params) => upstreamCalls.start(params, (event) => self.send(event)),
+          // `send` is bound to its actor (XState binds it), so it reports without a closure per call.
+          startUpstream: ({ self }, params) => upstreamCalls.start(params, self.send),
           abortUpstream: (_, params) => upstreamCalls.cancel(params.callId, params.at),
         },
         actors: providerActors,
