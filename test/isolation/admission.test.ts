@@ -288,6 +288,18 @@ describe('refusals held for REFUSAL_DELAY_MS (a client looping on 429s slows dow
       new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 10_000)),
     ]);
     expect(unknown?.json().error.code).toBe('JOB_NOT_FOUND');
+    // A body declared over the limit is the client's doing too: held like a 429.
+    const oversized = await start({ REFUSAL_DELAY_MS: '400' });
+    const sent = performance.now();
+    const tooLarge = await oversized.app.inject({
+      method: 'POST',
+      url: '/v1/generate',
+      headers: { ...clientA, 'content-length': String(50 * 1024 * 1024) },
+      payload: '{"task":"notes","text":"x"}',
+    });
+    expect(tooLarge.statusCode).toBe(413);
+    expect(tooLarge.json().error.code).toBe('REQUEST_TOO_LARGE');
+    expect(performance.now() - sent).toBeGreaterThanOrEqual(390);
     releaseHold();
     slow.releaseHold();
     await Promise.all([...held, first]);
