@@ -6,6 +6,7 @@ import {
   type ExecutableActionObject,
   type SnapshotFrom,
 } from 'xstate';
+import { steppingScope } from './stepping-scope.js';
 import { ownClasses, type ProviderFailure } from '../errors/index.js';
 import { callMachine, type CallEvent } from '../machines/call.machine.js';
 import type { CallTicket, CallUpstreamInput, UpstreamEvent } from '../machines/provider.machine.js';
@@ -143,17 +144,7 @@ export function createUpstreamCalls(options: CallUpstreamOptions): UpstreamCalls
   /** Actions collected while XState computes a step. */
   let collected: ExecutableActionObject[] = [];
   const inert = createActor(machine);
-  const scope: ActorScope<CallSnapshot, CallEvent> = {
-    self: inert,
-    id: 'call',
-    sessionId: inert.sessionId,
-    logger: () => undefined,
-    defer: () => undefined,
-    emit: () => undefined,
-    system: inert.system,
-    stopChild: () => undefined,
-    actionExecutor: (action) => void collected.push(action),
-  };
+  const scope: ActorScope<CallSnapshot, CallEvent> = steppingScope(inert, 'call', (action) => void collected.push(action));
   const initial: CallStep = { snapshot: machine.getInitialSnapshot(scope), actions: collected };
   /** The machine's transitions, by snapshot (the few the machine has) and event type. */
   const steps = new Map<CallSnapshot, Map<string, CallStep>>();

@@ -9,6 +9,7 @@ import {
   type Observer,
   type SnapshotFrom,
 } from 'xstate';
+import { steppingScope } from './stepping-scope.js';
 import {
   fallbackMachine,
   type FallbackEmitted,
@@ -107,17 +108,11 @@ export function createFallbackRuns(
       startedAt: 0,
     },
   });
-  const scope: ActorScope<RunSnapshot, FallbackEvent, typeof inert.system, FallbackEmitted> = {
-    self: inert,
-    id: 'fallback',
-    sessionId: inert.sessionId,
-    logger: () => undefined,
-    defer: () => undefined,
-    emit: () => undefined,
-    system: inert.system,
-    stopChild: () => undefined,
-    actionExecutor: (action) => void collected.push(action),
-  };
+  const scope: ActorScope<RunSnapshot, FallbackEvent, typeof inert.system, FallbackEmitted> = steppingScope(
+    inert,
+    'fallback',
+    (action) => void collected.push(action),
+  );
 
   function end(run: SteppedRun): void {
     run.over = true;
