@@ -4,11 +4,10 @@
  * that is never started (for XState's types and ids), nothing is logged, deferred or emitted through it,
  * and every action XState would execute is handed to `collect`, for the runtime to run in order.
  */
-import type { ActorRef, ActorScope, ActorSystem, EventObject, ExecutableActionObject, Snapshot } from 'xstate';
+import type { ActorRef, ActorScope, EventObject, ExecutableActionObject, Snapshot } from 'xstate';
 
-// XState's own `AnyActorSystem` (not exported from the package root).
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type AnyActorSystem = ActorSystem<any>;
+/** XState's `AnyActorSystem` (not exported from the package root), as a scope's default system type. */
+type AnyActorSystem = ActorScope<Snapshot<unknown>, EventObject>['system'];
 
 export function steppingScope<
   TSnapshot extends Snapshot<unknown>,
