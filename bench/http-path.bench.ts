@@ -20,8 +20,7 @@ import type { Attempt, CallRecord, Gateway, GenerateInput, GenerateOutcome } fro
 import { loadConfig } from '../src/config.js';
 import { createMemoryDocumentStore } from '../src/documents/index.js';
 import { buildApp } from '../src/http/app.js';
-import { startService } from '../src/http/service.js';
-import { createAdapters } from '../src/providers/index.js';
+import { adaptersFromConfig, startService } from '../src/http/service.js';
 import { buildNotesRequest } from '../src/study/prompts.js';
 import { loadAverage, machineInfo, median, round, writeBenchmarkSection } from './report.js';
 import { benchText, gptKey, serviceEnv, startEmulatorChild } from './support/index.js';
@@ -31,7 +30,7 @@ const requestsPerRun = Number(process.env.BENCH_REQUESTS ?? 2000);
 const inFlight = 50;
 
 /** The actors left out: the chain's first provider called at once, its answer validated, the call counted for the metrics. */
-function directGateway(adapters: ReturnType<typeof createAdapters>): Gateway {
+function directGateway(adapters: ReturnType<typeof adaptersFromConfig>): Gateway {
   const callListeners = new Set<(record: CallRecord) => void>();
   const unused = (): never => {
     throw new Error('not used by the http-path bench');
@@ -98,15 +97,7 @@ async function main(): Promise<void> {
   });
   const config = loadConfig(env);
   const service = await startService(config, { log: { level: 'silent' } });
-  const adapters = createAdapters({
-    anthropicBaseUrl: config.baseUrls.claude,
-    openaiBaseUrl: config.baseUrls.gpt,
-    timelygptBaseUrl: config.baseUrls.timelygpt,
-    claudeModel: config.models.claude,
-    gptModel: config.models.gpt,
-    timelygptModel: config.models.timelygpt,
-    timelygptTokenTtlMs: config.timelygptTokenTtlMs,
-  });
+  const adapters = adaptersFromConfig(config);
   const httpPath = await buildApp({
     config,
     gateway: directGateway(adapters),

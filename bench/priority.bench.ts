@@ -59,8 +59,8 @@ async function child(): Promise<void> {
   process.stdout.write(`${JSON.stringify(await measure(nice))}\n`);
 }
 
-function runPinned(nice: number): Sample {
-  const pinned = spawnSync('taskset', ['-c', '0', 'true']).status === 0;
+/** One measuring child at `nice`, pinned to CPU 0 when `pinned` (`taskset` is there). */
+function runPinned(nice: number, pinned: boolean): Sample {
   const command = pinned ? 'taskset' : process.execPath;
   const args = [...(pinned ? ['-c', '0', process.execPath] : []), '--import', 'tsx', new URL(import.meta.url).pathname];
   const result = spawnSync(command, args, { env: { ...process.env, BENCH_PRIORITY_NICE: String(nice) }, encoding: 'utf8' });
@@ -71,12 +71,13 @@ function runPinned(nice: number): Sample {
 
 async function main(): Promise<void> {
   const loadAtStart = loadAverage();
+  // Whether `taskset` (util-linux) can pin a process here; asked once.
   const pinned = spawnSync('taskset', ['-c', '0', 'true']).status === 0;
   const samples = new Map<number, Sample[]>(niceValues.map((nice) => [nice, []]));
   for (let index = 0; index < rounds; index += 1) {
     const order = index % 2 === 0 ? niceValues : [...niceValues].reverse();
     for (const nice of order) {
-      const sample = runPinned(nice);
+      const sample = runPinned(nice, pinned);
       samples.get(nice)?.push(sample);
       process.stdout.write(`round ${index + 1} nice ${nice}: loop p99 ${round(sample.loopP99Ms, 1)} ms, max ${round(sample.loopMaxMs, 1)} ms, work done ${sample.ticks}\n`);
     }

@@ -8,7 +8,7 @@ import type { Socket } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { DocumentStoreUnavailableError } from '../documents/index.js';
-import { ApiError } from './errors.js';
+import { ApiError, type ErrorCode } from './errors.js';
 import { scrubSecrets } from '../security/redact.js';
 import { secretsOf } from './keys.js';
 
@@ -107,7 +107,7 @@ export interface ErrorHandlerOptions {
 }
 
 /** The refusals REFUSAL_DELAY_MS holds: a client looping on them is slowed, no one else. */
-const heldRefusals: ReadonlySet<string> = new Set(['TOO_MANY_REQUESTS', 'REQUEST_TOO_LARGE']);
+const heldRefusals: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['TOO_MANY_REQUESTS', 'REQUEST_TOO_LARGE']);
 
 /** The error handler of the app (`app.setErrorHandler`). */
 export function createErrorHandler(options: ErrorHandlerOptions): (error: unknown, request: FastifyRequest, reply: FastifyReply) => Promise<unknown> {

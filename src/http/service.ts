@@ -51,10 +51,9 @@ async function connectFleetIfConfigured(config: Config): Promise<Fleet | undefin
   });
 }
 
-export async function startService(config: Config, options: ServiceOptions = {}): Promise<Service> {
-  // No tokenizer warm-up: token counting runs in a worker started on the first text that needs it
-  // (src/study/token-counter.ts), so neither idle memory nor the event loop pays for it (docs/architecture.md).
-  const adapters = createAdapters({
+/** The provider adapters the configuration names (base URLs, models, the TimelyGPT token lifetime). */
+export function adaptersFromConfig(config: Config): ReturnType<typeof createAdapters> {
+  return createAdapters({
     anthropicBaseUrl: config.baseUrls.claude,
     openaiBaseUrl: config.baseUrls.gpt,
     timelygptBaseUrl: config.baseUrls.timelygpt,
@@ -63,6 +62,12 @@ export async function startService(config: Config, options: ServiceOptions = {})
     timelygptModel: config.models.timelygpt,
     timelygptTokenTtlMs: config.timelygptTokenTtlMs,
   });
+}
+
+export async function startService(config: Config, options: ServiceOptions = {}): Promise<Service> {
+  // No tokenizer warm-up: token counting runs in a worker started on the first text that needs it
+  // (src/study/token-counter.ts), so neither idle memory nor the event loop pays for it (docs/architecture.md).
+  const adapters = adaptersFromConfig(config);
   const inspection = await inspector(config);
   const inspect = inspection?.inspect;
   const fleet = await connectFleetIfConfigured(config);
