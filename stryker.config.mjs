@@ -99,7 +99,7 @@ export const mutationGroups = {
     tests: ['test/core/failure-verdict.test.ts', 'test/core/gateway.test.ts'],
   },
   job: {
-    mutate: ['src/jobs/job.machine.ts'],
+    mutate: ['src/machines/job*.ts'],
     tests: ['test/jobs/job-machine.test.ts'],
   },
   timelygpt: {

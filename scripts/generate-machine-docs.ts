@@ -39,7 +39,7 @@ export const machineSources: readonly MachineSource[] = [
   { name: 'key-health', file: 'src/machines/key-health.machine.ts', exportName: 'keyHealthMachine', title: 'Key health (one per refused caller key, stepped by the key book)' },
   { name: 'key-book', file: 'src/machines/key-book.machine.ts', exportName: 'keyBookMachine', title: 'Key book (child of each provider actor: the bounded map of refused keys)' },
   { name: 'fallback', file: 'src/machines/fallback.machine.ts', exportName: 'fallbackMachine', title: 'Retry-and-fallback run (one per request)' },
-  { name: 'job', file: 'src/jobs/job.machine.ts', exportName: 'jobMachine', title: 'Job (one per background job)' },
+  { name: 'job', file: 'src/machines/job.machine.ts', exportName: 'jobMachine', title: 'Job (one per background job)' },
   {
     name: 'timelygpt-session',
     file: 'src/machines/timelygpt-session.machine.ts',

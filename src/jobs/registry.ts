@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import type { ChainLink, FallbackPolicy, Gateway } from '../actors/types.js';
-import { jobMachine } from './job.machine.js';
+import { jobMachine } from '../machines/job.machine.js';
 import type { LangSource, ResultCache, StudyLang } from '../study/index.js';
 import { createStageActor } from './stage-actor.js';
 import type { JobCancelBus } from './cancel-bus.js';
@@ -109,6 +109,8 @@ interface LiveJob {
   readonly actor: JobActor;
   readonly listeners: Set<JobListener>;
   lastWritten: string;
+  /** Epoch ms: when this registry saw the actor reach its final state (the machine reads no clock). */
+  finishedAt?: number;
 }
 
 function statusOf(snapshot: JobSnapshot): JobStatus {
@@ -116,8 +118,8 @@ function statusOf(snapshot: JobSnapshot): JobStatus {
   return typeof value === 'string' ? value : 'running';
 }
 
-/** The plain JSON view of a job's snapshot: no key, no document text. */
-export function jobView(snapshot: JobSnapshot): JobView {
+/** The plain JSON view of a job's snapshot (ended at `finishedAt`, epoch ms): no key, no document text. */
+export function jobView(snapshot: JobSnapshot, finishedAt?: number): JobView {
   const context = snapshot.context;
   const status = statusOf(snapshot);
   const result =
@@ -141,7 +143,7 @@ export function jobView(snapshot: JobSnapshot): JobView {
       ...(context.failedStage === null ? {} : { failedStage: context.failedStage }),
     },
     createdAt: context.createdAt,
-    ...(context.finishedAt === null ? {} : { finishedAt: context.finishedAt }),
+    ...(finishedAt === undefined ? {} : { finishedAt }),
   };
 }
 
@@ -211,8 +213,9 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
   }
 
   function write(job: LiveJob, snapshot: JobSnapshot): void {
-    const view = jobView(snapshot);
     const finished = snapshot.status === 'done';
+    if (finished) job.finishedAt ??= Date.now();
+    const view = jobView(snapshot, job.finishedAt);
     // Status-level changes only: a shared store is not written on every part.
     const key = `${view.status}:${view.stage}:${view.progress}`;
     if (!finished && key === job.lastWritten) return;
@@ -355,7 +358,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
 
     async get(jobId) {
       const job = live.get(jobId);
-      if (job !== undefined) return jobView(job.actor.getSnapshot());
+      if (job !== undefined) return jobView(job.actor.getSnapshot(), job.finishedAt);
       return store.get(jobId);
     },
 
@@ -363,7 +366,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
       const job = live.get(jobId);
       if (job === undefined) return cancelRemoteJob(jobId);
       job.actor.send({ type: 'job.cancel' });
-      return jobView(job.actor.getSnapshot());
+      return jobView(job.actor.getSnapshot(), job.finishedAt);
     },
 
     async subscribe(jobId, listener) {

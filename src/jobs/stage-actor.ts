@@ -1,6 +1,6 @@
 import { fromPromise } from 'xstate';
 import type { Attempt, FallbackPolicy, Gateway } from '../actors/types.js';
-import type { StageActorInput } from './job.machine.js';
+import type { StageActorInput } from '../machines/job.machine.js';
 import type { ApiKey } from '../machines/types.js';
 import { keyRedactor, redactDeep, scrubSecrets } from '../security/redact.js';
 import { generateStudyTask } from '../study/index.js';

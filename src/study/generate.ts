@@ -1,4 +1,5 @@
 import { summarizeValidationErrors } from '../errors/index.js';
+import type { Expect, Identical, StudyOutcome } from '../machines/job-types.js';
 import type { Attempt, ChainLink, FallbackPolicy, Gateway, GenerateOutcome, Validation } from '../actors/types.js';
 import type { GenerationRequest, ProviderAnswer, ProviderId, Task, TokenUsage } from '../providers/index.js';
 import { sha256Hex, studyCacheKey, studyCacheScope, type CachedStudyResult, type ResultCache, type StudyCacheKeyParts } from './cache.js';
@@ -54,8 +55,19 @@ export interface StudyTaskInput {
 type Succeeded<T> = Extract<GenerateOutcome<T>, { status: 'succeeded' }>;
 type NotSucceeded = Exclude<GenerateOutcome<unknown>, { status: 'succeeded' }>;
 
-/** `cached` is true when the result came from the cache (no provider call, usage zero). */
-export type StudyTaskOutcome = (Succeeded<StudyResult> & { readonly cached?: boolean }) | NotSucceeded;
+/**
+ * A gateway outcome over the study results, whose success may come from the cache (`cached`: no provider
+ * call, usage zero). It is the job machine's stage outcome (src/machines/job-types.ts, below this layer).
+ */
+export type StudyTaskOutcome = StudyOutcome;
+
+/** `tsc` fails the moment the job machine's stage outcome stops being the gateway's outcome plus `cached`. */
+type StudySucceeded = Extract<StudyTaskOutcome, { status: 'succeeded' }>;
+export type StudyTaskOutcomeIsTheGateways = [
+  Expect<Identical<Omit<StudySucceeded, 'cached'>, Succeeded<StudyResult>>>,
+  Expect<Identical<Pick<StudySucceeded, 'cached'>, { readonly cached?: boolean }>>,
+  Expect<Identical<Exclude<StudyTaskOutcome, { status: 'succeeded' }>, NotSucceeded>>,
+];
 
 export const defaultQuestionCount = 10;
 export const defaultConcurrency = 2;

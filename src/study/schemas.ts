@@ -1,4 +1,12 @@
 import { z } from 'zod';
+import type {
+  Expect,
+  FillResult as JobFillResult,
+  Identical,
+  McqResult as JobMcqResult,
+  NotesResult as JobNotesResult,
+  StudyLang as JobStudyLang,
+} from '../machines/job-types.js';
 import type { Task } from '../providers/index.js';
 
 /**
@@ -64,6 +72,17 @@ export type McqResult = z.infer<typeof mcqResultSchema>;
 export type FillQuestion = z.infer<typeof fillQuestionSchema>;
 export type FillResult = z.infer<typeof fillResultSchema>;
 export type StudyResult = NotesResult | McqResult | FillResult;
+
+/**
+ * The job machine (src/machines, below this layer) holds these results as plain types of its own:
+ * this fails `tsc` the moment a schema and the machine's type stop being the same type.
+ */
+export type JobMachineHoldsTheseResults = [
+  Expect<Identical<NotesResult, JobNotesResult>>,
+  Expect<Identical<McqResult, JobMcqResult>>,
+  Expect<Identical<FillResult, JobFillResult>>,
+  Expect<Identical<StudyLang, JobStudyLang>>,
+];
 
 /** The result type of each task. */
 export interface StudyResultByTask {

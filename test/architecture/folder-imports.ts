@@ -36,3 +36,28 @@ export function folderCycles(edges: ReadonlySet<string>): string[] {
     .map((edge) => edge.replace('>', '⇄'))
     .sort();
 }
+
+/**
+ * Files under `root` outside its `machines` folder that import XState's `setup` or `createMachine`
+ * (a machine defined outside the bottom layer), as paths relative to `root`.
+ */
+export function machineDefinitionsOutside(root: string, machinesFolder = 'machines'): string[] {
+  const found: string[] = [];
+  const walk = (dir: string): void => {
+    for (const name of readdirSync(dir)) {
+      const path = join(dir, name);
+      if (statSync(path).isDirectory()) {
+        if (relative(root, path) !== machinesFolder) walk(path);
+        continue;
+      }
+      if (!/\.(ts|mts|js|mjs)$/.test(name) || name.endsWith('.d.ts')) continue;
+      const text = readFileSync(path, 'utf8');
+      for (const match of text.matchAll(/import\s*\{([^}]*)\}\s*from\s*['"]xstate['"]/g)) {
+        const names = (match[1] ?? '').split(',').map((part) => part.trim().split(/\s+as\s+/)[0]);
+        if (names.includes('setup') || names.includes('createMachine')) found.push(relative(root, path));
+      }
+    }
+  };
+  walk(root);
+  return found.sort();
+}

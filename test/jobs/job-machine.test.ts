@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { createActor, fromPromise } from 'xstate';
 import type { Attempt } from '../../src/actors/types.js';
 import type { JobStreamEvent } from '../../src/jobs/index.js';
-import { jobMachine, stageProgress, type StageActorInput } from '../../src/jobs/job.machine.js';
+import { jobMachine, stageProgress, type StageActorInput } from '../../src/machines/job.machine.js';
 import { Secret } from '../../src/security/secret.js';
 import type { StudyTaskOutcome } from '../../src/study/index.js';
 

@@ -1,8 +1,17 @@
 import { assign, emit, fromPromise, setup } from 'xstate';
-import type { Attempt } from '../machines/types.js';
-import type { JobError, JobPosition, JobStage, JobStreamEvent, StageMeta } from './types.js';
-import type { ApiKey, ProviderId } from '../machines/types.js';
-import type { FillResult, McqResult, NotesResult, StudyLang, StudyTaskOutcome } from '../study/index.js';
+import type {
+  FillResult,
+  JobError,
+  JobPosition,
+  JobStage,
+  JobStreamEvent,
+  McqResult,
+  NotesResult,
+  StageMeta,
+  StudyLang,
+  StudyOutcome,
+} from './job-types.js';
+import type { ApiKey, Attempt, ProviderId } from './types.js';
 
 /** One provider of the job's chain, in the user's order. The key stays a `Secret` in the actor's memory. */
 export interface JobKey {
@@ -41,7 +50,6 @@ export interface JobContext extends JobInput {
   readonly attempts: readonly Attempt[];
   readonly error: JobError | null;
   readonly failedStage: JobStage | null;
-  readonly finishedAt: number | null;
 }
 
 /** What a stage actor reports to its job while it works. */
@@ -85,7 +93,7 @@ export function stageProgress(stage: JobStage, part: number, parts: number): num
   return Math.min(99, Math.floor(span.start + span.weight * fraction));
 }
 
-function stageMeta(outcome: Extract<StudyTaskOutcome, { status: 'succeeded' }>): StageMeta {
+function stageMeta(outcome: Extract<StudyOutcome, { status: 'succeeded' }>): StageMeta {
   return {
     provider: outcome.provider,
     model: outcome.model,
@@ -119,7 +127,8 @@ function stageInput(
  * One background job: notes → mcq → fill, each stage an invoked `generateStage` (the study module
  * through the gateway), mcq and fill grounded on the job's notes. Progress only moves forward;
  * every attempt is emitted as it happens; `job.cancel` aborts the calls in flight. The keys are
- * assigned away on entering a final state. `generateStage` is provided by the job registry.
+ * assigned away on entering a final state. `generateStage` is provided by the job registry. The machine
+ * reads no clock: the registry notes when the job ended (its view's `finishedAt`).
  */
 const jobSetup = setup({
   types: {
@@ -129,7 +138,7 @@ const jobSetup = setup({
     emitted: {} as JobEmitted,
   },
   actors: {
-    generateStage: fromPromise<StudyTaskOutcome, StageActorInput>(async () => {
+    generateStage: fromPromise<StudyOutcome, StageActorInput>(async () => {
       throw new Error('generateStage is provided by the job registry (jobMachine.provide)');
     }),
   },
@@ -139,9 +148,9 @@ const jobSetup = setup({
       event.type === 'stage.progress' &&
       event.stage === context.position &&
       stageProgress(event.stage, event.part, event.parts) >= context.progress,
-    isStageSucceeded: (_, params: { outcome: StudyTaskOutcome }) => params.outcome.status === 'succeeded',
+    isStageSucceeded: (_, params: { outcome: StudyOutcome }) => params.outcome.status === 'succeeded',
     /** The stage stopped because the job was cancelled or the service is stopping. */
-    isStageAborted: (_, params: { outcome: StudyTaskOutcome }) => params.outcome.status === 'aborted',
+    isStageAborted: (_, params: { outcome: StudyOutcome }) => params.outcome.status === 'aborted',
   },
   actions: {
     enterStage: assign(({ context }, params: { stage: JobStage }) => ({
@@ -175,7 +184,7 @@ const jobSetup = setup({
       if (event.type !== 'stage.attempt') throw new Error(`emitAttempt on ${event.type}`);
       return { type: 'attempt', data: event.attempt };
     }),
-    storeStageResult: assign(({ context }, params: { stage: JobStage; outcome: StudyTaskOutcome }) => {
+    storeStageResult: assign(({ context }, params: { stage: JobStage; outcome: StudyOutcome }) => {
       const { outcome, stage } = params;
       if (outcome.status !== 'succeeded') return {};
       const end = stageSpans[stage].start + stageSpans[stage].weight;
@@ -185,7 +194,7 @@ const jobSetup = setup({
       if (stage === 'mcq') return { mcq: outcome.value as McqResult, stages, progress };
       return { fill: outcome.value as FillResult, stages, progress };
     }),
-    storeFailure: assign((_, params: { stage: JobStage; outcome: StudyTaskOutcome }) => {
+    storeFailure: assign((_, params: { stage: JobStage; outcome: StudyOutcome }) => {
       const { outcome } = params;
       if (outcome.status !== 'failed') return { failedStage: params.stage };
       return {
@@ -214,7 +223,6 @@ const jobSetup = setup({
     completeProgress: assign({ progress: 100, position: 'done' as const, part: null, parts: null }),
     /** Keys and the document text leave the actor's memory the moment the job ends. */
     dropSecrets: assign({ chain: [], text: '' }),
-    markFinished: assign({ finishedAt: () => Date.now() }),
     emitDone: emit((_, params: { status: 'succeeded' | 'failed' | 'cancelled' }): JobEmitted => ({
       type: 'done',
       data: { status: params.status },
@@ -275,7 +283,6 @@ export const jobMachine = jobSetup.createMachine({
     attempts: [],
     error: null,
     failedStage: null,
-    finishedAt: null,
   }),
   initial: 'queued',
   states: {
@@ -309,7 +316,6 @@ export const jobMachine = jobSetup.createMachine({
       entry: [
         'completeProgress',
         'dropSecrets',
-        'markFinished',
         'emitProgress',
         { type: 'emitDone', params: { status: 'succeeded' } },
       ],
@@ -317,17 +323,12 @@ export const jobMachine = jobSetup.createMachine({
     /** A stage failed on every provider (its error is the contract error body), or the job crashed. */
     failed: {
       type: 'final',
-      entry: ['dropSecrets', 'markFinished', { type: 'emitDone', params: { status: 'failed' } }],
+      entry: ['dropSecrets', { type: 'emitDone', params: { status: 'failed' } }],
     },
     /** Cancelled by the user or by shutdown; calls in flight are aborted and counted nowhere. */
     cancelled: {
       type: 'final',
-      entry: [
-        'abortInFlight',
-        'dropSecrets',
-        'markFinished',
-        { type: 'emitDone', params: { status: 'cancelled' } },
-      ],
+      entry: ['abortInFlight', 'dropSecrets', { type: 'emitDone', params: { status: 'cancelled' } }],
     },
   },
 });

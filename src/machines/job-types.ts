@@ -1,0 +1,129 @@
+/**
+ * The words the job machine speaks: its stages and positions, what a finished stage reports, the
+ * contract error, the events of its SSE stream, and the study material it holds. The machines are the
+ * bottom layer, so these are plain types here; `src/jobs` re-exports them, and `src/study` checks at
+ * compile time that its zod-inferred results and its task outcome are these very types
+ * (`Identical` below: `tsc` fails the moment either side drifts).
+ */
+import type { Attempt, ProviderId, RequestLang, TokenUsage } from './types.js';
+
+export const jobStatuses = ['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
+export type JobStatus = (typeof jobStatuses)[number];
+
+export const jobStages = ['notes', 'mcq', 'fill'] as const;
+/** The pipeline's steps, in order. */
+export type JobStage = (typeof jobStages)[number];
+
+/** Where a job is: waiting for a slot, in one of its stages, or past the last one. */
+export type JobPosition = 'queued' | JobStage | 'done';
+
+export type FinalJobStatus = Extract<JobStatus, 'succeeded' | 'failed' | 'cancelled'>;
+
+/** Whether a job with this status has ended (its actor is done). */
+export function isFinalStatus(status: JobStatus): status is FinalJobStatus {
+  return status === 'succeeded' || status === 'failed' || status === 'cancelled';
+}
+
+/** The language study material is written in (API.md `options.lang`). */
+export type StudyLang = RequestLang;
+
+/** SPEC.md §5 notes, as `notesResultSchema` (src/study/schemas.ts) gives them after normalization. */
+export interface NotesResult {
+  keyConcepts: { id: string; term: string; definition: string; importance: 'high' | 'medium' | 'low' }[];
+  sections: { title: string; summary: string; bullets: string[] }[];
+  glossary: { term: string; definition: string }[];
+}
+
+/** SPEC.md §5 multiple-choice questions (`mcqResultSchema`). */
+export interface McqResult {
+  questions: {
+    id: string;
+    question: string;
+    options: { A: string; B: string; C: string; D: string };
+    answer: 'A' | 'B' | 'C' | 'D';
+    explanation: string;
+    conceptId: string;
+    level: number;
+    questionType: 'concept' | 'application';
+  }[];
+}
+
+/** SPEC.md §5 fill-in-the-blank questions (`fillResultSchema`). */
+export interface FillResult {
+  questions: {
+    id: string;
+    sentence: string;
+    answer: string;
+    acceptableAnswers: string[];
+    hint: string;
+    conceptId: string;
+    level: number;
+    questionType: 'concept' | 'application';
+  }[];
+}
+
+/** What one stage's study task ends with (`StudyTaskOutcome` of src/study is this type). */
+export type StudyOutcome =
+  | {
+      readonly status: 'succeeded';
+      readonly value: NotesResult | McqResult | FillResult;
+      readonly provider: ProviderId;
+      readonly model: string;
+      readonly fallback: boolean;
+      readonly attempts: readonly Attempt[];
+      readonly usage: TokenUsage;
+      /** Served from the results cache: no provider call, usage zero. */
+      readonly cached?: boolean;
+    }
+  | {
+      readonly status: 'failed';
+      /** API.md's "when every provider fails" table. */
+      readonly httpStatus: number;
+      readonly code: string;
+      readonly message: string;
+      readonly attempts: readonly Attempt[];
+      readonly retryAfterSeconds?: number;
+    }
+  | { readonly status: 'aborted'; readonly attempts: readonly Attempt[] };
+
+/** What one finished stage reports, like `POST /v1/generate`'s `meta`. */
+export interface StageMeta {
+  readonly provider: ProviderId;
+  readonly model: string;
+  readonly fallback: boolean;
+  readonly attempts: readonly Attempt[];
+  readonly usage: TokenUsage;
+  /** Served from the results cache: no provider call. */
+  readonly cached: boolean;
+}
+
+/** The contract error body's inner object (API.md "When every provider fails"). */
+export interface JobError {
+  readonly code: string;
+  readonly message: string;
+  readonly attempts: readonly Attempt[];
+  readonly retryAfterSeconds?: number;
+}
+
+export interface ProgressEvent {
+  readonly progress: number;
+  readonly stage: JobPosition;
+  readonly part?: number;
+  readonly parts?: number;
+}
+
+/** One server-sent event of `GET /v1/jobs/:id/events`. */
+export type JobStreamEvent =
+  | { readonly type: 'progress'; readonly data: ProgressEvent }
+  | { readonly type: 'attempt'; readonly data: Attempt }
+  | { readonly type: 'done'; readonly data: { readonly status: FinalJobStatus } };
+
+/**
+ * `true` only when `A` and `B` are the same type (not merely assignable either way): the compile-time
+ * check that a type declared in another layer has not drifted from this one.
+ */
+export type Identical<A, B> =
+  (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+
+/** Compiles only when `T` is `true`: `Expect<Identical<A, B>>` fails `tsc` when `A` and `B` differ. */
+export type Expect<T extends true> = T;
