@@ -100,7 +100,7 @@ export const mutationGroups = {
   },
   job: {
     mutate: ['src/machines/job*.ts'],
-    tests: ['test/jobs/job-machine.test.ts'],
+    tests: ['test/jobs/job.rules.test.ts', 'test/jobs/job-machine.test.ts'],
   },
   timelygpt: {
     mutate: ['src/machines/timelygpt*.ts', 'src/providers/timelygpt/classify.ts'],

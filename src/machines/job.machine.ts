@@ -116,7 +116,8 @@ function stageInput(
     cacheKey: context.cacheKey,
     lang: context.lang,
     ...(count === undefined ? {} : { count }),
-    ...(stage === 'notes' || context.notes === null ? {} : { notes: context.notes }),
+    // The notes stage starts before any notes exist; mcq and fill always find the job's notes here.
+    ...(context.notes === null ? {} : { notes: context.notes }),
     chain: context.chain,
     signal: context.abortController.signal,
     report,
