@@ -2,7 +2,8 @@
  * `npm run test:mutation [-- <group>...]`: Stryker over the resilience core, one group at a time
  * (stryker.config.mjs names the groups, their files and the tests that judge them), never two
  * Stryker processes at once. Then prints the per-file table of docs/testing.md and writes it to
- * reports/mutation/summary.md. `-- --summary` only prints the table of the reports already there.
+ * reports/mutation/summary.md. `-- --summary` only prints the table of the reports already there;
+ * `-- --force` runs each group without reusing earlier results (Stryker's `--force`).
  * Reports (HTML, JSON, incremental state) go to reports/mutation/<group>/, which git ignores.
  */
 import { spawnSync } from 'node:child_process';
@@ -86,11 +87,13 @@ async function main(): Promise<void> {
   if (unknown.length > 0)
     throw new Error(`Unknown mutation group(s) ${unknown.join(', ')}; groups: ${all.join(', ')}`);
   const groups = chosen.length > 0 ? chosen : all;
+  // `--force` (no reused results: after adding tests, stryker-js#6119) goes on to each Stryker run.
+  const strykerArgs = args.includes('--force') ? ['--force'] : [];
   if (!summaryOnly) {
     for (const group of groups) {
       console.log(`\n== mutation group ${group} ==`);
       const started = Date.now();
-      const result = spawnSync('npx', ['stryker', 'run'], {
+      const result = spawnSync('npx', ['stryker', 'run', ...strykerArgs], {
         cwd: projectRoot,
         stdio: 'inherit',
         env: { ...process.env, MUTATION_GROUP: group },
