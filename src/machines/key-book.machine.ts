@@ -48,21 +48,28 @@ export interface KeyEntries {
   readonly counts: { readonly quarantined: number; readonly cooling: number };
 }
 
+/** One tracked key: its machine state, and the time (epoch ms, the book's event time) it is forgotten at. */
+interface TrackedKey {
+  readonly entry: KeyEntry;
+  readonly forgetAt: number;
+}
+
 /**
- * The refused keys of one provider: an LRU map (lru-cache) of at most `maxKeys`, each entry dropped a
- * quarantine after its `until` (a refusal long past that no call came to probe), counting its entries
- * by state as they come and go, so every read is O(1) however many keys are refused (walking 10 000 of
- * them took 47 ms, and `/v1/providers`, `/metrics` and the page's stream read the counts every second).
+ * The refused keys of one provider: an LRU map (lru-cache) of at most `maxKeys`, each entry kept until
+ * its `forgetAt` (a quarantine after its `until`: a refusal long past that no call came to probe; the
+ * book's `key.expired` event forgets it), counting its entries by state as they come and go, so every
+ * read is O(1) however many keys are refused (walking 10 000 of them took 47 ms, and `/v1/providers`,
+ * `/metrics` and the page's stream read the counts every second). It reads no clock: the times it
+ * holds and compares are the book's events' `at`.
  */
 export class RefusedKeys implements KeyEntries {
   readonly counts = { quarantined: 0, cooling: 0 };
-  readonly #cache: LRUCache<string, KeyEntry>;
+  readonly #cache: LRUCache<string, TrackedKey>;
 
   constructor(maxKeys: number) {
-    this.#cache = new LRUCache<string, KeyEntry>({
+    this.#cache = new LRUCache<string, TrackedKey>({
       max: Math.max(1, maxKeys),
-      ttlAutopurge: true,
-      dispose: (entry) => this.#count(entry, -1),
+      dispose: (tracked) => this.#count(tracked.entry, -1),
     });
   }
 
@@ -72,7 +79,12 @@ export class RefusedKeys implements KeyEntries {
   }
 
   peek(keyId: string): KeyEntry | undefined {
-    return this.#cache.peek(keyId);
+    return this.#cache.peek(keyId)?.entry;
+  }
+
+  /** When the key is forgotten (epoch ms), if it is tracked. */
+  forgetAt(keyId: string): number | undefined {
+    return this.#cache.peek(keyId)?.forgetAt;
   }
 
   has(keyId: string): boolean {
@@ -81,12 +93,12 @@ export class RefusedKeys implements KeyEntries {
 
   /** The entry, now the most recently touched. */
   touch(keyId: string): KeyEntry | undefined {
-    return this.#cache.get(keyId);
+    return this.#cache.get(keyId)?.entry;
   }
 
-  /** Keeps `entry` for `keepMs` (a replaced or evicted entry leaves the counts through `dispose`). */
-  set(keyId: string, entry: KeyEntry, keepMs: number): void {
-    this.#cache.set(keyId, entry, { ttl: keepMs });
+  /** Keeps `entry` until `forgetAt` (a replaced or evicted entry leaves the counts through `dispose`). */
+  set(keyId: string, entry: KeyEntry, forgetAt: number): void {
+    this.#cache.set(keyId, { entry, forgetAt });
     this.#count(entry, 1);
   }
 
@@ -118,6 +130,18 @@ export interface KeyBookContext extends KeyBookInput {
 
 /** Every key event, addressed to one key by its salted fingerprint. */
 export type KeyBookEvent = KeyHealthEvent & { keyId: string };
+
+/**
+ * The book's own delayed event: a tracked key's time to be forgotten has come (`at`, epoch ms, is the
+ * time it was due). Raised with a delay when the key is kept, cancelled when it changes or leaves.
+ */
+export type KeyExpiredEvent = { type: 'key.expired'; keyId: string; at: number };
+
+/** Node's timers hold at most 2^31 − 1 ms (~24.8 days); a longer wait is raised again for the rest. */
+const maxTimerMs = 2_147_483_647;
+
+/** The id of a key's scheduled `key.expired` (one per key: a newer one cancels the last). */
+const expiryId = (keyId: string): string => `expiry.${keyId}`;
 
 /** Why a call with a key is skipped without an upstream call (API.md Attempt `reason`). */
 export type KeySkipReason = 'key_quarantined' | 'key_cooling';
@@ -225,15 +249,23 @@ export function createKeyBookMachine(table: ErrorTable) {
     const [next] = transition(keyMachine, snapshot, keyEvent as KeyHealthEvent);
     return { value: next.value, context: next.context };
   };
-  /** Kept until a quarantine after its `until`: then long past and never probed, nothing to remember. */
-  const keepFor = (context: KeyBookContext, entry: KeyEntry, at: number): number =>
-    Math.max(1, (entry.context.until ?? at) - at + context.quarantineMs);
+  /**
+   * Kept until a quarantine after its `until`: then long past and never probed. A refusal already that
+   * old (a fleet record) is forgotten at the next tick: its `key.expired` waits no time.
+   */
+  const forgetAtOf = (context: KeyBookContext, entry: KeyEntry, at: number): number =>
+    (entry.context.until ?? at) + context.quarantineMs;
+  /** `key.expired` for `keyId` when `forgetAt` comes, from `at` (the time of the event that kept it). */
+  const expiry = (keyId: string, forgetAt: number, at: number) => {
+    const delay = Math.min(forgetAt - at, maxTimerMs);
+    return { event: { type: 'key.expired', keyId, at: at + delay } satisfies KeyExpiredEvent, delay };
+  };
 
   return setup({
     types: {
       input: {} as KeyBookInput,
       context: {} as KeyBookContext,
-      events: {} as KeyBookEvent | KeyLinkReply,
+      events: {} as KeyBookEvent | KeyLinkReply | KeyExpiredEvent,
       children: {} as { keyLink: 'keyLink' },
     },
     actors: {
@@ -257,12 +289,19 @@ export function createKeyBookMachine(table: ErrorTable) {
        * key beyond `maxKeys` forgotten by the LRU map; tell the fleet what changed.
        */
       stepKey: enqueueActions(({ context, event, enqueue }) => {
+        if (event.type === 'key.expired') return;
         const entry = context.keys.touch(event.keyId);
         const next = step(context, entry, event);
         const before = entry === undefined ? undefined : sharedOf(entry);
         const after = sharedOf(next);
+        enqueue.cancel(expiryId(event.keyId));
         if (after.state === 'healthy') context.keys.delete(event.keyId);
-        else context.keys.set(event.keyId, next, keepFor(context, next, event.at));
+        else {
+          const forgetAt = forgetAtOf(context, next, event.at);
+          context.keys.set(event.keyId, next, forgetAt);
+          const { event: expired, delay } = expiry(event.keyId, forgetAt, event.at);
+          enqueue.raise(expired, { id: expiryId(event.keyId), delay });
+        }
         enqueue.assign({ version: context.version + 1 });
         const changed =
           before === undefined
@@ -278,6 +317,22 @@ export function createKeyBookMachine(table: ErrorTable) {
             at: event.at,
           });
         }
+      }),
+      /**
+       * Forget a key whose `forgetAt` has come (it leaves the counts); one not yet due (a wait longer
+       * than a timer holds) waits again for the rest. The fleet is not told: nothing about the key changed.
+       */
+      forgetKey: enqueueActions(({ context, event, enqueue }) => {
+        if (event.type !== 'key.expired') return;
+        const forgetAt = context.keys.forgetAt(event.keyId);
+        if (forgetAt === undefined) return;
+        if (forgetAt <= event.at) {
+          context.keys.delete(event.keyId);
+          enqueue.assign({ version: context.version + 1 });
+          return;
+        }
+        const { event: expired, delay } = expiry(event.keyId, forgetAt, event.at);
+        enqueue.raise(expired, { id: expiryId(event.keyId), delay });
       }),
     },
   }).createMachine({
@@ -298,6 +353,8 @@ export function createKeyBookMachine(table: ErrorTable) {
           'key.failed': { guard: and(['isEnabled', or(['isTracked', 'isRefusal'])]), actions: 'stepKey' },
           'key.tripped': { guard: 'isEnabled', actions: 'stepKey' },
           'key.synced': { guard: and(['isEnabled', or(['isTracked', 'isRefusal'])]), actions: 'stepKey' },
+          /** A refusal long past that no call came to probe: forgotten (`forgetKey`). */
+          'key.expired': { actions: 'forgetKey' },
         },
       },
     },

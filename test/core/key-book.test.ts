@@ -3,8 +3,8 @@
  * them (the least recently touched forgotten first), nothing at all with KEY_QUARANTINE_MS=0, and the
  * fleet hears each change made here once and never an echo of its own.
  */
-import { describe, expect, it } from 'vitest';
-import { createActor, fromCallback } from 'xstate';
+import { describe, expect, it, vi } from 'vitest';
+import { createActor, fromCallback, SimulatedClock } from 'xstate';
 import {
   keyAdmission,
   keyBookMachine,
@@ -15,7 +15,7 @@ import type { KeyLinkEvent, KeyLinkInput, KeyLinkReply } from '../../src/machine
 
 const at = 1_000_000;
 
-function book(options: { quarantineMs?: number; maxKeys?: number } = {}) {
+function book(options: { quarantineMs?: number; maxKeys?: number; clock?: SimulatedClock } = {}) {
   const reports: KeyLinkEvent[] = [];
   const linkInputs: KeyLinkInput[] = [];
   const keyLink = fromCallback<KeyLinkEvent, KeyLinkInput, KeyLinkReply>(({ receive, input }) => {
@@ -29,6 +29,7 @@ function book(options: { quarantineMs?: number; maxKeys?: number } = {}) {
       coolingMs: 5_000,
       maxKeys: options.maxKeys ?? 3,
     },
+    ...(options.clock === undefined ? {} : { clock: options.clock }),
   }).start();
   const keys = () => actor.getSnapshot().context.keys;
   const version = () => actor.getSnapshot().context.version;
@@ -204,5 +205,135 @@ describe('key book: what it admits and what it takes', () => {
     const off = createActor(keyBookMachine, { input: { providerId: 'gpt', ...keyHealthOff } }).start();
     off.send({ type: 'key.failed', keyId: 'k', callId: 'c1', errorClass: 'auth', at });
     expect(off.getSnapshot().context.keys.size).toBe(0);
+  });
+});
+
+describe('key book: forgetting a refusal nobody probes', () => {
+  const day = 86_400_000;
+
+  it('forgets a quarantine a quarantine after its until (not a millisecond before), and it leaves the counts', () => {
+    const clock = new SimulatedClock();
+    const { actor, keys, reports, version } = book({ clock });
+    actor.send({ type: 'key.failed', keyId: 'k1', callId: 'c1', errorClass: 'auth', at });
+    actor.send({ type: 'key.failed', keyId: 'k2', callId: 'c2', errorClass: 'rate_limited', at });
+    // k1 quarantined until at + 60 000, kept 60 000 more; k2 cooling until at + 5 000, kept to at + 65 000.
+    clock.increment(64_999);
+    expect(keys().ids().sort()).toEqual(['k1', 'k2']);
+    clock.increment(1);
+    expect(keys().ids()).toEqual(['k1']);
+    expect(refusedKeyCounts(keys())).toEqual({ quarantined: 1, cooling: 0 });
+    clock.increment(119_999 - 65_000);
+    expect(keys().ids()).toEqual(['k1']);
+    const before = version();
+    clock.increment(1);
+    expect(keys().size).toBe(0);
+    expect(refusedKeyCounts(keys())).toEqual({ quarantined: 0, cooling: 0 });
+    expect(version()).toBe(before + 1);
+    // Forgetting is not news for the fleet: the two refusals were told, nothing more.
+    expect(reports.map((report) => report.shared.state)).toEqual(['quarantined', 'cooling']);
+  });
+
+  it('counts a key kept again from its latest change, not from its first', () => {
+    const clock = new SimulatedClock();
+    const { actor, keys } = book({ clock });
+    actor.send({ type: 'key.failed', keyId: 'k1', callId: 'c1', errorClass: 'auth', at });
+    clock.increment(60_000);
+    actor.send({ type: 'key.called', keyId: 'k1', callId: 'probe', at: at + 60_000 });
+    clock.increment(1);
+    actor.send({ type: 'key.failed', keyId: 'k1', callId: 'probe', errorClass: 'auth', at: at + 60_001 });
+    // Quarantined again until at + 120 001: forgotten at at + 180 001, not at the first refusal's at + 120 000.
+    clock.increment(59_999);
+    expect(keys().ids()).toEqual(['k1']);
+    clock.increment(60_000);
+    expect(keys().ids()).toEqual(['k1']);
+    clock.increment(1);
+    expect(keys().size).toBe(0);
+  });
+
+  it('keeps a refusal the fleet holds for 30 days past what one timer can wait, and forgets it on time', () => {
+    const clock = new SimulatedClock();
+    const { actor, keys } = book({ clock });
+    actor.send({
+      type: 'key.synced',
+      keyId: 'k1',
+      shared: { state: 'quarantined', errorClass: 'permission', until: at + 30 * day },
+      at,
+    });
+    clock.increment(2_147_483_647);
+    expect(keys().ids()).toEqual(['k1']);
+    clock.increment(30 * day + 60_000 - 2_147_483_647 - 1);
+    expect(keys().ids()).toEqual(['k1']);
+    clock.increment(1);
+    expect(keys().size).toBe(0);
+  });
+
+  it('forgets a refusal the fleet dates long past at the next tick, and one without until a quarantine after it came', () => {
+    const clock = new SimulatedClock();
+    const { actor, keys } = book({ clock });
+    actor.send({
+      type: 'key.synced',
+      keyId: 'old',
+      shared: { state: 'quarantined', errorClass: 'permission', until: at - 3 * 60_000 },
+      at,
+    });
+    actor.send({
+      type: 'key.synced',
+      keyId: 'undated',
+      shared: { state: 'cooling', errorClass: 'rate_limited', until: null },
+      at,
+    });
+    expect(keys().ids().sort()).toEqual(['old', 'undated']);
+    clock.increment(1);
+    expect(keys().ids()).toEqual(['undated']);
+    clock.increment(60_000 - 2);
+    expect(keys().ids()).toEqual(['undated']);
+    clock.increment(1);
+    expect(keys().size).toBe(0);
+  });
+
+  it('leaves no timer behind for a key the LRU map already dropped', () => {
+    vi.useFakeTimers();
+    try {
+      const { actor, keys } = book({ quarantineMs: 1_000, maxKeys: 1 });
+      actor.send({ type: 'key.failed', keyId: 'k1', callId: 'c1', errorClass: 'auth', at });
+      actor.send({ type: 'key.failed', keyId: 'k2', callId: 'c2', errorClass: 'auth', at });
+      expect(keys().ids()).toEqual(['k2']);
+      vi.advanceTimersByTime(3_000);
+      expect(keys().size).toBe(0);
+      expect(vi.getTimerCount()).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('holds one expiry timer per tracked key however often the key changes', () => {
+    vi.useFakeTimers();
+    try {
+      const { actor } = book();
+      actor.send({ type: 'key.failed', keyId: 'k1', callId: 'c1', errorClass: 'rate_limited', at });
+      actor.send({ type: 'key.called', keyId: 'k1', callId: 'probe', at: at + 5_000 });
+      actor.send({ type: 'key.failed', keyId: 'k1', callId: 'probe', errorClass: 'auth', at: at + 5_001 });
+      expect(vi.getTimerCount()).toBe(1);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('never forgets a key that became healthy and then refused again early, by the old refusal', () => {
+    const clock = new SimulatedClock();
+    const { actor, keys } = book({ clock });
+    actor.send({ type: 'key.failed', keyId: 'k1', callId: 'c1', errorClass: 'rate_limited', at });
+    clock.increment(5_000);
+    actor.send({ type: 'key.called', keyId: 'k1', callId: 'probe', at: at + 5_000 });
+    actor.send({ type: 'key.answered', keyId: 'k1', callId: 'probe', at: at + 5_000 });
+    expect(keys().size).toBe(0);
+    actor.send({ type: 'key.failed', keyId: 'k1', callId: 'c2', errorClass: 'auth', at: at + 5_000 });
+    // The cooling would have been forgotten at at + 65 000; the new quarantine stays until at + 125 000.
+    clock.increment(60_000);
+    expect(keys().ids()).toEqual(['k1']);
+    clock.increment(59_999);
+    expect(keys().ids()).toEqual(['k1']);
+    clock.increment(1);
+    expect(keys().size).toBe(0);
   });
 });
