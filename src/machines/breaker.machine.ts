@@ -48,6 +48,12 @@ export interface BreakerContext {
   readonly openedAt: number | null;
   /** Epoch ms from which one probe is admitted; null while closed or forced open. */
   readonly retryAt: number | null;
+  /**
+   * Epoch ms: the `at` of the event that last set `retryAt` (an opening here, or the fleet's state
+   * adopted). A shared breaker's recovery timer runs from it to `retryAt`: time enters in events, the
+   * machine reads no clock. Read only while `retryAt` is set (0 before any).
+   */
+  readonly retrySetAt: number;
   /** The call admitted as the half-open probe, whose result alone decides. */
   readonly probeCallId: string | null;
   readonly opens: number;
@@ -143,7 +149,8 @@ export const breakerMachine = setup({
     /** The result belongs to the call admitted as this half-open window's probe. */
     isProbeResult: ({ context, event }) => 'callId' in event && event.callId === context.probeCallId,
     /** Time lives in the data: the recovery time has passed even if no timer said so (restored, shared). */
-    isRetryDue: ({ context, event }) => context.retryAt !== null && 'at' in event && event.at >= context.retryAt,
+    isRetryDue: ({ context, event }) =>
+      context.retryAt !== null && 'at' in event && event.at >= context.retryAt,
     /** The fleet's state, as `breaker.synced` carries it. */
     isFleetClosed: ({ event }) => event.type === 'breaker.synced' && event.shared.state === 'closed',
     isFleetOpen: ({ event }) => event.type === 'breaker.synced' && event.shared.state === 'open',
@@ -186,6 +193,7 @@ export const breakerMachine = setup({
     markOpened: assign({
       openedAt: ({ event }) => event.at,
       retryAt: ({ context, event }) => event.at + context.openPeriodMs,
+      retrySetAt: ({ event }) => event.at,
       probeCallId: null,
       opens: ({ context }) => context.opens + 1,
     }),
@@ -206,6 +214,7 @@ export const breakerMachine = setup({
         streakKeys: shared.streakKeys,
         openedAt: shared.openedAt,
         retryAt: shared.retryAt,
+        retrySetAt: event.at,
         opens: Math.max(context.opens, shared.opens),
         openPeriodMs: shared.openPeriodMs,
         probeCallId: shared.state === 'halfOpen' ? context.probeCallId : null,
@@ -215,9 +224,13 @@ export const breakerMachine = setup({
     decideLocally: assign({ shared: false }),
   },
   delays: {
-    /** Shared: until the fleet's `retryAt` (wall clock); embedded: the open period from entering `open`. */
+    /**
+     * From the event that set `retryAt` to `retryAt`: the open period after an opening here; after the
+     * fleet's state, what is left of the fleet's (it may have opened long before this instance heard it).
+     * An open state without `retryAt` (a fleet record that has none) waits the open period.
+     */
     recoveryTimeout: ({ context }) =>
-      context.shared && context.retryAt !== null ? Math.max(0, context.retryAt - Date.now()) : context.openPeriodMs,
+      context.retryAt === null ? context.openPeriodMs : Math.max(0, context.retryAt - context.retrySetAt),
   },
 }).createMachine({
   id: 'breaker',
@@ -233,6 +246,7 @@ export const breakerMachine = setup({
     streakKeys: [],
     openedAt: null,
     retryAt: null,
+    retrySetAt: 0,
     probeCallId: null,
     opens: 0,
     shared: false,

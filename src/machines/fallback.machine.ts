@@ -371,7 +371,7 @@ export function createFallbackMachine(table: ErrorTable) {
           now: next.now,
         };
       }),
-      /** The backoff's delay has passed: the clock moved by it (no `Date.now()` in actions). */
+      /** The backoff's delay has passed: the clock moved by it (no wall clock read in actions). */
       countRetry: assign(({ context }) => ({
         retries: context.retries + 1,
         now: context.now + backoffOf(context),

@@ -112,6 +112,49 @@ describe("a shared breaker's recovery timer", () => {
     expect(b.snapshot().matches('halfOpen')).toBe(true);
   });
 
+  it('runs from the time stamped on the event that brought retryAt, not from when the event is handled', () => {
+    const b = breaker();
+    // Heard 2 s after the link stamped it (a busy event loop): the timer still counts from the stamp.
+    b.send({
+      type: 'breaker.synced',
+      shared: shared('open', { retryAt: now + 3_000, openPeriodMs: recoveryMs }),
+      at: now - 2_000,
+    });
+    vi.advanceTimersByTime(4_999);
+    expect(b.snapshot().matches('open')).toBe(true);
+    vi.advanceTimersByTime(1);
+    expect(b.snapshot().matches('halfOpen')).toBe(true);
+  });
+
+  it('after a failed probe while shared, waits the grown period from the failure', () => {
+    const b = breaker();
+    b.send({ type: 'breaker.synced', shared: shared('halfOpen', { retryAt: now }), at: now });
+    b.send({ type: 'call.started', callId: 'probe', at: now });
+    b.send({
+      type: 'call.failed',
+      callId: 'probe',
+      errorClass: 'server_error',
+      keyId: 'k1',
+      at: now - 1_000,
+    });
+    expect(b.snapshot().matches('open')).toBe(true);
+    // The fleet's period 8 000 doubled: retryAt = now - 1 000 + 16 000; the timer runs 16 000 from now.
+    expect(b.snapshot().context).toMatchObject({ openPeriodMs: 16_000, retryAt: now + 15_000 });
+    vi.advanceTimersByTime(15_999);
+    expect(b.snapshot().matches('open')).toBe(true);
+    vi.advanceTimersByTime(1);
+    expect(b.snapshot().matches('halfOpen')).toBe(true);
+  });
+
+  it('waits the open period when the fleet is open without a retryAt', () => {
+    const b = breaker();
+    b.send({ type: 'breaker.synced', shared: shared('open', { retryAt: null }), at: now });
+    vi.advanceTimersByTime(8_000 - 1);
+    expect(b.snapshot().matches('open')).toBe(true);
+    vi.advanceTimersByTime(1);
+    expect(b.snapshot().matches('halfOpen')).toBe(true);
+  });
+
   it('an unshared breaker waits its open period from the opening, whatever the time stamped on the event', () => {
     const b = breaker();
     // The failure is stamped 10 s in the past (a busy event loop): the timer still runs the open period.
