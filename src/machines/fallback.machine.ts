@@ -64,7 +64,7 @@ interface LastFailure {
 
 /**
  * The run's state. The input is kept whole under `run` (never copied) and the usage as one object, so
- * the context has 16 fields: V8 copies an object of 20 or more fields, as XState's `assign` does on
+ * the context has 15 fields: V8 copies an object of 20 or more fields, as XState's `assign` does on
  * every update (`Object.assign({}, context, update)`), through its slow dictionary path — ~7-10 µs per
  * assign against ~0.4 µs below 20 fields (measured on Node 20, docs/performance.md).
  */
@@ -90,7 +90,6 @@ export interface FallbackContext {
   readonly verdict: Validation<unknown> | null;
   /** Tokens summed over every call that answered (null until one reports a count). */
   readonly usage: { readonly inputTokens: number | null; readonly outputTokens: number | null };
-  readonly status: 'running' | 'succeeded' | 'failed' | 'aborted';
   /** The run's clock: the time the last event carried, plus the backoff delays waited since. */
   readonly now: number;
 }
@@ -114,6 +113,22 @@ export type FallbackOutput =
     }
   | ({ status: 'failed'; attempts: readonly Attempt[] } & FailureVerdict)
   | { status: 'aborted'; attempts: readonly Attempt[] };
+
+/**
+ * How a run ended: each final state's own `output`, read by the machine's output. The final state
+ * reached says it, so no assign records it on the way in (an assign copies the context and the
+ * snapshot: the largest allocation of a step, docs/performance.md).
+ */
+interface Settled {
+  readonly status: 'succeeded' | 'failed' | 'aborted';
+}
+
+function settledStatus(output: unknown): Settled['status'] {
+  const status =
+    typeof output === 'object' && output !== null && 'status' in output ? output.status : undefined;
+  if (status === 'succeeded' || status === 'failed' || status === 'aborted') return status;
+  throw new Error('The fallback run ended outside its final states');
+}
 
 function currentLink(context: FallbackContext): FallbackLink {
   const link = context.run.links[context.index];
@@ -202,7 +217,8 @@ export function createFallbackMachine(table: ErrorTable) {
     guards: {
       /** The reply belongs to the call in flight, not to one this run already gave up on. */
       isCurrentCall: ({ context, event }) => 'callId' in event && event.callId === context.callId,
-      isAnswerValid: ({ context }) => context.verdict?.ok === true,
+      /** The study layer accepted the answer (its verdict, judged next to the call, travels with the reply). */
+      isAnswerValid: ({ event }) => event.type === 'provider.succeeded' && event.verdict.ok,
       /** `invalid_output` gets exactly one re-ask with the validation errors. */
       isReaskDue: ({ context }) =>
         context.lastFailure !== null &&
@@ -390,9 +406,6 @@ export function createFallbackMachine(table: ErrorTable) {
           context.lastFailure?.validationErrors ?? [],
         ),
       })),
-      settle: assign((_, params: { status: 'succeeded' | 'failed' | 'aborted' }) => ({
-        status: params.status,
-      })),
       nextProvider: assign(({ context }) => ({
         index: context.index + 1,
         calls: 0,
@@ -429,7 +442,6 @@ export function createFallbackMachine(table: ErrorTable) {
       answer: null,
       verdict: null,
       usage: { inputTokens: null, outputTokens: null },
-      status: 'running',
       now: input.startedAt,
     }),
     initial: 'calling',
@@ -438,11 +450,19 @@ export function createFallbackMachine(table: ErrorTable) {
       calling: {
         entry: ['requestCall', 'sendCallRequest'],
         on: {
-          'provider.succeeded': {
-            guard: 'isCurrentCall',
-            target: 'validating',
-            actions: ['recordAnswer', 'announceAttempt'],
-          },
+          /** The verdict judged next to the call decides between success and `invalid_output`. */
+          'provider.succeeded': [
+            {
+              guard: and(['isCurrentCall', 'isAnswerValid']),
+              target: 'succeeded',
+              actions: ['recordAnswer', 'announceAttempt'],
+            },
+            {
+              guard: 'isCurrentCall',
+              target: 'deciding',
+              actions: ['recordAnswer', 'announceAttempt'],
+            },
+          ],
           'provider.failed': {
             guard: 'isCurrentCall',
             target: 'deciding',
@@ -460,10 +480,6 @@ export function createFallbackMachine(table: ErrorTable) {
           },
           'request.aborted': { target: 'aborted', actions: 'cancelCall' },
         },
-      },
-      /** The provider answered; the verdict judged next to the call decides between success and `invalid_output`. */
-      validating: {
-        always: [{ guard: 'isAnswerValid', target: 'succeeded' }, { target: 'deciding' }],
       },
       /** After a failure or a skip: re-ask, retry after a backoff, fall back, or give up — the policy table decides. */
       deciding: {
@@ -486,14 +502,16 @@ export function createFallbackMachine(table: ErrorTable) {
         on: { 'request.aborted': 'aborted' },
       },
       /** A provider answered valid material. */
-      succeeded: { type: 'final', entry: { type: 'settle', params: { status: 'succeeded' } } },
+      succeeded: { type: 'final', output: { status: 'succeeded' } satisfies Settled },
       /** Every provider failed or was skipped; the output carries API.md's status and code. */
-      failed: { type: 'final', entry: { type: 'settle', params: { status: 'failed' } } },
+      failed: { type: 'final', output: { status: 'failed' } satisfies Settled },
       /** The caller went away; the in-flight call was cancelled and counts nowhere. */
-      aborted: { type: 'final', entry: { type: 'settle', params: { status: 'aborted' } } },
+      aborted: { type: 'final', output: { status: 'aborted' } satisfies Settled },
     },
-    output: ({ context }): FallbackOutput => {
-      if (context.status === 'succeeded' && context.answer !== null && context.verdict?.ok === true) {
+    /** `event` is the final state's done event, its output the state's `Settled`. */
+    output: ({ context, event }): FallbackOutput => {
+      const status = settledStatus(event.output);
+      if (status === 'succeeded' && context.answer !== null && context.verdict?.ok === true) {
         return {
           status: 'succeeded',
           value: context.verdict.value,
@@ -504,7 +522,7 @@ export function createFallbackMachine(table: ErrorTable) {
           usage: context.usage,
         };
       }
-      if (context.status === 'aborted') return { status: 'aborted', attempts: context.attempts };
+      if (status === 'aborted') return { status: 'aborted', attempts: context.attempts };
       return {
         status: 'failed',
         attempts: context.attempts,

@@ -148,6 +148,10 @@ describe('page files', () => {
     const diagram = parseStateDiagram('fallback', text);
     expect(diagram.states.find((state) => state.name === 'calling')?.initial).toBe(true);
     expect(diagram.states.filter((state) => state.final).map((state) => state.name)).toEqual(['succeeded', 'failed', 'aborted']);
-    expect(diagram.edges).toContainEqual({ from: 'validating', to: 'succeeded', label: 'always [isAnswerValid]' });
+    expect(diagram.edges).toContainEqual({
+      from: 'calling',
+      to: 'succeeded',
+      label: 'provider.succeeded [(isCurrentCall and isAnswerValid)]',
+    });
   });
 });

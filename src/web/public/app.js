@@ -282,7 +282,7 @@ function followJob(jobId, run) {
   events.addEventListener('attempt', (message) => {
     const attempt = JSON.parse(message.data);
     addAttempts(run, [attempt]);
-    setRunState(attempt.outcome === 'succeeded' ? 'validating' : 'deciding');
+    setRunState(attempt.outcome === 'succeeded' ? 'succeeded' : 'deciding');
   });
   events.addEventListener('done', () => {
     finished = true;
