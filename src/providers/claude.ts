@@ -2,13 +2,10 @@
  * Claude through `@anthropic-ai/sdk` (Messages API). The SDK's retries are off: every attempt is
  * seen once by the provider actor, which also owns the deadline through the signal it passes.
  */
-import Anthropic, {
-  APIConnectionError,
-  APIConnectionTimeoutError,
-  APIError,
-  APIUserAbortError,
-} from '@anthropic-ai/sdk';
+import type Anthropic from '@anthropic-ai/sdk';
+import type { APIError } from '@anthropic-ai/sdk';
 import type { ProviderFailure } from '../errors/index.js';
+import { anthropicSdkIfLoaded, loadAnthropicSdk } from './claude-sdk.js';
 import {
   classifyTransportError,
   classifyUnknown,
@@ -47,11 +44,14 @@ function anthropicBody(error: APIError): { type?: string; message?: string; erro
  * (https://docs.anthropic.com/en/api/errors).
  */
 export function classifyClaudeError(error: unknown): ProviderFailure {
-  if (error instanceof APIUserAbortError) return failure('aborted', error, error.message);
-  if (error instanceof APIConnectionTimeoutError) return failure('timeout', error, error.message);
-  if (error instanceof APIConnectionError)
+  // The SDK is imported on first use (claude-sdk.ts): before that, no error can be one of its classes.
+  const sdk = anthropicSdkIfLoaded();
+  if (sdk === undefined) return classifyTransportError(error) ?? classifyUnknown(error);
+  if (error instanceof sdk.APIUserAbortError) return failure('aborted', error, error.message);
+  if (error instanceof sdk.APIConnectionTimeoutError) return failure('timeout', error, error.message);
+  if (error instanceof sdk.APIConnectionError)
     return classifyTransportError(error.cause) ?? failure('connection', error, error.message);
-  if (error instanceof APIError && typeof error.status === 'number') {
+  if (error instanceof sdk.APIError && typeof error.status === 'number') {
     const status = error.status;
     const { type, message = error.message, errorCode } = anthropicBody(error);
     const extra = { httpStatus: status, retryAfterMs: retryAfterMsOf(error.headers) };
@@ -86,7 +86,9 @@ export function createClaudeAdapter(options: ClaudeAdapterOptions): ProviderAdap
     id: 'claude',
     model,
     async generate(request, apiKey, signal) {
-      client ??= new Anthropic({
+      // Loaded already when the call came through the study layer (loadProviderSdks); else imported here.
+      const sdk = anthropicSdkIfLoaded() ?? (await loadAnthropicSdk());
+      client ??= new sdk.Anthropic({
         // No user's key in the shared client: each call sends its own (below). Every credential
         // option explicit, so the SDK never reads ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN.
         apiKey: 'sent-per-request',

@@ -10,6 +10,7 @@ export type {
   ProviderAdapter,
 } from './types.js';
 export { createClaudeAdapter, classifyClaudeError } from './claude.js';
+export { loadProviderSdks } from './claude-sdk.js';
 export type { ClaudeAdapterOptions } from './claude.js';
 export { createGptAdapter, classifyGptError } from './gpt.js';
 export type { GptAdapterOptions } from './gpt.js';

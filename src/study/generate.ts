@@ -1,6 +1,7 @@
 import { summarizeValidationErrors } from '../errors/index.js';
 import type { Expect, Identical, StudyOutcome } from '../machines/job-types.js';
 import type { Attempt, ChainLink, FallbackPolicy, Gateway, GenerateOutcome, Validation } from '../actors/types.js';
+import { loadProviderSdks } from '../providers/index.js';
 import type { GenerationRequest, ProviderAnswer, ProviderId, Task, TokenUsage } from '../providers/index.js';
 import { sha256Hex, studyCacheKey, studyCacheScope, type CachedStudyResult, type ResultCache, type StudyCacheKeyParts } from './cache.js';
 import { mapConcurrent } from './limit.js';
@@ -410,6 +411,12 @@ export async function generateStudyTask(gateway: Gateway, input: StudyTaskInput)
   const cached = cachedOutcome(run);
   if (cached !== undefined) return cached;
   if (input.signal?.aborted) return { status: 'aborted', attempts: [] };
+  // A provider's SDK imported on first use (Claude's) is loaded before the first call's deadline starts.
+  const loading = loadProviderSdks(input.chain);
+  if (loading !== undefined) {
+    await loading;
+    if (input.signal?.aborted) return { status: 'aborted', attempts: [] };
+  }
   try {
     const value = await runTask(run);
     const answered = run.answered;

@@ -24,6 +24,7 @@ import { UnexpectedResponseError, UpstreamAbortError } from '../../src/providers
 import { postFault, rejectionOf, startRig, type Rig } from './fixtures.js';
 import { openSignal, studyRequest } from './helpers.js';
 import { Secret } from '../../src/security/secret.js';
+import { loadAnthropicSdk } from '../../src/providers/claude-sdk.js';
 
 type Row = readonly [label: string, status: number, body: unknown, expected: ErrorClass];
 
@@ -203,6 +204,12 @@ const openaiRows: readonly Row[] = [
   ['408 request timeout', 408, openaiError('Request timeout.', null, null), 'timeout'],
   ['402 payment required', 402, openaiError('Payment required.', null, null), 'quota_exhausted'],
 ];
+
+// The adapter imports @anthropic-ai/sdk on its first call; errors built here from the SDK's classes are
+// classified as the adapter's would be once it has (src/providers/claude-sdk.ts).
+beforeAll(async () => {
+  await loadAnthropicSdk();
+});
 
 describe('single-signal classification over the wire (emulator → SDK → adapter)', () => {
   let rig: Rig;

@@ -5,6 +5,7 @@ import { classifyClaudeError } from '../../src/providers/index.js';
 import { startRig, postFault, rejectionOf, type Rig } from './fixtures.js';
 import { openSignal, studyRequest } from './helpers.js';
 import { Secret } from '../../src/security/secret.js';
+import { loadAnthropicSdk } from '../../src/providers/claude-sdk.js';
 
 /** ERRORS.md's Anthropic rows, as exact wire bodies. */
 function anthropicBody(type: string, message: string, details?: Record<string, unknown>): unknown {
@@ -34,6 +35,12 @@ const rows: readonly [string, number, unknown, Record<string, string>, ErrorClas
   ['529 overloaded_error', 529, anthropicBody('overloaded_error', 'Overloaded'), {}, 'overloaded', undefined],
   ['504 gateway timeout', 504, anthropicBody('timeout_error', 'Gateway timeout'), {}, 'timeout', undefined],
 ];
+
+// The adapter imports @anthropic-ai/sdk on its first call; errors built here from the SDK's classes are
+// classified as the adapter's would be once it has (src/providers/claude-sdk.ts).
+beforeAll(async () => {
+  await loadAnthropicSdk();
+});
 
 describe('classifyClaudeError over the wire (emulator → @anthropic-ai/sdk → adapter)', () => {
   let rig: Rig;
