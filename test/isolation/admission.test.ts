@@ -1,8 +1,9 @@
 import type { FastifyInstance } from 'fastify';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createMemoryDocumentStore } from '../../src/documents/index.js';
 import type { DocumentStore } from '../../src/documents/index.js';
 import { buildApp } from '../../src/http/app.js';
+import { loadAnthropicSdk } from '../../src/providers/claude-sdk.js';
 import { staticGateway, testConfig } from '../http/support.js';
 import type { StaticGateway } from '../http/support.js';
 
@@ -27,6 +28,12 @@ async function start(env: NodeJS.ProcessEnv): Promise<Started> {
   apps.push(app);
   return { app, gateway, store, releaseHold };
 }
+
+// `until` counts event-loop turns until a request reaches the gateway; a request naming Claude waits for
+// the SDK's one-time import first (src/providers/claude-sdk.ts), which is not what these tests measure.
+beforeAll(async () => {
+  await loadAnthropicSdk();
+});
 
 afterEach(async () => {
   await Promise.all(apps.splice(0).map((app) => app.close()));
