@@ -78,8 +78,9 @@ export const mutationGroups = {
     ],
   },
   fallback: {
-    mutate: ['src/machines/fallback*.ts'],
+    mutate: ['src/machines/fallback*.ts', 'src/actors/fallback-runs.ts'],
     tests: [
+      'test/core/fallback-runs.test.ts',
       'test/core/fallback.rules.test.ts',
       'test/core/fallback.behaviour.test.ts',
       'test/core/fallback.graph.test.ts',

@@ -150,4 +150,150 @@ describe('fallback runs stepped without an actor per run', () => {
     expect(runs.size).toBe(0);
     runs.stop();
   });
+
+  it('a retry moves the run to its new call: a late reply to the first call reaches no run', async () => {
+    vi.useFakeTimers();
+    const runs = createFallbackRuns();
+    const claude = provider((call) =>
+      call.callId === claude.calls[0]?.callId ? serverError(call) : undefined,
+    );
+    const seen = observer();
+    runs.create(inputFor(claude.ref), seen.watch).start();
+    await vi.advanceTimersByTimeAsync(1000);
+    const [first, second] = claude.calls;
+    if (first === undefined || second === undefined) throw new Error('no retry went out');
+    first.replyTo.send(answered(first));
+    expect(seen.outputs).toEqual([]);
+    expect(runs.size).toBe(1);
+    second.replyTo.send(answered(second));
+    expect(seen.outputs.map((o) => o.status)).toEqual(['succeeded']);
+    runs.stop();
+  });
+
+  it('a run stopped where it is reports nothing more and leaves no timer', async () => {
+    vi.useFakeTimers();
+    const runs = createFallbackRuns();
+    const claude = provider(serverError);
+    const seen = observer();
+    const run = runs.create(inputFor(claude.ref), seen.watch);
+    run.start();
+    expect(vi.getTimerCount()).toBe(1);
+    run.stop();
+    expect(vi.getTimerCount()).toBe(0);
+    expect(runs.size).toBe(0);
+    run.send({ type: 'request.aborted', at: 5 });
+    await vi.advanceTimersByTimeAsync(5000);
+    expect(claude.calls).toHaveLength(1);
+    expect(seen.outputs).toEqual([]);
+    expect(seen.emitted.filter((e) => e.type === 'attempt.recorded')).toHaveLength(1);
+  });
+
+  it("a run its observer stops during a step runs none of that step's remaining actions", async () => {
+    vi.useFakeTimers();
+    const runs = createFallbackRuns();
+    const claude = provider(serverError);
+    const seen = observer();
+    const run = runs.create(inputFor(claude.ref), {
+      ...seen.watch,
+      // The failure's attempt is announced before the step arms its backoff: stopping here, no backoff.
+      emitted: (event) => {
+        seen.emitted.push(event);
+        run.stop();
+      },
+    });
+    run.start();
+    expect(seen.emitted.map((e) => e.type)).toEqual(['attempt.recorded']);
+    expect(vi.getTimerCount()).toBe(0);
+    await vi.advanceTimersByTimeAsync(5000);
+    expect(claude.calls).toHaveLength(1);
+    expect(seen.outputs).toEqual([]);
+  });
+
+  it('stopping the runs ends every run in progress and clears their timers', () => {
+    vi.useFakeTimers();
+    const runs = createFallbackRuns();
+    const waiting = provider(() => undefined);
+    const failing = provider(serverError);
+    const seen = observer();
+    runs.create(inputFor(waiting.ref), seen.watch).start();
+    runs.create({ ...inputFor(failing.ref), runId: 'run-2' }, seen.watch).start();
+    expect(runs.size).toBe(2);
+    expect(vi.getTimerCount()).toBe(1);
+    runs.stop();
+    expect(runs.size).toBe(0);
+    expect(vi.getTimerCount()).toBe(0);
+    const call = waiting.calls[0];
+    if (call === undefined) throw new Error('no call went out');
+    call.replyTo.send(answered(call));
+    expect(seen.outputs).toEqual([]);
+  });
+
+  it('a step that throws ends the run with that error, once, and keeps nothing of it', () => {
+    vi.useFakeTimers();
+    const runs = createFallbackRuns();
+    const claude = provider(serverError);
+    const seen = observer();
+    const failure = new Error('observer broke');
+    const run = runs.create(inputFor(claude.ref), {
+      ...seen.watch,
+      emitted: () => {
+        throw failure;
+      },
+    });
+    run.start();
+    expect(seen.errors).toEqual([failure]);
+    expect(seen.outputs).toEqual([]);
+    expect(runs.size).toBe(0);
+    expect(vi.getTimerCount()).toBe(0);
+    run.send({ type: 'request.aborted', at: 5 });
+    expect(seen.errors).toHaveLength(1);
+  });
+
+  it('a step that throws something other than an Error ends the run with an Error saying what it was', () => {
+    const runs = createFallbackRuns();
+    const claude = provider(serverError);
+    const seen = observer();
+    runs
+      .create(inputFor(claude.ref), {
+        ...seen.watch,
+        emitted: () => {
+          throw 'not an error';
+        },
+      })
+      .start();
+    expect(seen.errors.map((error) => [error instanceof Error, error.message])).toEqual([
+      [true, 'not an error'],
+    ]);
+    runs.stop();
+  });
+});
+
+describe('fallback runs as actors (with an inspector)', () => {
+  it('counts a run from its start to its end, reports its output, and shows it to the inspector', () => {
+    const inspected: string[] = [];
+    const runs = createFallbackRuns({ inspect: (event) => inspected.push(event.type) });
+    const claude = provider(answered);
+    const seen = observer();
+    const waiting = provider(() => undefined);
+    runs.create(inputFor(waiting.ref), observer().watch).start();
+    expect(runs.size).toBe(1);
+    runs.create(inputFor(claude.ref), seen.watch).start();
+    expect(seen.outputs.map((o) => o.status)).toEqual(['succeeded']);
+    expect(seen.emitted.filter((e) => e.type === 'attempt.recorded')).toHaveLength(1);
+    expect(runs.size).toBe(1);
+    expect(inspected).toContain('@xstate.actor');
+    runs.stop();
+  });
+
+  it('reports nothing for a run stopped before its end, and counts it out', () => {
+    const runs = createFallbackRuns({ inspect: () => undefined });
+    const waiting = provider(() => undefined);
+    const seen = observer();
+    const run = runs.create(inputFor(waiting.ref), seen.watch);
+    run.start();
+    run.stop();
+    expect(runs.size).toBe(0);
+    expect(seen.outputs).toEqual([]);
+    expect(seen.errors).toEqual([]);
+  });
 });
