@@ -202,16 +202,37 @@ export function createProviderMachine(table: ErrorTable) {
   const statOf = (errorClass: ErrorClass): keyof ProviderCounters =>
     isCounted(errorClass) ? 'failures' : 'ignored';
   type FailedEvent = Extract<UpstreamEvent, { type: 'upstream.failed' }>;
+  type SucceededEvent = Extract<UpstreamEvent, { type: 'upstream.succeeded' }>;
+  const succeededResult = ({ event }: { event: SucceededEvent }): BreakerEvent => ({
+    type: 'call.succeeded',
+    callId: event.callId,
+    at: event.at,
+  });
+  /** An answer that fails validation: `invalid_output`, which column B never counts. */
+  const invalidResult = ({ event }: { event: SucceededEvent }): BreakerEvent =>
+    breakerResult(event.callId, ownClasses.invalidOutput, event.at, event.keyId);
+  const cancelledResult = ({
+    event,
+  }: {
+    event: Extract<UpstreamEvent, { type: 'upstream.cancelled' }>;
+  }): BreakerEvent => breakerResult(event.callId, ownClasses.callerAborted, event.at, event.keyId);
+  const controlEvent = ({
+    event,
+  }: {
+    event: Extract<ProviderRequestEvent, { type: 'breaker.control' }>;
+  }): BreakerEvent => ({
+    type: breakerEventFor[event.action],
+    at: event.at,
+  });
+  const failedResult = ({ event }: { event: FailedEvent }): BreakerEvent =>
+    breakerResult(event.callId, event.failure.errorClass, event.at, event.keyId);
   /**
    * What a failed call does, on both branches of `upstream.failed`: `counted` is column B's verdict,
    * which the branch's guard (`isCountedFailure`) decided.
    */
   const failedCallActions = (counted: boolean) => [
-    {
-      type: 'notifyBreaker' as const,
-      params: ({ event }: { event: FailedEvent }) =>
-        breakerResult(event.callId, event.failure.errorClass, event.at, event.keyId),
-    },
+    { type: 'notifyBreaker' as const, params: failedResult },
+    { type: 'reportToFleet' as const, params: failedResult },
     { type: 'notifyKey' as const, params: ({ event }: { event: FailedEvent }) => keyFailed(event) },
     {
       type: 'replyFailed' as const,
@@ -269,11 +290,20 @@ export function createProviderMachine(table: ErrorTable) {
         event.type === 'upstream.failed' && isCounted(event.failure.errorClass),
     },
     actions: {
-      /** Tell the breaker, and through the fleet link the fleet, what happened. */
-      notifyBreaker: enqueueActions(({ context, enqueue }, params: BreakerEvent) => {
-        enqueue.sendTo(context.breaker, params);
-        enqueue.sendTo(context.fleetLink, { type: 'fleet.report', event: params });
-      }),
+      /**
+       * Tell the breaker what happened; `reportToFleet` follows it with the same event. Two plain sends
+       * rather than one `enqueueActions`, which builds its `enqueue` helpers (a dozen closures) and an
+       * action object per send on every call (docs/performance.md).
+       */
+      notifyBreaker: sendTo(
+        ({ context }) => context.breaker,
+        (_, params: BreakerEvent) => params,
+      ),
+      /** The fleet hears what the breaker heard, through the fleet link (a no-op without `REDIS_URL`). */
+      reportToFleet: sendTo(
+        ({ context }) => context.fleetLink,
+        (_, params: BreakerEvent) => ({ type: 'fleet.report' as const, event: params }),
+      ),
       /** The fleet's state (or its loss) for the breaker to adopt; never echoed back to the fleet. */
       adoptFleetState: sendTo(
         ({ context }) => context.breaker,
@@ -285,13 +315,10 @@ export function createProviderMachine(table: ErrorTable) {
         (_, params: KeyBookEvent) => params,
       ),
       /**
-       * Admit one call: the breaker (and the fleet) hear it started, and the key's book when it tracks the
-       * key (`isKeyTracked`: the call may be the key's probe); `startUpstream` then runs it.
+       * An admitted call's start, for the key's book when it tracks the key (`isKeyTracked`: the call may
+       * be the key's probe); the breaker and the fleet hear `call.started` beside it.
        */
-      admitCall: enqueueActions(({ context, enqueue }, params: CallRequest) => {
-        const started: BreakerEvent = { type: 'call.started', callId: params.callId, at: params.at };
-        enqueue.sendTo(context.breaker, started);
-        enqueue.sendTo(context.fleetLink, { type: 'fleet.report', event: started });
+      notifyKeyCalled: enqueueActions(({ context, enqueue }, params: CallRequest) => {
         if (isKeyTracked(context, params.keyId)) {
           enqueue.sendTo(context.keyBook, {
             type: 'key.called',
@@ -372,30 +399,37 @@ export function createProviderMachine(table: ErrorTable) {
       countStat: ({ context }, params: { stat: keyof ProviderCounters }) => {
         context.stats[params.stat] += 1;
       },
-      replyAnswered: enqueueActions(
-        ({ context, enqueue }, params: { event: Extract<UpstreamEvent, { type: 'upstream.succeeded' }> }) => {
-          const { event } = params;
-          enqueue.sendTo(event.replyTo, {
+      /** The caller hears the answer and its verdict (`recordAnswered` then tells the listeners). */
+      replyAnswered: sendTo(
+        (_, params: SucceededEvent) => params.replyTo,
+        ({ context }, params: SucceededEvent) =>
+          ({
             type: 'provider.succeeded',
-            callId: event.callId,
+            callId: params.callId,
             providerId: context.providerId,
-            answer: event.answer,
-            verdict: event.verdict,
-            durationMs: event.durationMs,
-            at: event.at,
-          } satisfies ProviderReply);
-          enqueue.emit({
-            type: 'call.finished',
-            record: {
-              provider: context.providerId,
-              outcome: event.verdict.ok ? 'succeeded' : 'failed',
-              ...(event.verdict.ok ? {} : { errorClass: ownClasses.invalidOutput }),
-              durationMs: event.durationMs,
-              usage: event.answer.usage,
-            },
-          });
-        },
+            answer: params.answer,
+            verdict: params.verdict,
+            durationMs: params.durationMs,
+            at: params.at,
+          }) satisfies ProviderReply,
       ),
+      recordAnswered: emit(({ context }, params: SucceededEvent) => ({
+        type: 'call.finished' as const,
+        record: params.verdict.ok
+          ? {
+              provider: context.providerId,
+              outcome: 'succeeded' as const,
+              durationMs: params.durationMs,
+              usage: params.answer.usage,
+            }
+          : {
+              provider: context.providerId,
+              outcome: 'failed' as const,
+              errorClass: ownClasses.invalidOutput,
+              durationMs: params.durationMs,
+              usage: params.answer.usage,
+            },
+      })),
       replyFailed: enqueueActions(
         (
           { context, enqueue },
@@ -498,10 +532,10 @@ export function createProviderMachine(table: ErrorTable) {
     initial: 'serving',
     on: {
       'breaker.control': {
-        actions: {
-          type: 'notifyBreaker',
-          params: ({ event }) => ({ type: breakerEventFor[event.action], at: event.at }),
-        },
+        actions: [
+          { type: 'notifyBreaker', params: controlEvent },
+          { type: 'reportToFleet', params: controlEvent },
+        ],
       },
     },
     states: {
@@ -522,7 +556,9 @@ export function createProviderMachine(table: ErrorTable) {
             {
               guard: or(['isBreakerAdmitting', 'isRecoveryDue']),
               actions: [
-                { type: 'admitCall', params: ({ event }) => callRequest(event) },
+                { type: 'notifyBreaker', params: ({ event }) => callStarted(event) },
+                { type: 'reportToFleet', params: ({ event }) => callStarted(event) },
+                { type: 'notifyKeyCalled', params: ({ event }) => callRequest(event) },
                 { type: 'countStat', params: { stat: 'calls' } },
                 {
                   type: 'startUpstream',
@@ -544,7 +580,18 @@ export function createProviderMachine(table: ErrorTable) {
             {
               guard: and(['isLeaseAwaited', 'isLeaseGranted', or(['isBreakerAdmitting', 'isRecoveryDue'])]),
               actions: [
-                { type: 'admitCall', params: ({ context, event }) => leasedCall(context, event.callId) },
+                {
+                  type: 'notifyBreaker',
+                  params: ({ context, event }) => callStarted(leasedCall(context, event.callId)),
+                },
+                {
+                  type: 'reportToFleet',
+                  params: ({ context, event }) => callStarted(leasedCall(context, event.callId)),
+                },
+                {
+                  type: 'notifyKeyCalled',
+                  params: ({ context, event }) => leasedCall(context, event.callId),
+                },
                 { type: 'countStat', params: { stat: 'calls' } },
                 {
                   type: 'startUpstream',
@@ -582,25 +629,23 @@ export function createProviderMachine(table: ErrorTable) {
             {
               guard: 'isAnswerValid',
               actions: [
-                {
-                  type: 'notifyBreaker',
-                  params: ({ event }) => ({ type: 'call.succeeded', callId: event.callId, at: event.at }),
-                },
+                { type: 'notifyBreaker', params: succeededResult },
+                { type: 'reportToFleet', params: succeededResult },
                 { type: 'notifyKeyAnswered', params: ({ event }) => keySucceeded(event) },
-                { type: 'replyAnswered', params: ({ event }) => ({ event }) },
+                { type: 'replyAnswered', params: ({ event }) => event },
+                { type: 'recordAnswered', params: ({ event }) => event },
                 { type: 'countStat', params: { stat: 'successes' } },
               ],
             },
             {
               /** An answer that fails validation proves nothing about the provider: `invalid_output` never counts. */
               actions: [
-                {
-                  type: 'notifyBreaker',
-                  params: ({ event }) => breakerResult(event.callId, ownClasses.invalidOutput, event.at, event.keyId),
-                },
+                { type: 'notifyBreaker', params: invalidResult },
+                { type: 'reportToFleet', params: invalidResult },
                 /** The upstream answered with the key: the key works, whatever the answer's worth. */
                 { type: 'notifyKeyAnswered', params: ({ event }) => keySucceeded(event) },
-                { type: 'replyAnswered', params: ({ event }) => ({ event }) },
+                { type: 'replyAnswered', params: ({ event }) => event },
+                { type: 'recordAnswered', params: ({ event }) => event },
                 { type: 'countStat', params: { stat: statOf(ownClasses.invalidOutput) } },
               ],
             },
@@ -628,10 +673,8 @@ export function createProviderMachine(table: ErrorTable) {
           /** The call was in flight when its caller cancelled (its call machine reached `cancelled`). */
           'upstream.cancelled': {
             actions: [
-              {
-                type: 'notifyBreaker',
-                params: ({ event }) => breakerResult(event.callId, ownClasses.callerAborted, event.at, event.keyId),
-              },
+              { type: 'notifyBreaker', params: cancelledResult },
+              { type: 'reportToFleet', params: cancelledResult },
               {
                 type: 'notifyKey',
                 params: ({ event }) => ({
@@ -676,6 +719,11 @@ function upstreamInput(context: ProviderContext, call: CallRequest): CallUpstrea
  */
 function isKeyTracked(context: ProviderContext, keyId: string): boolean {
   return context.keyBook.getSnapshot().context.keys.has(keyId);
+}
+
+/** What the breaker (and the fleet) hear when a call is admitted. */
+function callStarted(call: CallRequest): BreakerEvent {
+  return { type: 'call.started', callId: call.callId, at: call.at };
 }
 
 function keySucceeded(event: Extract<UpstreamEvent, { type: 'upstream.succeeded' }>): KeyBookEvent {
