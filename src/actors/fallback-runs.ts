@@ -11,6 +11,7 @@ import {
 } from 'xstate';
 import { steppingScope } from './stepping-scope.js';
 import {
+  currentCallId,
   fallbackMachine,
   type FallbackEmitted,
   type FallbackEvent,
@@ -185,7 +186,7 @@ export function createFallbackRuns(
             ? machine.getInitialSnapshot(scope, run.input)
             : machine.transition(run.snapshot, next as FallbackEvent, scope);
         run.snapshot = snapshot;
-        const { callId } = snapshot.context;
+        const callId = currentCallId(snapshot.context);
         if (callId !== run.callId) {
           if (byCall.get(run.callId) === run) byCall.delete(run.callId);
           run.callId = callId;

@@ -64,7 +64,7 @@ interface LastFailure {
 
 /**
  * The run's state. The input is kept whole under `run` (never copied) and the usage as one object, so
- * the context has 15 fields: V8 copies an object of 20 or more fields, as XState's `assign` does on
+ * the context has 13 fields: V8 copies an object of 20 or more fields, as XState's `assign` does on
  * every update (`Object.assign({}, context, update)`), through its slow dictionary path — ~7-10 µs per
  * assign against ~0.4 µs below 20 fields (measured on Node 20, docs/performance.md).
  */
@@ -80,8 +80,7 @@ export interface FallbackContext {
   readonly reasked: boolean;
   /** The request sent next: the original, or the re-ask carrying the validation errors. */
   readonly nextRequest: GenerationRequest;
-  readonly callSeq: number;
-  readonly callId: string;
+  /** Every call and skip so far, in order (one per exit from `calling` but an abort: see `currentCallId`). */
   readonly attempts: readonly Attempt[];
   /** `retry-after` hints known so far, in ms: upstream values and times to the next half-open. */
   readonly retryAfterMs: readonly number[];
@@ -128,6 +127,17 @@ function settledStatus(output: unknown): Settled['status'] {
     typeof output === 'object' && output !== null && 'status' in output ? output.status : undefined;
   if (status === 'succeeded' || status === 'failed' || status === 'aborted') return status;
   throw new Error('The fallback run ended outside its final states');
+}
+
+/**
+ * The id of the run's call in flight (or the next one): the run's id and the call's number. Each stay in
+ * `calling` ends in exactly one recorded attempt (an answer, a failure or a skip) unless the run is
+ * aborted, which ends it, so the number is the attempts so far plus one: derived, not assigned on each
+ * entry to `calling` (an assign copies the context and rebuilds the snapshot, docs/performance.md). The
+ * runtime routes the providers' replies by it (src/actors/fallback-runs.ts).
+ */
+export function currentCallId(context: FallbackContext): string {
+  return `${context.run.runId}:${context.attempts.length + 1}`;
 }
 
 function currentLink(context: FallbackContext): FallbackLink {
@@ -216,7 +226,7 @@ export function createFallbackMachine(table: ErrorTable) {
     },
     guards: {
       /** The reply belongs to the call in flight, not to one this run already gave up on. */
-      isCurrentCall: ({ context, event }) => 'callId' in event && event.callId === context.callId,
+      isCurrentCall: ({ context, event }) => 'callId' in event && event.callId === currentCallId(context),
       /** The study layer accepted the answer (its verdict, judged next to the call, travels with the reply). */
       isAnswerValid: ({ event }) => event.type === 'provider.succeeded' && event.verdict.ok,
       /** `invalid_output` gets exactly one re-ask with the validation errors. */
@@ -242,15 +252,11 @@ export function createFallbackMachine(table: ErrorTable) {
         hasNextProvider(context),
     },
     actions: {
-      requestCall: assign(({ context }) => ({
-        callSeq: context.callSeq + 1,
-        callId: `${context.run.runId}:${context.callSeq + 1}`,
-      })),
       sendCallRequest: sendTo(
         ({ context }) => currentLink(context).ref,
         ({ context, self }) => ({
           type: 'call.requested' as const,
-          callId: context.callId,
+          callId: currentCallId(context),
           request: context.nextRequest,
           apiKey: currentLink(context).apiKey,
           keyId: currentLink(context).keyId,
@@ -263,7 +269,7 @@ export function createFallbackMachine(table: ErrorTable) {
         ({ context }) => currentLink(context).ref,
         ({ context, event }) => ({
           type: 'call.cancelled' as const,
-          callId: context.callId,
+          callId: currentCallId(context),
           at: event.type === 'request.aborted' ? event.at : context.now,
         }),
       ),
@@ -434,8 +440,6 @@ export function createFallbackMachine(table: ErrorTable) {
       retries: 0,
       reasked: false,
       nextRequest: input.request,
-      callSeq: 0,
-      callId: '',
       attempts: [],
       retryAfterMs: [],
       lastFailure: null,
@@ -448,7 +452,7 @@ export function createFallbackMachine(table: ErrorTable) {
     states: {
       /** One call is in flight to the current provider (or its breaker is about to refuse it). */
       calling: {
-        entry: ['requestCall', 'sendCallRequest'],
+        entry: 'sendCallRequest',
         on: {
           /** The verdict judged next to the call decides between success and `invalid_output`. */
           'provider.succeeded': [

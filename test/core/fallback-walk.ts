@@ -16,6 +16,7 @@ import {
 import type { Attempt, FallbackPolicy } from '../../src/actors/types.js';
 import type { ErrorClass } from '../../src/errors/index.js';
 import {
+  currentCallId,
   fallbackMachine,
   type FallbackEvent,
   type FallbackInput,
@@ -76,7 +77,7 @@ function inputFor(providers: number, policy: FallbackPolicy): FallbackInput {
 
 function eventsFor(snapshot: FallbackSnapshot, classes: readonly ErrorClass[]): FallbackEvent[] {
   const types = new Set(getNextTransitions(snapshot).map((t) => t.eventType));
-  const { callId } = snapshot.context;
+  const callId = currentCallId(snapshot.context);
   const providerId = snapshot.context.run.links[snapshot.context.index]?.provider ?? 'claude';
   const events: FallbackEvent[] = [];
   if (types.has('provider.succeeded')) {

@@ -10,6 +10,7 @@ import { createActor, initialTransition, setup, transition, type SnapshotFrom } 
 import type { ErrorClass } from '../../src/errors/index.js';
 import {
   createFallbackMachine,
+  currentCallId,
   fallbackMachine,
   withValidationErrors,
   type FallbackEvent,
@@ -87,7 +88,7 @@ function run(input: FallbackInput, machine: Machine = fallbackMachine) {
       return this.step({ type: 'xstate.after.retryBackoff.fallback.backingOff' } as unknown as FallbackEvent);
     },
     get callId() {
-      return snapshot.context.callId;
+      return currentCallId(snapshot.context);
     },
     get provider() {
       return snapshot.context.run.links[snapshot.context.index]?.provider ?? 'claude';
