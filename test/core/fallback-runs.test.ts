@@ -209,6 +209,23 @@ describe('fallback runs stepped without an actor per run', () => {
     expect(seen.outputs).toEqual([]);
   });
 
+  it('a run its observer stops during its last step reports no output', () => {
+    const runs = createFallbackRuns();
+    const claude = provider(answered);
+    const seen = observer();
+    const run = runs.create(inputFor(claude.ref), {
+      ...seen.watch,
+      emitted: (event) => {
+        seen.emitted.push(event);
+        run.stop();
+      },
+    });
+    run.start();
+    expect(seen.emitted.map((e) => e.type)).toEqual(['attempt.recorded']);
+    expect(seen.outputs).toEqual([]);
+    expect(runs.size).toBe(0);
+  });
+
   it('stopping the runs ends every run in progress and clears their timers', () => {
     vi.useFakeTimers();
     const runs = createFallbackRuns();
@@ -283,6 +300,17 @@ describe('fallback runs as actors (with an inspector)', () => {
     expect(runs.size).toBe(1);
     expect(inspected).toContain('@xstate.actor');
     runs.stop();
+  });
+
+  it('hands the events it is sent to the run: an abort ends it aborted', () => {
+    const runs = createFallbackRuns({ inspect: () => undefined });
+    const waiting = provider(() => undefined);
+    const seen = observer();
+    const run = runs.create(inputFor(waiting.ref), seen.watch);
+    run.start();
+    run.send({ type: 'request.aborted', at: 5 });
+    expect(seen.outputs.map((o) => o.status)).toEqual(['aborted']);
+    expect(runs.size).toBe(0);
   });
 
   it('reports nothing for a run stopped before its end, and counts it out', () => {
