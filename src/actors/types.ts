@@ -1,9 +1,11 @@
 import type { ErrorClass } from '../errors/index.js';
 import type {
+  AbortedRunOutcome,
   ApiKey,
   Attempt,
   BreakerAction,
   CallRecord,
+  FailedRunOutcome,
   FallbackPolicy,
   GenerationRequest,
   ProviderAnswer,
@@ -15,10 +17,12 @@ import type {
 
 export { fallbackPolicies } from '../machines/types.js';
 export type {
+  AbortedRunOutcome,
   ApiKey,
   Attempt,
   BreakerAction,
   CallRecord,
+  FailedRunOutcome,
   FallbackPolicy,
   ProviderStats,
   Validation,
@@ -52,16 +56,8 @@ export type GenerateOutcome<T> =
       readonly attempts: readonly Attempt[];
       readonly usage: TokenUsage;
     }
-  | {
-      readonly status: 'failed';
-      /** API.md's "when every provider fails" table. */
-      readonly httpStatus: number;
-      readonly code: string;
-      readonly message: string;
-      readonly attempts: readonly Attempt[];
-      readonly retryAfterSeconds?: number;
-    }
-  | { readonly status: 'aborted'; readonly attempts: readonly Attempt[] };
+  | FailedRunOutcome
+  | AbortedRunOutcome;
 
 export type BreakerStateName = 'closed' | 'open' | 'halfOpen';
 

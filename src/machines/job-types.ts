@@ -5,7 +5,14 @@
  * compile time that its zod-inferred results and its task outcome are these very types
  * (`Identical` below: `tsc` fails the moment either side drifts).
  */
-import type { Attempt, ProviderId, RequestLang, TokenUsage } from './types.js';
+import type {
+  AbortedRunOutcome,
+  Attempt,
+  FailedRunOutcome,
+  ProviderId,
+  RequestLang,
+  TokenUsage,
+} from './types.js';
 
 export const jobStatuses = ['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
 export type JobStatus = (typeof jobStatuses)[number];
@@ -75,16 +82,8 @@ export type StudyOutcome =
       /** Served from the results cache: no provider call, usage zero. */
       readonly cached?: boolean;
     }
-  | {
-      readonly status: 'failed';
-      /** API.md's "when every provider fails" table. */
-      readonly httpStatus: number;
-      readonly code: string;
-      readonly message: string;
-      readonly attempts: readonly Attempt[];
-      readonly retryAfterSeconds?: number;
-    }
-  | { readonly status: 'aborted'; readonly attempts: readonly Attempt[] };
+  | FailedRunOutcome
+  | AbortedRunOutcome;
 
 /** What one finished stage reports, like `POST /v1/generate`'s `meta`. */
 export interface StageMeta {

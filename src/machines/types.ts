@@ -105,3 +105,19 @@ export interface CallRecord {
   readonly durationMs: number;
   readonly usage?: TokenUsage;
 }
+
+/** How a generation run ends when no provider answered: API.md's "when every provider fails" table. */
+export interface FailedRunOutcome {
+  readonly status: 'failed';
+  readonly httpStatus: number;
+  readonly code: string;
+  readonly message: string;
+  readonly attempts: readonly Attempt[];
+  readonly retryAfterSeconds?: number;
+}
+
+/** How a generation run ends when its caller aborted it. */
+export interface AbortedRunOutcome {
+  readonly status: 'aborted';
+  readonly attempts: readonly Attempt[];
+}
