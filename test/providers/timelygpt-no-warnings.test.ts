@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Gateway } from '../../src/actors/types.js';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { request } from '../core/gateway-harness.js';
 import { chainOf, startGateway } from '../e2e/rig.js';
 
 let emulator: Emulator;
@@ -27,18 +28,13 @@ describe('TimelyGPT through the gateway', () => {
     const warn = vi.spyOn(console, 'warn');
     try {
       const outcome = await gateway.generate({
-        request: {
-          task: 'notes',
-          lang: 'en',
-          system: 'You write study notes.',
-          messages: [{ role: 'user', content: 'Photosynthesis turns light into chemical energy.' }],
-          jsonSchema: { type: 'object' },
-          maxOutputTokens: 256,
-        },
+        request,
         validate: (answer) => ({ ok: true, value: answer.text }),
         chain: chainOf('timelygpt'),
       });
-      expect(outcome.attempts.map((attempt) => [attempt.provider, attempt.outcome])).toEqual([['timelygpt', 'succeeded']]);
+      expect(outcome.attempts.map((attempt) => [attempt.provider, attempt.outcome])).toEqual([
+        ['timelygpt', 'succeeded'],
+      ]);
       expect(warn).not.toHaveBeenCalled();
     } finally {
       warn.mockRestore();
