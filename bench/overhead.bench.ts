@@ -47,6 +47,10 @@ interface Sample {
   readonly load: LoadResult;
   readonly cpuMicrosPerRequest: number;
   readonly peakRss: number;
+  /** The main thread's GC pauses per request, µs, and the collections per 1,000 requests. */
+  readonly gcMicrosPerRequest: number;
+  readonly minorGcsPerThousand: number;
+  readonly majorGcsPerThousand: number;
 }
 
 const scenarios: readonly Scenario[] = [
@@ -100,7 +104,15 @@ async function main(): Promise<void> {
     if (result.ok !== result.requests) {
       throw new Error(`${variant.label} (${scenario.key}): ${result.requests - result.ok} of ${result.requests} answers not 2xx (errors ${result.errors})`);
     }
-    return { load: result, cpuMicrosPerRequest: (after.cpuMicros - before.cpuMicros) / result.requests, peakRss: after.peakRss };
+    const perRequest = (figure: (usage: typeof after) => number): number => (figure(after) - figure(before)) / result.requests;
+    return {
+      load: result,
+      cpuMicrosPerRequest: perRequest((usage) => usage.cpuMicros),
+      peakRss: after.peakRss,
+      gcMicrosPerRequest: perRequest((usage) => usage.gcMicros),
+      minorGcsPerThousand: 1000 * perRequest((usage) => usage.minorGcs),
+      majorGcsPerThousand: 1000 * perRequest((usage) => usage.majorGcs),
+    };
   }
 
   // Warm-up (JIT, connection pools), discarded.
@@ -262,6 +274,13 @@ function report(results: Map<string, Map<string, Sample[]>>, growth: Growth, idl
   const idleDelta = mebibytes(idle.service - idle.sdk);
   const peakDelta = mebibytes(peakB - peakA);
 
+  const gcLine = (['sdk', 'service'] as const)
+    .map((variant) => {
+      const figure = (f: (s: Sample) => number): number => med('instant50', variant, f);
+      return `${variant === 'sdk' ? 'A' : 'B'} ${round(figure((s) => s.gcMicrosPerRequest), 0)} µs per request (${round(figure((s) => s.minorGcsPerThousand), 1)} scavenges and ${round(figure((s) => s.majorGcsPerThousand), 2)} full collections per 1,000 requests)`;
+    })
+    .join(', ');
+
   const goals = [
     `- 50 connections, upstream 50 ms: B/A ≥ 0.90 — ${verdict(slowRatio >= 0.9)} (${round(slowRatio)}×); ` +
       `p50 ≤ A + 5 ms — ${verdict(slowP50 <= 5)} (${signed(slowP50)} ms); p99 ≤ A + 25 ms — ${verdict(slowP99 <= 25)} (${signed(slowP99)} ms).`,
@@ -299,6 +318,10 @@ The bench's emulator keeps connections alive for 65 s: its own \`keepAliveTimeou
 | scenario | floor req/s | A req/s | B req/s | B/A | p50 ms A → B (Δ) | p99 ms A → B (Δ) | CPU µs/req floor / A / B (Δ B−A) | peak RSS MiB A / B |
 | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
 ${rows.join('\n')}
+
+Garbage collection at saturation (50 connections, upstream at once; the main thread's GC pauses, from
+\`perf_hooks\` \`gc\` entries, medians over the rounds): ${gcLine}. The pauses are wall time (under load they
+include time the process waited for a CPU); the collector's helper threads are in the CPU column, not here.
 
 Goals (issue 15; ratios and differences against A in the same rounds):
 

@@ -5,6 +5,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
+import { constants, PerformanceObserver } from 'node:perf_hooks';
 
 export interface Usage {
   /** process.cpuUsage(): user + system µs since the process started. */
@@ -13,6 +14,12 @@ export interface Usage {
   readonly heapUsed: number;
   /** Highest RSS sampled (every 100 ms) since the last `usage` request with `resetPeak`. */
   readonly peakRss: number;
+  /** The garbage collector's pauses of the main thread since the process started, µs (perf_hooks `gc` entries). */
+  readonly gcMicros: number;
+  /** Young-generation collections (scavenges) since the process started. */
+  readonly minorGcs: number;
+  /** Full (mark-compact) collections since the process started. */
+  readonly majorGcs: number;
 }
 
 type Handler = (message: Record<string, unknown>) => Promise<unknown>;
@@ -25,10 +32,22 @@ const sampler = setInterval(() => {
 }, 100);
 sampler.unref();
 
+let gcMicros = 0;
+let minorGcs = 0;
+let majorGcs = 0;
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) {
+    gcMicros += entry.duration * 1000;
+    const kind = (entry as PerformanceEntry & { readonly detail?: { readonly kind?: number } }).detail?.kind;
+    if (kind === constants.NODE_PERFORMANCE_GC_MINOR) minorGcs += 1;
+    else if (kind === constants.NODE_PERFORMANCE_GC_MAJOR) majorGcs += 1;
+  }
+}).observe({ entryTypes: ['gc'] });
+
 function usage(resetPeak: boolean): Usage {
   const cpu = process.cpuUsage();
   const memory = process.memoryUsage();
-  const result = { cpuMicros: cpu.user + cpu.system, rss: memory.rss, heapUsed: memory.heapUsed, peakRss: Math.max(peakRss, memory.rss) };
+  const result = { cpuMicros: cpu.user + cpu.system, rss: memory.rss, heapUsed: memory.heapUsed, peakRss: Math.max(peakRss, memory.rss), gcMicros, minorGcs, majorGcs };
   if (resetPeak) peakRss = memory.rss;
   return result;
 }
