@@ -11,7 +11,16 @@ import type { Child } from './support/children.js';
 import { startChild, supportDirectory } from './support/children.js';
 import type { LoadResult } from './support/load.child.js';
 import { mebibytes, signed, slope } from './support/stats.js';
-import { benchText, gptKey, postJson, resetFaults, setFault, startEmulatorChild, startLoadChild, startServiceChild } from './support/index.js';
+import {
+  benchText,
+  gptKey,
+  postJson,
+  resetFaults,
+  setFault,
+  startEmulatorChild,
+  startLoadChild,
+  startServiceChild,
+} from './support/index.js';
 import { loadAverage, machineInfo, median, round, writeBenchmarkSection } from './report.js';
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 4);
@@ -25,7 +34,10 @@ const growthChunk = 5_000;
  * instant-upstream run, into dist/bench-profiles/{sdk,service}.cpuprofile
  * (summarise with `node --import tsx bench/support/profile-summary.ts <file>`).
  */
-const profileDirectory = process.env.BENCH_PROFILE === '1' ? join(supportDirectory, '..', '..', 'dist', 'bench-profiles') : undefined;
+const profileDirectory =
+  process.env.BENCH_PROFILE === '1'
+    ? join(supportDirectory, '..', '..', 'dist', 'bench-profiles')
+    : undefined;
 
 interface Variant {
   readonly key: 'floor' | 'sdk' | 'service';
@@ -67,15 +79,42 @@ async function main(): Promise<void> {
     // One client (one key, one address) drives all 50 connections: its shares of the generation slots
     // (admission control, default 8 per client, 32 per address) are raised so the bench measures the
     // hot path, not the refusals.
-    startServiceChild(emulator, { PROVIDERS_DEFAULT_ORDER: 'gpt', MAX_INFLIGHT_GENERATIONS: '256', MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '256', MAX_INFLIGHT_GENERATIONS_PER_ADDRESS: '256' }),
-    startChild('sdk', { entry: 'baseline.child.ts', env: { ...baselineEnv, BASELINE_MODE: 'sdk' }, execArgv: ['--expose-gc'] }),
-    startChild('floor', { entry: 'baseline.child.ts', env: { ...baselineEnv, BASELINE_MODE: 'passthrough' }, execArgv: ['--expose-gc'] }),
+    startServiceChild(emulator, {
+      PROVIDERS_DEFAULT_ORDER: 'gpt',
+      MAX_INFLIGHT_GENERATIONS: '256',
+      MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '256',
+      MAX_INFLIGHT_GENERATIONS_PER_ADDRESS: '256',
+    }),
+    startChild('sdk', {
+      entry: 'baseline.child.ts',
+      env: { ...baselineEnv, BASELINE_MODE: 'sdk' },
+      execArgv: ['--expose-gc'],
+    }),
+    startChild('floor', {
+      entry: 'baseline.child.ts',
+      env: { ...baselineEnv, BASELINE_MODE: 'passthrough' },
+      execArgv: ['--expose-gc'],
+    }),
     startLoadChild(),
   ]);
   const baselineBody = JSON.stringify({ text: benchText });
   const variants: readonly Variant[] = [
-    { key: 'floor', label: 'floor: Fastify pass-through', child: floor, url: `${String(floor.info['url'])}${String(floor.info['path'])}`, body: baselineBody, headers: {} },
-    { key: 'sdk', label: 'A: Fastify + openai SDK direct', child: sdk, url: `${String(sdk.info['url'])}${String(sdk.info['path'])}`, body: baselineBody, headers: {} },
+    {
+      key: 'floor',
+      label: 'floor: Fastify pass-through',
+      child: floor,
+      url: `${String(floor.info['url'])}${String(floor.info['path'])}`,
+      body: baselineBody,
+      headers: {},
+    },
+    {
+      key: 'sdk',
+      label: 'A: Fastify + openai SDK direct',
+      child: sdk,
+      url: `${String(sdk.info['url'])}${String(sdk.info['path'])}`,
+      body: baselineBody,
+      headers: {},
+    },
     {
       key: 'service',
       label: 'B: POST /v1/generate',
@@ -89,22 +128,42 @@ async function main(): Promise<void> {
   // Sanity: every variant answers 200 with notes before anything is timed.
   for (const variant of variants) {
     const answer = await postJson(variant.url, variant.body, variant.headers);
-    if (answer.status !== 200) throw new Error(`${variant.label} answered ${answer.status}: ${JSON.stringify(answer.body).slice(0, 300)}`);
+    if (answer.status !== 200)
+      throw new Error(
+        `${variant.label} answered ${answer.status}: ${JSON.stringify(answer.body).slice(0, 300)}`,
+      );
   }
   // Idle memory: after start-up and one request, before any load (RSS after a forced GC).
-  const idle = { sdk: (await sdk.request<{ rss: number }>('gc')).rss, service: (await service.request<{ rss: number }>('gc')).rss };
+  const idle = {
+    sdk: (await sdk.request<{ rss: number }>('gc')).rss,
+    service: (await service.request<{ rss: number }>('gc')).rss,
+  };
   const loadAtStart = loadAverage();
 
-  async function measure(variant: Variant, scenario: Scenario, duration = seconds, profile?: string): Promise<Sample> {
+  async function measure(
+    variant: Variant,
+    scenario: Scenario,
+    duration = seconds,
+    profile?: string,
+  ): Promise<Sample> {
     if (profile !== undefined) await variant.child.request('profileStart');
     const before = await variant.child.usage(true);
-    const result = await load.run({ url: variant.url, body: variant.body, headers: variant.headers, connections: scenario.connections, duration });
+    const result = await load.run({
+      url: variant.url,
+      body: variant.body,
+      headers: variant.headers,
+      connections: scenario.connections,
+      duration,
+    });
     const after = await variant.child.usage();
     if (profile !== undefined) await variant.child.request('profileStop', { file: profile });
     if (result.ok !== result.requests) {
-      throw new Error(`${variant.label} (${scenario.key}): ${result.requests - result.ok} of ${result.requests} answers not 2xx (errors ${result.errors})`);
+      throw new Error(
+        `${variant.label} (${scenario.key}): ${result.requests - result.ok} of ${result.requests} answers not 2xx (errors ${result.errors})`,
+      );
     }
-    const perRequest = (figure: (usage: typeof after) => number): number => (figure(after) - figure(before)) / result.requests;
+    const perRequest = (figure: (usage: typeof after) => number): number =>
+      (figure(after) - figure(before)) / result.requests;
     return {
       load: result,
       cpuMicrosPerRequest: perRequest((usage) => usage.cpuMicros),
@@ -121,7 +180,8 @@ async function main(): Promise<void> {
   const results = new Map<string, Map<string, Sample[]>>();
   for (const scenario of scenarios) {
     await resetFaults(emulator.url);
-    if (scenario.upstreamMs > 0) await setFault(emulator.url, { provider: 'gpt', fault: 'slow', ms: scenario.upstreamMs });
+    if (scenario.upstreamMs > 0)
+      await setFault(emulator.url, { provider: 'gpt', fault: 'slow', ms: scenario.upstreamMs });
     const byVariant = new Map<string, Sample[]>(variants.map((variant) => [variant.key, []]));
     results.set(scenario.key, byVariant);
     for (let r = 0; r < rounds; r += 1) {
@@ -134,7 +194,9 @@ async function main(): Promise<void> {
             : undefined;
         const sample = await measure(variant, scenario, seconds, profile);
         byVariant.get(variant.key)?.push(sample);
-        line.push(`${variant.key} ${round(sample.load.requestsPerSecond, 0)} req/s p50 ${round(sample.load.p50)} p99 ${round(sample.load.p99)} cpu ${round(sample.cpuMicrosPerRequest, 0)}µs`);
+        line.push(
+          `${variant.key} ${round(sample.load.requestsPerSecond, 0)} req/s p50 ${round(sample.load.p50)} p99 ${round(sample.load.p99)} cpu ${round(sample.cpuMicrosPerRequest, 0)}µs`,
+        );
       }
       process.stdout.write(`${scenario.key} round ${r + 1}/${rounds}: ${line.join(' | ')}\n`);
     }
@@ -153,22 +215,34 @@ async function main(): Promise<void> {
   points.push([0, first.heapUsed]);
   rssPoints.push([0, first.rss]);
   while (served < growthTarget && performance.now() - growthStarted < growthBudgetMs) {
-    const result = await load.run({ url: serviceVariant.url, body: serviceVariant.body, headers: serviceVariant.headers, connections: growthScenario.connections, amount: growthChunk });
-    if (result.ok !== result.requests) throw new Error(`growth run: ${result.requests - result.ok} answers not 2xx`);
+    const result = await load.run({
+      url: serviceVariant.url,
+      body: serviceVariant.body,
+      headers: serviceVariant.headers,
+      connections: growthScenario.connections,
+      amount: growthChunk,
+    });
+    if (result.ok !== result.requests)
+      throw new Error(`growth run: ${result.requests - result.ok} answers not 2xx`);
     served += result.requests;
     const usage = await service.usage(true);
     peakRss = Math.max(peakRss, usage.peakRss);
     const collected = await service.request<{ heapUsed: number; rss: number }>('gc');
     points.push([served, collected.heapUsed]);
     rssPoints.push([served, collected.rss]);
-    process.stdout.write(`growth: ${served} requests, heap after GC ${round(mebibytes(collected.heapUsed), 1)} MiB, rss ${round(mebibytes(collected.rss), 1)} MiB\n`);
+    process.stdout.write(
+      `growth: ${served} requests, heap after GC ${round(mebibytes(collected.heapUsed), 1)} MiB, rss ${round(mebibytes(collected.rss), 1)} MiB\n`,
+    );
   }
   const growthSeconds = (performance.now() - growthStarted) / 1000;
 
   await Promise.all([service.stop(), sdk.stop(), floor.stop(), load.stop()]);
   await emulator.stop();
 
-  writeBenchmarkSection('overhead', report(results, { points, rssPoints, served, peakRss, growthSeconds }, idle, loadAtStart));
+  writeBenchmarkSection(
+    'overhead',
+    report(results, { points, rssPoints, served, peakRss, growthSeconds }, idle, loadAtStart),
+  );
 }
 
 interface Growth {
@@ -230,7 +304,12 @@ function verdict(met: boolean): string {
   return met ? '**met**' : '**missed**';
 }
 
-function report(results: Map<string, Map<string, Sample[]>>, growth: Growth, idle: { sdk: number; service: number }, loadAtStart: string): string {
+function report(
+  results: Map<string, Map<string, Sample[]>>,
+  growth: Growth,
+  idle: { sdk: number; service: number },
+  loadAtStart: string,
+): string {
   const samples = (scenario: string, variant: string): Sample[] => results.get(scenario)?.get(variant) ?? [];
   /** Per-round paired figure B vs A, median over rounds. */
   const paired = (scenario: string, figure: (b: Sample, a: Sample) => number): number => {
@@ -238,17 +317,34 @@ function report(results: Map<string, Map<string, Sample[]>>, growth: Growth, idl
     const b = samples(scenario, 'service');
     return median(b.map((sample, index) => figure(sample, a[index] as Sample)));
   };
-  const med = (scenario: string, variant: string, figure: (s: Sample) => number): number => median(samples(scenario, variant).map(figure));
+  const med = (scenario: string, variant: string, figure: (s: Sample) => number): number =>
+    median(samples(scenario, variant).map(figure));
 
   const rows = scenarios.map((scenario) => {
     const k = scenario.key;
-    const rps = (v: string): string => round(med(k, v, (s) => s.load.requestsPerSecond), 0);
+    const rps = (v: string): string =>
+      round(
+        med(k, v, (s) => s.load.requestsPerSecond),
+        0,
+      );
     const ms = (v: string, f: 'p50' | 'p99'): string => round(med(k, v, (s) => s.load[f]));
     return (
       `| ${scenario.label} | ${rps('floor')} | ${rps('sdk')} | ${rps('service')} | ${round(paired(k, (b, a) => b.load.requestsPerSecond / a.load.requestsPerSecond))}× ` +
       `| ${ms('sdk', 'p50')} → ${ms('service', 'p50')} (${signed(paired(k, (b, a) => b.load.p50 - a.load.p50))}) ` +
       `| ${ms('sdk', 'p99')} → ${ms('service', 'p99')} (${signed(paired(k, (b, a) => b.load.p99 - a.load.p99))}) ` +
-      `| ${round(med(k, 'floor', (s) => s.cpuMicrosPerRequest), 0)} / ${round(med(k, 'sdk', (s) => s.cpuMicrosPerRequest), 0)} / ${round(med(k, 'service', (s) => s.cpuMicrosPerRequest), 0)} (${signed(paired(k, (b, a) => b.cpuMicrosPerRequest - a.cpuMicrosPerRequest), 0)}) ` +
+      `| ${round(
+        med(k, 'floor', (s) => s.cpuMicrosPerRequest),
+        0,
+      )} / ${round(
+        med(k, 'sdk', (s) => s.cpuMicrosPerRequest),
+        0,
+      )} / ${round(
+        med(k, 'service', (s) => s.cpuMicrosPerRequest),
+        0,
+      )} (${signed(
+        paired(k, (b, a) => b.cpuMicrosPerRequest - a.cpuMicrosPerRequest),
+        0,
+      )}) ` +
       `| ${round(mebibytes(med(k, 'sdk', (s) => s.peakRss)), 0)} / ${round(mebibytes(med(k, 'service', (s) => s.peakRss)), 0)} |`
     );
   });
@@ -262,7 +358,10 @@ function report(results: Map<string, Map<string, Sample[]>>, growth: Growth, idl
   const singleP99 = paired('single', (b, a) => b.load.p99 - a.load.p99);
   /** Highest RSS of a variant under the 50-connection scenarios (the same rounds for A and B). */
   const peakUnderLoad = (variant: string): number =>
-    Math.max(...samples('slow50', variant).map((s) => s.peakRss), ...samples('instant50', variant).map((s) => s.peakRss));
+    Math.max(
+      ...samples('slow50', variant).map((s) => s.peakRss),
+      ...samples('instant50', variant).map((s) => s.peakRss),
+    );
   const peakA = peakUnderLoad('sdk');
   const peakB = peakUnderLoad('service');
   const heapSlope = slope(growth.points) * 100_000;
@@ -277,7 +376,16 @@ function report(results: Map<string, Map<string, Sample[]>>, growth: Growth, idl
   const gcLine = (['sdk', 'service'] as const)
     .map((variant) => {
       const figure = (f: (s: Sample) => number): number => med('instant50', variant, f);
-      return `${variant === 'sdk' ? 'A' : 'B'} ${round(figure((s) => s.gcMicrosPerRequest), 0)} µs per request (${round(figure((s) => s.minorGcsPerThousand), 1)} scavenges and ${round(figure((s) => s.majorGcsPerThousand), 2)} full collections per 1,000 requests)`;
+      return `${variant === 'sdk' ? 'A' : 'B'} ${round(
+        figure((s) => s.gcMicrosPerRequest),
+        0,
+      )} µs per request (${round(
+        figure((s) => s.minorGcsPerThousand),
+        1,
+      )} scavenges and ${round(
+        figure((s) => s.majorGcsPerThousand),
+        2,
+      )} full collections per 1,000 requests)`;
     })
     .join(', ');
 

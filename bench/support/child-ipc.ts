@@ -47,7 +47,15 @@ new PerformanceObserver((list) => {
 function usage(resetPeak: boolean): Usage {
   const cpu = process.cpuUsage();
   const memory = process.memoryUsage();
-  const result = { cpuMicros: cpu.user + cpu.system, rss: memory.rss, heapUsed: memory.heapUsed, peakRss: Math.max(peakRss, memory.rss), gcMicros, minorGcs, majorGcs };
+  const result = {
+    cpuMicros: cpu.user + cpu.system,
+    rss: memory.rss,
+    heapUsed: memory.heapUsed,
+    peakRss: Math.max(peakRss, memory.rss),
+    gcMicros,
+    minorGcs,
+    majorGcs,
+  };
   if (resetPeak) peakRss = memory.rss;
   return result;
 }
