@@ -2,7 +2,7 @@
  * GPT through `openai` v6 (Chat Completions) with `response_format: json_schema`. The SDK's retries
  * are off; the provider actor owns the deadline through the signal it passes.
  */
-import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 import type { ProviderFailure } from '../errors/index.js';
 import {
   classifyTransportError,
@@ -11,6 +11,7 @@ import {
   failure,
   retryAfterMsOf,
 } from './classify-common.js';
+import { callOptions, PerCallKeyOpenAI } from './openai-client.js';
 import { rememberKeyOf } from './scrub.js';
 import { sdkTimeoutMs } from './sdk-options.js';
 import type { ProviderAdapter, ProviderAnswer } from './types.js';
@@ -58,13 +59,14 @@ export function classifyGptError(error: unknown): ProviderFailure {
 }
 
 /**
- * One SDK client per adapter, with no user's key in it: each call sends its own key in the request's
- * `Authorization` header, which the SDK lets per-request headers override. (A client per call cost
- * ~190 µs of CPU; a client per key would keep users' keys in memory past their request.)
+ * One SDK client per adapter, with no user's key in it: each call passes its own key and signal in its
+ * request options (openai-client.ts). (A client per call cost ~190 µs of CPU; a client per key would keep
+ * users' keys in memory past their request.)
  * Every credential option is explicit: the SDK never reads OPENAI_API_KEY / OPENAI_ADMIN_KEY / OPENAI_ORG_ID.
  */
-function createClient(baseUrl: string): OpenAI {
-  return new OpenAI({
+function createClient(baseUrl: string): PerCallKeyOpenAI {
+  return new PerCallKeyOpenAI({
+    // A placeholder the SDK requires; every request's headers get the call's own key instead.
     apiKey: 'sent-per-request',
     adminAPIKey: null,
     organization: null,
@@ -78,7 +80,7 @@ function createClient(baseUrl: string): OpenAI {
 
 export function createGptAdapter(options: GptAdapterOptions): ProviderAdapter {
   const { baseUrl, model } = options;
-  let client: OpenAI | undefined;
+  let client: PerCallKeyOpenAI | undefined;
   return {
     id: 'gpt',
     model,
@@ -98,7 +100,7 @@ export function createGptAdapter(options: GptAdapterOptions): ProviderAdapter {
               json_schema: { name: request.task, schema: { ...request.jsonSchema }, strict: false },
             },
           },
-          { signal, headers: { Authorization: `Bearer ${apiKey.reveal()}` } },
+          callOptions(apiKey, signal),
         );
         return readCompletion(completion, model);
       } catch (error) {
