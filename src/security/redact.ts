@@ -101,8 +101,14 @@ function encodedForms(
   }
 }
 
-/** A function that redacts `keys` (and their echoes) from any text; build it once per request. */
-export function keyRedactor(keys: readonly KeyLike[]): (text: string) => string {
+/** The pieces of a request's keys: the table of their 8-symbol pieces, and the keys too short to cut into pieces. */
+interface KeyPieces {
+  readonly table: PieceTable | undefined;
+  readonly shortKeys: readonly string[];
+}
+
+/** The pieces of `keys` in a table from `tableFor` (given an upper bound of the pieces). */
+function piecesOfKeys(keys: readonly KeyLike[], tableFor: (pieces: number) => PieceTable): KeyPieces {
   const candidates = keys.map((key) => {
     const text = textOf(key);
     return { text, lower: text.toLowerCase(), bytes: Buffer.from(text, 'utf8') };
@@ -126,7 +132,7 @@ export function keyRedactor(keys: readonly KeyLike[]): (text: string) => string 
     const bytes = key.bytes.length;
     pieces += windowsIn(symbols) + windowsIn(bytes * 2) + 3 * windowsIn(Math.floor(bytes / 3) * 4);
   }
-  const table = kept.length === 0 ? undefined : emptyTable(pieces);
+  const table = kept.length === 0 ? undefined : tableFor(pieces);
   if (table !== undefined) {
     const add = (symbols: Uint8Array, count: number): void => addPieces(table, symbols, count);
     for (const key of kept) {
@@ -134,11 +140,33 @@ export function keyRedactor(keys: readonly KeyLike[]): (text: string) => string 
       encodedForms(key.bytes, scratch, add);
     }
   }
-  return (text) => {
-    let result = table === undefined ? text : redactPieces(text, table);
-    for (const key of shortKeys) result = result.split(key).join(redacted);
-    return result;
-  };
+  return { table, shortKeys };
+}
+
+function redactWithPieces(text: string, pieces: KeyPieces): string {
+  let result = pieces.table === undefined ? text : redactPieces(text, pieces.table);
+  for (const key of pieces.shortKeys) result = result.split(key).join(redacted);
+  return result;
+}
+
+/** A function that redacts `keys` (and their echoes) from any text; build it once per request. */
+export function keyRedactor(keys: readonly KeyLike[]): (text: string) => string {
+  const pieces = piecesOfKeys(keys, emptyTable);
+  return (text) => redactWithPieces(text, pieces);
+}
+
+/**
+ * `redactDeep(value, keyRedactor(keys))` in one synchronous call, whose piece table is a scratch table
+ * lent for the call and wiped before it returns (no table of up to 32 KiB allocated per request for a
+ * long key, and nothing of the keys left in it).
+ */
+export function redactKeysDeep<T>(value: T, keys: readonly KeyLike[]): T {
+  const pieces = piecesOfKeys(keys, lendTable);
+  try {
+    return redactDeep(value, (text) => redactWithPieces(text, pieces));
+  } finally {
+    if (pieces.table !== undefined) giveBackTable(pieces.table);
+  }
 }
 
 /** The 8-symbol windows in a run of `count` symbols. */
@@ -148,7 +176,12 @@ function windowsIn(count: number): number {
 
 /** `text` with every echo of `keys` replaced by `[redacted]`. */
 export function redactSecrets(text: string, keys: readonly KeyLike[]): string {
-  return keyRedactor(keys)(text);
+  const pieces = piecesOfKeys(keys, lendTable);
+  try {
+    return redactWithPieces(text, pieces);
+  } finally {
+    if (pieces.table !== undefined) giveBackTable(pieces.table);
+  }
 }
 
 /** Patterns of secrets with their replacement, most specific first. */
@@ -259,9 +292,14 @@ function slotOf(low: number, shift: number): number {
 const emptyTables: number[][] = [];
 const cachedTableBits = 12;
 
+/** The size (bits) of a table at most half full with room for `pieces` pieces. */
+function tableBits(pieces: number): number {
+  return Math.max(4, Math.ceil(Math.log2(Math.max(0, pieces) * 2 + 1)));
+}
+
 /** A table at most half full with room for `pieces` pieces, every slot empty. */
 function emptyTable(pieces: number): PieceTable {
-  const bits = Math.max(4, Math.ceil(Math.log2(Math.max(0, pieces) * 2 + 1)));
+  const bits = tableBits(pieces);
   let slots = emptyTables[bits];
   if (slots === undefined) {
     // A packed array of doubles (not `new Array(n).fill()`, which is holey): its loads stay unboxed, a holey
@@ -272,6 +310,27 @@ function emptyTable(pieces: number): PieceTable {
     emptyTables[bits] = slots;
   }
   return { slots: slots.slice(), mask: 2 ** bits - 1, shift: 32 - bits };
+}
+
+/**
+ * Scratch tables by size (bits), every slot empty, each lent to one synchronous redaction at a time
+ * (`redactKeysDeep`): taken out while lent, so a redaction inside another one gets a table of its own.
+ */
+const idleTables: (number[] | undefined)[] = [];
+
+function lendTable(pieces: number): PieceTable {
+  const bits = tableBits(pieces);
+  const slots = idleTables[bits];
+  if (slots === undefined) return emptyTable(pieces);
+  idleTables[bits] = undefined;
+  return { slots, mask: 2 ** bits - 1, shift: 32 - bits };
+}
+
+/** Wipes the request's pieces out of a lent table and keeps it for the next redaction of its size. */
+function giveBackTable(table: PieceTable): void {
+  table.slots.fill(emptySlot);
+  const bits = 32 - table.shift;
+  if (bits <= cachedTableBits) idleTables[bits] = table.slots;
 }
 
 /** Puts every 8-symbol piece of a form (its first `count` symbols) into the table. */

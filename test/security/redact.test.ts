@@ -5,14 +5,17 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { redactDeep, keyRedactor, redactSecrets } from '../../src/security/redact.js';
+import { redactDeep, redactKeysDeep, keyRedactor, redactSecrets } from '../../src/security/redact.js';
 
 /** Keys from letters a-m, digits 0-4 and '-'/'_': random, and disjoint from the filler text below. */
 const keyArbitrary = fc
   .array(fc.constantFrom(...'abcdefghijklmABCDEFGHIJKLM01234'.split('')), { minLength: 16, maxLength: 48 })
   .map((chars) => `tk-${chars.join('')}`);
 /** Filler with none of the key's letters or digits (either case): nothing in it can match a key. */
-const fillerArbitrary = fc.string({ unit: fc.constantFrom(...'nopqrstuvwxyzNOPQRSTUVWXYZ56789 .,:;!?()"\n'.split('')), maxLength: 80 });
+const fillerArbitrary = fc.string({
+  unit: fc.constantFrom(...'nopqrstuvwxyzNOPQRSTUVWXYZ56789 .,:;!?()"\n'.split('')),
+  maxLength: 80,
+});
 
 /** Every 8-character window of `text`. */
 function windows(text: string): string[] {
@@ -23,23 +26,33 @@ function windows(text: string): string[] {
 
 /** A piece of the key's body (letters and digits; the `tk-` prefix's dash is not a letter or digit) of 8+ characters. */
 const pieceOf = (key: string) =>
-  fc.integer({ min: 3, max: key.length - 8 }).chain((start) => fc.integer({ min: start + 8, max: key.length }).map((end) => key.slice(start, end)));
+  fc
+    .integer({ min: 3, max: key.length - 8 })
+    .chain((start) => fc.integer({ min: start + 8, max: key.length }).map((end) => key.slice(start, end)));
 
 describe('redactSecrets', () => {
   it('removes every 8-character piece of a key echoed raw', () => {
     fc.assert(
-      fc.property(keyArbitrary.chain((key) => fc.tuple(fc.constant(key), pieceOf(key), fillerArbitrary, fillerArbitrary)), ([key, piece, before, after]) => {
-        const out = redactSecrets(`${before}${piece}${after}`, [key]);
-        for (const window of windows(piece)) expect(out.includes(window), window).toBe(false);
-        expect(out).toContain('[redacted]');
-      }),
+      fc.property(
+        keyArbitrary.chain((key) =>
+          fc.tuple(fc.constant(key), pieceOf(key), fillerArbitrary, fillerArbitrary),
+        ),
+        ([key, piece, before, after]) => {
+          const out = redactSecrets(`${before}${piece}${after}`, [key]);
+          for (const window of windows(piece)) expect(out.includes(window), window).toBe(false);
+          expect(out).toContain('[redacted]');
+        },
+      ),
     );
   });
 
   it('removes a piece echoed percent-encoded, spaced, punctuated or in another case', () => {
     const variants: readonly ((piece: string) => string)[] = [
       (piece) => [...piece].map((char) => `%${char.charCodeAt(0).toString(16).padStart(2, '0')}`).join(''),
-      (piece) => [...piece].map((char) => `%${char.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`).join(''),
+      (piece) =>
+        [...piece]
+          .map((char) => `%${char.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`)
+          .join(''),
       (piece) => encodeURIComponent(piece),
       (piece) => [...piece].join(' '),
       (piece) => [...piece].join('.'),
@@ -48,12 +61,20 @@ describe('redactSecrets', () => {
     ];
     fc.assert(
       fc.property(
-        keyArbitrary.chain((key) => fc.tuple(fc.constant(key), pieceOf(key), fc.integer({ min: 0, max: variants.length - 1 }), fillerArbitrary)),
+        keyArbitrary.chain((key) =>
+          fc.tuple(
+            fc.constant(key),
+            pieceOf(key),
+            fc.integer({ min: 0, max: variants.length - 1 }),
+            fillerArbitrary,
+          ),
+        ),
         ([key, piece, which, filler]) => {
           const encode = variants[which] ?? ((text: string) => text);
           const out = redactSecrets(`${filler} ${encode(piece)} ${filler}`, [key]);
           // No 8 consecutive characters of the key survive in that form.
-          for (const window of windows(piece.replace(/[-_]/gu, ''))) expect(out.includes(encode(window)), encode(window)).toBe(false);
+          for (const window of windows(piece.replace(/[-_]/gu, '')))
+            expect(out.includes(encode(window)), encode(window)).toBe(false);
           expect(out).toContain('[redacted]');
         },
       ),
@@ -82,7 +103,8 @@ describe('redactSecrets', () => {
     const out = redactSecrets(`raw ${key} base64 ${base64} hex ${hex} end`, [key]);
     // Only ASCII letters and digits are compared in a text: the run of them in the key goes, and the middle of each encoding.
     expect(out.split('[redacted]')).toHaveLength(4);
-    for (const piece of ['Ab3De4Fg0Hj2Kl1Mb', base64.slice(8, 24), hex.slice(8, 24)]) expect(out.includes(piece), piece).toBe(false);
+    for (const piece of ['Ab3De4Fg0Hj2Kl1Mb', base64.slice(8, 24), hex.slice(8, 24)])
+      expect(out.includes(piece), piece).toBe(false);
   });
 
   it('returns text that holds nothing of the key unchanged', () => {
@@ -101,15 +123,22 @@ describe('redactSecrets', () => {
 
   it('removes every echo of every key from a long text, and nothing else', () => {
     fc.assert(
-      fc.property(fc.array(keyArbitrary, { minLength: 1, maxLength: 3 }), fc.array(fc.tuple(fillerArbitrary, fc.nat()), { minLength: 1, maxLength: 40 }), (keys, chunks) => {
-        // ~100 KB of filler with a whole key (one of the request's, in turn) after every chunk.
-        const pad = 'xyz '.repeat(600);
-        const echoed = chunks.map(([filler, which]) => `${pad}${filler} ${keys[which % keys.length] ?? ''} `).join('');
-        const out = redactSecrets(echoed, keys);
-        for (const key of keys) for (const window of windows(key.slice(3))) expect(out.includes(window), window).toBe(false);
-        // Each whole key (its `tk` is part of it) is one stretch; the filler around it is kept as it was.
-        expect(out).toBe(echoed.replace(/tk-[a-mA-M0-4]+/gu, '[redacted]'));
-      }),
+      fc.property(
+        fc.array(keyArbitrary, { minLength: 1, maxLength: 3 }),
+        fc.array(fc.tuple(fillerArbitrary, fc.nat()), { minLength: 1, maxLength: 40 }),
+        (keys, chunks) => {
+          // ~100 KB of filler with a whole key (one of the request's, in turn) after every chunk.
+          const pad = 'xyz '.repeat(600);
+          const echoed = chunks
+            .map(([filler, which]) => `${pad}${filler} ${keys[which % keys.length] ?? ''} `)
+            .join('');
+          const out = redactSecrets(echoed, keys);
+          for (const key of keys)
+            for (const window of windows(key.slice(3))) expect(out.includes(window), window).toBe(false);
+          // Each whole key (its `tk` is part of it) is one stretch; the filler around it is kept as it was.
+          expect(out).toBe(echoed.replace(/tk-[a-mA-M0-4]+/gu, '[redacted]'));
+        },
+      ),
       { numRuns: 30 },
     );
   });
@@ -145,5 +174,45 @@ describe('redactSecrets', () => {
     const value = { notes: [{ term: `the key is ${key}`, [key]: 'x' }], n: 3 };
     expect(JSON.stringify(redactDeep(value, redact))).not.toContain('Ab3De4Fg');
     expect(redactDeep(value, redact).n).toBe(3);
+  });
+});
+
+describe('redactKeysDeep (one call, its piece table lent and wiped)', () => {
+  it('removes a key echoed whole, in pieces, percent-encoded or spaced, in any field, like redactDeep with keyRedactor', () => {
+    fc.assert(
+      fc.property(keyArbitrary, fillerArbitrary, fc.nat(), (key, filler, pick) => {
+        const forms = [
+          key,
+          key.slice(3, 14),
+          encodeURIComponent(key),
+          [...key.slice(5, 15)].join(' '),
+          key.toUpperCase(),
+        ];
+        const echo = forms[pick % forms.length] ?? key;
+        const value = {
+          task: 'notes',
+          result: {
+            keyConcepts: [{ term: filler, definition: `${filler}${echo}${filler}` }],
+            glossary: [{ [echo]: filler }],
+          },
+        };
+        const out = redactKeysDeep(value, [key]);
+        expect(out).toEqual(redactDeep(value, keyRedactor([key])));
+        const body = JSON.stringify(out);
+        for (const piece of windows(key.slice(3))) expect(body).not.toContain(piece);
+      }),
+    );
+  });
+
+  it('keeps nothing of one request’s keys for the next: the same text passes unchanged under another key', () => {
+    const first = 'tk-Ab3De4Fg0Hj2Kl1Mb';
+    const second = 'tk-Mm4Lk3Jj2Hh1Gg0Ff';
+    const value = { term: `the key is ${first}` };
+    expect(redactKeysDeep(value, [first])).toEqual({ term: 'the key is [redacted]' });
+    // Same table size for both keys: the second call gets the table the first one gave back.
+    expect(redactKeysDeep(value, [second])).toBe(value);
+    expect(redactSecrets(value.term, [second])).toBe(value.term);
+    expect(redactSecrets(value.term, [first])).toBe('the key is [redacted]');
+    expect(redactKeysDeep(value, [second])).toBe(value);
   });
 });

@@ -9,15 +9,28 @@ import { z } from 'zod';
 import type { Attempt, FallbackPolicy, Gateway } from '../../actors/types.js';
 import type { DocumentStore } from '../../documents/index.js';
 import type { ProviderId } from '../../providers/index.js';
-import { fillResultSchema, generateStudyTask, mcqResultSchema, notesResultSchema, resolveLang } from '../../study/index.js';
+import {
+  fillResultSchema,
+  generateStudyTask,
+  mcqResultSchema,
+  notesResultSchema,
+  resolveLang,
+} from '../../study/index.js';
 import { clientIdOf } from '../admission.js';
 import type { Admission } from '../admission.js';
 import { ApiError, errorCodes } from '../errors.js';
 import type { ErrorCode } from '../errors.js';
 import type { ApiKey } from '../../machines/types.js';
-import { keyRedactor, redactDeep, scrubSecrets } from '../../security/redact.js';
+import { redactKeysDeep, scrubSecrets } from '../../security/redact.js';
 import { buildChain, keyHeaders, readProviderKeys } from '../keys.js';
-import { alreadyValidated, attemptSchema, errorBodySchema, generationErrorBodySchema, providerIdSchema, taskSchema } from '../schemas.js';
+import {
+  alreadyValidated,
+  attemptSchema,
+  errorBodySchema,
+  generationErrorBodySchema,
+  providerIdSchema,
+  taskSchema,
+} from '../schemas.js';
 
 export interface GenerateRoutesOptions {
   readonly gateway: Gateway;
@@ -37,7 +50,12 @@ export interface GenerateRoutesOptions {
 export const generateBodySchema = z
   .strictObject({
     task: taskSchema.describe('notes, mcq or fill.'),
-    documentId: z.string().min(1).max(200).optional().describe('An id from POST /v1/documents. Exactly one of documentId / text.'),
+    documentId: z
+      .string()
+      .min(1)
+      .max(200)
+      .optional()
+      .describe('An id from POST /v1/documents. Exactly one of documentId / text.'),
     text: z.string().trim().min(1).optional().describe('The source text. Exactly one of documentId / text.'),
     providers: z
       .array(providerIdSchema)
@@ -45,12 +63,19 @@ export const generateBodySchema = z
       .max(3)
       .refine((ids) => new Set(ids).size === ids.length, 'Provider ids must be unique.')
       .optional()
-      .describe('Priority order; the configured default order without it. Providers without a key header are left out.'),
+      .describe(
+        'Priority order; the configured default order without it. Providers without a key header are left out.',
+      ),
     options: z
       .strictObject({
-        lang: z.enum(['ko', 'en']).optional().describe('Output language; detected from the text when absent.'),
+        lang: z
+          .enum(['ko', 'en'])
+          .optional()
+          .describe('Output language; detected from the text when absent.'),
         count: z.int().min(1).max(50).optional().describe('Questions asked for (mcq, fill).'),
-        notes: notesResultSchema.optional().describe('A notes result that grounds mcq/fill; generated first when absent.'),
+        notes: notesResultSchema
+          .optional()
+          .describe('A notes result that grounds mcq/fill; generated first when absent.'),
       })
       .optional(),
   })
@@ -59,7 +84,10 @@ export const generateBodySchema = z
     if (sources !== 1) {
       context.addIssue({
         code: 'custom',
-        message: sources === 0 ? 'One of "text" or "documentId" is required.' : 'Give either "text" or "documentId", not both.',
+        message:
+          sources === 0
+            ? 'One of "text" or "documentId" is required.'
+            : 'Give either "text" or "documentId", not both.',
         path: [],
       });
     }
@@ -68,26 +96,34 @@ export const generateBodySchema = z
 const usageSchema = z.object({ inputTokens: z.number().nullable(), outputTokens: z.number().nullable() });
 
 /** The 200 body: the study layer validated `result`; `meta` is the run's own typed bookkeeping. */
-export const generateResponseSchema = alreadyValidated(z.object({
-  task: taskSchema,
-  result: z.union([notesResultSchema, mcqResultSchema, fillResultSchema]),
-  meta: z.object({
-    provider: providerIdSchema,
-    model: z.string(),
-    fallback: z.boolean(),
-    attempts: z.array(attemptSchema),
-    usage: usageSchema,
-    lang: z.enum(['ko', 'en']).describe('The language of the material: options.lang, or detected from the text.'),
-    langSource: z.enum(['request', 'detected']).describe('request: options.lang gave it; detected: read from the document.'),
+export const generateResponseSchema = alreadyValidated(
+  z.object({
+    task: taskSchema,
+    result: z.union([notesResultSchema, mcqResultSchema, fillResultSchema]),
+    meta: z.object({
+      provider: providerIdSchema,
+      model: z.string(),
+      fallback: z.boolean(),
+      attempts: z.array(attemptSchema),
+      usage: usageSchema,
+      lang: z
+        .enum(['ko', 'en'])
+        .describe('The language of the material: options.lang, or detected from the text.'),
+      langSource: z
+        .enum(['request', 'detected'])
+        .describe('request: options.lang gave it; detected: read from the document.'),
+    }),
   }),
-}));
+);
 
 function isErrorCode(code: string): code is ErrorCode {
   return Object.hasOwn(errorCodes, code);
 }
 
 function scrubAttempt(attempt: Attempt, keys: readonly ApiKey[]): Attempt {
-  return attempt.message === undefined ? attempt : { ...attempt, message: scrubSecrets(attempt.message, keys) };
+  return attempt.message === undefined
+    ? attempt
+    : { ...attempt, message: scrubSecrets(attempt.message, keys) };
 }
 
 /** A request's key headers (as `Secret`s) and admission client id, read once for its hook and its handler. */
@@ -129,7 +165,8 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
       },
       schema: {
         tags: ['generate'],
-        summary: 'Generate notes, MCQ or fill-in-the-blank questions through the first provider that answers.',
+        summary:
+          'Generate notes, MCQ or fill-in-the-blank questions through the first provider that answers.',
         description: `Provider keys travel in the headers ${Object.values(keyHeaders).join(', ')}.`,
         body: generateBodySchema,
         response: {
@@ -153,17 +190,24 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
       const chain = buildChain(order, keys);
       if (chain.length === 0) {
         const wanted = order.map((id) => keyHeaders[id]).join(', ');
-        throw new ApiError('NO_PROVIDER_KEY', `No requested provider has a key: send one of the headers ${wanted}.`);
+        throw new ApiError(
+          'NO_PROVIDER_KEY',
+          `No requested provider has a key: send one of the headers ${wanted}.`,
+        );
       }
       const secrets = chain.map((link) => link.apiKey);
       let text = body.text;
       if (text !== undefined && text.length > options.maxTextChars) {
-        throw new ApiError('TEXT_TOO_LONG', `The text has ${text.length} characters; at most ${options.maxTextChars} are accepted (MAX_TEXT_CHARS).`);
+        throw new ApiError(
+          'TEXT_TOO_LONG',
+          `The text has ${text.length} characters; at most ${options.maxTextChars} are accepted (MAX_TEXT_CHARS).`,
+        );
       }
       if (text === undefined) {
         const documentId = body.documentId ?? '';
         const document = await documentStore.get(documentId);
-        if (document === undefined) throw new ApiError('DOCUMENT_NOT_FOUND', 'Unknown or expired documentId.');
+        if (document === undefined)
+          throw new ApiError('DOCUMENT_NOT_FOUND', 'Unknown or expired documentId.');
         text = document.text;
       }
       const language = resolveLang(body.options?.lang, text);
@@ -200,8 +244,16 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
           return reply.code(200).send({
             task: body.task,
             // A model can echo the key it was called with: the answer is scrubbed like any message (issue 12).
-            result: redactDeep(outcome.value, keyRedactor(secrets)),
-            meta: { provider: outcome.provider, model: outcome.model, fallback: outcome.fallback, attempts, usage: outcome.usage, lang: language.lang, langSource: language.langSource },
+            result: redactKeysDeep(outcome.value, secrets),
+            meta: {
+              provider: outcome.provider,
+              model: outcome.model,
+              fallback: outcome.fallback,
+              attempts,
+              usage: outcome.usage,
+              lang: language.lang,
+              langSource: language.langSource,
+            },
           });
         }
         if (outcome.status === 'aborted') {
@@ -211,10 +263,13 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
         const code: ErrorCode = isErrorCode(outcome.code) ? outcome.code : 'PROVIDERS_UNAVAILABLE';
         const error = new ApiError(code, scrubSecrets(outcome.message, secrets), {
           attempts,
-          ...(outcome.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: Math.ceil(outcome.retryAfterSeconds) }),
+          ...(outcome.retryAfterSeconds === undefined
+            ? {}
+            : { retryAfterSeconds: Math.ceil(outcome.retryAfterSeconds) }),
         });
         // The error handler renders the body; headers set on the reply survive it.
-        if (outcome.retryAfterSeconds !== undefined) void reply.header('retry-after', String(Math.ceil(outcome.retryAfterSeconds)));
+        if (outcome.retryAfterSeconds !== undefined)
+          void reply.header('retry-after', String(Math.ceil(outcome.retryAfterSeconds)));
         throw error;
       } finally {
         release();
