@@ -271,21 +271,28 @@ const leadingWeightLow = Array.from({ length: minimumPieceLength - 1 }).reduce<n
 /**
  * The pieces of the request's keys: each 8-symbol piece as a number (base 36: at most 36^8 ≈ 2.8e12,
  * exact in a double) in an open-addressing table at most half full, placed by a hash of the piece's
- * value modulo 2^32 (which the scan rolls along with the value). A window of ordinary text costs one
- * multiplication and one or two reads; nothing is allocated per look-up.
+ * value modulo 2^32 (which the scan rolls along as a 32-bit integer), and a bit filter over the same hash
+ * with 32 bits per slot. A window of ordinary text costs one multiplication and one read of the filter
+ * (a set bit for at most one window in 64 that is not a piece); only then is its exact value rebuilt from
+ * the window's symbols and looked up. Nothing is allocated per look-up.
  */
 interface PieceTable {
   readonly slots: number[];
   readonly mask: number;
   readonly shift: number;
+  /** One bit per value of the hash's top `bits + 5` bits, set for every piece: 32 bits per slot. */
+  readonly filter: Int32Array;
 }
 
 /** No piece has a negative value; not a whole number, so the table is an array of doubles from the start. */
 const emptySlot = -0.5;
 
-/** Where a piece whose value modulo 2^32 is `low` is first looked for (multiplicative hashing). */
-function slotOf(low: number, shift: number): number {
-  return Math.imul(low, 0x9e3779b1) >>> shift;
+/**
+ * The top `bits + 5` bits of a piece's hash (multiplicative hashing of its value modulo 2^32, `low`): its
+ * bit in the filter, and (without the last five) the slot where it is first looked for.
+ */
+function filterHashOf(low: number, shift: number): number {
+  return Math.imul(low, 0x9e3779b1) >>> (shift - 5);
 }
 
 /** Empty tables by size (bits), up to `cachedTableBits`: a new table is one copy of one of them. */
@@ -306,31 +313,33 @@ function emptyTable(pieces: number): PieceTable {
     // one's are boxed into a heap number on every look-up. `slice` keeps it packed.
     slots = [emptySlot];
     while (slots.length < 2 ** bits) slots = slots.concat(slots);
-    if (bits > cachedTableBits) return { slots, mask: 2 ** bits - 1, shift: 32 - bits };
+    if (bits > cachedTableBits)
+      return { slots, mask: 2 ** bits - 1, shift: 32 - bits, filter: new Int32Array(2 ** bits) };
     emptyTables[bits] = slots;
   }
-  return { slots: slots.slice(), mask: 2 ** bits - 1, shift: 32 - bits };
+  return { slots: slots.slice(), mask: 2 ** bits - 1, shift: 32 - bits, filter: new Int32Array(2 ** bits) };
 }
 
 /**
  * Scratch tables by size (bits), every slot empty, each lent to one synchronous redaction at a time
  * (`redactKeysDeep`): taken out while lent, so a redaction inside another one gets a table of its own.
  */
-const idleTables: (number[] | undefined)[] = [];
+const idleTables: (PieceTable | undefined)[] = [];
 
 function lendTable(pieces: number): PieceTable {
   const bits = tableBits(pieces);
-  const slots = idleTables[bits];
-  if (slots === undefined) return emptyTable(pieces);
+  const table = idleTables[bits];
+  if (table === undefined) return emptyTable(pieces);
   idleTables[bits] = undefined;
-  return { slots, mask: 2 ** bits - 1, shift: 32 - bits };
+  return table;
 }
 
 /** Wipes the request's pieces out of a lent table and keeps it for the next redaction of its size. */
 function giveBackTable(table: PieceTable): void {
   table.slots.fill(emptySlot);
+  table.filter.fill(0);
   const bits = 32 - table.shift;
-  if (bits <= cachedTableBits) idleTables[bits] = table.slots;
+  if (bits <= cachedTableBits) idleTables[bits] = table;
 }
 
 /** Puts every 8-symbol piece of a form (its first `count` symbols) into the table. */
@@ -342,7 +351,9 @@ function addPieces(table: PieceTable, form: Uint8Array, count: number): void {
     value = value * 36 + digit;
     low = (Math.imul(low, 36) + digit) | 0;
     if (position + 1 < minimumPieceLength) continue;
-    let slot = slotOf(low, table.shift);
+    const hash = filterHashOf(low, table.shift);
+    table.filter[hash >>> 5] = (table.filter[hash >>> 5] ?? 0) | (1 << (hash & 31));
+    let slot = hash >>> 5;
     while (table.slots[slot] !== emptySlot && table.slots[slot] !== value) slot = (slot + 1) & table.mask;
     table.slots[slot] = value;
     const leading = form[position + 1 - minimumPieceLength] ?? 0;
@@ -350,6 +361,12 @@ function addPieces(table: PieceTable, form: Uint8Array, count: number): void {
     low = (low - Math.imul(leading, leadingWeightLow)) | 0;
   }
 }
+
+/** The base-36 symbol of each ASCII letter (either case) or digit; -1 for every other character. */
+const asciiSymbols = Int8Array.from({ length: 0x80 }, (_, code) => {
+  const lower = code >= 0x41 && code <= 0x5a ? code | 0x20 : code;
+  return isWordChar(lower) ? symbol(lower) : -1;
+});
 
 /** Where each of the last 8 letters or digits of the scan began (a ring indexed by `count & 7`: 8 is a power of two; one scan at a time). */
 const windowFrom = new Int32Array(minimumPieceLength);
@@ -365,11 +382,11 @@ const windowSymbol = new Uint8Array(minimumPieceLength);
 function redactPieces(text: string, table: PieceTable): string {
   const length = text.length;
   if (length < minimumPieceLength) return text;
-  const { slots, mask, shift } = table;
+  const { slots, mask, shift, filter } = table;
+  const filterShift = shift - 5;
   let out = '';
   let copiedUpTo = 0;
   let count = 0;
-  let value = 0;
   let low = 0;
   // The open run of marked symbols: where its text starts and ends, and the symbol after its last one.
   let runFrom = -1;
@@ -386,24 +403,28 @@ function redactPieces(text: string, table: PieceTable): string {
         next = at + 3;
       }
     }
-    if (code >= 0x41 && code <= 0x5a) code |= 0x20;
-    if (isWordChar(code)) {
-      const digit = symbol(code);
+    const digit = code < 0x80 ? (asciiSymbols[code] ?? -1) : -1;
+    if (digit >= 0) {
       const slot = count & (minimumPieceLength - 1);
       windowFrom[slot] = at;
       windowSymbol[slot] = digit;
       count += 1;
-      value = value * 36 + digit;
       low = (Math.imul(low, 36) + digit) | 0;
       if (count >= minimumPieceLength) {
         // The window is the symbols count-8 … count-1; its first sits in the slot written next.
         const first = count & (minimumPieceLength - 1);
-        // The table look-up, written out here: a call would box the double `value` on every window.
+        // Only a window whose bit is set in the filter can be a piece: its exact value is looked up.
+        const hash = Math.imul(low, 0x9e3779b1) >>> filterShift;
         let piece = false;
-        for (let probe = slotOf(low, shift); ; probe = (probe + 1) & mask) {
-          const held = slots[probe] ?? emptySlot;
-          if (held === value) piece = true;
-          if (piece || held === emptySlot) break;
+        if (((filter[hash >>> 5] ?? 0) >>> (hash & 31)) & 1) {
+          let value = 0;
+          for (let offset = 0; offset < minimumPieceLength; offset += 1)
+            value = value * 36 + (windowSymbol[(first + offset) & (minimumPieceLength - 1)] ?? 0);
+          for (let probe = hash >>> 5; ; probe = (probe + 1) & mask) {
+            const held = slots[probe] ?? emptySlot;
+            if (held === value) piece = true;
+            if (piece || held === emptySlot) break;
+          }
         }
         if (piece) {
           const start = count - minimumPieceLength;
@@ -420,7 +441,6 @@ function redactPieces(text: string, table: PieceTable): string {
           markedUpTo = count;
         }
         const leading = windowSymbol[first] ?? 0;
-        value -= leading * leadingWeight;
         low = (low - Math.imul(leading, leadingWeightLow)) | 0;
       }
     }
