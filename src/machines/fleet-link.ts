@@ -11,7 +11,11 @@ export interface FleetLinkInput {
 
 /** What the provider actor tells its fleet link. */
 export type FleetLinkEvent =
-  /** Every event the breaker heard, to be applied to the fleet state as well. */
+  /**
+   * Every call result and operator action the breaker hears (and each success, which may clear the
+   * fleet's count even where the local breaker had nothing to clear), to be applied to the fleet state
+   * as well. A call's start is not told: it is no operation of the fleet state (the probe's is its lease).
+   */
   | { type: 'fleet.report'; event: BreakerEvent }
   /** A call would be the half-open probe: ask the fleet for the one probe lease of this window. */
   | { type: 'probe.requested'; callId: string; at: number };

@@ -285,13 +285,32 @@ export function createProviderMachine(table: ErrorTable) {
       isLeaseAwaited: ({ context, event }) => 'callId' in event && event.callId in context.leasing,
       /** The study layer accepted the answer (validated next to the call). */
       isAnswerValid: ({ event }) => event.type === 'upstream.succeeded' && event.verdict.ok,
+      /**
+       * Nobody needs to hear this call's start: the breaker would take no transition on `call.started`
+       * (it decides, through its own transitions and guards: closed takes none) and the key's book does
+       * not track the key (`isKeyTracked`). Each message to a child is a step of that child even when
+       * it changes nothing (~1-2 µs, docs/performance.md), so such a start is told to no one.
+       */
+      isStartUnheard: ({ context, event }) =>
+        event.type === 'call.requested' &&
+        !isKeyTracked(context, event.keyId) &&
+        !context.breaker.getSnapshot().can(callStarted(event)),
+      /**
+       * Only the fleet needs to hear this success: the breaker would take no transition on
+       * `call.succeeded` (closed with nothing to clear) and the key's book does not track the key.
+       */
+      isSuccessUnheard: ({ context, event }) =>
+        event.type === 'upstream.succeeded' &&
+        !isKeyTracked(context, event.keyId) &&
+        !context.breaker.getSnapshot().can(succeededResult({ event })),
       /** The failure is the provider's, so it counts toward the breaker (ERRORS.md column B). */
       isCountedFailure: ({ event }) =>
         event.type === 'upstream.failed' && isCounted(event.failure.errorClass),
     },
     actions: {
       /**
-       * Tell the breaker what happened; `reportToFleet` follows it with the same event. Two plain sends
+       * Tell the breaker what happened; `reportToFleet` follows it with the same event (but a call's start,
+       * no operation of the fleet state: its probe is its lease). Two plain sends
        * rather than one `enqueueActions`, which builds its `enqueue` helpers (a dozen closures) and an
        * action object per send on every call (docs/performance.md).
        */
@@ -316,7 +335,7 @@ export function createProviderMachine(table: ErrorTable) {
       ),
       /**
        * An admitted call's start, for the key's book when it tracks the key (`isKeyTracked`: the call may
-       * be the key's probe); the breaker and the fleet hear `call.started` beside it.
+       * be the key's probe); the breaker hears `call.started` beside it.
        */
       notifyKeyCalled: enqueueActions(({ context, enqueue }, params: CallRequest) => {
         if (isKeyTracked(context, params.keyId)) {
@@ -554,10 +573,21 @@ export function createProviderMachine(table: ErrorTable) {
               actions: { type: 'requestLease', params: ({ event }) => callRequest(event) },
             },
             {
+              /** Admitted, and a start the breaker and the key's book would ignore: the call just starts. */
+              guard: and([or(['isBreakerAdmitting', 'isRecoveryDue']), 'isStartUnheard']),
+              actions: [
+                { type: 'countStat', params: { stat: 'calls' } },
+                {
+                  type: 'startUpstream',
+                  params: ({ context, event }) => upstreamInput(context, callRequest(event)),
+                },
+              ],
+            },
+            {
+              /** Admitted: the breaker hears the start (it may be the half-open probe), the key's book too if it tracks the key. */
               guard: or(['isBreakerAdmitting', 'isRecoveryDue']),
               actions: [
                 { type: 'notifyBreaker', params: ({ event }) => callStarted(event) },
-                { type: 'reportToFleet', params: ({ event }) => callStarted(event) },
                 { type: 'notifyKeyCalled', params: ({ event }) => callRequest(event) },
                 { type: 'countStat', params: { stat: 'calls' } },
                 {
@@ -582,10 +612,6 @@ export function createProviderMachine(table: ErrorTable) {
               actions: [
                 {
                   type: 'notifyBreaker',
-                  params: ({ context, event }) => callStarted(leasedCall(context, event.callId)),
-                },
-                {
-                  type: 'reportToFleet',
                   params: ({ context, event }) => callStarted(leasedCall(context, event.callId)),
                 },
                 {
@@ -626,6 +652,16 @@ export function createProviderMachine(table: ErrorTable) {
           'breaker.synced': { actions: { type: 'adoptFleetState', params: ({ event }) => event } },
           'breaker.unshared': { actions: { type: 'adoptFleetState', params: ({ event }) => event } },
           'upstream.succeeded': [
+            {
+              /** A valid answer only the fleet needs to hear of (the breaker has nothing to clear, the key is healthy). */
+              guard: and(['isAnswerValid', 'isSuccessUnheard']),
+              actions: [
+                { type: 'reportToFleet', params: succeededResult },
+                { type: 'replyAnswered', params: ({ event }) => event },
+                { type: 'recordAnswered', params: ({ event }) => event },
+                { type: 'countStat', params: { stat: 'successes' } },
+              ],
+            },
             {
               guard: 'isAnswerValid',
               actions: [

@@ -223,15 +223,12 @@ describe('a probe lease in a fleet', () => {
       at: t,
     });
 
-  it('tells the breaker and the fleet the leased probe started, and counts a refused lease as rejected', () => {
+  it('tells the breaker the leased probe started (the fleet granted the lease: no report), and counts a refused lease as rejected', () => {
     const r = rig();
     synced(r, 'halfOpen', t + 990);
     r.request('c1', t);
     r.provider.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 1 });
-    expect(r.fleet.at(-1)).toEqual({
-      type: 'fleet.report',
-      event: { type: 'call.started', callId: 'c1', at: t },
-    });
+    expect(r.fleet.at(-1)).toEqual({ type: 'probe.requested', callId: 'c1', at: t });
     expect(r.context().breaker.getSnapshot().context).toMatchObject({ probeCallId: 'c1' });
 
     const refused = rig();

@@ -27,7 +27,7 @@ const apiKey = new Secret('test-claude-key-lifecycle');
 const validate = () => ({ ok: true as const, value: true });
 const answer: ProviderAnswer = { text: '{}', model: 'claude-model', usage: { inputTokens: 3, outputTokens: 4 }, truncated: false };
 
-function rig(options: { table?: ErrorTable; maxRecoveryMs?: number } = {}) {
+function rig(options: { table?: ErrorTable; maxRecoveryMs?: number; threshold?: number } = {}) {
   const fleet: FleetLinkEvent[] = [];
   const started: CallUpstreamInput[] = [];
   const aborted: { callId: string; at: number }[] = [];
@@ -52,7 +52,7 @@ function rig(options: { table?: ErrorTable; maxRecoveryMs?: number } = {}) {
     input: {
       providerId: 'claude',
       model: 'claude-model',
-      threshold: 1,
+      threshold: options.threshold ?? 1,
       recoveryMs: 1000,
       ...(options.maxRecoveryMs === undefined ? {} : { maxRecoveryMs: options.maxRecoveryMs }),
     },
@@ -69,22 +69,57 @@ function rig(options: { table?: ErrorTable; maxRecoveryMs?: number } = {}) {
     });
   const context = () => provider.getSnapshot().context;
   const breaker = () => context().breaker.getSnapshot();
+  /** Steps the breaker took (one per message it was sent, whether or not it changed). */
+  const breakerSteps = { count: 0 };
+  context().breaker.subscribe(() => void (breakerSteps.count += 1));
   /** What the call machine reports back for call `callId`: the call's ticket and its outcome. */
   const ticket = (callId: string) => ({ callId, replyTo: caller, keyId: apiKey.fingerprint });
-  return { provider, fleet, started, aborted, replies, records, request: request_, synced, context, breaker, ticket };
+  return { provider, fleet, started, aborted, replies, records, request: request_, synced, context, breaker, breakerSteps, ticket };
 }
 
 describe('a call admitted and answered', () => {
-  it('tells the fleet the call started, starts the upstream with the call, and forgets the call once answered', () => {
+  it('starts the upstream with the call, tells the fleet its success, and forgets the call once answered', () => {
     const r = rig();
     r.request('c1');
-    expect(r.fleet).toEqual([{ type: 'fleet.report', event: { type: 'call.started', callId: 'c1', at: t } }]);
     expect(r.started).toEqual([{ providerId: 'claude', ...r.ticket('c1'), request, apiKey, validate }]);
     expect(r.context().stats).toMatchObject({ calls: 1, successes: 0 });
     r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c1'), answer, verdict: { ok: true, value: true }, durationMs: 40, at: t + 40 });
     expect(r.context().stats).toMatchObject({ calls: 1, successes: 1 });
     expect(r.records).toEqual([{ provider: 'claude', outcome: 'succeeded', durationMs: 40, usage: answer.usage }]);
     expect(r.replies.map((reply) => reply.type)).toEqual(['provider.succeeded']);
+    // A start is no operation of the fleet state (its probe is its lease); a success may clear the fleet's count.
+    expect(r.fleet).toEqual([{ type: 'fleet.report', event: { type: 'call.succeeded', callId: 'c1', at: t + 40 } }]);
+  });
+
+  it('sends a closed breaker with nothing to clear neither the start nor the success (it would take no transition)', () => {
+    const r = rig();
+    r.request('c1');
+    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c1'), answer, verdict: { ok: true, value: true }, durationMs: 40, at: t + 40 });
+    expect(r.breakerSteps.count).toBe(0);
+    expect(r.replies.map((reply) => reply.type)).toEqual(['provider.succeeded']);
+  });
+
+  it('tells the breaker a success when it has a failure record to clear, which it clears', () => {
+    const r = rig({ threshold: 3 });
+    r.request('c1');
+    r.provider.send({ type: 'upstream.failed', ...r.ticket('c1'), failure: { errorClass: 'server_error', message: 'x' }, durationMs: 5, at: t + 5 });
+    expect(r.breaker().context.consecutiveFailures).toBe(1);
+    const steps = r.breakerSteps.count;
+    r.request('c2', t + 10);
+    expect(r.breakerSteps.count).toBe(steps);
+    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c2'), answer, verdict: { ok: true, value: true }, durationMs: 40, at: t + 50 });
+    expect(r.breaker().context.consecutiveFailures).toBe(0);
+    expect(r.breakerSteps.count).toBe(steps + 1);
+  });
+
+  it('tells the breaker the start of a call it admits as its probe (open, its retry time passed)', () => {
+    const r = rig();
+    r.request('c1');
+    r.provider.send({ type: 'upstream.failed', ...r.ticket('c1'), failure: { errorClass: 'server_error', message: 'x' }, durationMs: 5, at: t + 5 });
+    expect(r.breaker().value).toBe('open');
+    r.request('probe', t + 5 + 1000);
+    expect(r.breaker().value).toEqual({ halfOpen: 'probing' });
+    expect(r.breaker().context.probeCallId).toBe('probe');
   });
 
   it('records an invalid answer as a failed call of class invalid_output, counted as ignored, and forgets it', () => {
