@@ -9,7 +9,7 @@ import {
 import { steppingScope } from './stepping-scope.js';
 import { ownClasses, type ProviderFailure } from '../errors/index.js';
 import { callMachine, type CallEvent } from '../machines/call.machine.js';
-import type { CallTicket, CallUpstreamInput, UpstreamEvent } from '../machines/provider.machine.js';
+import type { CallUpstreamInput, UpstreamEvent } from '../machines/provider.machine.js';
 import type { ProviderAnswer, Validation } from '../machines/types.js';
 import type { ProviderAdapter, ProviderId } from '../providers/index.js';
 
@@ -89,21 +89,31 @@ export function createUpstreamCalls(options: CallUpstreamOptions): UpstreamCalls
   assertStepsReusable(callMachine);
   const now = options.now ?? Date.now;
   const running = new Map<string, RunningCall>();
-  /** The call and event whose step's actions are running (steps nest: a report can start or cancel another call). */
-  let current: { readonly call: RunningCall; readonly event: CallEvent | undefined } | undefined;
-  const currentStep = (): { readonly call: RunningCall; readonly event: CallEvent | undefined } => {
-    if (current === undefined) throw new Error('A call action ran outside a call step');
-    return current;
+  /**
+   * The call and event whose step's actions are running (steps nest: a report can start or cancel another
+   * call). Two variables, not an object per step.
+   */
+  let currentCall: RunningCall | undefined;
+  let currentEvent: CallEvent | undefined;
+  const callOfStep = (): RunningCall => {
+    if (currentCall === undefined) throw new Error('A call action ran outside a call step');
+    return currentCall;
   };
 
   const machine = callMachine.provide({
     actions: {
+      // Each report is one literal: `{ type, ...ticket, … }` copies the spread object through V8's slow
+      // path (docs/performance.md).
       reportAnswer: () => {
-        const { call, event } = currentStep();
+        const call = callOfStep();
+        const event = currentEvent;
         if (event?.type !== 'upstream.answered') throw new Error('reportAnswer without an answer');
+        const { callId, replyTo, keyId } = call.input;
         call.report({
           type: 'upstream.succeeded',
-          ...ticketOf(call.input),
+          callId,
+          replyTo,
+          keyId,
           answer: event.answer,
           verdict: judgeAnswer(event.answer, call.input.validate),
           durationMs: event.at - call.startedAt,
@@ -111,32 +121,39 @@ export function createUpstreamCalls(options: CallUpstreamOptions): UpstreamCalls
         });
       },
       reportFailure: () => {
-        const { call, event } = currentStep();
+        const call = callOfStep();
+        const event = currentEvent;
         if (event?.type !== 'upstream.threw') throw new Error('reportFailure without an error');
         const failure = classifySafely(call.adapter, event.error);
+        const { callId, replyTo, keyId } = call.input;
         call.report({
           type: 'upstream.failed',
-          ...ticketOf(call.input),
+          callId,
+          replyTo,
+          keyId,
           failure,
           durationMs: event.at - call.startedAt,
           at: event.at,
         });
       },
       reportTimeout: () => {
-        const { call } = currentStep();
+        const call = callOfStep();
         const failure: ProviderFailure = {
           errorClass: ownClasses.deadlineFired,
           message: `The provider did not answer within ${options.timeoutMs} ms.`,
         };
         const at = call.startedAt + options.timeoutMs;
-        call.report({ type: 'upstream.failed', ...ticketOf(call.input), failure, durationMs: options.timeoutMs, at });
+        const { callId, replyTo, keyId } = call.input;
+        call.report({ type: 'upstream.failed', callId, replyTo, keyId, failure, durationMs: options.timeoutMs, at });
       },
       reportCancelled: () => {
-        const { call, event } = currentStep();
+        const call = callOfStep();
+        const event = currentEvent;
         const at = event?.type === 'call.cancelled' ? event.at : now();
-        call.report({ type: 'upstream.cancelled', ...ticketOf(call.input), durationMs: at - call.startedAt, at });
+        const { callId, replyTo, keyId } = call.input;
+        call.report({ type: 'upstream.cancelled', callId, replyTo, keyId, durationMs: at - call.startedAt, at });
       },
-      abortRequest: () => currentStep().call.controller.abort(),
+      abortRequest: () => callOfStep().controller.abort(),
     },
     delays: { deadline: options.timeoutMs },
   });
@@ -165,8 +182,10 @@ export function createUpstreamCalls(options: CallUpstreamOptions): UpstreamCalls
 
   /** Runs a step's actions for `call`: the `deadline` timer (armed, cleared) and the machine's own. */
   function execute(call: RunningCall, event: CallEvent | undefined, actions: readonly ExecutableActionObject[]): void {
-    const outer = current;
-    current = { call, event };
+    const outerCall = currentCall;
+    const outerEvent = currentEvent;
+    currentCall = call;
+    currentEvent = event;
     try {
       for (const action of actions) {
         if (action.type === 'xstate.raise') {
@@ -180,7 +199,8 @@ export function createUpstreamCalls(options: CallUpstreamOptions): UpstreamCalls
         }
       }
     } finally {
-      current = outer;
+      currentCall = outerCall;
+      currentEvent = outerEvent;
     }
   }
 
@@ -237,11 +257,6 @@ export function assertStepsReusable(machine: AnyStateMachine): void {
       throw new Error(`${machine.id}: a guarded transition in ${node.id} cannot be reused`);
     nodes.push(...Object.values(node.states));
   }
-}
-
-/** What the provider actor needs back with an outcome: the call, whom to answer, the key it used. */
-function ticketOf(input: CallUpstreamInput): CallTicket {
-  return { callId: input.callId, replyTo: input.replyTo, keyId: input.keyId };
 }
 
 /**

@@ -95,6 +95,12 @@ export function createGateway(options: GatewayOptions): Gateway {
   const running = new Set<{ abort: () => void; fail: (error: Error) => void }>();
   let stopped = false;
   const runs = createFallbackRuns(options.inspect === undefined ? {} : { inspect: options.inspect });
+  /**
+   * Run ids: one random prefix per gateway and a count, unique across a fleet (a call id, derived from
+   * its run's id, is what the fleet's probe lease names) without a `randomUUID()` per request.
+   */
+  const runIdPrefix = randomUUID();
+  let runCount = 0;
 
   /** Starts the root actor (providers and breakers) and wires what the facade reads from it. */
   function startSystem(): ActorRefFrom<typeof machine> {
@@ -208,7 +214,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     }
     const run = runs.create(
       {
-        runId: randomUUID(),
+        runId: `${runIdPrefix}.${(runCount += 1).toString(36)}`,
         links,
         request: input.request,
         validate: input.validate,
