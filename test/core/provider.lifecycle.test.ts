@@ -110,6 +110,8 @@ describe('a call admitted and answered', () => {
     r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c2'), answer, verdict: { ok: true, value: true }, durationMs: 40, at: t + 50 });
     expect(r.breaker().context.consecutiveFailures).toBe(0);
     expect(r.breakerSteps.count).toBe(steps + 1);
+    expect(r.fleet.at(-1)).toEqual({ type: 'fleet.report', event: { type: 'call.succeeded', callId: 'c2', at: t + 50 } });
+    expect(r.context().stats).toMatchObject({ calls: 2, successes: 1, failures: 1 });
   });
 
   it('tells the breaker the start of a call it admits as its probe (open, its retry time passed)', () => {
@@ -120,6 +122,7 @@ describe('a call admitted and answered', () => {
     r.request('probe', t + 5 + 1000);
     expect(r.breaker().value).toEqual({ halfOpen: 'probing' });
     expect(r.breaker().context.probeCallId).toBe('probe');
+    expect(r.context().stats).toMatchObject({ calls: 2, rejected: 0 });
   });
 
   it('records an invalid answer as a failed call of class invalid_output, counted as ignored, and forgets it', () => {
