@@ -64,7 +64,7 @@ interface LastFailure {
 
 /**
  * The run's state. The input is kept whole under `run` (never copied) and the usage as one object, so
- * the context has 13 fields: V8 copies an object of 20 or more fields, as XState's `assign` does on
+ * the context has 11 fields: V8 copies an object of 20 or more fields, as XState's `assign` does on
  * every update (`Object.assign({}, context, update)`), through its slow dictionary path — ~7-10 µs per
  * assign against ~0.4 µs below 20 fields (measured on Node 20, docs/performance.md).
  */
@@ -85,9 +85,10 @@ export interface FallbackContext {
   /** `retry-after` hints known so far, in ms: upstream values and times to the next half-open. */
   readonly retryAfterMs: readonly number[];
   readonly lastFailure: LastFailure | null;
-  readonly answer: ProviderAnswer | null;
-  readonly verdict: Validation<unknown> | null;
-  /** Tokens summed over every call that answered (null until one reports a count). */
+  /**
+   * Tokens summed over every call that answered before the last (null until one reports a count): a
+   * valid answer ends the run, and its tokens are added in the run's output, not here.
+   */
   readonly usage: { readonly inputTokens: number | null; readonly outputTokens: number | null };
   /** The run's clock: the time the last event carried, plus the backoff delays waited since. */
   readonly now: number;
@@ -112,6 +113,8 @@ export type FallbackOutput =
     }
   | ({ status: 'failed'; attempts: readonly Attempt[] } & FailureVerdict)
   | { status: 'aborted'; attempts: readonly Attempt[] };
+
+type SucceededOutput = Extract<FallbackOutput, { status: 'succeeded' }>;
 
 /**
  * How a run ended: each final state's own `output`, read by the machine's output. The final state
@@ -188,6 +191,43 @@ function appendAttempt(
 function addUsage(total: number | null, more: number | null): number | null {
   if (more === null) return total;
   return (total ?? 0) + more;
+}
+
+type SucceededReply = Extract<ProviderReply, { type: 'provider.succeeded' }>;
+
+/** The attempt of the call that answered valid material. */
+function answeredAttempt(context: FallbackContext, event: SucceededReply): Attempt {
+  return {
+    provider: currentLink(context).provider,
+    retry: context.calls,
+    task: context.run.request.task,
+    model: event.answer.model,
+    durationMs: event.durationMs,
+    outcome: 'succeeded',
+    countedByBreaker: false,
+  };
+}
+
+/**
+ * A run that ends on a valid answer, read from the answer itself: the step that takes it to `succeeded`
+ * assigns nothing (an assign copies the context and rebuilds the snapshot, docs/performance.md).
+ */
+function succeededOutput(context: FallbackContext, event: FallbackEvent): SucceededOutput {
+  if (event.type !== 'provider.succeeded' || !event.verdict.ok)
+    throw new Error('The fallback run succeeded without a valid answer');
+  const { answer } = event;
+  return {
+    status: 'succeeded',
+    value: event.verdict.value,
+    provider: currentLink(context).provider,
+    model: answer.model,
+    fallback: context.index > 0,
+    attempts: [...context.attempts, answeredAttempt(context, event)],
+    usage: {
+      inputTokens: addUsage(context.usage.inputTokens, answer.usage.inputTokens),
+      outputTokens: addUsage(context.usage.outputTokens, answer.usage.outputTokens),
+    },
+  };
 }
 
 /** The re-ask after `invalid_output`: the model sees its answer and what was wrong with it. */
@@ -333,59 +373,39 @@ export function createFallbackMachine(table: ErrorTable) {
         return appendAttempt(context, attempt, lastFailure, event.failure.retryAfterMs, event.at);
       }),
       /**
-       * The provider answered: the answer, its verdict and its usage kept, and the attempt recorded — a
-       * success, or `invalid_output` with what was wrong (for the re-ask). One assign for all of it.
+       * The provider answered material that failed validation: `invalid_output`, with what was wrong (for
+       * the re-ask), and the call's tokens counted. One assign for all of it. (A valid answer ends the run
+       * and is read by its output: nothing to record.)
        */
-      recordAnswer: assign(({ context, event }) => {
-        if (event.type !== 'provider.succeeded') return {};
+      recordInvalidAnswer: assign(({ context, event }) => {
+        if (event.type !== 'provider.succeeded' || event.verdict.ok) return {};
         const { answer, verdict } = event;
-        const usage = {
-          inputTokens: addUsage(context.usage.inputTokens, answer.usage.inputTokens),
-          outputTokens: addUsage(context.usage.outputTokens, answer.usage.outputTokens),
-        };
-        const provider = currentLink(context).provider;
-        const { task } = context.run.request;
-        const next = verdict.ok
-          ? appendAttempt(
-              context,
-              {
-                provider,
-                retry: context.calls,
-                task,
-                model: answer.model,
-                durationMs: event.durationMs,
-                outcome: 'succeeded',
-                countedByBreaker: false,
-              },
-              null,
-              undefined,
-              event.at,
-            )
-          : appendAttempt(
-              context,
-              {
-                provider,
-                retry: context.calls,
-                task,
-                model: answer.model,
-                durationMs: event.durationMs,
-                outcome: 'failed',
-                errorClass: ownClasses.invalidOutput,
-                countedByBreaker: countsInTable(table, ownClasses.invalidOutput),
-                message: invalidOutputMessage(verdict.errors),
-              },
-              {
-                errorClass: ownClasses.invalidOutput,
-                answerText: answer.text,
-                validationErrors: verdict.errors,
-              },
-              undefined,
-              event.at,
-            );
+        const next = appendAttempt(
+          context,
+          {
+            provider: currentLink(context).provider,
+            retry: context.calls,
+            task: context.run.request.task,
+            model: answer.model,
+            durationMs: event.durationMs,
+            outcome: 'failed',
+            errorClass: ownClasses.invalidOutput,
+            countedByBreaker: countsInTable(table, ownClasses.invalidOutput),
+            message: invalidOutputMessage(verdict.errors),
+          },
+          {
+            errorClass: ownClasses.invalidOutput,
+            answerText: answer.text,
+            validationErrors: verdict.errors,
+          },
+          undefined,
+          event.at,
+        );
         return {
-          answer,
-          verdict,
-          usage,
+          usage: {
+            inputTokens: addUsage(context.usage.inputTokens, answer.usage.inputTokens),
+            outputTokens: addUsage(context.usage.outputTokens, answer.usage.outputTokens),
+          },
           attempts: next.attempts,
           calls: next.calls,
           lastFailure: next.lastFailure,
@@ -404,6 +424,11 @@ export function createFallbackMachine(table: ErrorTable) {
         type: 'attempt.recorded' as const,
         attempt: context.attempts[context.attempts.length - 1] as Attempt,
       })),
+      /** The valid answer's attempt, as the run's output records it (nothing was assigned for it). */
+      announceAnswer: emit(({ context, event }) => {
+        if (event.type !== 'provider.succeeded') throw new Error('announceAnswer without an answer');
+        return { type: 'attempt.recorded' as const, attempt: answeredAttempt(context, event) };
+      }),
       prepareReask: assign(({ context }) => ({
         reasked: true,
         nextRequest: withValidationErrors(
@@ -418,8 +443,6 @@ export function createFallbackMachine(table: ErrorTable) {
         retries: 0,
         reasked: false,
         nextRequest: context.run.request,
-        answer: null,
-        verdict: null,
       })),
       announceFallback: emit(({ context }) => ({
         type: 'fallback.taken' as const,
@@ -443,8 +466,6 @@ export function createFallbackMachine(table: ErrorTable) {
       attempts: [],
       retryAfterMs: [],
       lastFailure: null,
-      answer: null,
-      verdict: null,
       usage: { inputTokens: null, outputTokens: null },
       now: input.startedAt,
     }),
@@ -459,12 +480,12 @@ export function createFallbackMachine(table: ErrorTable) {
             {
               guard: and(['isCurrentCall', 'isAnswerValid']),
               target: 'succeeded',
-              actions: ['recordAnswer', 'announceAttempt'],
+              actions: 'announceAnswer',
             },
             {
               guard: 'isCurrentCall',
               target: 'deciding',
-              actions: ['recordAnswer', 'announceAttempt'],
+              actions: ['recordInvalidAnswer', 'announceAttempt'],
             },
           ],
           'provider.failed': {
@@ -505,27 +526,20 @@ export function createFallbackMachine(table: ErrorTable) {
         after: { retryBackoff: { target: 'calling', actions: 'countRetry' } },
         on: { 'request.aborted': 'aborted' },
       },
-      /** A provider answered valid material. */
-      succeeded: { type: 'final', output: { status: 'succeeded' } satisfies Settled },
+      /** A provider answered valid material: the output is read from that answer (`succeededOutput`). */
+      succeeded: {
+        type: 'final',
+        output: ({ context, event }): SucceededOutput & Settled => succeededOutput(context, event),
+      },
       /** Every provider failed or was skipped; the output carries API.md's status and code. */
       failed: { type: 'final', output: { status: 'failed' } satisfies Settled },
       /** The caller went away; the in-flight call was cancelled and counts nowhere. */
       aborted: { type: 'final', output: { status: 'aborted' } satisfies Settled },
     },
-    /** `event` is the final state's done event, its output the state's `Settled`. */
+    /** `event` is the final state's done event, its output the state's (`Settled`, or the whole success). */
     output: ({ context, event }): FallbackOutput => {
       const status = settledStatus(event.output);
-      if (status === 'succeeded' && context.answer !== null && context.verdict?.ok === true) {
-        return {
-          status: 'succeeded',
-          value: context.verdict.value,
-          provider: currentLink(context).provider,
-          model: context.answer.model,
-          fallback: context.index > 0,
-          attempts: context.attempts,
-          usage: context.usage,
-        };
-      }
+      if (status === 'succeeded') return event.output as SucceededOutput;
       if (status === 'aborted') return { status: 'aborted', attempts: context.attempts };
       return {
         status: 'failed',

@@ -186,10 +186,11 @@ function checkPath(
   providers: number,
   policy: FallbackPolicy,
 ): void {
-  const { attempts } = final.context;
   const output = final.output;
   expect(output).toBeDefined();
   if (output === undefined) return;
+  // The output's attempts (a run that succeeds records its last attempt there, not in its context).
+  const { attempts } = output;
   // Attempts account for every call: one attempt per call request, but the one cancelled by an abort.
   expect(attempts.length + cancelled).toBe(calls);
 
