@@ -79,10 +79,11 @@ it('a key quarantined on one instance is skipped on the other and on one started
 it('a key whose probe succeeds is healthy again on every instance', async () => {
   const prefix = uniquePrefix('key-health-probe');
   const start = () =>
-    startInstance({ url: redisTestUrl, prefix, emulator: rig.emulator, keyQuarantineMs: 300 });
+    startInstance({ url: redisTestUrl, prefix, emulator: rig.emulator, keyQuarantineMs: 1500 });
   const [a, b] = await Promise.all([start(), start()]);
   running.push(a!, b!);
-  // A working key refused once (a 401 fault for one call): quarantined for 300 ms on both instances.
+  // A working key refused once (a 401 fault for one call): quarantined for 1.5 s on both instances (long
+  // enough for b to see it on a loaded machine: with 300 ms the quarantine ended before b's view caught up).
   rig.emulator.setFault({
     provider: 'claude',
     fault: 'respond',
