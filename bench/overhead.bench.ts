@@ -30,6 +30,12 @@ const growthTarget = Number(process.env.BENCH_GROWTH_REQUESTS ?? 100_000);
 const growthBudgetMs = Number(process.env.BENCH_GROWTH_MS ?? 900_000);
 const growthChunk = 5_000;
 /**
+ * Seconds of 50-connection load each variant gets before anything is measured (JIT, connection pools).
+ * 1.5 s was too short for B: at 00:45 UTC its first two measured rounds still cost 5,000–5,700 µs per
+ * request (against ~1,700 after), the optimising compiler's background work counted as its CPU.
+ */
+const warmUpSeconds = Number(process.env.BENCH_WARMUP_SECONDS ?? 6);
+/**
  * BENCH_PROFILE=1: A's and B's server processes are CPU-profiled during their first 50-connection
  * instant-upstream run, into dist/bench-profiles/{sdk,service}.cpuprofile
  * (summarise with `node --import tsx bench/support/profile-summary.ts <file>`).
@@ -175,7 +181,7 @@ async function main(): Promise<void> {
   }
 
   // Warm-up (JIT, connection pools), discarded.
-  for (const variant of variants) await measure(variant, scenarios[1] as Scenario, 1.5);
+  for (const variant of variants) await measure(variant, scenarios[1] as Scenario, warmUpSeconds);
 
   const results = new Map<string, Map<string, Sample[]>>();
   for (const scenario of scenarios) {
@@ -275,6 +281,13 @@ What changed for issue 15 and what limits these figures (details in docs/perform
   in XState and the actors. Since: the redaction's table is built from the key's bytes (9.8 → 1.9 µs), the
   language check reads ASCII from one table (11.7 → 6.4 µs), the client id is one \`crypto.hash\`.
   \`npm run bench -- http-path\` measures the HTTP path alone, in one process (its section below).
+- **Applied 2026-12-01/02 (night):** the gpt adapter's shared client takes each call's key through the SDK's
+  \`prepareRequest\` hook and hands the call's own signal to \`fetch\` (no per-call header set merged twice, no
+  listener and 10-minute timer per call); the answer's redaction rolls a 32-bit hash against a bit filter;
+  the provider tells a call's start and a valid answer only to the actors they change (a closed breaker
+  takes no step per call); a valid answer ends the fallback run without an assign. In process: the HTTP
+  path 142 → 50 µs over A, the actors 389 → 372 µs (http-path bench, 23:01 and 00:44 UTC). Here, at
+  saturation: B − A +712 µs (22:56, load 1.8) → +535 µs (this run).
 - **The rig:** the emulator, autocannon and the three servers share 2 vCPUs with other engineers' work; the
   load average printed above is the context of every figure. Under a load far above 2 the absolute req/s and
   µs are several times worse than on an idle run (2026-11-30: A 1,151 req/s and 934 µs/request at 50
@@ -416,7 +429,7 @@ variants, each a server of its own: **floor** = Fastify forwarding the body to t
 (\`task: notes\`, short English text, \`providers: ["gpt"]\`, breaker closed, \`LOG_LEVEL=silent\`; the one
 client's admission shares raised to 256 in flight, \`MAX_INFLIGHT_GENERATIONS_PER_CLIENT\` and \`_PER_ADDRESS\`).
 Each round runs floor, A, B (then B, A, floor) for ${seconds} s each; B-vs-A figures are per-round
-differences/ratios, median of ${rounds} rounds (a warm-up round discarded). Latencies are exact
+differences/ratios, median of ${rounds} rounds (after a warm-up of ${warmUpSeconds} s per variant, discarded). Latencies are exact
 (per-response hrtime from autocannon, not its millisecond histogram). CPU is \`process.cpuUsage()\`
 of the server process only, divided by the requests it answered. The children run as compiled JavaScript
 (dist/bench-build, built by the bench with tsc when sources change), as \`npm start\` runs the service.
