@@ -193,6 +193,14 @@ function addUsage(total: number | null, more: number | null): number | null {
   return (total ?? 0) + more;
 }
 
+/** The run's tokens with one more answer's added (a count stays null until some answer reports it). */
+function withAnswerUsage(usage: FallbackContext['usage'], answer: ProviderAnswer): FallbackContext['usage'] {
+  return {
+    inputTokens: addUsage(usage.inputTokens, answer.usage.inputTokens),
+    outputTokens: addUsage(usage.outputTokens, answer.usage.outputTokens),
+  };
+}
+
 type SucceededReply = Extract<ProviderReply, { type: 'provider.succeeded' }>;
 
 /** The attempt of the call that answered valid material. */
@@ -223,10 +231,7 @@ function succeededOutput(context: FallbackContext, event: FallbackEvent): Succee
     model: answer.model,
     fallback: context.index > 0,
     attempts: [...context.attempts, answeredAttempt(context, event)],
-    usage: {
-      inputTokens: addUsage(context.usage.inputTokens, answer.usage.inputTokens),
-      outputTokens: addUsage(context.usage.outputTokens, answer.usage.outputTokens),
-    },
+    usage: withAnswerUsage(context.usage, answer),
   };
 }
 
@@ -402,10 +407,7 @@ export function createFallbackMachine(table: ErrorTable) {
           event.at,
         );
         return {
-          usage: {
-            inputTokens: addUsage(context.usage.inputTokens, answer.usage.inputTokens),
-            outputTokens: addUsage(context.usage.outputTokens, answer.usage.outputTokens),
-          },
+          usage: withAnswerUsage(context.usage, answer),
           attempts: next.attempts,
           calls: next.calls,
           lastFailure: next.lastFailure,

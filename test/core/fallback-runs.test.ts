@@ -81,6 +81,22 @@ function inputFor(ref: ReturnType<typeof provider>['ref']) {
   };
 }
 
+/** Starts a run whose observer stops it on the first event it emits. */
+function startStoppedOnFirstEmit(
+  runs: ReturnType<typeof createFallbackRuns>,
+  ref: ReturnType<typeof provider>['ref'],
+  seen: ReturnType<typeof observer>,
+): void {
+  const run = runs.create(inputFor(ref), {
+    ...seen.watch,
+    emitted: (event) => {
+      seen.emitted.push(event);
+      run.stop();
+    },
+  });
+  run.start();
+}
+
 afterEach(() => {
   vi.useRealTimers();
 });
@@ -193,15 +209,8 @@ describe('fallback runs stepped without an actor per run', () => {
     const runs = createFallbackRuns();
     const claude = provider(serverError);
     const seen = observer();
-    const run = runs.create(inputFor(claude.ref), {
-      ...seen.watch,
-      // The failure's attempt is announced before the step arms its backoff: stopping here, no backoff.
-      emitted: (event) => {
-        seen.emitted.push(event);
-        run.stop();
-      },
-    });
-    run.start();
+    // The failure's attempt is announced before the step arms its backoff: stopping here, no backoff.
+    startStoppedOnFirstEmit(runs, claude.ref, seen);
     expect(seen.emitted.map((e) => e.type)).toEqual(['attempt.recorded']);
     expect(vi.getTimerCount()).toBe(0);
     await vi.advanceTimersByTimeAsync(5000);
@@ -213,14 +222,7 @@ describe('fallback runs stepped without an actor per run', () => {
     const runs = createFallbackRuns();
     const claude = provider(answered);
     const seen = observer();
-    const run = runs.create(inputFor(claude.ref), {
-      ...seen.watch,
-      emitted: (event) => {
-        seen.emitted.push(event);
-        run.stop();
-      },
-    });
-    run.start();
+    startStoppedOnFirstEmit(runs, claude.ref, seen);
     expect(seen.emitted.map((e) => e.type)).toEqual(['attempt.recorded']);
     expect(seen.outputs).toEqual([]);
     expect(runs.size).toBe(0);
