@@ -46,7 +46,7 @@ const profileDirectory =
     : undefined;
 
 interface Variant {
-  readonly key: 'floor' | 'sdk' | 'service';
+  readonly key: 'floor' | 'sdk' | 'transport' | 'service';
   readonly label: string;
   readonly child: Child;
   readonly url: string;
@@ -81,7 +81,7 @@ async function main(): Promise<void> {
   const emulator = await startEmulatorChild();
   const baselineEnv = { OPENAI_BASE_URL: String(emulator.info['openaiBaseUrl']), GPT_MODEL: 'gpt-bench' };
   if (profileDirectory !== undefined) mkdirSync(profileDirectory, { recursive: true });
-  const [service, sdk, floor, load] = await Promise.all([
+  const [service, sdk, transport, floor, load] = await Promise.all([
     // One client (one key, one address) drives all 50 connections: its shares of the generation slots
     // (admission control, default 8 per client, 32 per address) are raised so the bench measures the
     // hot path, not the refusals.
@@ -94,6 +94,11 @@ async function main(): Promise<void> {
     startChild('sdk', {
       entry: 'baseline.child.ts',
       env: { ...baselineEnv, BASELINE_MODE: 'sdk' },
+      execArgv: ['--expose-gc'],
+    }),
+    startChild('transport', {
+      entry: 'baseline.child.ts',
+      env: { ...baselineEnv, BASELINE_MODE: 'sdk-transport' },
       execArgv: ['--expose-gc'],
     }),
     startChild('floor', {
@@ -118,6 +123,14 @@ async function main(): Promise<void> {
       label: 'A: Fastify + openai SDK direct',
       child: sdk,
       url: `${String(sdk.info['url'])}${String(sdk.info['path'])}`,
+      body: baselineBody,
+      headers: {},
+    },
+    {
+      key: 'transport',
+      label: "A′: A on the service's transport",
+      child: transport,
+      url: `${String(transport.info['url'])}${String(transport.info['path'])}`,
       body: baselineBody,
       headers: {},
     },
@@ -211,7 +224,7 @@ async function main(): Promise<void> {
 
   // Memory: resident set under the 50-connection load, and heap after GC over as many requests as fit.
   const growthScenario = scenarios[1] as Scenario;
-  const serviceVariant = variants[2] as Variant;
+  const serviceVariant = variants.find((variant) => variant.key === 'service') as Variant;
   const points: [number, number][] = [];
   const rssPoints: [number, number][] = [];
   let served = 0;
@@ -242,7 +255,7 @@ async function main(): Promise<void> {
   }
   const growthSeconds = (performance.now() - growthStarted) / 1000;
 
-  await Promise.all([service.stop(), sdk.stop(), floor.stop(), load.stop()]);
+  await Promise.all([service.stop(), sdk.stop(), transport.stop(), floor.stop(), load.stop()]);
   await emulator.stop();
 
   writeBenchmarkSection(
@@ -325,8 +338,8 @@ function report(
 ): string {
   const samples = (scenario: string, variant: string): Sample[] => results.get(scenario)?.get(variant) ?? [];
   /** Per-round paired figure B vs A, median over rounds. */
-  const paired = (scenario: string, figure: (b: Sample, a: Sample) => number): number => {
-    const a = samples(scenario, 'sdk');
+  const paired = (scenario: string, figure: (b: Sample, a: Sample) => number, against = 'sdk'): number => {
+    const a = samples(scenario, against);
     const b = samples(scenario, 'service');
     return median(b.map((sample, index) => figure(sample, a[index] as Sample)));
   };
@@ -342,7 +355,7 @@ function report(
       );
     const ms = (v: string, f: 'p50' | 'p99'): string => round(med(k, v, (s) => s.load[f]));
     return (
-      `| ${scenario.label} | ${rps('floor')} | ${rps('sdk')} | ${rps('service')} | ${round(paired(k, (b, a) => b.load.requestsPerSecond / a.load.requestsPerSecond))}× ` +
+      `| ${scenario.label} | ${rps('floor')} | ${rps('sdk')} | ${rps('transport')} | ${rps('service')} | ${round(paired(k, (b, a) => b.load.requestsPerSecond / a.load.requestsPerSecond))}× ` +
       `| ${ms('sdk', 'p50')} → ${ms('service', 'p50')} (${signed(paired(k, (b, a) => b.load.p50 - a.load.p50))}) ` +
       `| ${ms('sdk', 'p99')} → ${ms('service', 'p99')} (${signed(paired(k, (b, a) => b.load.p99 - a.load.p99))}) ` +
       `| ${round(
@@ -352,10 +365,16 @@ function report(
         med(k, 'sdk', (s) => s.cpuMicrosPerRequest),
         0,
       )} / ${round(
+        med(k, 'transport', (s) => s.cpuMicrosPerRequest),
+        0,
+      )} / ${round(
         med(k, 'service', (s) => s.cpuMicrosPerRequest),
         0,
       )} (${signed(
         paired(k, (b, a) => b.cpuMicrosPerRequest - a.cpuMicrosPerRequest),
+        0,
+      )}; ${signed(
+        paired(k, (b, a) => b.cpuMicrosPerRequest - a.cpuMicrosPerRequest, 'transport'),
         0,
       )}) ` +
       `| ${round(mebibytes(med(k, 'sdk', (s) => s.peakRss)), 0)} / ${round(mebibytes(med(k, 'service', (s) => s.peakRss)), 0)} |`
@@ -416,19 +435,45 @@ function report(
       `least-squares slope ${signed(mebibytes(heapSlope))} MiB heap, ${signed(mebibytes(rssSlope))} MiB RSS per 100k requests).`,
   ];
 
+  const instantA = samples('instant50', 'sdk');
+  const transportOverA = median(
+    samples('instant50', 'transport').map(
+      (t, index) => t.cpuMicrosPerRequest - (instantA[index] as Sample).cpuMicrosPerRequest,
+    ),
+  );
+  const transportRatio = median(
+    samples('instant50', 'transport').map(
+      (t, index) => t.load.requestsPerSecond / (instantA[index] as Sample).load.requestsPerSecond,
+    ),
+  );
+  const overTransport = [
+    `saturation B/A′ ${round(paired('instant50', (b, a) => b.load.requestsPerSecond / a.load.requestsPerSecond, 'transport'))}×, ` +
+      `CPU per request B − A′ ${signed(
+        paired('instant50', (b, a) => b.cpuMicrosPerRequest - a.cpuMicrosPerRequest, 'transport'),
+        0,
+      )} µs; ` +
+      `50 connections / 50 ms B/A′ ${round(paired('slow50', (b, a) => b.load.requestsPerSecond / a.load.requestsPerSecond, 'transport'))}×, ` +
+      `p50 ${signed(paired('slow50', (b, a) => b.load.p50 - a.load.p50, 'transport'))} ms; ` +
+      `one connection p50 ${signed(paired('single', (b, a) => b.load.p50 - a.load.p50, 'transport'))} ms`,
+    `A′ against A (the transport alone): saturation CPU per request ${signed(transportOverA, 0)} µs, B/A ${round(transportRatio)}×`,
+  ];
+
   return `## Overhead: \`POST /v1/generate\` against the SDK called directly
 
 Command: \`npm run bench -- overhead\` (bench/overhead.bench.ts; \`BENCH_ROUNDS\`=${rounds}, \`BENCH_SECONDS\`=${seconds} per run).
 Machine: ${machineInfo()}. Measured ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC; load average (1/5/15 min) ${loadAtStart} at the start, ${loadAverage()} at the end
 (the machine is shared with other work: compare B with A in the same rounds, not with other runs).
 
-Five processes on loopback: the emulator (gpt answering fixed notes), autocannon (load), and the three
+Six processes on loopback: the emulator (gpt answering fixed notes), autocannon (load), and the four
 variants, each a server of its own: **floor** = Fastify forwarding the body to the emulator with \`fetch\`
 (no SDK); **A** = Fastify calling the emulator through the \`openai\` SDK (one client, the same prompt and
-\`json_schema\` the gpt adapter sends, the content parsed as JSON); **B** = the service, \`POST /v1/generate\`
-(\`task: notes\`, short English text, \`providers: ["gpt"]\`, breaker closed, \`LOG_LEVEL=silent\`; the one
-client's admission shares raised to 256 in flight, \`MAX_INFLIGHT_GENERATIONS_PER_CLIENT\` and \`_PER_ADDRESS\`).
-Each round runs floor, A, B (then B, A, floor) for ${seconds} s each; B-vs-A figures are per-round
+\`json_schema\` the gpt adapter sends, the content parsed as JSON, the SDK's default \`fetch\`); **A′** = A with
+the SDK's \`fetch\` option set to the service's upstream transport (undici's \`request\`,
+src/providers/upstream-fetch.ts), so B − A′ is what the resilience layer itself costs; **B** = the service,
+\`POST /v1/generate\` (\`task: notes\`, short English text, \`providers: ["gpt"]\`, breaker closed,
+\`LOG_LEVEL=silent\`; the one client's admission shares raised to 256 in flight,
+\`MAX_INFLIGHT_GENERATIONS_PER_CLIENT\` and \`_PER_ADDRESS\`). The goals are judged against A, as issue 15 sets them.
+Each round runs floor, A, A′, B (then B, A′, A, floor) for ${seconds} s each; B-vs-A figures are per-round
 differences/ratios, median of ${rounds} rounds (after a warm-up of ${warmUpSeconds} s per variant, discarded). Latencies are exact
 (per-response hrtime from autocannon, not its millisecond histogram). CPU is \`process.cpuUsage()\`
 of the server process only, divided by the requests it answered. The children run as compiled JavaScript
@@ -436,8 +481,8 @@ of the server process only, divided by the requests it answered. The children ru
 The bench's emulator keeps connections alive for 65 s: its own \`keepAliveTimeout\` of 1 s made undici (both SDKs,
 \`fetch\`) open a new TCP connection for every call, which dwarfed everything measured here (see bench/support/emulator.child.ts).
 
-| scenario | floor req/s | A req/s | B req/s | B/A | p50 ms A → B (Δ) | p99 ms A → B (Δ) | CPU µs/req floor / A / B (Δ B−A) | peak RSS MiB A / B |
-| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
+| scenario | floor req/s | A req/s | A′ req/s | B req/s | B/A | p50 ms A → B (Δ) | p99 ms A → B (Δ) | CPU µs/req floor / A / A′ / B (Δ B−A; B−A′) | peak RSS MiB A / B |
+| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
 ${rows.join('\n')}
 
 Garbage collection at saturation (50 connections, upstream at once; the main thread's GC pauses, from
@@ -447,6 +492,9 @@ include time the process waited for a CPU); the collector's helper threads are i
 Goals (issue 15; ratios and differences against A in the same rounds):
 
 ${goals.join('\n')}
+
+The resilience layer alone, against A′ (the same SDK on the service's transport, same rounds): ${overTransport[0]}.
+${overTransport[1]}.
 ${analysis}`;
 }
 

@@ -3,6 +3,9 @@
  * - `sdk` (A): what a client calling the provider directly through the same SDK does: the same
  *   request the gpt adapter sends (same prompt, same json_schema), one `openai` client for the process,
  *   the answer's content parsed as JSON and returned.
+ * - `sdk-transport` (A′): A with the `fetch` the service's adapters send through (undici's `request`,
+ *   src/providers/upstream-fetch.ts) instead of the global `fetch`: what calling the SDK yourself costs
+ *   on the service's transport, so B − A′ is the resilience layer's own cost (issue 15).
  * - `passthrough` (floor): the request body forwarded with `fetch` (undici, as the SDK uses) and the
  *   upstream body returned as is: no SDK, no validation.
  */
@@ -10,6 +13,7 @@ import Fastify from 'fastify';
 import OpenAI from 'openai';
 // The prompt module alone (and zod through its JSON schema): not the study module's tokenizer and checks.
 import { buildNotesRequest } from '../../src/study/prompts.js';
+import { upstreamFetch } from '../../src/providers/upstream-fetch.js';
 import { serveParent } from './child-ipc.js';
 
 const mode = process.env['BASELINE_MODE'];
@@ -38,8 +42,15 @@ function chatBody(text: string) {
 }
 
 const app = Fastify({ logger: false });
-if (mode === 'sdk') {
-  const client = new OpenAI({ apiKey, baseURL: upstream, maxRetries: 0, organization: null, project: null });
+if (mode === 'sdk' || mode === 'sdk-transport') {
+  const client = new OpenAI({
+    apiKey,
+    baseURL: upstream,
+    maxRetries: 0,
+    organization: null,
+    project: null,
+    ...(mode === 'sdk-transport' ? { fetch: upstreamFetch } : {}),
+  });
   app.post<{ Body: Body }>('/direct', async (request) => {
     const completion = await client.chat.completions.create(chatBody(request.body.text));
     const content = completion.choices[0]?.message.content ?? '';
@@ -52,12 +63,15 @@ if (mode === 'sdk') {
       headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
       body: JSON.stringify(chatBody(request.body.text)),
     });
-    return reply.code(response.status).type('application/json').send(await response.text());
+    return reply
+      .code(response.status)
+      .type('application/json')
+      .send(await response.text());
   });
 } else if (mode === 'static') {
   app.post('/static', async () => ({ ok: true }));
 } else {
-  throw new Error(`BASELINE_MODE must be sdk or passthrough, got ${String(mode)}`);
+  throw new Error(`BASELINE_MODE must be sdk, sdk-transport or passthrough, got ${String(mode)}`);
 }
 const url = await app.listen({ port: 0, host: '127.0.0.1' });
-serveParent({ url, path: `/${mode === 'sdk' ? 'direct' : mode}` });
+serveParent({ url, path: `/${mode === 'sdk' || mode === 'sdk-transport' ? 'direct' : mode}` });

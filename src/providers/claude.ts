@@ -18,6 +18,7 @@ import { rememberKeyOf } from './scrub.js';
 import { sdkTimeoutMs } from './sdk-options.js';
 import type { ProviderAdapter, ProviderAnswer } from './types.js';
 import { UnexpectedResponseError, upstreamFailure } from './upstream-errors.js';
+import { upstreamFetch } from './upstream-fetch.js';
 
 export interface ClaudeAdapterOptions {
   readonly baseUrl: string;
@@ -96,6 +97,8 @@ export function createClaudeAdapter(options: ClaudeAdapterOptions): ProviderAdap
         baseURL: baseUrl,
         maxRetries: 0,
         timeout: sdkTimeoutMs,
+        // undici's `request` on one pool instead of the global `fetch` (upstream-fetch.ts).
+        fetch: upstreamFetch,
       });
       try {
         const message: unknown = await client.messages.create(

@@ -10,7 +10,7 @@
  *   actor's deadline on that signal makes redundant).
  * Measured in one process, 50 calls in flight (docs/performance.md, "The HTTP path outside the machines").
  */
-import OpenAI from 'openai';
+import OpenAI, { type ClientOptions } from 'openai';
 import type { ApiKey } from '../machines/types.js';
 
 /** Where a call's key travels in its request options: a symbol, so no SDK option or header set is touched. */
@@ -37,6 +37,14 @@ function keyOfCall(options: object): ApiKey {
 
 /** An `OpenAI` client that sends each call's own key and lets `fetch` follow each call's own signal. */
 export class PerCallKeyOpenAI extends OpenAI {
+  /** The client's `fetch` option (the SDK keeps its own copy private), else the global `fetch`. */
+  readonly #fetch: typeof fetch;
+
+  constructor(options: ClientOptions) {
+    super(options);
+    this.#fetch = options.fetch ?? fetch;
+  }
+
   protected override async prepareRequest(
     request: RequestInit,
     context: { url: string; options: object },
@@ -60,6 +68,6 @@ export class PerCallKeyOpenAI extends OpenAI {
   ): Promise<Response> {
     if (init?.signal == null) return super.fetchWithTimeout(url, init, ms, controller);
     // Upper case as the SDK sends it (undici leaves some methods as given).
-    return fetch(url, { ...init, method: (init.method ?? 'GET').toUpperCase() });
+    return this.#fetch(url, { ...init, method: (init.method ?? 'GET').toUpperCase() });
   }
 }

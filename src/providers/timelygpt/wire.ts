@@ -1,8 +1,10 @@
 /**
- * TimelyGPT over plain fetch (SPEC.md §4): the token exchange and one completion.
+ * TimelyGPT over plain HTTP (SPEC.md §4): the token exchange and one completion, through the service's
+ * upstream `fetch` (../upstream-fetch.ts).
  * Default base: https://hello.timelygpt.co.kr/api/v2/chat
  */
 import { UnexpectedResponseError } from '../upstream-errors.js';
+import { upstreamFetch } from '../upstream-fetch.js';
 import type { TimelyCompletion } from '../../machines/timelygpt-session.machine.js';
 import { TimelyGptHttpError, type TimelyGptEndpoint } from './errors.js';
 
@@ -40,7 +42,7 @@ export async function fetchAccessToken(
   apiKey: string,
   signal: AbortSignal,
 ): Promise<string> {
-  const response = await fetch(`${baseUrl}/sdk-auth/authenticate`, {
+  const response = await upstreamFetch(`${baseUrl}/sdk-auth/authenticate`, {
     method: 'GET',
     headers: { 'X-Timely-API': apiKey, accept: 'application/json' },
     signal,
@@ -68,7 +70,7 @@ export async function postCompletion(
   body: TimelyCompletionBody,
   signal: AbortSignal,
 ): Promise<TimelyCompletion> {
-  const response = await fetch(`${baseUrl}/llm-completion`, {
+  const response = await upstreamFetch(`${baseUrl}/llm-completion`, {
     method: 'POST',
     headers: {
       authorization: `Bearer ${token}`,

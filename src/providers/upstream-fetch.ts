@@ -1,0 +1,192 @@
+/**
+ * The `fetch` the provider SDKs (and the TimelyGPT wire) call upstream through (issue 15): undici's
+ * `request` on one shared connection pool, the answer read whole and handed back as a `Response`
+ * without a body stream.
+ *
+ * Why not the global `fetch`: on Node 20 it is the dearest part of a provider call. Every call builds a
+ * WHATWG `Request`, a `ReadableStream` for the request body and another for the response body (each
+ * made transferable through a C++ object), a fetch controller, and a second `AbortController` linked to
+ * the call's signal by a listener and a `FinalizationRegistry` entry. The same call through undici's
+ * `request` (the client `fetch` itself runs on) costs about half the CPU (docs/performance.md, "The
+ * upstream transport"). The SDKs take a `fetch` option for exactly this.
+ *
+ * What stays as it was with `fetch`: the same pool behaviour (undici's `Agent` with its defaults: keep-alive,
+ * no cap per origin, its connect / headers / body timeouts and error codes, which classify-common.ts
+ * knows), the call's signal aborting the request (an `AbortError`, which the SDKs read as the caller's
+ * abort), a `Response` that is a real one (`instanceof Response`, its status and headers).
+ * What differs, on purpose:
+ * - the body is read before the promise settles (a provider answer is a few KB), so a body cut off
+ *   midway rejects the call itself, classified like the same cut under `fetch` (a socket error);
+ * - the body is **bounded** (`maxUpstreamResponseBytes`): a provider that streams without end is cut off
+ *   and the call fails as `server_error`, instead of growing this process's memory;
+ * - no content coding is asked for (no `accept-encoding`), so none needs decoding; a body sent coded
+ *   anyway is refused (`server_error`), never handed to the SDK as text it cannot read;
+ * - redirects are not followed (no provider API redirects a POST); a 3xx reaches the SDK as its status.
+ * A request `fetch` would send that this does not handle (a `Request` object, a streamed or form body)
+ * goes to the global `fetch` unchanged.
+ */
+import { Agent, request, type Dispatcher } from 'undici';
+import { UnexpectedResponseError } from './upstream-errors.js';
+
+/** The largest response body read from a provider: far above any answer's `max_tokens`, far below a heap. */
+export const maxUpstreamResponseBytes = 8 * 1024 * 1024;
+
+let pool: Agent | undefined;
+
+/** One pool for every provider call of the process, made on the first call. */
+function dispatcher(): Agent {
+  pool ??= new Agent();
+  return pool;
+}
+
+/**
+ * A `Response` whose body was read already: its status and headers are the platform's, its body
+ * methods answer from the bytes. (`new Response(bytes)` would wrap them in a `ReadableStream` again.)
+ */
+export class BufferedResponse extends Response {
+  readonly #bytes: Uint8Array;
+  readonly #url: string;
+  #used = false;
+
+  constructor(status: number, headers: Headers, bytes: Uint8Array, url: string) {
+    super(null, { status, headers });
+    this.#bytes = bytes;
+    this.#url = url;
+  }
+
+  override get url(): string {
+    return this.#url;
+  }
+
+  override get bodyUsed(): boolean {
+    return this.#used;
+  }
+
+  /** The bytes once, as a body is read once. */
+  #take(): Uint8Array {
+    if (this.#used) throw new TypeError('Body is unusable: Body has already been read');
+    this.#used = true;
+    return this.#bytes;
+  }
+
+  override async arrayBuffer(): Promise<ArrayBuffer> {
+    return new Uint8Array(this.#take()).buffer;
+  }
+
+  override async bytes(): Promise<Uint8Array<ArrayBuffer>> {
+    return new Uint8Array(this.#take());
+  }
+
+  override async blob(): Promise<Blob> {
+    return new Blob([new Uint8Array(this.#take())], { type: this.headers.get('content-type') ?? '' });
+  }
+
+  /** UTF-8, a byte-order mark dropped, as `Response.text()` decodes. */
+  override async text(): Promise<string> {
+    return utf8.decode(this.#take());
+  }
+
+  override async json(): Promise<unknown> {
+    return JSON.parse(await this.text()) as unknown;
+  }
+
+  override clone(): BufferedResponse {
+    if (this.#used) throw new TypeError('Response.clone: Body has already been consumed.');
+    return new BufferedResponse(this.status, new Headers(this.headers), this.#bytes, this.#url);
+  }
+}
+
+const utf8 = new TextDecoder('utf-8');
+
+/** The request's headers as undici's flat list (`[name, value, name, value, …]`). */
+function headerList(headers: RequestInit['headers']): string[] {
+  const list: string[] = [];
+  if (headers === undefined || headers === null) return list;
+  if (headers instanceof Headers) {
+    headers.forEach((value, name) => list.push(name, value));
+  } else if (Array.isArray(headers)) {
+    for (const [name, value] of headers as [string, string][]) list.push(name, value);
+  } else {
+    for (const [name, value] of Object.entries(headers as Record<string, string>)) list.push(name, value);
+  }
+  return list;
+}
+
+/** The response's headers (undici's record, a list for repeated ones) as a `Headers`. */
+function responseHeaders(raw: Record<string, string | string[] | undefined>): Headers {
+  const headers = new Headers();
+  for (const name in raw) {
+    const value = raw[name];
+    if (value === undefined) continue;
+    if (typeof value === 'string') headers.append(name, value);
+    else for (const each of value) headers.append(name, each);
+  }
+  return headers;
+}
+
+/**
+ * Closes a body that will not be read. undici reports a body destroyed without an error as an `error`
+ * event (`AbortError`), which would be an uncaught exception without a listener.
+ */
+function discard(body: Dispatcher.ResponseData['body']): void {
+  body.on('error', () => undefined);
+  body.destroy();
+}
+
+/** The body, whole, or a rejection once it passes `limit` bytes (the rest is not read). */
+function readBody(body: Dispatcher.ResponseData['body'], limit: number, status: number): Promise<Uint8Array> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    body.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        discard(body);
+        reject(
+          new UnexpectedResponseError(
+            `The provider's response passed ${limit} bytes; it was cut off.`,
+            status,
+          ),
+        );
+        return;
+      }
+      chunks.push(chunk);
+    });
+    body.on('error', reject);
+    body.once('end', () =>
+      resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size)),
+    );
+  });
+}
+
+/** `fetch` for the upstream calls: see the module's comment for what it keeps and what it changes. */
+export async function upstreamFetch(input: string | URL | Request, init?: RequestInit): Promise<Response> {
+  const body = init?.body;
+  if (input instanceof Request || (body !== undefined && body !== null && typeof body !== 'string'))
+    return fetch(input, init);
+  const url = String(input);
+  const {
+    statusCode,
+    headers,
+    body: responseBody,
+  } = await request(url, {
+    method: (init?.method ?? 'GET').toUpperCase() as Dispatcher.HttpMethod,
+    headers: headerList(init?.headers),
+    body: body ?? null,
+    signal: init?.signal ?? null,
+    dispatcher: dispatcher(),
+  });
+  if (headers['content-encoding'] !== undefined && headers['content-encoding'] !== 'identity') {
+    discard(responseBody);
+    throw new UnexpectedResponseError(
+      `The provider answered with a content coding that was not asked for (${String(headers['content-encoding'])}).`,
+      statusCode,
+    );
+  }
+  if (statusCode < 200 || statusCode > 599) {
+    discard(responseBody);
+    throw new UnexpectedResponseError(`The provider answered with HTTP status ${statusCode}.`, statusCode);
+  }
+  const bytes = await readBody(responseBody, maxUpstreamResponseBytes, statusCode);
+  return new BufferedResponse(statusCode, responseHeaders(headers), bytes, url);
+}
