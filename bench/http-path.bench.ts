@@ -6,7 +6,9 @@
  * Three Fastify apps in this process, driven through `app.inject()` with 50 requests in flight; the
  * emulator answers at once from its own process (its CPU is not counted):
  * - **A**: Fastify + the `openai` SDK called directly (the overhead bench's A: same prompt and json_schema,
- *   the content parsed as JSON);
+ *   the content parsed as JSON), on the SDK's default `fetch`;
+ * - **A′**: A with the SDK's `fetch` option set to the service's upstream transport
+ *   (src/providers/upstream-fetch.ts), so that what the service adds is measured over the same transport;
  * - **HTTP path**: the service's own app (`buildApp`: routes, hooks, zod, admission, the study layer,
  *   the answer's validation and redaction, metrics) over a gateway that calls the gpt adapter directly,
  *   without the actors: everything the service does outside src/machines and src/actors;
@@ -21,6 +23,7 @@ import { loadConfig } from '../src/config.js';
 import { createMemoryDocumentStore } from '../src/documents/index.js';
 import { buildApp } from '../src/http/app.js';
 import { adaptersFromConfig, startService } from '../src/http/service.js';
+import { upstreamFetch } from '../src/providers/upstream-fetch.js';
 import { buildNotesRequest } from '../src/study/prompts.js';
 import { loadAverage, machineInfo, median, round, writeBenchmarkSection } from './report.js';
 import { benchText, gptKey, serviceEnv, startEmulatorChild } from './support/index.js';
@@ -107,31 +110,38 @@ async function main(): Promise<void> {
   });
   await httpPath.ready();
 
-  const sdk = Fastify({ logger: false });
-  const client = new OpenAI({
-    apiKey: gptKey,
-    baseURL: config.baseUrls.gpt,
-    maxRetries: 0,
-    organization: null,
-    project: null,
-  });
-  sdk.post<{ Body: { text: string } }>('/direct', async (request) => {
-    const prompt = buildNotesRequest({ text: request.body.text, lang: 'en' });
-    const completion = await client.chat.completions.create({
-      model: config.models.gpt,
-      max_completion_tokens: prompt.maxOutputTokens,
-      messages: [
-        { role: 'system', content: prompt.system },
-        ...prompt.messages.map((message) => ({ role: message.role, content: message.content })),
-      ],
-      response_format: {
-        type: 'json_schema',
-        json_schema: { name: prompt.task, schema: { ...prompt.jsonSchema }, strict: false },
-      },
+  /** Fastify + the `openai` SDK called directly, on the given `fetch` (the SDK's default when absent). */
+  async function directApp(fetch?: typeof upstreamFetch) {
+    const app = Fastify({ logger: false });
+    const client = new OpenAI({
+      apiKey: gptKey,
+      baseURL: config.baseUrls.gpt,
+      maxRetries: 0,
+      organization: null,
+      project: null,
+      ...(fetch === undefined ? {} : { fetch }),
     });
-    return { task: 'notes', result: JSON.parse(completion.choices[0]?.message.content ?? '') as unknown };
-  });
-  await sdk.ready();
+    app.post<{ Body: { text: string } }>('/direct', async (request) => {
+      const prompt = buildNotesRequest({ text: request.body.text, lang: 'en' });
+      const completion = await client.chat.completions.create({
+        model: config.models.gpt,
+        max_completion_tokens: prompt.maxOutputTokens,
+        messages: [
+          { role: 'system', content: prompt.system },
+          ...prompt.messages.map((message) => ({ role: message.role, content: message.content })),
+        ],
+        response_format: {
+          type: 'json_schema',
+          json_schema: { name: prompt.task, schema: { ...prompt.jsonSchema }, strict: false },
+        },
+      });
+      return { task: 'notes', result: JSON.parse(completion.choices[0]?.message.content ?? '') as unknown };
+    });
+    await app.ready();
+    return app;
+  }
+  const sdk = await directApp();
+  const sdkTransport = await directApp(upstreamFetch);
 
   const serviceBody = JSON.stringify({
     task: 'notes',
@@ -146,6 +156,17 @@ async function main(): Promise<void> {
       label: 'A: Fastify + openai SDK direct',
       send: () =>
         sdk.inject({
+          method: 'POST',
+          url: '/direct',
+          headers: { 'content-type': 'application/json' },
+          payload: JSON.stringify({ text: benchText }),
+        }),
+    },
+    {
+      key: 'transport',
+      label: "A′: A on the service's transport",
+      send: () =>
+        sdkTransport.inject({
           method: 'POST',
           url: '/direct',
           headers: { 'content-type': 'application/json' },
@@ -215,28 +236,30 @@ async function main(): Promise<void> {
   const differences = (key: string, from: string): number[] =>
     of(key).map((value, index) => value - (of(from)[index] ?? Number.NaN));
   const rows = variants.map((variant) => {
-    const overA = variant.key === 'sdk' ? '—' : round(median(differences(variant.key, 'sdk')), 0);
-    return `| ${variant.label} | ${round(median(of(variant.key)), 0)} | ${overA} |`;
+    const over = (base: string): string =>
+      variant.key === base ? '—' : round(median(differences(variant.key, base)), 0);
+    return `| ${variant.label} | ${round(median(of(variant.key)), 0)} | ${over('sdk')} | ${over('transport')} |`;
   });
   const markdown = `## HTTP path: the service's CPU outside the actors, in one process
 
 Command: \`npm run bench -- http-path\` (bench/http-path.bench.ts; \`BENCH_ROUNDS\`=${rounds}, \`BENCH_REQUESTS\`=${requestsPerRun} per run, ${inFlight} in flight).
 Machine: ${machineInfo()}. Measured ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC; load average (1/5/15 min) ${loadAtStart} at the start, ${loadAverage()} at the end.
 
-Three apps in one process through \`app.inject()\` (no sockets), the emulator answering at once from its own process:
-A (Fastify + the \`openai\` SDK, as in the overhead bench), the **HTTP path** (the service's app, \`buildApp\`, over a
+Four apps in one process through \`app.inject()\` (no sockets), the emulator answering at once from its own process:
+A (Fastify + the \`openai\` SDK on its default \`fetch\`, as in the overhead bench), A′ (the same on the service's
+upstream transport, src/providers/upstream-fetch.ts), the **HTTP path** (the service's app, \`buildApp\`, over a
 gateway that calls the gpt adapter directly: everything outside src/machines and src/actors) and B (the whole service).
-CPU of this process per request, medians of ${rounds} alternating rounds; differences are per round against A.
+CPU of this process per request, medians of ${rounds} alternating rounds; differences are per round against A and A′.
 
-| variant | CPU µs / request | over A, µs |
-| --- | ---: | ---: |
+| variant | CPU µs / request | over A, µs | over A′, µs |
+| --- | ---: | ---: | ---: |
 ${rows.join('\n')}
 
 B − HTTP path is what the actors add (median of per-round differences: ${round(median(differences('service', 'http')), 0)} µs).
 `;
   writeBenchmarkSection('http-path', markdown);
   process.stdout.write(markdown);
-  await Promise.all([service.close(), httpPath.close(), sdk.close()]);
+  await Promise.all([service.close(), httpPath.close(), sdk.close(), sdkTransport.close()]);
   await emulator.stop();
 }
 

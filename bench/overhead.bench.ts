@@ -279,51 +279,28 @@ interface Growth {
 const analysis = `
 What changed for issue 15 and what limits these figures (details in docs/performance.md):
 
-- **Applied:** gpt-tokenizer is never loaded on the main thread (counting runs in a worker started on the
-  first text the byte bound cannot settle; the bench's short text never starts it); ioredis loads only with
-  \`REDIS_URL\`; the 200 body is written without a second zod pass; the fallback machine's initial context is
-  built field by field (V8's slow clone path for \`{ ...input, … }\` cost ~60 µs a run); A no longer loads
-  the study module's tokenizer either (it imports the prompt module only), so A's idle figure is the SDK's own.
-- **Applied on the HTTP path** (docs/performance.md, "The HTTP path outside the machines"): the answer's
-  redaction is one allocation-free scan per string (~20 µs and 9.5 KB per request, was 150–250 µs and
-  101 KB), the language check counts without a regular expression per character, the trailing-comma repair
-  runs only on answers that do not parse, no fingerprint or pino child logger is made for logs not written,
-  the key headers and client id are read once per request, a study run of one step makes no AbortController.
-  The path outside the machines went from 350–520 to 105–160 µs and from 192 to 23 KB allocated per request
-  (in process, load 9–12); B allocates ~350 KB per request against A's ~185 KB, ~125 KB of the difference
-  in XState and the actors. Since: the redaction's table is built from the key's bytes (9.8 → 1.9 µs), the
-  language check reads ASCII from one table (11.7 → 6.4 µs), the client id is one \`crypto.hash\`.
-  \`npm run bench -- http-path\` measures the HTTP path alone, in one process (its section below).
-- **Applied 2026-12-01/02 (night):** the gpt adapter's shared client takes each call's key through the SDK's
-  \`prepareRequest\` hook and hands the call's own signal to \`fetch\` (no per-call header set merged twice, no
-  listener and 10-minute timer per call); the answer's redaction rolls a 32-bit hash against a bit filter;
-  the provider tells a call's start and a valid answer only to the actors they change (a closed breaker
-  takes no step per call); a valid answer ends the fallback run without an assign. In process: the HTTP
-  path 142 → 50 µs over A, the actors 389 → 372 µs (http-path bench, 23:01 and 00:44 UTC). Here, at
-  saturation: B − A +712 µs (22:56, load 1.8) → +535 µs (this run).
-- **The rig:** the emulator, autocannon and the three servers share 2 vCPUs with other engineers' work; the
-  load average printed above is the context of every figure. Under a load far above 2 the absolute req/s and
-  µs are several times worse than on an idle run (2026-11-30: A 1,151 req/s and 934 µs/request at 50
-  connections); the B/A ratios and B−A differences of the same rounds are the comparable figures.
-- **What remains in B − A** (profiled with \`BENCH_PROFILE=1\`, which writes
-  \`dist/bench-profiles/{sdk,service}.cpuprofile\`; \`bench/support/profile-summary.ts\` summarises them;
-  17:41 UTC, per request at saturation, B − A): XState bookkeeping ~170 µs (the fallback run's steps, the
-  provider actor's ~10 messages per call, a context copy per \`assign\`) and GC ~70 µs more (B's garbage),
-  the kernel's loopback writes ~90 µs more per request (strace: the same ~2 writes per request as A, each
-  dearer in B's runs), the SDK's per-call \`Authorization\` header and abort signal ~27 µs, the
-  answer's redaction ~45 µs (its table's build since cut 5×), the key id's HMAC and the client id's sha256 ~30 µs, the answer's
-  validation ~40 µs (A parses the JSON too), zod on the body, prom-client ~6 µs. In one process (the
-  http-path bench) the service outside the actors is ~200 µs over A and the actors ~370 µs; none of it is a
-  single hot spot, and the machines staying the single source of behaviour (issue 15's constraint) keep the
-  actor messages.
-- **Memory:** idle RSS is measured after start-up, one request and a forced GC; the heap-after-GC slope is
-  measured over the growth run's requests, reported as run (the goal asks for 100,000 run in full; under a
-  heavy load the \`BENCH_GROWTH_MS\` budget may end it earlier, which the goal line then says). RSS figures
-  differ between the hosts this bench has run on (AMD EPYC until 16:36 UTC, Intel Xeon from 17:36): on the
-  Intel host A's idle RSS is 79 MiB (104 on the AMD one). The service's code of 2026-12-01 17:37 and of
-  18:52, side by side on the Intel host: idle RSS medians of five 116.0 and 120.2 MiB (heap 27.8 and 27.9
-  MiB), peaks under 5 s of 50 connections alike (260–263 and 263–272 MiB): the misses above are the host's
-  A, not the service's code.
+- **The upstream transport (2026-12-02):** the service's adapters call upstream through undici's \`request\` on
+  one pool (src/providers/upstream-fetch.ts, the SDKs' \`fetch\` option) instead of Node 20's global \`fetch\`,
+  whose WHATWG request, two \`ReadableStream\`s and extra abort controller per call cost more than everything
+  else the service does. That is why B now costs about what A does; A′ (the same SDK on the same transport) is
+  the honest baseline for the resilience layer itself, and B − A′ is what is left to cut.
+- **Applied before** (the HTTP path and the actors): gpt-tokenizer, ioredis, the Anthropic SDK and pdf.js load
+  only when used; the answer is validated once and redacted in one allocation-free scan; the fallback run is
+  stepped by the machine's own \`transition\` (no actor per request); a call's start and a valid answer reach only
+  the actors they change; upstream calls and requests reuse their abort controllers (a signal costs ~5 µs to
+  make on Node 20).
+- **What remains in B − A′** (\`BENCH_PROFILE=1\` writes \`dist/bench-profiles/{sdk,transport,service}.cpuprofile\`;
+  \`bench/support/profile-summary.ts\` summarises one; 2026-12-02 07:13 UTC, per request at saturation, B − A′):
+  XState's own transition work ~100 µs and the actors' runtime ~50 µs (the fallback run's initial and answer
+  steps, the provider's two steps), GC ~60 µs more (B's garbage: XState's snapshots most of it), the HTTP path
+  ~130 µs (the answer's redaction ~22, the route ~19, zod ~16, the key id's HMAC ~12, the study run ~10, the 200
+  body ~10, prom-client ~10, the answer's JSON ~8, its language check ~6, admission ~6), Fastify's hooks ~25.
+- **The rig:** the emulator, autocannon and the four servers share 2 vCPUs with other engineers' work; the
+  load average printed above is the context of every figure. The B/A ratios and B − A differences of the same
+  rounds are the comparable figures, not absolute req/s across runs.
+- **Memory:** idle RSS is measured after start-up, one request and a forced GC; the heap-after-GC slope over the
+  growth run's requests, reported as run (the goal asks for 100,000 run in full; under a heavy load the
+  \`BENCH_GROWTH_MS\` budget may end it earlier, which the goal line then says).
 `;
 
 function verdict(met: boolean): string {

@@ -6,6 +6,7 @@ import {
   type ExecutableActionObject,
   type SnapshotFrom,
 } from 'xstate';
+import { createAbortControllers } from './abort-controllers.js';
 import { steppingScope } from './stepping-scope.js';
 import { ownClasses, type ProviderFailure } from '../errors/index.js';
 import { callMachine, type CallEvent } from '../machines/call.machine.js';
@@ -89,6 +90,8 @@ export function createUpstreamCalls(options: CallUpstreamOptions): UpstreamCalls
   assertStepsReusable(callMachine);
   const now = options.now ?? Date.now;
   const running = new Map<string, RunningCall>();
+  /** Each call's controller, reused once its call settled unaborted (abort-controllers.ts). */
+  const controllers = createAbortControllers();
   /**
    * The call and event whose step's actions are running (steps nest: a report can start or cancel another
    * call). Two variables, not an object per step.
@@ -144,14 +147,29 @@ export function createUpstreamCalls(options: CallUpstreamOptions): UpstreamCalls
         };
         const at = call.startedAt + options.timeoutMs;
         const { callId, replyTo, keyId } = call.input;
-        call.report({ type: 'upstream.failed', callId, replyTo, keyId, failure, durationMs: options.timeoutMs, at });
+        call.report({
+          type: 'upstream.failed',
+          callId,
+          replyTo,
+          keyId,
+          failure,
+          durationMs: options.timeoutMs,
+          at,
+        });
       },
       reportCancelled: () => {
         const call = callOfStep();
         const event = currentEvent;
         const at = event?.type === 'call.cancelled' ? event.at : now();
         const { callId, replyTo, keyId } = call.input;
-        call.report({ type: 'upstream.cancelled', callId, replyTo, keyId, durationMs: at - call.startedAt, at });
+        call.report({
+          type: 'upstream.cancelled',
+          callId,
+          replyTo,
+          keyId,
+          durationMs: at - call.startedAt,
+          at,
+        });
       },
       abortRequest: () => callOfStep().controller.abort(),
     },
@@ -161,7 +179,11 @@ export function createUpstreamCalls(options: CallUpstreamOptions): UpstreamCalls
   /** Actions collected while XState computes a step. */
   let collected: ExecutableActionObject[] = [];
   const inert = createActor(machine);
-  const scope: ActorScope<CallSnapshot, CallEvent> = steppingScope(inert, 'call', (action) => void collected.push(action));
+  const scope: ActorScope<CallSnapshot, CallEvent> = steppingScope(
+    inert,
+    'call',
+    (action) => void collected.push(action),
+  );
   const initial: CallStep = { snapshot: machine.getInitialSnapshot(scope), actions: collected };
   /** The machine's transitions, by snapshot (the few the machine has) and event type. */
   const steps = new Map<CallSnapshot, Map<string, CallStep>>();
@@ -181,7 +203,11 @@ export function createUpstreamCalls(options: CallUpstreamOptions): UpstreamCalls
   }
 
   /** Runs a step's actions for `call`: the `deadline` timer (armed, cleared) and the machine's own. */
-  function execute(call: RunningCall, event: CallEvent | undefined, actions: readonly ExecutableActionObject[]): void {
+  function execute(
+    call: RunningCall,
+    event: CallEvent | undefined,
+    actions: readonly ExecutableActionObject[],
+  ): void {
     const outerCall = currentCall;
     const outerEvent = currentEvent;
     currentCall = call;
@@ -215,6 +241,16 @@ export function createUpstreamCalls(options: CallUpstreamOptions): UpstreamCalls
     execute(call, event, step.actions);
   }
 
+  /**
+   * The adapter's call is over (its promise settled): the step, then its controller back for reuse, kept
+   * only if it never aborted and nobody listens to it any more (a call that timed out or was cancelled
+   * aborted its controller, which is dropped).
+   */
+  function settle(call: RunningCall, event: CallEvent): void {
+    advance(call, event);
+    controllers.giveBack(call.controller);
+  }
+
   return {
     start(input, report) {
       const adapter = options.adapters[input.providerId];
@@ -223,15 +259,15 @@ export function createUpstreamCalls(options: CallUpstreamOptions): UpstreamCalls
         startedAt: now(),
         input,
         adapter,
-        controller: new AbortController(),
+        controller: controllers.take(),
         report,
         deadline: undefined,
       };
       running.set(input.callId, call);
       execute(call, undefined, initial.actions);
       adapter.generate(input.request, input.apiKey, call.controller.signal).then(
-        (answer) => advance(call, { type: 'upstream.answered', answer, at: now() }),
-        (error: unknown) => advance(call, { type: 'upstream.threw', error, at: now() }),
+        (answer) => settle(call, { type: 'upstream.answered', answer, at: now() }),
+        (error: unknown) => settle(call, { type: 'upstream.threw', error, at: now() }),
       );
     },
     cancel(callId, at) {
@@ -249,7 +285,8 @@ export function createUpstreamCalls(options: CallUpstreamOptions): UpstreamCalls
  * type alone: no context, no guard. A call machine given either fails here, at start-up, not in flight.
  */
 export function assertStepsReusable(machine: AnyStateMachine): void {
-  if (machine.config.context !== undefined) throw new Error(`${machine.id}: a machine with context cannot reuse its steps`);
+  if (machine.config.context !== undefined)
+    throw new Error(`${machine.id}: a machine with context cannot reuse its steps`);
   const nodes: AnyStateNode[] = [machine.root];
   for (let node = nodes.pop(); node !== undefined; node = nodes.pop()) {
     const transitions = [...node.transitions.values()].flat().concat(node.always ?? []);

@@ -6,6 +6,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { createAbortControllers } from '../../actors/abort-controllers.js';
 import type { Attempt, FallbackPolicy, Gateway } from '../../actors/types.js';
 import type { DocumentStore } from '../../documents/index.js';
 import type { ProviderId } from '../../providers/index.js';
@@ -134,6 +135,8 @@ interface Caller {
 
 export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = async (app, options) => {
   const { gateway, documentStore } = options;
+  /** Each request's controller (the client going away aborts its run), reused once as good as new. */
+  const controllers = createAbortControllers();
   // Keyed by the request object: an entry (its keys among it) goes with the request.
   const callers = new WeakMap<object, Caller>();
   const callerOf = (request: { readonly headers: IncomingHttpHeaders; readonly ip: string }): Caller => {
@@ -217,7 +220,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
       const release = options.admission.enter(clientId, text.length, request.ip);
       try {
         // The client going away (socket closed before the answer was written) aborts the run.
-        const controller = new AbortController();
+        const controller = controllers.take();
         const onClose = (): void => {
           if (!reply.raw.writableFinished) controller.abort();
         };
@@ -237,6 +240,8 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
           });
         } finally {
           reply.raw.off('close', onClose);
+          // Kept only if it never aborted and the run let go of its signal (abort-controllers.ts).
+          controllers.giveBack(controller);
         }
 
         const attempts = outcome.attempts.map((attempt) => scrubAttempt(attempt, secrets));
