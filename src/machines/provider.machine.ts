@@ -89,6 +89,12 @@ export interface ProviderInput {
   readonly minDistinctKeys?: number;
   /** Per-key health (KEY_QUARANTINE_MS, KEY_COOLING_MS); absent: off. */
   readonly keyHealth?: KeyHealthSettings;
+  /**
+   * The breaker is shared with a fleet (REDIS_URL: the fleet link is `createFleetLink`'s). Absent or
+   * false: the embedded link, which does nothing with what it hears, so a success nobody else needs is
+   * told to no one.
+   */
+  readonly fleet?: boolean;
 }
 
 /** The provider's counters (GET /v1/providers `stats`), counted in place by `countStat`. */
@@ -112,6 +118,8 @@ export interface ProviderContext {
    * object in the context an action changes in place, like the key book's map (key-book.machine.ts).
    */
   readonly stats: ProviderCounters;
+  /** Shared with a fleet (input `fleet`): only then does the fleet link do anything with a report. */
+  readonly fleet: boolean;
 }
 
 /** Requests the provider actor serves. */
@@ -303,6 +311,12 @@ export function createProviderMachine(table: ErrorTable) {
         event.type === 'upstream.succeeded' &&
         !isKeyTracked(context, event.keyId) &&
         !context.breaker.getSnapshot().can(succeededResult({ event })),
+      /**
+       * No fleet shares this breaker (the embedded link, no REDIS_URL): a report to the link is a message
+       * to an actor that does nothing with it (~4 µs a call, `npm run bench -- core`), so a success that
+       * nobody else needs to hear is told to no one.
+       */
+      isFleetless: ({ context }) => !context.fleet,
       /** The failure is the provider's, so it counts toward the breaker (ERRORS.md column B). */
       isCountedFailure: ({ event }) =>
         event.type === 'upstream.failed' && isCounted(event.failure.errorClass),
@@ -546,6 +560,7 @@ export function createProviderMachine(table: ErrorTable) {
         keyBook,
         leasing: {},
         stats: emptyStats(),
+        fleet: input.fleet ?? false,
       };
     },
     initial: 'serving',
@@ -652,6 +667,15 @@ export function createProviderMachine(table: ErrorTable) {
           'breaker.synced': { actions: { type: 'adoptFleetState', params: ({ event }) => event } },
           'breaker.unshared': { actions: { type: 'adoptFleetState', params: ({ event }) => event } },
           'upstream.succeeded': [
+            {
+              /** A valid answer nobody needs to hear of: the breaker has nothing to clear, the key is healthy, no fleet. */
+              guard: and(['isAnswerValid', 'isSuccessUnheard', 'isFleetless']),
+              actions: [
+                { type: 'replyAnswered', params: ({ event }) => event },
+                { type: 'recordAnswered', params: ({ event }) => event },
+                { type: 'countStat', params: { stat: 'successes' } },
+              ],
+            },
             {
               /** A valid answer only the fleet needs to hear of (the breaker has nothing to clear, the key is healthy). */
               guard: and(['isAnswerValid', 'isSuccessUnheard']),

@@ -1,6 +1,7 @@
 import { inspect } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { InspectionEvent } from 'xstate';
+import { fromCallback, type InspectionEvent } from 'xstate';
+import type { FleetLinkEvent, FleetLinkInput, FleetLinkReply } from '../../src/machines/fleet-link.js';
 import type { Attempt, BreakerTransition, CallRecord, GenerateOutcome } from '../../src/actors/types.js';
 import type { IgnoredErrorClass } from '../../src/errors/index.js';
 import type { ProviderId } from '../../src/providers/index.js';
@@ -664,5 +665,26 @@ describe('gateway: a quarantined key probed through the provider', () => {
           e.event.type === 'key.failed',
       ),
     ).toBe(true);
+  });
+});
+
+describe('gateway: the fleet link', () => {
+  /** A fleet link that records what it hears (what `createFleetLink` would apply to Redis). */
+  function recordingLink() {
+    const heard: string[] = [];
+    const link = fromCallback<FleetLinkEvent, FleetLinkInput, FleetLinkReply>(({ receive }) => {
+      receive((event) =>
+        heard.push(event.type === 'fleet.report' ? `report:${event.event.type}` : event.type),
+      );
+    });
+    return { link, heard };
+  }
+
+  it('tells a fleet that shares the breaker every success (one anywhere clears its count)', async () => {
+    const { link, heard } = recordingLink();
+    const { gateway } = start({ fleetLink: link });
+    expectSucceeded(await gateway.generate(input(['claude'])));
+    await settle();
+    expect(heard).toEqual(['report:call.succeeded']);
   });
 });
