@@ -147,29 +147,14 @@ export function createUpstreamCalls(options: CallUpstreamOptions): UpstreamCalls
         };
         const at = call.startedAt + options.timeoutMs;
         const { callId, replyTo, keyId } = call.input;
-        call.report({
-          type: 'upstream.failed',
-          callId,
-          replyTo,
-          keyId,
-          failure,
-          durationMs: options.timeoutMs,
-          at,
-        });
+        call.report({ type: 'upstream.failed', callId, replyTo, keyId, failure, durationMs: options.timeoutMs, at });
       },
       reportCancelled: () => {
         const call = callOfStep();
         const event = currentEvent;
         const at = event?.type === 'call.cancelled' ? event.at : now();
         const { callId, replyTo, keyId } = call.input;
-        call.report({
-          type: 'upstream.cancelled',
-          callId,
-          replyTo,
-          keyId,
-          durationMs: at - call.startedAt,
-          at,
-        });
+        call.report({ type: 'upstream.cancelled', callId, replyTo, keyId, durationMs: at - call.startedAt, at });
       },
       abortRequest: () => callOfStep().controller.abort(),
     },
@@ -179,11 +164,7 @@ export function createUpstreamCalls(options: CallUpstreamOptions): UpstreamCalls
   /** Actions collected while XState computes a step. */
   let collected: ExecutableActionObject[] = [];
   const inert = createActor(machine);
-  const scope: ActorScope<CallSnapshot, CallEvent> = steppingScope(
-    inert,
-    'call',
-    (action) => void collected.push(action),
-  );
+  const scope: ActorScope<CallSnapshot, CallEvent> = steppingScope(inert, 'call', (action) => void collected.push(action));
   const initial: CallStep = { snapshot: machine.getInitialSnapshot(scope), actions: collected };
   /** The machine's transitions, by snapshot (the few the machine has) and event type. */
   const steps = new Map<CallSnapshot, Map<string, CallStep>>();
@@ -203,11 +184,7 @@ export function createUpstreamCalls(options: CallUpstreamOptions): UpstreamCalls
   }
 
   /** Runs a step's actions for `call`: the `deadline` timer (armed, cleared) and the machine's own. */
-  function execute(
-    call: RunningCall,
-    event: CallEvent | undefined,
-    actions: readonly ExecutableActionObject[],
-  ): void {
+  function execute(call: RunningCall, event: CallEvent | undefined, actions: readonly ExecutableActionObject[]): void {
     const outerCall = currentCall;
     const outerEvent = currentEvent;
     currentCall = call;
@@ -285,8 +262,7 @@ export function createUpstreamCalls(options: CallUpstreamOptions): UpstreamCalls
  * type alone: no context, no guard. A call machine given either fails here, at start-up, not in flight.
  */
 export function assertStepsReusable(machine: AnyStateMachine): void {
-  if (machine.config.context !== undefined)
-    throw new Error(`${machine.id}: a machine with context cannot reuse its steps`);
+  if (machine.config.context !== undefined) throw new Error(`${machine.id}: a machine with context cannot reuse its steps`);
   const nodes: AnyStateNode[] = [machine.root];
   for (let node = nodes.pop(); node !== undefined; node = nodes.pop()) {
     const transitions = [...node.transitions.values()].flat().concat(node.always ?? []);

@@ -25,17 +25,10 @@ import { request } from './gateway-harness.js';
 const t = 1_800_000_000_000;
 const apiKey = new Secret('test-claude-key-lifecycle');
 const validate = () => ({ ok: true as const, value: true });
-const answer: ProviderAnswer = {
-  text: '{}',
-  model: 'claude-model',
-  usage: { inputTokens: 3, outputTokens: 4 },
-  truncated: false,
-};
+const answer: ProviderAnswer = { text: '{}', model: 'claude-model', usage: { inputTokens: 3, outputTokens: 4 }, truncated: false };
 
 /** A provider whose breaker a fleet shares (`fleet: true`, its scripted link recording what it hears), unless `fleet: false`. */
-function rig(
-  options: { table?: ErrorTable; maxRecoveryMs?: number; threshold?: number; fleet?: boolean } = {},
-) {
+function rig(options: { table?: ErrorTable; maxRecoveryMs?: number; threshold?: number; fleet?: boolean } = {}) {
   const fleet: FleetLinkEvent[] = [];
   const started: CallUpstreamInput[] = [];
   const aborted: { callId: string; at: number }[] = [];
@@ -44,9 +37,7 @@ function rig(
   const fleetLink = fromCallback<FleetLinkEvent, FleetLinkInput, FleetLinkReply>(({ receive }) => {
     receive((event) => fleet.push(event));
   });
-  const machine = (
-    options.table === undefined ? providerMachine : createProviderMachine(options.table)
-  ).provide({
+  const machine = (options.table === undefined ? providerMachine : createProviderMachine(options.table)).provide({
     actors: { fleetLink },
     actions: {
       startUpstream: (_, params) => void started.push(params),
@@ -71,30 +62,11 @@ function rig(
   provider.on('call.finished', (event) => records.push(event.record));
   provider.start();
   const request_ = (callId: string, at = t) =>
-    provider.send({
-      type: 'call.requested',
-      callId,
-      request,
-      apiKey,
-      keyId: apiKey.fingerprint,
-      replyTo: caller,
-      validate,
-      at,
-    });
+    provider.send({ type: 'call.requested', callId, request, apiKey, keyId: apiKey.fingerprint, replyTo: caller, validate, at });
   const synced = (state: SharedBreakerState['state'], retryAt: number | null, at = t) =>
     provider.send({
       type: 'breaker.synced',
-      shared: {
-        state,
-        consecutiveFailures: 1,
-        openedAt: state === 'closed' ? null : t - 10,
-        retryAt,
-        opens: 1,
-        openPeriodMs: 1000,
-        version: 1,
-        changedAt: t - 10,
-        streakKeys: [],
-      },
+      shared: { state, consecutiveFailures: 1, openedAt: state === 'closed' ? null : t - 10, retryAt, opens: 1, openPeriodMs: 1000, version: 1, changedAt: t - 10, streakKeys: [] },
       at,
     });
   const context = () => provider.getSnapshot().context;
@@ -104,20 +76,7 @@ function rig(
   context().breaker.subscribe(() => void (breakerSteps.count += 1));
   /** What the call machine reports back for call `callId`: the call's ticket and its outcome. */
   const ticket = (callId: string) => ({ callId, replyTo: caller, keyId: apiKey.fingerprint });
-  return {
-    provider,
-    fleet,
-    started,
-    aborted,
-    replies,
-    records,
-    request: request_,
-    synced,
-    context,
-    breaker,
-    breakerSteps,
-    ticket,
-  };
+  return { provider, fleet, started, aborted, replies, records, request: request_, synced, context, breaker, breakerSteps, ticket };
 }
 
 describe('a call admitted and answered', () => {
@@ -126,65 +85,32 @@ describe('a call admitted and answered', () => {
     r.request('c1');
     expect(r.started).toEqual([{ providerId: 'claude', ...r.ticket('c1'), request, apiKey, validate }]);
     expect(r.context().stats).toMatchObject({ calls: 1, successes: 0 });
-    r.provider.send({
-      type: 'upstream.succeeded',
-      ...r.ticket('c1'),
-      answer,
-      verdict: { ok: true, value: true },
-      durationMs: 40,
-      at: t + 40,
-    });
+    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c1'), answer, verdict: { ok: true, value: true }, durationMs: 40, at: t + 40 });
     expect(r.context().stats).toMatchObject({ calls: 1, successes: 1 });
-    expect(r.records).toEqual([
-      { provider: 'claude', outcome: 'succeeded', durationMs: 40, usage: answer.usage },
-    ]);
+    expect(r.records).toEqual([{ provider: 'claude', outcome: 'succeeded', durationMs: 40, usage: answer.usage }]);
     expect(r.replies.map((reply) => reply.type)).toEqual(['provider.succeeded']);
     // A start is no operation of the fleet state (its probe is its lease); a success may clear the fleet's count.
-    expect(r.fleet).toEqual([
-      { type: 'fleet.report', event: { type: 'call.succeeded', callId: 'c1', at: t + 40 } },
-    ]);
+    expect(r.fleet).toEqual([{ type: 'fleet.report', event: { type: 'call.succeeded', callId: 'c1', at: t + 40 } }]);
   });
 
   it('tells no fleet link a success when no fleet shares the breaker (the embedded link does nothing with it)', () => {
     const r = rig({ fleet: false });
     r.request('c1');
-    r.provider.send({
-      type: 'upstream.succeeded',
-      ...r.ticket('c1'),
-      answer,
-      verdict: { ok: true, value: true },
-      durationMs: 40,
-      at: t + 40,
-    });
+    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c1'), answer, verdict: { ok: true, value: true }, durationMs: 40, at: t + 40 });
     expect(r.fleet).toEqual([]);
     expect(r.replies.map((reply) => reply.type)).toEqual(['provider.succeeded']);
-    expect(r.records).toEqual([
-      { provider: 'claude', outcome: 'succeeded', durationMs: 40, usage: answer.usage },
-    ]);
+    expect(r.records).toEqual([{ provider: 'claude', outcome: 'succeeded', durationMs: 40, usage: answer.usage }]);
     expect(r.context().stats).toMatchObject({ calls: 1, successes: 1 });
     // A failure still reaches the link: only the success nobody needs is skipped.
     r.request('c2', t + 50);
-    r.provider.send({
-      type: 'upstream.failed',
-      ...r.ticket('c2'),
-      failure: { errorClass: 'server_error', message: 'x' },
-      durationMs: 5,
-      at: t + 55,
-    });
+    r.provider.send({ type: 'upstream.failed', ...r.ticket('c2'), failure: { errorClass: 'server_error', message: 'x' }, durationMs: 5, at: t + 55 });
     expect(r.fleet.map((event) => event.type)).toEqual(['fleet.report']);
   });
 
   it('sends a closed breaker with nothing to clear neither the start nor the success (it would take no transition)', () => {
     const r = rig();
     r.request('c1');
-    r.provider.send({
-      type: 'upstream.succeeded',
-      ...r.ticket('c1'),
-      answer,
-      verdict: { ok: true, value: true },
-      durationMs: 40,
-      at: t + 40,
-    });
+    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c1'), answer, verdict: { ok: true, value: true }, durationMs: 40, at: t + 40 });
     expect(r.breakerSteps.count).toBe(0);
     expect(r.replies.map((reply) => reply.type)).toEqual(['provider.succeeded']);
   });
@@ -192,44 +118,22 @@ describe('a call admitted and answered', () => {
   it('tells the breaker a success when it has a failure record to clear, which it clears', () => {
     const r = rig({ threshold: 3 });
     r.request('c1');
-    r.provider.send({
-      type: 'upstream.failed',
-      ...r.ticket('c1'),
-      failure: { errorClass: 'server_error', message: 'x' },
-      durationMs: 5,
-      at: t + 5,
-    });
+    r.provider.send({ type: 'upstream.failed', ...r.ticket('c1'), failure: { errorClass: 'server_error', message: 'x' }, durationMs: 5, at: t + 5 });
     expect(r.breaker().context.consecutiveFailures).toBe(1);
     const steps = r.breakerSteps.count;
     r.request('c2', t + 10);
     expect(r.breakerSteps.count).toBe(steps);
-    r.provider.send({
-      type: 'upstream.succeeded',
-      ...r.ticket('c2'),
-      answer,
-      verdict: { ok: true, value: true },
-      durationMs: 40,
-      at: t + 50,
-    });
+    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c2'), answer, verdict: { ok: true, value: true }, durationMs: 40, at: t + 50 });
     expect(r.breaker().context.consecutiveFailures).toBe(0);
     expect(r.breakerSteps.count).toBe(steps + 1);
-    expect(r.fleet.at(-1)).toEqual({
-      type: 'fleet.report',
-      event: { type: 'call.succeeded', callId: 'c2', at: t + 50 },
-    });
+    expect(r.fleet.at(-1)).toEqual({ type: 'fleet.report', event: { type: 'call.succeeded', callId: 'c2', at: t + 50 } });
     expect(r.context().stats).toMatchObject({ calls: 2, successes: 1, failures: 1 });
   });
 
   it('tells the breaker the start of a call it admits as its probe (open, its retry time passed)', () => {
     const r = rig();
     r.request('c1');
-    r.provider.send({
-      type: 'upstream.failed',
-      ...r.ticket('c1'),
-      failure: { errorClass: 'server_error', message: 'x' },
-      durationMs: 5,
-      at: t + 5,
-    });
+    r.provider.send({ type: 'upstream.failed', ...r.ticket('c1'), failure: { errorClass: 'server_error', message: 'x' }, durationMs: 5, at: t + 5 });
     expect(r.breaker().value).toBe('open');
     r.request('probe', t + 5 + 1000);
     expect(r.breaker().value).toEqual({ halfOpen: 'probing' });
@@ -240,67 +144,28 @@ describe('a call admitted and answered', () => {
   it('records an invalid answer as a failed call of class invalid_output, counted as ignored, and forgets it', () => {
     const r = rig();
     r.request('c1');
-    r.provider.send({
-      type: 'upstream.succeeded',
-      ...r.ticket('c1'),
-      answer,
-      verdict: { ok: false, errors: ['bad'] },
-      durationMs: 40,
-      at: t + 40,
-    });
-    expect(r.records).toEqual([
-      {
-        provider: 'claude',
-        outcome: 'failed',
-        errorClass: 'invalid_output',
-        durationMs: 40,
-        usage: answer.usage,
-      },
-    ]);
+    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c1'), answer, verdict: { ok: false, errors: ['bad'] }, durationMs: 40, at: t + 40 });
+    expect(r.records).toEqual([{ provider: 'claude', outcome: 'failed', errorClass: 'invalid_output', durationMs: 40, usage: answer.usage }]);
     expect(r.context().stats).toMatchObject({ calls: 1, successes: 0, failures: 0, ignored: 1 });
   });
 
   it.each([
     ['counted', 'server_error', 'failures', true],
     ['ignored', 'rate_limited', 'ignored', false],
-  ] as const)(
-    'answers a failed call (%s class) once, counted as its column says',
-    (_kind, errorClass, stat, counted) => {
-      const r = rig();
-      r.request('c1');
-      r.provider.send({
-        type: 'upstream.failed',
-        ...r.ticket('c1'),
-        failure: { errorClass, message: 'x' },
-        durationMs: 5,
-        at: t + 5,
-      });
-      expect(r.replies).toEqual([
-        {
-          type: 'provider.failed',
-          callId: 'c1',
-          providerId: 'claude',
-          failure: { errorClass, message: 'x' },
-          countedByBreaker: counted,
-          durationMs: 5,
-          at: t + 5,
-        },
-      ]);
-      expect(r.context().stats).toMatchObject({ calls: 1, [stat]: 1 });
-    },
-  );
+  ] as const)('answers a failed call (%s class) once, counted as its column says', (_kind, errorClass, stat, counted) => {
+    const r = rig();
+    r.request('c1');
+    r.provider.send({ type: 'upstream.failed', ...r.ticket('c1'), failure: { errorClass, message: 'x' }, durationMs: 5, at: t + 5 });
+    expect(r.replies).toEqual([
+      { type: 'provider.failed', callId: 'c1', providerId: 'claude', failure: { errorClass, message: 'x' }, countedByBreaker: counted, durationMs: 5, at: t + 5 },
+    ]);
+    expect(r.context().stats).toMatchObject({ calls: 1, [stat]: 1 });
+  });
 
   it('counts an invalid answer as a failure when the table says invalid_output counts (the stats follow the table)', () => {
     const r = rig({ table: withRow('invalid_output', { breaker: 'counts' }) });
     r.request('c1');
-    r.provider.send({
-      type: 'upstream.succeeded',
-      ...r.ticket('c1'),
-      answer,
-      verdict: { ok: false, errors: ['bad'] },
-      durationMs: 40,
-      at: t + 40,
-    });
+    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c1'), answer, verdict: { ok: false, errors: ['bad'] }, durationMs: 40, at: t + 40 });
     expect(r.context().stats).toMatchObject({ failures: 1, ignored: 0 });
   });
 });
@@ -317,9 +182,7 @@ describe('a call cancelled by its caller', () => {
       type: 'fleet.report',
       event: { type: 'call.ignored', callId: 'c1', errorClass: 'aborted', at: t + 250 },
     });
-    expect(r.records).toEqual([
-      { provider: 'claude', outcome: 'aborted', errorClass: 'aborted', durationMs: 250 },
-    ]);
+    expect(r.records).toEqual([{ provider: 'claude', outcome: 'aborted', errorClass: 'aborted', durationMs: 250 }]);
     expect(r.replies).toEqual([]);
     expect(r.context().stats).toMatchObject({ calls: 1, failures: 0, ignored: 1 });
   });
@@ -328,14 +191,12 @@ describe('a call cancelled by its caller', () => {
     const r = rig();
     r.request('c1');
     r.provider.send({ type: 'upstream.cancelled', ...r.ticket('c1'), durationMs: -30, at: t - 30 });
-    expect(r.records).toEqual([
-      { provider: 'claude', outcome: 'aborted', errorClass: 'aborted', durationMs: 0 },
-    ]);
+    expect(r.records).toEqual([{ provider: 'claude', outcome: 'aborted', errorClass: 'aborted', durationMs: 0 }]);
   });
 });
 
 describe('a probe in a fleet: the lease first', () => {
-  it("admits a shared but closed breaker's calls at once, asking no lease", () => {
+  it('admits a shared but closed breaker\'s calls at once, asking no lease', () => {
     const r = rig();
     r.synced('closed', null);
     r.request('c1');
@@ -371,9 +232,7 @@ describe('a probe in a fleet: the lease first', () => {
     r.synced('halfOpen', t + 990);
     r.request('c1');
     r.provider.send({ type: 'probe.leased', callId: 'c1', granted: false, at: t + 1 });
-    expect(r.replies).toEqual([
-      { type: 'provider.rejected', callId: 'c1', providerId: 'claude', retryAt: t + 990, at: t + 1 },
-    ]);
+    expect(r.replies).toEqual([{ type: 'provider.rejected', callId: 'c1', providerId: 'claude', retryAt: t + 990, at: t + 1 }]);
     expect(r.started).toEqual([]);
     expect(r.context().leasing).toEqual({});
   });
@@ -416,17 +275,7 @@ describe('a probe in a fleet: the lease first', () => {
 describe('the actor system', () => {
   it('names the provider actor, its breaker and its fleet link (what inspectors show)', () => {
     const gateway = createActor(gatewayMachine, {
-      input: {
-        providers: [
-          {
-            providerId: 'claude',
-            model: 'claude-model',
-            threshold: 2,
-            recoveryMs: 1000,
-            maxRecoveryMs: 5000,
-          },
-        ],
-      },
+      input: { providers: [{ providerId: 'claude', model: 'claude-model', threshold: 2, recoveryMs: 1000, maxRecoveryMs: 5000 }] },
     }).start();
     expect(gatewayMachine.id).toBe('gateway');
     expect(providerMachine.id).toBe('provider');
