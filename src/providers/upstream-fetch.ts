@@ -21,7 +21,8 @@
  *   and the call fails as `server_error`, instead of growing this process's memory;
  * - no content coding is asked for (no `accept-encoding`), so none needs decoding; a body sent coded
  *   anyway is refused (`server_error`), never handed to the SDK as text it cannot read;
- * - redirects are not followed (no provider API redirects a POST); a 3xx reaches the SDK as its status.
+ * - redirects are not followed (no provider API redirects a call): a 3xx fails the call as the provider's
+ *   `UnexpectedResponseError` (server_error), never as a status the SDK would read as the caller's error.
  * A request `fetch` would send that this does not handle (a `Request` object, a streamed or form body)
  * goes to the global `fetch` unchanged.
  */
@@ -186,6 +187,14 @@ export async function upstreamFetch(input: string | URL | Request, init?: Reques
   if (statusCode < 200 || statusCode > 599) {
     discard(responseBody);
     throw new UnexpectedResponseError(`The provider answered with HTTP status ${statusCode}.`, statusCode);
+  }
+  if (statusCode >= 300 && statusCode < 400) {
+    // No provider API redirects a call: a redirect says the base URL or the provider is wrong, not the caller.
+    discard(responseBody);
+    throw new UnexpectedResponseError(
+      `The provider answered ${statusCode}, a redirect (not followed) to ${String(headers['location'] ?? 'nowhere')}.`,
+      statusCode,
+    );
   }
   const bytes = await readBody(responseBody, maxUpstreamResponseBytes, statusCode);
   return new BufferedResponse(statusCode, responseHeaders(headers), bytes, url);

@@ -149,7 +149,7 @@ describe('upstreamFetch', () => {
   });
 
   it.each(['gpt', 'claude'] as const)(
-    "an oversized or content-coded answer fails the %s call as the provider's server_error",
+    "an oversized, content-coded or redirecting answer fails the %s call as the provider's server_error",
     async (provider) => {
       await loadProviderSdks([{ provider: 'claude' }]);
       const adapter = (
@@ -158,10 +158,14 @@ describe('upstreamFetch', () => {
           : createClaudeAdapter({ baseUrl: base, model: 'm' })
       ) as ProviderAdapter;
       const classes: string[] = [];
-      for (const answer of ['oversized', 'gzip']) {
+      for (const answer of ['oversized', 'gzip', 'redirect']) {
         respond = (_request, response) => {
           response.setHeader('content-type', 'application/json');
-          if (answer === 'gzip') {
+          if (answer === 'redirect') {
+            response.statusCode = 307;
+            response.setHeader('location', 'https://elsewhere.invalid/v1');
+            response.end();
+          } else if (answer === 'gzip') {
             response.setHeader('content-encoding', 'gzip');
             response.end(gzipSync('{}'));
           } else response.end(Buffer.alloc(maxUpstreamResponseBytes + 1, 0x20));
@@ -172,7 +176,7 @@ describe('upstreamFetch', () => {
         );
         classes.push(adapter.classify(error).errorClass);
       }
-      expect(classes).toEqual(['server_error', 'server_error']);
+      expect(classes).toEqual(['server_error', 'server_error', 'server_error']);
     },
   );
 
