@@ -110,6 +110,12 @@ async function runOutage(emulator: Child & { url: string }, load: Awaited<Return
     // Every connection carries the same claude key: the provider dies for that one key, so the
     // quorum of distinct keys is off here (the one-bad-user scenario below is about the quorum).
     BREAKER_MIN_DISTINCT_KEYS: '1',
+    // One client (one key pair, one address) drives every connection: its admission shares (default 8
+    // generations in flight per client, 32 per address; issue 12) are raised so that the run measures the
+    // outage, not the share's 429s, as the overhead bench does.
+    MAX_INFLIGHT_GENERATIONS: '256',
+    MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '256',
+    MAX_INFLIGHT_GENERATIONS_PER_ADDRESS: '256',
   });
   try {
     const url = `${service.url}/v1/generate`;
