@@ -6,8 +6,8 @@ import { getEventListeners } from 'node:events';
  * quarter of what the provider actor adds to a call (`npm run bench -- core`), while the controller itself
  * costs nothing. A controller comes back only as good as new: its signal never aborted, with no
  * `abort` listener left on it (whoever listened for this call has let go: undici removes its listener
- * when a request completes; an `onabort` handler counts as one); any other is dropped for the garbage collector. So a
- * reused signal can fire for its new owner only, and holds nothing of the call before.
+ * when a request completes; an `onabort` handler counts as one); any other is dropped for the garbage
+ * collector. So a reused signal can fire for its new owner only, and holds nothing of the call before.
  */
 export interface AbortControllers {
   /** A controller whose signal has not aborted and that nobody listens to. */

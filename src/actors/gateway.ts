@@ -111,9 +111,7 @@ export function createGateway(options: GatewayOptions): Gateway {
           model: options.adapters[providerId].model,
           threshold: options.breaker.threshold,
           recoveryMs: options.breaker.recoveryMs,
-          ...(options.breaker.maxRecoveryMs === undefined
-            ? {}
-            : { maxRecoveryMs: options.breaker.maxRecoveryMs }),
+          ...(options.breaker.maxRecoveryMs === undefined ? {} : { maxRecoveryMs: options.breaker.maxRecoveryMs }),
           ...(options.breaker.minDistinctKeys === undefined
             ? {}
             : { minDistinctKeys: options.breaker.minDistinctKeys }),

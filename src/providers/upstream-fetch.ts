@@ -29,7 +29,7 @@
 import { Agent, request, type Dispatcher } from 'undici';
 import { UnexpectedResponseError } from './upstream-errors.js';
 
-/** The largest response body read from a provider: far above any answer's `max_tokens`, far below a heap. */
+/** The largest response body read from a provider: far above every answer's `max_tokens`, far below a heap. */
 export const maxUpstreamResponseBytes = 8 * 1024 * 1024;
 
 let pool: Agent | undefined;
@@ -99,17 +99,12 @@ export class BufferedResponse extends Response {
 
 const utf8 = new TextDecoder('utf-8');
 
-/** The request's headers as undici's flat list (`[name, value, name, value, …]`). */
+/** The request's headers as undici's flat list (`[name, value, name, value, …]`), in any form `fetch` takes. */
 function headerList(headers: RequestInit['headers']): string[] {
   const list: string[] = [];
-  if (headers === undefined || headers === null) return list;
-  if (headers instanceof Headers) {
-    headers.forEach((value, name) => list.push(name, value));
-  } else if (Array.isArray(headers)) {
-    for (const [name, value] of headers as [string, string][]) list.push(name, value);
-  } else {
-    for (const [name, value] of Object.entries(headers as Record<string, string>)) list.push(name, value);
-  }
+  (headers instanceof Headers ? headers : new Headers(headers)).forEach((value, name) =>
+    list.push(name, value),
+  );
   return list;
 }
 
@@ -160,6 +155,21 @@ function readBody(body: Dispatcher.ResponseData['body'], limit: number, status: 
   });
 }
 
+/**
+ * Why an answer is refused before its body is read (the provider's fault, `server_error`), or undefined:
+ * a content coding that was not asked for, a status no `Response` can carry, a redirect (no provider API
+ * redirects a call: it says the base URL or the provider is wrong, not the caller).
+ */
+function refusal(status: number, headers: Record<string, string | string[] | undefined>): string | undefined {
+  const coding = headers['content-encoding'];
+  if (coding !== undefined && coding !== 'identity')
+    return `The provider answered with a content coding that was not asked for (${String(coding)}).`;
+  if (status < 200 || status > 599) return `The provider answered with HTTP status ${status}.`;
+  if (status >= 300 && status < 400)
+    return `The provider answered ${status}, a redirect (not followed) to ${String(headers['location'] ?? 'nowhere')}.`;
+  return undefined;
+}
+
 /** `fetch` for the upstream calls: see the module's comment for what it keeps and what it changes. */
 export async function upstreamFetch(input: string | URL | Request, init?: RequestInit): Promise<Response> {
   const body = init?.body;
@@ -177,24 +187,10 @@ export async function upstreamFetch(input: string | URL | Request, init?: Reques
     signal: init?.signal ?? null,
     dispatcher: dispatcher(),
   });
-  if (headers['content-encoding'] !== undefined && headers['content-encoding'] !== 'identity') {
+  const refused = refusal(statusCode, headers);
+  if (refused !== undefined) {
     discard(responseBody);
-    throw new UnexpectedResponseError(
-      `The provider answered with a content coding that was not asked for (${String(headers['content-encoding'])}).`,
-      statusCode,
-    );
-  }
-  if (statusCode < 200 || statusCode > 599) {
-    discard(responseBody);
-    throw new UnexpectedResponseError(`The provider answered with HTTP status ${statusCode}.`, statusCode);
-  }
-  if (statusCode >= 300 && statusCode < 400) {
-    // No provider API redirects a call: a redirect says the base URL or the provider is wrong, not the caller.
-    discard(responseBody);
-    throw new UnexpectedResponseError(
-      `The provider answered ${statusCode}, a redirect (not followed) to ${String(headers['location'] ?? 'nowhere')}.`,
-      statusCode,
-    );
+    throw new UnexpectedResponseError(refused, statusCode);
   }
   const bytes = await readBody(responseBody, maxUpstreamResponseBytes, statusCode);
   return new BufferedResponse(statusCode, responseHeaders(headers), bytes, url);
