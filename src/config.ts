@@ -1,7 +1,7 @@
 /**
- * The service's configuration, read once from the environment at start-up (API.md "Configuration").
+ * The service's configuration, read once from the environment at start-up (docs/api.md "Configuration").
  * A bad value stops the start with a `ConfigError` naming the variable; a provider name the service does
- * not know in `PROVIDERS_DEFAULT_ORDER` only warns (SPEC.md §3: server-side configuration degrades gracefully).
+ * not know in `PROVIDERS_DEFAULT_ORDER` only warns (docs/errors.md "Resilience rules": server-side configuration degrades gracefully).
  */
 import { isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
@@ -30,7 +30,7 @@ export interface Config {
   };
   readonly retry: { readonly max: number; readonly backoffMs: readonly number[] };
   /**
-   * Per-key health (API.md "key health"): how long auth, permission and quota failures refuse a key
+   * Per-key health (docs/api.md "key health"): how long auth, permission and quota failures refuse a key
    * (`quarantineMs`, 0 turns per-key health off), how long a rate limit without `Retry-After` cools it,
    * how many refused keys each provider remembers, and the fingerprint salt (unset: shared through Redis).
    */

@@ -1,4 +1,4 @@
-/** `npm start`: the service from the environment (API.md "Configuration"). */
+/** `npm start`: the service from the environment (docs/api.md "Configuration"). */
 import cluster from 'node:cluster';
 import { ConfigError, loadConfig } from './config.js';
 import type { Config } from './config.js';

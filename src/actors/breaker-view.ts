@@ -4,7 +4,7 @@ import type { BreakerStateName, BreakerView } from './types.js';
 
 type BreakerSnapshot = SnapshotFrom<typeof breakerMachine>;
 
-/** The breaker's state as API.md names it: a forced open reads `open`. */
+/** The breaker's state as docs/api.md names it: a forced open reads `open`. */
 export function breakerStateName(snapshot: BreakerSnapshot): BreakerStateName {
   if (snapshot.matches('closed')) return 'closed';
   if (snapshot.matches('halfOpen')) return 'halfOpen';

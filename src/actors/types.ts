@@ -77,7 +77,7 @@ export interface BreakerView {
   readonly forced: boolean;
 }
 
-/** API.md `GET /v1/providers` item. */
+/** docs/api.md `GET /v1/providers` item. */
 export interface ProviderStatus {
   readonly id: ProviderId;
   readonly model: string;
@@ -87,7 +87,7 @@ export interface ProviderStatus {
   readonly keys: { readonly quarantined: number; readonly cooling: number };
 }
 
-/** API.md `GET /v1/keys/status` item: the health of the caller's own key for one provider. */
+/** docs/api.md `GET /v1/keys/status` item: the health of the caller's own key for one provider. */
 export interface KeyStatus {
   readonly provider: ProviderId;
   readonly state: 'healthy' | 'quarantined' | 'cooling';

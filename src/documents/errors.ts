@@ -29,7 +29,7 @@ export class PdfRejectedError extends Error {
   }
 }
 
-/** The limits a hostile PDF breaks, as `PDF_TOO_COMPLEX` names them in its `limit` field (API.md). */
+/** The limits a hostile PDF breaks, as `PDF_TOO_COMPLEX` names them in its `limit` field (docs/api.md). */
 export const pdfLimits = {
   PDF_EXTRACTION_TIMEOUT: 'time',
   PDF_MEMORY_LIMIT: 'memory',

@@ -1,6 +1,6 @@
 /**
  * Anthropic Messages, as the emulator speaks it: `POST /v1/messages` with `x-api-key` (or
- * `Authorization: Bearer`, as SDK 1.x sends it) and `anthropic-version`; bodies as https://docs.anthropic.com/en/api/errors and ERRORS.md show them.
+ * `Authorization: Bearer`, as SDK 1.x sends it) and `anthropic-version`; bodies as https://docs.anthropic.com/en/api/errors and docs/errors.md show them.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FaultBoard } from './faults.js';

@@ -1,6 +1,6 @@
 /**
  * OpenAI Chat Completions, as the emulator speaks it: `POST /v1/chat/completions` with
- * `Authorization: Bearer`; bodies as https://platform.openai.com/docs/guides/error-codes and ERRORS.md.
+ * `Authorization: Bearer`; bodies as https://platform.openai.com/docs/guides/error-codes and docs/errors.md.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { textOfContent } from './anthropic.js';

@@ -1,5 +1,5 @@
 /**
- * Deterministic, valid study material (SPEC.md §5) for the emulator's successful answers.
+ * Deterministic, valid study material (docs/study-material.md) for the emulator's successful answers.
  * Same marker and same user text → the same JSON, so tests and benchmarks can rely on it.
  */
 import { readPromptText, type PartialNotes, type PartPosition, type PromptText } from './prompt-text.js';

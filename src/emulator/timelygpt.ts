@@ -1,5 +1,5 @@
 /**
- * TimelyGPT, as the emulator speaks it (SPEC.md §4, API.md "TimelyGPT wire details"):
+ * TimelyGPT, as the emulator speaks it (docs/providers.md, docs/api.md "TimelyGPT wire details"):
  * `GET {base}/sdk-auth/authenticate` with `X-Timely-API: <key>` → a JWT-looking access token;
  * `POST {base}/llm-completion` with `Authorization: Bearer <token>`.
  */

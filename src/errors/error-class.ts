@@ -1,7 +1,7 @@
 /**
- * The error taxonomy of ../shared/ERRORS.md as ONE typed table: for each class what the breaker, the
+ * The error taxonomy of docs/errors.md as ONE typed table: for each class what the breaker, the
  * retry policy and the fallback policy do, and what the HTTP API answers when every attempt ended in it
- * (API.md "When every provider fails"). Everything else — the counted/ignored class types, the failure
+ * (docs/api.md "When every provider fails"). Everything else — the counted/ignored class types, the failure
  * verdict, the HTTP registry's statuses, the fleet's Lua script — is derived from this table, so changing
  * a row (say, "429 counts") is a one-line change that every layer follows.
  */
@@ -13,7 +13,7 @@ export interface ApiAnswer {
   readonly message: string;
 }
 
-/** One row of ERRORS.md: columns B (breaker), R (retry), F (fallback), and the API's answer. */
+/** One row of docs/errors.md: columns B (breaker), R (retry), F (fallback), and the API's answer. */
 export interface ErrorRow {
   /** B: a failure of this class counts toward the provider's breaker (it is the provider's fault). */
   readonly breaker: 'counts' | 'ignored';
@@ -22,7 +22,7 @@ export interface ErrorRow {
   /** F: fall back to the next provider. */
   readonly fallback: boolean;
   /**
-   * K: what the class says of the caller's key (per-key health, API.md "key health"): `quarantine` it
+   * K: what the class says of the caller's key (per-key health, docs/api.md "key health"): `quarantine` it
    * for KEY_QUARANTINE_MS, `cool` it until the upstream's `Retry-After` (or KEY_COOLING_MS), or `none`.
    */
   readonly key: KeyVerdict;
@@ -32,14 +32,14 @@ export interface ErrorRow {
 /** Column K's values: the key is refused for a long time, for a short time, or the class says nothing of it. */
 export type KeyVerdict = 'quarantine' | 'cool' | 'none';
 
-/** The answer for provider-side failures and open breakers (API.md: 503, `Retry-After` when known). */
+/** The answer for provider-side failures and open breakers (docs/api.md: 503, `Retry-After` when known). */
 const providersUnavailable = {
   status: 503,
   code: 'PROVIDERS_UNAVAILABLE',
   message: 'No provider could answer.',
 } as const satisfies ApiAnswer;
 
-/** ERRORS.md's rows, in its order. Nothing else in the code decides these. */
+/** docs/errors.md's rows, in its order. Nothing else in the code decides these. */
 export const errorTable = {
   auth: {
     breaker: 'ignored',
@@ -143,7 +143,7 @@ export type CountedErrorClass = {
 /** Failures that are the user's state (their key, their quota, their request) or nobody's. */
 export type IgnoredErrorClass = Exclude<ErrorClass, CountedErrorClass>;
 
-/** A table with ERRORS.md's shape; the production one is `errorTable` (tests inject flipped rows). */
+/** A table with docs/errors.md's shape; the production one is `errorTable` (tests inject flipped rows). */
 export type ErrorTable = Readonly<Record<ErrorClass, ErrorRow>>;
 
 /** What a class does (the B/R/F columns): kept as the name the rest of the code reads. */
@@ -156,7 +156,7 @@ function isErrorClass(name: string): name is ErrorClass {
   return Object.hasOwn(errorTable, name);
 }
 
-/** Every class, in ERRORS.md's order. */
+/** Every class, in docs/errors.md's order. */
 export const errorClasses: readonly ErrorClass[] = Object.keys(errorTable).filter(isErrorClass);
 
 /** Column K of a table: what a failure of this class does to the caller's key. */
@@ -203,7 +203,7 @@ export const ownClasses = {
 } as const satisfies Record<string, ErrorClass>;
 
 /**
- * A class that says "the provider could not answer" (API.md: 503 when one is in the mix): a counted
+ * A class that says "the provider could not answer" (docs/api.md: 503 when one is in the mix): a counted
  * class, or the breaker's refusal.
  */
 export function isProviderSideIn(table: ErrorTable, errorClass: ErrorClass): boolean {

@@ -11,7 +11,7 @@ import {
  * provider's breaker is applied atomically on the Redis server (no lost counts, no two probes).
  * The rules are the breaker machine's (src/machines/breaker.machine.ts) for the consecutive-failures
  * strategy; time lives in the data: `open` becomes `halfOpen` when `now >= retryAt`, whoever asks.
- * The script is generated from the error table (which classes count: ERRORS.md column B) and from the
+ * The script is generated from the error table (which classes count: docs/errors.md column B) and from the
  * breaker's open strategy, so the fleet follows a changed row or strategy as the machine does.
  *
  * The open period (`period`) grows as the machine's does: `recoveryMs` when opening from closed,
@@ -185,5 +185,5 @@ return reply
 `;
 }
 
-/** The script for the default strategy (consecutive counted failures, SPEC.md §2). */
+/** The script for the default strategy (consecutive counted failures, docs/errors.md "Resilience rules"). */
 export const breakerScript = breakerScriptFor('consecutiveFailures');

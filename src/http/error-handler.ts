@@ -1,6 +1,6 @@
 /**
  * The one place an error becomes a response. Every answer has the contract body
- * `{"error":{"code","message",…}}` (API.md): `ApiError`s render themselves, schema and parser failures
+ * `{"error":{"code","message",…}}` (docs/api.md): `ApiError`s render themselves, schema and parser failures
  * become 400 `INVALID_REQUEST` with a message saying what is wrong, anything unexpected is a logged
  * 500 `INTERNAL_ERROR` with a generic message. No framework default body ever leaves the service.
  */

@@ -1,7 +1,7 @@
 import { errorClasses, errorTable } from '../errors/index.js';
 
 /**
- * The one registry of error codes the HTTP API answers with (API.md). `docs/errors.md` lists every
+ * The one registry of error codes the HTTP API answers with (docs/api.md). `docs/errors.md` lists every
  * code here; a test keeps the two in step. Body of every error: `{"error":{"code","message",…}}`.
  */
 export const errorCodes = {

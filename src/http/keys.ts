@@ -1,5 +1,5 @@
 /**
- * The user's provider keys as they travel in request headers (API.md "Providers and keys"). A key becomes
+ * The user's provider keys as they travel in request headers (docs/api.md "Providers and keys"). A key becomes
  * a `Secret` (src/security/secret.ts) right here, the header parser, and stays one up to the adapter that
  * sends it upstream: logs, snapshots and JSON see only its fingerprint. It lives in memory for the request
  * only: never logged, echoed, put in a metric label or stored. Every text that leaves the service is

@@ -1,5 +1,5 @@
 /**
- * The zod schemas of API.md shared by several routes: the error body, an Attempt, a provider's status.
+ * The zod schemas of docs/api.md shared by several routes: the error body, an Attempt, a provider's status.
  * Response schemas list every field the client gets: a field missing here is stripped from the answer.
  */
 import { z } from 'zod';
@@ -55,7 +55,7 @@ export const attemptSchema = z
   })
   .describe('One upstream generation call, or one provider skipped.');
 
-/** The error body of a generation every provider failed (API.md "When every provider fails"). */
+/** The error body of a generation every provider failed (docs/api.md "When every provider fails"). */
 export const generationErrorBodySchema = z
   .object({
     error: z.looseObject({

@@ -1,5 +1,5 @@
 /**
- * INSPECT: the live actor system to Stately's inspector, offline (XSTATE.md "Inspection and diagrams").
+ * INSPECT: the live actor system to Stately's inspector, offline (docs/web.md).
  * `startInspection()` starts the local relay (src/inspect/relay.ts: loopback only unless INSPECT_HOST says
  * otherwise, its own page's Origin only; its page embeds the Stately viewer, the one part that needs the
  * network) and connects `createWebSocketInspector` to it; pass `inspection.inspect` as `createGateway`'s

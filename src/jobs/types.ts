@@ -1,6 +1,6 @@
 /**
  * What a job looks like from outside its actor: the plain JSON view `GET /v1/jobs/:id` answers and a
- * status store keeps (API.md `/v1/jobs`), and the events its SSE stream carries. Nothing here holds a key.
+ * status store keeps (docs/api.md `/v1/jobs`), and the events its SSE stream carries. Nothing here holds a key.
  * The words the job machine speaks (stages, positions, stage meta, errors, stream events) are defined
  * with it in src/machines/job-types.ts and re-exported here.
  */

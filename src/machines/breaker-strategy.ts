@@ -17,7 +17,7 @@ export interface OpenStrategy {
   readonly lua: string;
 }
 
-/** Opens after `threshold` consecutive counted failures (SPEC.md §2). */
+/** Opens after `threshold` consecutive counted failures (docs/errors.md "Resilience rules"). */
 export const consecutiveFailures: OpenStrategy = {
   shouldOpen: (record, threshold) => record.consecutiveFailures >= threshold,
   lua: 'failures >= threshold',

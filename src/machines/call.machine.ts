@@ -18,7 +18,7 @@ export type CallEvent =
  * first of its answer, its failure, its deadline or its caller's cancel; that first one alone is
  * reported (exactly once), and whatever comes after (an SDK call rejecting because we aborted it,
  * a late answer) meets a final state and is dropped. A timeout is the provider's failure (it counts,
- * ERRORS.md), a cancel is nobody's (`aborted`): which of the two fired is the state reached, not a flag.
+ * docs/errors.md), a cancel is nobody's (`aborted`): which of the two fired is the state reached, not a flag.
  *
  * The runtime (src/actors/call-upstream.ts) steps one such machine per call without an actor of its
  * own (an actor per call cost ~10 `send()`s of bookkeeping, docs/performance.md); the actions are its

@@ -10,7 +10,7 @@ import {
 } from '../errors/index.js';
 import type { Attempt } from './types.js';
 
-/** How a run where every provider failed is answered (API.md "When every provider fails"). */
+/** How a run where every provider failed is answered (docs/api.md "When every provider fails"). */
 export interface FailureVerdict {
   readonly httpStatus: number;
   readonly code: string;
@@ -27,7 +27,7 @@ function classOf(attempt: Attempt): ErrorClass {
 const mixedProviderSide: ErrorClass = 'server_error';
 
 /**
- * API.md's table, read from the error table's `api` column: one class everywhere → its row; any
+ * docs/api.md's table, read from the error table's `api` column: one class everywhere → its row; any
  * provider-side class or an open circuit in the mix → 503; any other mix → the first provider's class.
  * `retryAfterMs` are the hints known (upstream `retry-after`, time to the earliest half-open), of which
  * the earliest is answered, on 429 and 503 only.

@@ -257,7 +257,7 @@ export function withValidationErrors(
 /**
  * The retry-and-fallback run of one generation. Tries the chain in order; a provider whose breaker
  * refuses is skipped at once; retries (after named backoff delays) and the single re-ask follow
- * ERRORS.md's table (`table`, the production `errorPolicy` unless a test injects a flipped row);
+ * docs/errors.md's table (`table`, the production `errorPolicy` unless a test injects a flipped row);
  * every call and skip is recorded as an Attempt, in order.
  */
 export function createFallbackMachine(table: ErrorTable) {
@@ -339,7 +339,7 @@ export function createFallbackMachine(table: ErrorTable) {
       }),
       /**
        * The caller's key is quarantined or cooling: a skip with the key's reason and the class that
-       * refused it (so API.md's failure table applies unchanged), its `until` as a `retry-after` hint.
+       * refused it (so docs/api.md's failure table applies unchanged), its `until` as a `retry-after` hint.
        */
       recordKeySkip: assign(({ context, event }) => {
         if (event.type !== 'provider.keySkipped') return {};
@@ -533,7 +533,7 @@ export function createFallbackMachine(table: ErrorTable) {
         type: 'final',
         output: ({ context, event }): SucceededOutput & Settled => succeededOutput(context, event),
       },
-      /** Every provider failed or was skipped; the output carries API.md's status and code. */
+      /** Every provider failed or was skipped; the output carries docs/api.md's status and code. */
       failed: { type: 'final', output: { status: 'failed' } satisfies Settled },
       /** The caller went away; the in-flight call was cancelled and counts nowhere. */
       aborted: { type: 'final', output: { status: 'aborted' } satisfies Settled },
@@ -552,7 +552,7 @@ export function createFallbackMachine(table: ErrorTable) {
   });
 }
 
-/** The retry-and-fallback machine on ERRORS.md's table. */
+/** The retry-and-fallback machine on docs/errors.md's table. */
 export const fallbackMachine = createFallbackMachine(errorPolicy);
 
 export type FallbackMachine = typeof fallbackMachine;

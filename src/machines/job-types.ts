@@ -31,17 +31,17 @@ export function isFinalStatus(status: JobStatus): status is FinalJobStatus {
   return status === 'succeeded' || status === 'failed' || status === 'cancelled';
 }
 
-/** The language study material is written in (API.md `options.lang`). */
+/** The language study material is written in (docs/api.md `options.lang`). */
 export type StudyLang = RequestLang;
 
-/** SPEC.md §5 notes, as `notesResultSchema` (src/study/schemas.ts) gives them after normalization. */
+/** docs/study-material.md notes, as `notesResultSchema` (src/study/schemas.ts) gives them after normalization. */
 export interface NotesResult {
   keyConcepts: { id: string; term: string; definition: string; importance: 'high' | 'medium' | 'low' }[];
   sections: { title: string; summary: string; bullets: string[] }[];
   glossary: { term: string; definition: string }[];
 }
 
-/** SPEC.md §5 multiple-choice questions (`mcqResultSchema`). */
+/** docs/study-material.md multiple-choice questions (`mcqResultSchema`). */
 export interface McqResult {
   questions: {
     id: string;
@@ -55,7 +55,7 @@ export interface McqResult {
   }[];
 }
 
-/** SPEC.md §5 fill-in-the-blank questions (`fillResultSchema`). */
+/** docs/study-material.md fill-in-the-blank questions (`fillResultSchema`). */
 export interface FillResult {
   questions: {
     id: string;
@@ -96,7 +96,7 @@ export interface StageMeta {
   readonly cached: boolean;
 }
 
-/** The contract error body's inner object (API.md "When every provider fails"). */
+/** The contract error body's inner object (docs/api.md "When every provider fails"). */
 export interface JobError {
   readonly code: string;
   readonly message: string;

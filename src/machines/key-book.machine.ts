@@ -21,7 +21,7 @@ import type { ProviderId } from './types.js';
 
 /** Per-key health settings (KEY_QUARANTINE_MS, KEY_COOLING_MS, KEY_HEALTH_MAX_KEYS). */
 export interface KeyHealthSettings {
-  /** 0 turns per-key health off: no quarantine, no cooling (API.md). */
+  /** 0 turns per-key health off: no quarantine, no cooling (docs/api.md). */
   readonly quarantineMs: number;
   readonly coolingMs: number;
   /** The most keys one provider's book tracks; the least recently touched is forgotten first. */
@@ -143,7 +143,7 @@ const maxTimerMs = 2_147_483_647;
 /** The id of a key's scheduled `key.expired` (one per key: a newer one cancels the last). */
 const expiryId = (keyId: string): string => `expiry.${keyId}`;
 
-/** Why a call with a key is skipped without an upstream call (API.md Attempt `reason`). */
+/** Why a call with a key is skipped without an upstream call (docs/api.md Attempt `reason`). */
 export type KeySkipReason = 'key_quarantined' | 'key_cooling';
 
 export type KeyAdmission =
@@ -361,7 +361,7 @@ export function createKeyBookMachine(table: ErrorTable) {
   });
 }
 
-/** The key book on ERRORS.md's table. */
+/** The key book on docs/errors.md's table. */
 export const keyBookMachine = createKeyBookMachine(errorPolicy);
 
 export type KeyBookMachine = typeof keyBookMachine;

@@ -2,7 +2,7 @@ import { and, assign, setup } from 'xstate';
 import { errorPolicy, keyVerdictInTable, type ErrorClass, type ErrorTable } from '../errors/index.js';
 
 /**
- * The health of ONE caller key for one provider (API.md "key health"): `healthy`, `quarantined` (auth,
+ * The health of ONE caller key for one provider (docs/api.md "key health"): `healthy`, `quarantined` (auth,
  * permission, quota: the key is refused for KEY_QUARANTINE_MS) or `cooling` (rate limited: refused until
  * the upstream's `Retry-After`, else KEY_COOLING_MS). While refused, calls with the key are skipped
  * without an upstream call; once `until` has passed, ONE call is let through as the key's probe, whose
@@ -258,7 +258,7 @@ export function createKeyHealthMachine(table: ErrorTable) {
   });
 }
 
-/** The key machine on ERRORS.md's table. */
+/** The key machine on docs/errors.md's table. */
 export const keyHealthMachine = createKeyHealthMachine(errorPolicy);
 
 export type KeyHealthMachine = typeof keyHealthMachine;

@@ -317,7 +317,7 @@ export function createProviderMachine(table: ErrorTable) {
        * nobody else needs to hear is told to no one.
        */
       isFleetless: ({ context }) => !context.fleet,
-      /** The failure is the provider's, so it counts toward the breaker (ERRORS.md column B). */
+      /** The failure is the provider's, so it counts toward the breaker (docs/errors.md column B). */
       isCountedFailure: ({ event }) =>
         event.type === 'upstream.failed' && isCounted(event.failure.errorClass),
     },
@@ -755,7 +755,7 @@ export function createProviderMachine(table: ErrorTable) {
   });
 }
 
-/** The provider machine on ERRORS.md's table. */
+/** The provider machine on docs/errors.md's table. */
 export const providerMachine = createProviderMachine(errorPolicy);
 
 /** What the upstream call of an admitted request needs. */

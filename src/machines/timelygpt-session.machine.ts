@@ -1,5 +1,5 @@
 /**
- * One TimelyGPT call as states (SPEC.md §4): get a token (cached, or one exchange shared by every
+ * One TimelyGPT call as states (docs/providers.md): get a token (cached, or one exchange shared by every
  * concurrent call with the same key), generate, and when `llm-completion` answers 401 (the token
  * expired) evict it, re-authenticate and generate once more, automatically. A second 401 — or a 401
  * from `authenticate`, which means a bad key — ends in `failed`, and the classifier makes it `auth`:

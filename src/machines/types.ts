@@ -17,7 +17,7 @@ export interface ChatMessage {
   readonly content: string;
 }
 
-/** The languages study material is written in (API.md `options.lang`). */
+/** The languages study material is written in (docs/api.md `options.lang`). */
 export const requestLangs = ['ko', 'en'] as const;
 export type RequestLang = (typeof requestLangs)[number];
 
@@ -57,7 +57,7 @@ export interface ApiKey {
   reveal(): string;
 }
 
-/** API.md "Attempt": one upstream generation call, or one provider skipped. */
+/** docs/api.md "Attempt": one upstream generation call, or one provider skipped. */
 export interface Attempt {
   readonly provider: ProviderId;
   readonly model: string;
@@ -106,7 +106,7 @@ export interface CallRecord {
   readonly usage?: TokenUsage;
 }
 
-/** How a generation run ends when no provider answered: API.md's "when every provider fails" table. */
+/** How a generation run ends when no provider answered: docs/api.md's "when every provider fails" table. */
 export interface FailedRunOutcome {
   readonly status: 'failed';
   readonly httpStatus: number;

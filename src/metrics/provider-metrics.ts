@@ -1,5 +1,5 @@
 /**
- * Prometheus metrics of the actor system (API.md "Metrics", names fixed). Counters are fed by the
+ * Prometheus metrics of the actor system (docs/api.md "Metrics", names fixed). Counters are fed by the
  * gateway's events; the breaker state gauge is read from the live breaker actors at scrape time, so it
  * can never drift from what `GET /v1/providers` shows. Labels hold provider ids, states and error classes
  * only: never a key or a key fingerprint.

@@ -1,6 +1,6 @@
 /**
  * The parts of classification every provider shares: HTTP statuses, `retry-after` headers and
- * the failures that arrive raw from undici/fetch instead of as SDK errors (ERRORS.md).
+ * the failures that arrive raw from undici/fetch instead of as SDK errors (docs/errors.md).
  */
 import type { ErrorClass, ProviderFailure } from '../errors/index.js';
 import { scrubSecrets } from '../security/redact.js';
@@ -22,7 +22,7 @@ export function failure(
   };
 }
 
-/** ERRORS.md's class for a status when the body says nothing more specific. */
+/** docs/errors.md's class for a status when the body says nothing more specific. */
 export function classOfStatus(status: number): ErrorClass {
   if (status === 401) return 'auth';
   if (status === 402) return 'quota_exhausted';

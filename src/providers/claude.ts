@@ -40,7 +40,7 @@ function anthropicBody(error: APIError): { type?: string; message?: string; erro
 }
 
 /**
- * Pure: an error the Claude adapter rejected with → its ERRORS.md class.
+ * Pure: an error the Claude adapter rejected with → its docs/errors.md class.
  * The credit-balance and usage-limit 400s carry nothing but their message, so those two are matched on text
  * (https://docs.anthropic.com/en/api/errors).
  */

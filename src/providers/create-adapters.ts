@@ -14,7 +14,7 @@ export interface AdaptersConfig {
   readonly timelygptTokenTtlMs: number;
 }
 
-/** One adapter per provider, from the service configuration (API.md "Configuration"). */
+/** One adapter per provider, from the service configuration (docs/api.md "Configuration"). */
 export function createAdapters(config: AdaptersConfig): Record<ProviderId, ProviderAdapter> {
   return {
     claude: createClaudeAdapter({ baseUrl: config.anthropicBaseUrl, model: config.claudeModel }),

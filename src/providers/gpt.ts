@@ -34,7 +34,7 @@ function stringOrUndefined(value: unknown): string | undefined {
   return typeof value === 'string' && value.length > 0 ? value : undefined;
 }
 
-/** Pure: an error the GPT adapter rejected with → its ERRORS.md class (OpenAI's classes keep `.name` "Error": use instanceof). */
+/** Pure: an error the GPT adapter rejected with → its docs/errors.md class (OpenAI's classes keep `.name` "Error": use instanceof). */
 export function classifyGptError(error: unknown): ProviderFailure {
   if (error instanceof APIUserAbortError) return failure('aborted', error, error.message);
   if (error instanceof APIConnectionTimeoutError) return failure('timeout', error, error.message);

@@ -18,6 +18,6 @@ export interface ProviderAdapter {
    * reveals it only into the upstream request's header.
    */
   generate(request: GenerationRequest, apiKey: ApiKey, signal: AbortSignal): Promise<ProviderAnswer>;
-  /** Pure: an error `generate` rejected with → its ERRORS.md class, message scrubbed of key-like text. */
+  /** Pure: an error `generate` rejected with → its docs/errors.md class, message scrubbed of key-like text. */
   classify(error: unknown): ProviderFailure;
 }

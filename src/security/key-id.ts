@@ -1,7 +1,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 
 /**
- * Salted key fingerprints for per-key health (API.md "key health"): what the gateway, the fleet store
+ * Salted key fingerprints for per-key health (docs/api.md "key health"): what the gateway, the fleet store
  * and `GET /v1/keys/status` know a key by. HMAC-SHA256 of the provider and the key under a salt: the
  * same on every instance of a fleet (the salt is shared through Redis, or KEY_FINGERPRINT_SALT), never
  * reversible without the salt, and never the key.

@@ -10,7 +10,7 @@ import type {
 import type { Task } from '../providers/index.js';
 
 /**
- * The study material of SPEC.md §5 as zod 4 schemas. These are the shapes after normalization
+ * The study material of docs/study-material.md as zod 4 schemas. These are the shapes after normalization
  * (normalize.ts); the JSON schemas handed to providers are derived from them with `z.toJSONSchema`.
  */
 

@@ -7,7 +7,7 @@ import { folderCycles, folderEdges, machineDefinitionsOutside } from './folder-i
 const src = resolve(import.meta.dirname, '../../src');
 
 describe('the layers of src', () => {
-  it('has no two folders importing each other (the check of ../shared/tools/folder-cycles.mjs)', () => {
+  it('has no two folders importing each other (no cycle between folders)', () => {
     expect(folderCycles(folderEdges(src))).toEqual([]);
   });
 

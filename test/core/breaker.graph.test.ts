@@ -4,7 +4,7 @@ import { adjacencyMapToArray, getAdjacencyMap } from 'xstate/graph';
 import type { CountedErrorClass, IgnoredErrorClass } from '../../src/errors/index.js';
 import { breakerMachine, type BreakerEvent } from '../../src/machines/breaker.machine.js';
 
-// ERRORS.md column B, written out: the classes that count, and every other class.
+// docs/errors.md column B, written out: the classes that count, and every other class.
 const countedErrorClasses: readonly CountedErrorClass[] = [
   'server_error',
   'overloaded',
@@ -99,7 +99,7 @@ describe('breaker machine, over every edge of its graph', () => {
     // closed × counts 0..2, open, forcedOpen × counts 0..3, halfOpen.awaitingProbe, halfOpen.probing.
     expect(states).toBe(10);
     expect(edges.length).toBe(206);
-    // The explorer also follows the delayed recovery transition (XSTATE.md pitfall 1).
+    // The explorer also follows the delayed recovery transition (docs/testing.md graph-test pitfall 1).
     expect(edges.some((edge) => edge.event.type.startsWith('xstate.after.recoveryTimeout'))).toBe(true);
   });
 

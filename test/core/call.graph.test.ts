@@ -2,7 +2,7 @@
  * A call's life (src/machines/call.machine.ts): over every edge of its graph, then through the runtime
  * that steps it (src/actors/call-upstream.ts) with fake timers and a hand-driven upstream. The oracle is
  * written out here: from `inFlight`, the first of the answer, the failure, the deadline or the cancel
- * ends the call, is reported once, and nothing after it is reported (ERRORS.md: a timeout counts, a
+ * ends the call, is reported once, and nothing after it is reported (docs/errors.md: a timeout counts, a
  * cancel is `aborted` and counts nowhere).
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -33,7 +33,7 @@ function payloadsFor(type: string): CallEvent[] {
   }
 }
 
-/** ERRORS.md and SPEC.md §3 as the call's life: from `inFlight`, each event's end state and what is done. */
+/** docs/errors.md and docs/errors.md "Resilience rules" as the call's life: from `inFlight`, each event's end state and what is done. */
 const lifeOracle: Record<string, { readonly to: string; readonly does: readonly string[] }> = {
   'upstream.answered': { to: 'settled', does: ['reportAnswer'] },
   'upstream.threw': { to: 'settled', does: ['reportFailure'] },
@@ -153,7 +153,7 @@ describe('the runtime steps each call by the machine', () => {
     expect(runtime.size).toBe(0);
   });
 
-  it('reports the deadline as a timeout failure (counted, ERRORS.md) at start + PROVIDER_TIMEOUT_MS, aborts the call, and drops its rejection', async () => {
+  it('reports the deadline as a timeout failure (counted, docs/errors.md) at start + PROVIDER_TIMEOUT_MS, aborts the call, and drops its rejection', async () => {
     const { runtime, reported, call } = start(1000);
     await vi.advanceTimersByTimeAsync(999);
     expect(reported).toEqual([]);

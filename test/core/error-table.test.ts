@@ -13,7 +13,7 @@ import { errorCodes } from '../../src/http/errors.js';
 import { documentClasses, errorsMd, withRow } from './errors-md.js';
 
 describe('the error table in src/errors', () => {
-  it("holds exactly ERRORS.md's rows (B, R, F) and API.md's status and code for each class", () => {
+  it("holds exactly docs/errors.md's rows (B, R, F) and docs/api.md's status and code for each class", () => {
     expect(errorClasses).toEqual(documentClasses);
     for (const errorClass of documentClasses) {
       const row = errorTable[errorClass];
@@ -32,7 +32,7 @@ describe('the error table in src/errors', () => {
     }
   });
 
-  it("gives every class's API answer a sentence of its own words (API.md error body `message`)", () => {
+  it("gives every class's API answer a sentence of its own words (docs/api.md error body `message`)", () => {
     // prettier-ignore
     const messages: Readonly<Record<string, string>> = {
       auth: 'The provider refused the API key.',
@@ -66,7 +66,7 @@ describe('the error table in src/errors', () => {
     }
   });
 
-  it('names our own classes as ERRORS.md does: cancel → aborted, deadline → timeout, bad answer → invalid_output, refusal → circuit_open', () => {
+  it('names our own classes as docs/errors.md does: cancel → aborted, deadline → timeout, bad answer → invalid_output, refusal → circuit_open', () => {
     expect(ownClasses).toEqual({
       callerAborted: 'aborted',
       deadlineFired: 'timeout',
@@ -75,7 +75,7 @@ describe('the error table in src/errors', () => {
     });
   });
 
-  it('generates the fleet script from column B: it counts exactly the classes ERRORS.md counts', () => {
+  it('generates the fleet script from column B: it counts exactly the classes docs/errors.md counts', () => {
     const script = breakerScriptFor('consecutiveFailures');
     const set = /local counted = \{ ([^}]*) \}/.exec(script)?.[1] ?? '';
     const listed = set
@@ -84,7 +84,7 @@ describe('the error table in src/errors', () => {
       .filter((entry) => entry.length > 0)
       .sort();
     expect(listed).toEqual(documentClasses.filter((c) => errorsMd[c].B).sort());
-    // The consecutive-failures strategy (SPEC.md §2): open when the count reaches the threshold.
+    // The consecutive-failures strategy (docs/errors.md "Resilience rules"): open when the count reaches the threshold.
     expect(script).toContain('local function shouldOpen(failures) return failures >= threshold end');
   });
 });

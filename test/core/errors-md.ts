@@ -1,5 +1,5 @@
 /**
- * The test oracle: ERRORS.md's rows (columns B, R, F) and API.md's "When every provider fails" table,
+ * The test oracle: docs/errors.md's rows (columns B, R, F) and docs/api.md's "When every provider fails" table,
  * written out literally from the two documents. The graph tests judge with these rows, never with the
  * table in src/errors (which test/core/error-table.test.ts pins to these rows).
  */
@@ -12,7 +12,7 @@ export interface DocumentRow {
   readonly R: 'no' | 'yes' | 'once';
   /** F: fall back to the next provider. */
   readonly F: boolean;
-  /** API.md: status and code when every attempt ended in this class. */
+  /** docs/api.md: status and code when every attempt ended in this class. */
   readonly status: number;
   readonly code: string;
 }
@@ -35,13 +35,13 @@ export const errorsMd: Readonly<Record<ErrorClass, DocumentRow>> = {
   circuit_open:     { B: false, R: 'no',   F: true,  status: 503, code: 'PROVIDERS_UNAVAILABLE' },
 };
 
-/** ERRORS.md's classes, in its order. */
+/** docs/errors.md's classes, in its order. */
 export const documentClasses = [
   'auth', 'permission', 'quota_exhausted', 'rate_limited', 'bad_request', 'context_too_long', 'not_found',
   'server_error', 'overloaded', 'timeout', 'connection', 'aborted', 'invalid_output', 'circuit_open',
 ] as const satisfies readonly ErrorClass[];
 
-/** API.md: "any provider-side class (server_error, overloaded, timeout, connection, circuit_open)". */
+/** docs/api.md: "any provider-side class (server_error, overloaded, timeout, connection, circuit_open)". */
 export const providerSideClasses: readonly ErrorClass[] = [
   'server_error', 'overloaded', 'timeout', 'connection', 'circuit_open',
 ];

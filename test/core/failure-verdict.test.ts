@@ -37,8 +37,8 @@ function run(...classes: ErrorClass[]): Attempt[] {
   );
 }
 
-/** API.md "When every provider fails", row by row. */
-describe('failure verdict: API.md table rows', () => {
+/** docs/api.md "When every provider fails", row by row. */
+describe('failure verdict: docs/api.md table rows', () => {
   it.each<[string, Attempt[], number[], { httpStatus: number; code: string; retryAfterSeconds?: number }]>([
     [
       'every attempt auth',

@@ -1,6 +1,6 @@
 /**
  * The retry-and-fallback machine's every path, walked through the pure transition function and judged
- * by ERRORS.md's rows as written in errors-md.ts (never the production table): what
+ * by docs/errors.md's rows as written in errors-md.ts (never the production table): what
  * test/core/fallback.graph.test.ts (the narrow chains, the mutation group's selection) and
  * test/core/fallback.graph-wide.test.ts (the 2- and 3-provider retry-then-fallback chains) walk.
  */
@@ -126,7 +126,7 @@ function eventsFor(snapshot: FallbackSnapshot, classes: readonly ErrorClass[]): 
   return events;
 }
 
-/** API.md's "When every provider fails" table, read from its rows as written in errors-md.ts. */
+/** docs/api.md's "When every provider fails" table, read from its rows as written in errors-md.ts. */
 function expectedFailure(attempts: readonly Attempt[]): { status: number; code: string } {
   const classes = attempts.map((a) => a.errorClass ?? 'circuit_open');
   const first = classes[0] ?? 'circuit_open';
@@ -213,7 +213,7 @@ function checkPath(
       if (previous === undefined) return;
       // A provider whose breaker refused is never called again in this run.
       expect(previous.outcome).not.toBe('skipped');
-      // Never retries a class ERRORS.md's column R forbids.
+      // Never retries a class docs/errors.md's column R forbids.
       expect(errorsMd[previous.errorClass ?? 'circuit_open'].R).not.toBe('no');
       // fallback-first never retries while another provider remains.
       if (policy === 'fallback-first') expect(position).toBe(providers - 1);

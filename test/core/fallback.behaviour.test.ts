@@ -1,7 +1,7 @@
 /**
  * Retry-and-fallback rules as behaviour through the gateway's public API (createGateway → generate),
  * with fake timers and an upstream scripted here, so they hold whatever shape the machines take:
- * - RETRY_BACKOFF_MS gives one delay per retry and its last delay repeats (SPEC.md, docs/configuration.md);
+ * - RETRY_BACKOFF_MS gives one delay per retry and its last delay repeats (docs/errors.md "Resilience rules", docs/configuration.md);
  * - the usage answered is the sum over every call that answered (re-asks and fallbacks included),
  *   a provider that reports no count adds nothing, and no count at all stays null.
  * Expected times and sums are written out, not computed by the code under test.

@@ -3,7 +3,7 @@
  * pure transition function: a key skipped by its health (never retried nor re-asked, its `until` as a
  * hint), a forced-open refusal (no hint), replies to a call the run no longer waits for, the run's clock
  * (time enters through events and backoff delays only), the re-ask's wording, a retry at once into a
- * refusing breaker counted toward RETRY_MAX. Expected values are written out, ERRORS.md's rows too.
+ * refusing breaker counted toward RETRY_MAX. Expected values are written out, docs/errors.md's rows too.
  */
 import { describe, expect, it } from 'vitest';
 import { createActor, initialTransition, setup, transition, type SnapshotFrom } from 'xstate';

@@ -279,7 +279,7 @@ describe('gateway: breaker', () => {
     expect(gateway.provider('claude').stats).toMatchObject({ failures: 1, ignored: 4 });
   });
 
-  // ERRORS.md: invalid_output never counts and proves nothing. The upstream call validates the answer and
+  // docs/errors.md: invalid_output never counts and proves nothing. The upstream call validates the answer and
   // reports the verdict with it; the provider actor routes on it (`isAnswerValid`), so an invalid answer
   // reaches the breaker as `call.ignored` (invalid_output), never as `call.succeeded` that would clear the
   // count. Here the one counted failure survives four invalid answers.

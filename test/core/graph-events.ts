@@ -2,7 +2,7 @@ import { getNextTransitions, type AnyMachineSnapshot } from 'xstate';
 
 /**
  * Events to explore from a snapshot: the event types the snapshot can actually take (delayed
- * `xstate.after.*` ones included, XSTATE.md pitfall 1), each expanded into its payloads.
+ * `xstate.after.*` ones included, docs/testing.md graph-test pitfall 1), each expanded into its payloads.
  */
 export function eventsFrom<TEvent extends { type: string }>(
   snapshot: AnyMachineSnapshot,

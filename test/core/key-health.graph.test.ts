@@ -42,7 +42,7 @@ const retryAfterMs = 2_000;
 const keyInput = { keyId: 'key-1', quarantineMs, coolingMs };
 
 // prettier-ignore
-/** Column K as API.md and the issue state it: what each class does to the caller's key. */
+/** Column K as docs/api.md and the issue state it: what each class does to the caller's key. */
 const keyColumn: Readonly<Record<ErrorClass, 'quarantine' | 'cool' | 'none'>> = {
   auth: 'quarantine', permission: 'quarantine', quota_exhausted: 'quarantine', rate_limited: 'cool',
   bad_request: 'none', context_too_long: 'none', not_found: 'none', server_error: 'none', overloaded: 'none',
@@ -198,7 +198,7 @@ describe('key health, over every edge of its graph', () => {
   });
 });
 
-// The provider with a key book standing in (XSTATE.md pitfall 3: spawned children are frozen during
+// The provider with a key book standing in (docs/testing.md graph-test pitfall 3: spawned children are frozen during
 // traversal): one key quarantined until 61 000, one cooling until 61 000, one healthy.
 const until = 61_000;
 const keys: KeyBookContext['keys'] = new RefusedKeys(10);

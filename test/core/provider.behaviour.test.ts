@@ -1,6 +1,6 @@
 /**
- * The breaker's half-open rules as behaviour through the gateway's public API (ERRORS.md "Rules that
- * matter most", SPEC.md §2), with fake timers and scripted upstreams:
+ * The breaker's half-open rules as behaviour through the gateway's public API (docs/errors.md "Rules that
+ * matter most", docs/errors.md "Resilience rules"), with fake timers and scripted upstreams:
  * - a probe that ends user-side, with invalid output, or aborted proves nothing: the slot is freed
  *   and the next call probes (the provider does not refuse every call until a reset);
  * - time lives in the data: once the clock passes `retryAt` a call is admitted as the probe even if

@@ -18,7 +18,7 @@ type ProviderLogic = typeof providerMachine;
 type ProviderSnapshot = SnapshotFrom<ProviderLogic>;
 
 /**
- * Breaker stand-ins (XSTATE.md pitfall 3: spawned children are frozen during traversal, so the
+ * Breaker stand-ins (docs/testing.md graph-test pitfall 3: spawned children are frozen during traversal, so the
  * provider is explored once per breaker situation instead of with a live breaker). `shared` is a
  * breaker that a fleet shares while it recovers: a call must first get the fleet's probe lease.
  */
@@ -135,7 +135,7 @@ interface Violation {
  * Explores the provider with each breaker stand-in and replays every edge through the pure
  * `transition()` to read the actions it takes: a user-side class, an invalid answer or a cancel
  * must never send the breaker a FAILURE (`call.failed`); a provider-side class must send exactly one.
- * "Provider-side" is ERRORS.md's column B as written in errors-md.ts, not the code's table.
+ * "Provider-side" is docs/errors.md's column B as written in errors-md.ts, not the code's table.
  */
 function checkEveryEdge(logic: ProviderLogic): { states: number; edges: number; violations: Violation[] } {
   let states = 0;
@@ -170,7 +170,7 @@ function checkEveryEdge(logic: ProviderLogic): { states: number; edges: number; 
   return { states, edges: edgeCount, violations };
 }
 
-/** The stat an outcome adds (ERRORS.md column B, literally), or undefined for events that are not outcomes. */
+/** The stat an outcome adds (docs/errors.md column B, literally), or undefined for events that are not outcomes. */
 function expectedStatsOf(event: ProviderEvent): string[] | undefined {
   switch (event.type) {
     case 'upstream.failed':

@@ -50,7 +50,7 @@ describe('emulator', () => {
     ['en', englishText],
     ['ko', koreanText],
   ] as const)('study JSON in %s', (lang, text) => {
-    it('notes have the SPEC.md §5 shape and are deterministic', async () => {
+    it('notes have the docs/study-material.md shape and are deterministic', async () => {
       const first = await claudeJson(emulator, marker('notes', lang), text);
       expect(notesProblems(first)).toEqual([]);
       expect(await claudeJson(emulator, marker('notes', lang), text)).toEqual(first);

@@ -1,4 +1,4 @@
-/** A local check of SPEC.md §5 shapes (the study module owns the real zod schemas). */
+/** A local check of docs/study-material.md shapes (the study module owns the real zod schemas). */
 const letters = ['A', 'B', 'C', 'D'];
 
 function isText(value: unknown): value is string {

@@ -1,6 +1,6 @@
 /**
  * The fleet breaker script on the real Redis, rule by rule, with the expected values written out
- * (SPEC.md §2: threshold consecutive counted failures open; one probe per recovery window; the
+ * (docs/errors.md "Resilience rules": threshold consecutive counted failures open; one probe per recovery window; the
  * probe's counted failure re-opens for another recovery time, its success closes, anything else
  * frees the slot). test/fleet/conformance.test.ts compares the script with the machine on
  * generated sequences; this file pins the same rules by example.

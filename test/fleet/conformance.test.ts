@@ -6,7 +6,7 @@
  * failed probe up to the cap, reset on closing), streak key ids (the quorum of distinct keys,
  * BREAKER_MIN_DISTINCT_KEYS 1 to 3) and probe holder, and answer the same admission.
  *
- * Neither side is the oracle of the other's rules: the machine is the design (SPEC.md §2) and the
+ * Neither side is the oracle of the other's rules: the machine is the design (docs/errors.md "Resilience rules") and the
  * script must follow it. Kept mutants of the script (a probe's counted failure that does not re-open;
  * one that re-opens without growing the open period; one that opens without the quorum; one whose
  * success leaves the streak's keys behind) show the comparison can fail.
@@ -49,7 +49,7 @@ type Step =
   | { readonly kind: 'advance'; readonly ms: number; readonly timersFire: boolean }
   | { readonly kind: 'reset' | 'forceOpen' };
 
-/** ERRORS.md column B, written out: the provider's failures count, the user's state and aborts do not. */
+/** docs/errors.md column B, written out: the provider's failures count, the user's state and aborts do not. */
 const countedClasses: readonly CountedErrorClass[] = ['server_error', 'overloaded', 'timeout', 'connection'];
 const ignoredClasses: readonly IgnoredErrorClass[] = [
   'auth',

@@ -1,5 +1,5 @@
 /**
- * Every row of API.md against the real service and the provider emulator, both on loopback.
+ * Every row of docs/api.md against the real service and the provider emulator, both on loopback.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { adminToken, postJson, request, startHarness, studyText, textPdf } from './blackbox-support.js';
@@ -272,7 +272,7 @@ describe('when every provider fails', () => {
   });
 
   // A forced-open breaker has no time at which it would probe: it waits for an operator's release, so
-  // it adds no Retry-After hint (API.md: "where known"; docs/errors.md says so).
+  // it adds no Retry-After hint (docs/api.md: "where known"; docs/errors.md says so).
   it('every provider forced open → 503 PROVIDERS_UNAVAILABLE without Retry-After (no probe is due)', async () => {
     for (const provider of ['claude', 'gpt', 'timelygpt'] as const) {
       const forced = await postJson(`${harness.url}/v1/providers/${provider}/breaker`, { action: 'forceOpen' }, { authorization: `Bearer ${adminToken}` });
@@ -338,7 +338,7 @@ describe('providers and operator control', () => {
     expect(released.body.breaker.state).toBe('closed');
   });
 
-  it('answers the admin errors of API.md', async () => {
+  it('answers the admin errors of docs/api.md', async () => {
     expectError(await postJson(`${harness.url}/v1/providers/gpt/breaker`, { action: 'reset' }), 401, 'ADMIN_AUTH_REQUIRED');
     expectError(await postJson(`${harness.url}/v1/providers/gemini/breaker`, { action: 'reset' }, auth), 404, 'PROVIDER_NOT_FOUND');
     expectError(await postJson(`${harness.url}/v1/providers/gpt/breaker`, { action: 'melt' }, auth), 400, 'INVALID_REQUEST');

@@ -34,7 +34,7 @@ afterAll(async () => {
   await app.close();
 });
 
-/** API.md's endpoints (jobs and the web page are registered by their own plugins). */
+/** docs/api.md's endpoints (jobs and the web page are registered by their own plugins). */
 const contractOperations: readonly [string, string][] = [
   ['post', '/v1/documents'],
   ['post', '/v1/generate'],

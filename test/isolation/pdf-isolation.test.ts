@@ -46,7 +46,7 @@ describe('hostile PDFs through POST /v1/documents (issue 12)', () => {
       upload(app, benign, 'b.pdf'),
       upload(app, benign, 'c.pdf'),
     ]);
-    // One contract code (API.md: 422 PDF_TOO_COMPLEX), the limit each broke named.
+    // One contract code (docs/api.md: 422 PDF_TOO_COMPLEX), the limit each broke named.
     expect([slow.statusCode, slow.json().error.code, slow.json().error.limit]).toEqual([422, 'PDF_TOO_COMPLEX', 'time']);
     expect([bomb.statusCode, bomb.json().error.code, bomb.json().error.limit]).toEqual([422, 'PDF_TOO_COMPLEX', 'decompressed_bytes']);
     expect([nested.statusCode, nested.json().error.code, nested.json().error.limit]).toEqual([422, 'PDF_TOO_COMPLEX', 'decompressed_bytes']);

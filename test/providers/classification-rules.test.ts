@@ -1,8 +1,8 @@
 /**
- * ERRORS.md's classification rules one signal at a time. The wire fixtures of the per-provider tests
+ * docs/errors.md's classification rules one signal at a time. The wire fixtures of the per-provider tests
  * carry two signals each (a 529 that also says `overloaded_error`), so either rule could go missing
  * unnoticed; here every fixture carries exactly the signal its rule reads, and the expected class is
- * written out from ERRORS.md, never computed by the code under test.
+ * written out from docs/errors.md, never computed by the code under test.
  */
 import {
   APIConnectionError as AnthropicConnectionError,

@@ -7,7 +7,7 @@ import { openSignal, studyRequest } from './helpers.js';
 import { Secret } from '../../src/security/secret.js';
 import { loadAnthropicSdk } from '../../src/providers/claude-sdk.js';
 
-/** ERRORS.md's Anthropic rows, as exact wire bodies. */
+/** docs/errors.md's Anthropic rows, as exact wire bodies. */
 function anthropicBody(type: string, message: string, details?: Record<string, unknown>): unknown {
   return { type: 'error', error: { type, message, ...(details ? { details } : {}) }, request_id: 'req_x' };
 }

@@ -6,7 +6,7 @@ import { startRig, postFault, rejectionOf, type Rig } from './fixtures.js';
 import { openSignal, studyRequest } from './helpers.js';
 import { Secret } from '../../src/security/secret.js';
 
-/** ERRORS.md's OpenAI rows, as exact wire bodies. */
+/** docs/errors.md's OpenAI rows, as exact wire bodies. */
 function openaiBody(message: string, type: string, code: string | null, param: string | null = null): unknown {
   return { error: { message, type, param, code } };
 }

@@ -15,7 +15,7 @@ import { Secret } from '../../src/security/secret.js';
 
 /**
  * Model-based: every path through the TimelyGPT token flow, driven by what its invoked actors can
- * answer. Property (ERRORS.md): no path on which either endpoint answered 401 ends in a class that
+ * answer. Property (docs/errors.md): no path on which either endpoint answered 401 ends in a class that
  * counts toward the breaker; a 401 from llm-completion re-authenticates exactly once.
  */
 type SessionSnapshot = ReturnType<typeof timelyGptSessionMachine.transition>;
@@ -41,7 +41,7 @@ function failuresOf(endpoint: TimelyGptEndpoint): unknown[] {
 
 const completion = { text: '{}', model: 'timely', inputTokens: null, outputTokens: null };
 
-/** Events as a function of the snapshot (XSTATE.md pitfall 1): what the running actor can answer. */
+/** Events as a function of the snapshot (docs/testing.md graph-test pitfall 1): what the running actor can answer. */
 function eventsFor(snapshot: SessionSnapshot): ActorEvent[] {
   const types = [...new Set(getNextTransitions(snapshot).map((transition) => transition.eventType))];
   return types.flatMap((type): ActorEvent[] => {

@@ -13,7 +13,7 @@ function timelyBody(statusCode: number, error: string, message: string): unknown
   return { success: false, error, message, statusCode };
 }
 
-/** API.md's TimelyGPT wire rows, served at llm-completion. */
+/** docs/api.md's TimelyGPT wire rows, served at llm-completion. */
 const rows: readonly [string, number, unknown, Record<string, string>, ErrorClass, number | undefined][] = [
   ['402 quota', 402, timelyBody(402, 'Payment Required', 'Insufficient credits'), {}, 'quota_exhausted', undefined],
   ['403 permission', 403, timelyBody(403, 'Forbidden', 'Forbidden'), {}, 'permission', undefined],

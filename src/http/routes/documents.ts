@@ -37,7 +37,7 @@ export interface DocumentsRoutesOptions {
   rateLimit?: Pick<RouteRateLimit, 'max' | 'windowSeconds' | 'salt'>;
 }
 
-/** The 201 body of `POST /v1/documents` (API.md). */
+/** The 201 body of `POST /v1/documents` (docs/api.md). */
 export const documentUploadResponseSchema = z.object({
   documentId: z.string(),
   sha256: z.string().regex(/^[0-9a-f]{64}$/u),
@@ -197,7 +197,7 @@ async function extractOrThrow(
         case 'NO_EXTRACTABLE_TEXT':
           throw new ApiError(error.code, error.message);
         default:
-          // A hostile PDF: one contract code, the limit it broke named (API.md).
+          // A hostile PDF: one contract code, the limit it broke named (docs/api.md).
           throw new ApiError('PDF_TOO_COMPLEX', error.message, { limit: pdfLimits[error.code] });
       }
     }

@@ -1,5 +1,5 @@
 /**
- * `POST /v1/generate`: one synchronous generation through the retry-and-fallback machine (API.md).
+ * `POST /v1/generate`: one synchronous generation through the retry-and-fallback machine (docs/api.md).
  * The chain is the requested (or default) provider order with every provider that has no key header left
  * out; a client that goes away aborts the run, and an aborted run never counts toward a breaker.
  */

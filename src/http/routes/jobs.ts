@@ -1,5 +1,5 @@
 /**
- * `/v1/jobs`: the whole pipeline (notes → mcq → fill) in the background (API.md), one job actor per job
+ * `/v1/jobs`: the whole pipeline (notes → mcq → fill) in the background (docs/api.md), one job actor per job
  * (src/machines/job.machine.ts) held by the job registry (src/jobs). Progress and attempts stream over
  * server-sent events, written by hand on the raw socket after `reply.hijack()` (the protocol is a few
  * lines of text; no plugin needed). The keys travel from the request headers into the job actor only.

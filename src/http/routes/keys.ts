@@ -1,5 +1,5 @@
 /**
- * `GET /v1/keys/status` (API.md "key health"): the caller's own keys, sent in the same headers as a
+ * `GET /v1/keys/status` (docs/api.md "key health"): the caller's own keys, sent in the same headers as a
  * generation, each looked up by its salted fingerprint in its provider's key book. It answers for those
  * keys only (never another caller's), never echoes a key, and stores nothing: the fingerprint is made
  * for the lookup and dropped.
@@ -28,7 +28,7 @@ const keyStatusSchema = z
     errorClass: z
       .enum(errorClasses)
       .optional()
-      .describe('The class that made the key unhealthy (ERRORS.md).'),
+      .describe('The class that made the key unhealthy (docs/errors.md).'),
     until: z
       .string()
       .optional()

@@ -1,4 +1,4 @@
-/** `GET /metrics`: the Prometheus text exposition (API.md "Metrics"). */
+/** `GET /metrics`: the Prometheus text exposition (docs/api.md "Metrics"). */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { ProviderMetrics } from '../../metrics/index.js';

@@ -1,6 +1,6 @@
 /**
  * `GET /v1/providers` reads the live breaker actors; `POST /v1/providers/:id/breaker` is the operator's
- * control (API.md): without ADMIN_TOKEN configured the route does not exist (404 `NOT_FOUND`), a missing
+ * control (docs/api.md): without ADMIN_TOKEN configured the route does not exist (404 `NOT_FOUND`), a missing
  * or wrong bearer token is 401 `ADMIN_AUTH_REQUIRED`, an unknown provider 404 `PROVIDER_NOT_FOUND`, an
  * unknown action 400 `INVALID_REQUEST`.
  */

@@ -1,5 +1,5 @@
 /**
- * TimelyGPT over HTTP (SPEC.md §4): the token flow runs as `timelyGptSessionMachine`, with the
+ * TimelyGPT over HTTP (docs/providers.md): the token flow runs as `timelyGptSessionMachine`, with the
  * token cache shared by every call of this adapter.
  */
 import { randomUUID } from 'node:crypto';

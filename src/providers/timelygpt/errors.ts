@@ -1,4 +1,4 @@
-/** TimelyGPT's failures on the wire (API.md "TimelyGPT wire details"). */
+/** TimelyGPT's failures on the wire (docs/api.md "TimelyGPT wire details"). */
 
 export type TimelyGptEndpoint = 'authenticate' | 'completion';
 

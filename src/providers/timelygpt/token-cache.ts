@@ -1,5 +1,5 @@
 /**
- * TimelyGPT access tokens, cached per key for `ttlMs` (SPEC.md §4: 55 minutes).
+ * TimelyGPT access tokens, cached per key for `ttlMs` (docs/providers.md: 55 minutes).
  * The cache key is a salted HMAC of the API key, never the key; the cache is LRU-bounded.
  * Concurrent requests with the same key share one exchange; different keys never wait on each other.
  */

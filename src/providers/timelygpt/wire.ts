@@ -1,5 +1,5 @@
 /**
- * TimelyGPT over plain HTTP (SPEC.md §4): the token exchange and one completion, through the service's
+ * TimelyGPT over plain HTTP (docs/providers.md): the token exchange and one completion, through the service's
  * upstream `fetch` (../upstream-fetch.ts).
  * Default base: https://hello.timelygpt.co.kr/api/v2/chat
  */

@@ -12,7 +12,7 @@ const sampleText =
   'The light reactions take place in the thylakoid membranes; the Calvin cycle fixes carbon dioxide in the stroma.';
 
 /**
- * One item of GET /v1/providers as the page reads it (API.md "Providers").
+ * One item of GET /v1/providers as the page reads it (docs/api.md "Providers").
  * @typedef {{
  *   id: string,
  *   model: string,
