@@ -49,6 +49,15 @@ export interface ProviderAnswer {
 }
 
 /**
+ * What an adapter that streams tells of its answer as it arrives: each piece of text, in order (the
+ * first one is the first token). Adapters that do not stream never call it; the answer they resolve
+ * with is whole either way.
+ */
+export interface UpstreamStreamObserver {
+  onDelta(text: string): void;
+}
+
+/**
  * A user's API key as the machines carry it: opaque, revealed only by the adapter's call.
  * `Secret` (src/security) is the one implementation.
  */
@@ -73,6 +82,8 @@ export interface Attempt {
   readonly task?: Task;
   /** Scrubbed upstream message, for people reading the attempt table. */
   readonly message?: string;
+  /** Present when the call streamed: how many pieces arrived, and when the first did (ms after the call went out). */
+  readonly streamed?: { readonly chunks: number; readonly firstTokenMs: number };
 }
 
 export type FallbackPolicy = 'retry-then-fallback' | 'fallback-first';
