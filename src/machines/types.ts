@@ -49,6 +49,14 @@ export interface ProviderAnswer {
 }
 
 /**
+ * Receives an upstream call's answer as it is written: `onDelta` once per text piece, in order, as each
+ * arrives (the first is the first token). The pieces joined are the answer's whole text.
+ */
+export interface UpstreamStreamObserver {
+  onDelta(text: string): void;
+}
+
+/**
  * A user's API key as the machines carry it: opaque, revealed only by the adapter's call.
  * `Secret` (src/security) is the one implementation.
  */
