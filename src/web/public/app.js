@@ -1,7 +1,7 @@
 // study-helper's page: keys and provider order, upload → job → progress over SSE → notes and quizzes,
 // the attempts of every call, the live breakers (SSE), the demo fault panel and the live machine diagrams.
 // Plain ES module, no framework, nothing loaded from outside this service.
-import { firstKnownState, highlightState, markTransition, renderMachines } from './machines.js';
+import { highlightState, markTransition, renderMachines } from './machines.js';
 import { icon } from './icons.js';
 
 const providerIds = ['claude', 'gpt', 'timelygpt'];
@@ -174,14 +174,11 @@ async function refreshKeyHealth() {
 
 // ------------------------------------------------------------------ attempts
 
-/** The upstream call's end state for an attempt, by the names the call machine has had (null: no call was made). */
+/** The upstream call's end state for an attempt, as the names the call machine has had (null: no call was made). */
 function callStateOf(attempt) {
-  if (attempt.outcome === 'succeeded') return firstKnownState($('machines'), 'call', ['answered', 'settled']);
-  if (attempt.outcome === 'failed') {
-    const timedOut = attempt.errorClass === 'timeout' ? ['timedOut'] : [];
-    return firstKnownState($('machines'), 'call', [...timedOut, 'failed', 'settled']);
-  }
-  if (attempt.outcome === 'aborted' || attempt.outcome === 'cancelled') return firstKnownState($('machines'), 'call', ['aborted', 'cancelled']);
+  if (attempt.outcome === 'succeeded') return ['answered', 'settled'];
+  if (attempt.outcome === 'failed') return [...(attempt.errorClass === 'timeout' ? ['timedOut'] : []), 'failed', 'settled'];
+  if (attempt.outcome === 'aborted' || attempt.outcome === 'cancelled') return ['aborted', 'cancelled'];
   return null;
 }
 
@@ -223,7 +220,7 @@ function showJobError(message) {
 
 function setRunState(state) {
   highlightState($('machines'), 'fallback', '', state);
-  if (state === 'calling') highlightState($('machines'), 'call', '', firstKnownState($('machines'), 'call', ['calling', 'inFlight']));
+  if (state === 'calling') highlightState($('machines'), 'call', '', ['calling', 'inFlight']);
 }
 
 /** The job machine's state from the job's status and stage (docs/jobs.md). */
@@ -506,7 +503,7 @@ function connectProviders() {
   events.addEventListener('open', () => {
     $('stream-state').textContent = 'live.';
     highlightState($('machines'), 'gateway', '', 'running');
-    highlightState($('machines'), 'provider', '', firstKnownState($('machines'), 'provider', ['serving', 'ready', 'idle']));
+    highlightState($('machines'), 'provider', '', ['serving', 'ready', 'idle']);
   });
   events.addEventListener('snapshot', (message) => {
     page.providers = JSON.parse(message.data).providers;
@@ -627,12 +624,12 @@ async function sendOneRequest() {
 // ------------------------------------------------------------------ start
 
 async function loadMachines() {
+  $('machines').textContent = 'Loading the diagrams…';
   try {
     const response = await fetch('/web/machines.json');
+    if (!response.ok) throw new Error(`HTTP ${response.status}`);
     const { machines } = await response.json();
     renderMachines($('machines'), machines, providerIds, providerLabels);
-    renderProviderCards();
-    for (const id of providerIds) highlightState($('machines'), 'key-health', id, page.keyHealth[id] ? page.keyHealth[id].state : null);
   } catch {
     $('machines').textContent = 'The machine diagrams could not be loaded.';
   }
@@ -658,8 +655,10 @@ async function start() {
   $('upload-form').addEventListener('submit', (event) => void onUpload(event));
   $('cancel-button').addEventListener('click', () => void onCancel());
   $('probe-button').addEventListener('click', () => void sendOneRequest());
-  await loadMachines();
+  // The streams do not wait for the drawings (the first layout after a start takes a moment): the live
+  // states are remembered and shown when the drawings arrive.
   connectProviders();
+  await loadMachines();
 }
 
 void start();

@@ -169,17 +169,33 @@ export function renderMachines(container, machines, providers, providerLabels = 
       else details.addEventListener('toggle', () => fitTexts(svgRoot), { once: true });
     }
   }
+  for (const [key, path] of liveStates) {
+    const [machine = '', instance = ''] = key.split('/');
+    applyState(container, machine, instance, path);
+  }
 }
 
+/** The last live state given for each drawing (`machine/instance`), kept so a drawing made later shows it. */
+const liveStates = new Map();
+
 /**
- * Highlights `path` (a dotted state path) in one drawn machine: the state and its ancestors get the
- * `current` class, the state itself `aria-current`; a path the drawing does not have highlights nothing
- * (the summary still says it). `null` clears it.
- * @param {HTMLElement} container @param {string} machine @param {string} instance @param {string | null} path
+ * Highlights the live state of one drawn machine: the state and its ancestors get the `current` class,
+ * the state itself `aria-current`, the summary says it. `path` is a dotted state path, or a list of
+ * candidate paths (the names a state has had across versions of a machine: the first the drawing has
+ * wins), or null to clear. A state the drawing does not have highlights nothing. Called before the
+ * drawings exist (the page loads them in parallel with the streams), it is remembered and shown then.
+ * @param {HTMLElement} container @param {string} machine @param {string} instance @param {string | string[] | null} path
  */
 export function highlightState(container, machine, instance, path) {
+  liveStates.set(`${machine}/${instance}`, path);
+  applyState(container, machine, instance, path);
+}
+
+function applyState(container, machine, instance, wanted) {
   const section = container.querySelector(`details.machine[data-machine="${machine}"][data-instance="${instance}"]`);
   if (!section) return;
+  const has = (candidate) => section.querySelector(`g.state[data-path="${candidate}"]`) !== null;
+  const path = Array.isArray(wanted) ? (wanted.find(has) ?? null) : wanted;
   const live = section.querySelector('.live');
   if (live) live.textContent = `live state: ${path ?? '—'}`;
   section.setAttribute('data-live', path ?? '');
@@ -204,16 +220,4 @@ export function markTransition(container, machine, instance, from, to) {
     const taken = within(edge.getAttribute('data-from') ?? '', from) && within(edge.getAttribute('data-to') ?? '', to);
     edge.classList.toggle('taken', taken);
   }
-}
-
-/**
- * The first of `candidates` that the drawn machine has (paths differ between versions of a machine: the
- * page names what it knows in order of preference).
- * @param {HTMLElement} container @param {string} machine @param {string[]} candidates
- */
-export function firstKnownState(container, machine, candidates) {
-  const section = container.querySelector(`details.machine[data-machine="${machine}"]`);
-  if (!section) return null;
-  for (const candidate of candidates) if (section.querySelector(`g.state[data-path="${candidate}"]`)) return candidate;
-  return null;
 }
