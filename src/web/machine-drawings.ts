@@ -54,6 +54,9 @@ export function layoutInWorker(diagrams: readonly MachineDiagram[]): Promise<Dra
       else reject(error ?? new Error('The layout worker ended without an answer.'));
     };
     const timer = setTimeout(() => finish(new Error(`The machine layout took over ${layoutTimeoutMs} ms.`)), layoutTimeoutMs);
+    // Neither holds the process open: a service that stops while a layout runs just stops.
+    timer.unref();
+    worker.unref();
     worker.once('message', (drawn: DrawnMachine[]) => finish(undefined, drawn));
     worker.once('error', (error) => finish(error));
     worker.once('exit', () => finish(undefined));
