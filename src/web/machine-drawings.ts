@@ -63,9 +63,20 @@ export function layoutInWorker(diagrams: readonly MachineDiagram[]): Promise<Dra
   });
 }
 
+export interface MachineDrawingsOptions {
+  /** Lays out a batch (default: {@link layoutInWorker}). */
+  readonly layout?: typeof layoutInWorker;
+  /** After a failed layout, requests fail at once for this long before one tries again (default 60 s), so a
+   *  diagram that cannot be laid out does not cost a worker per request. */
+  readonly retryAfterMs?: number;
+  readonly now?: () => number;
+}
+
 /** Returns a function that reads, parses and (once per distinct text) lays out every diagram in `directory`. */
-export function machineDrawings(directory: string, layout: typeof layoutInWorker = layoutInWorker): () => Promise<MachineDrawing[]> {
+export function machineDrawings(directory: string, options: MachineDrawingsOptions = {}): () => Promise<MachineDrawing[]> {
+  const { layout = layoutInWorker, retryAfterMs = 60_000, now = Date.now } = options;
   const laidOut = new Map<string, { text: string; drawing: Promise<DrawnMachine> }>();
+  let failedAt: number | undefined;
   return async () => {
     let entries: string[];
     try {
@@ -92,7 +103,11 @@ export function machineDrawings(directory: string, layout: typeof layoutInWorker
     // Every diagram not yet laid out (or changed) goes to one worker.
     const missing = diagrams.filter(({ diagram, text }) => laidOut.get(diagram.name)?.text !== text);
     if (missing.length > 0) {
+      if (failedAt !== undefined && now() - failedAt < retryAfterMs) throw new Error('The machine diagrams could not be laid out; trying again later.');
       const batch = layout(missing.map(({ diagram }) => diagram));
+      batch.catch(() => {
+        failedAt = now();
+      });
       missing.forEach(({ diagram, text }, index) => {
         const drawing = batch.then((drawn) => {
           const one = drawn[index];

@@ -98,6 +98,9 @@ const rootOptions: Readonly<Record<string, string>> = {
   'elk.hierarchyHandling': 'INCLUDE_CHILDREN',
   'elk.edgeRouting': 'ORTHOGONAL',
   'elk.layered.considerModelOrder.strategy': 'NODES_AND_EDGES',
+  // The states in the order the machine declares them, top to bottom where the transitions allow: the
+  // initial state comes first instead of wherever a cycle left it.
+  'elk.layered.cycleBreaking.strategy': 'MODEL_ORDER',
   'elk.layered.spacing.nodeNodeBetweenLayers': '34',
   'elk.layered.spacing.edgeNodeBetweenLayers': '14',
   'elk.spacing.nodeNode': '26',

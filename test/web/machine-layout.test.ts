@@ -127,7 +127,7 @@ describe('machine drawings', () => {
     expect(inWorker).toEqual(await layoutMachine(breaker.diagram));
   }, 60_000);
 
-  it('lays each diagram out once, and again after a failed layout', async () => {
+  it('lays each diagram out once, and again a minute after a failed layout', async () => {
     let calls = 0;
     let fail = true;
     const layout = async (list: readonly MachineDiagram[]): Promise<DrawnMachine[]> => {
@@ -135,9 +135,15 @@ describe('machine drawings', () => {
       if (fail) throw new Error('layout failed');
       return Promise.all(list.map((diagram) => layoutMachine(diagram)));
     };
-    const drawings = machineDrawings(machinesDirectory, layout);
+    let clock = 0;
+    const drawings = machineDrawings(machinesDirectory, { layout, retryAfterMs: 60_000, now: () => clock });
     await expect(drawings()).rejects.toThrow('layout failed');
     fail = false;
+    // Within the minute after a failure: refused at once, no new layout.
+    clock = 59_999;
+    await expect(drawings()).rejects.toThrow('trying again later');
+    expect(calls).toBe(1);
+    clock = 60_000;
     const first = await drawings();
     const second = await drawings();
     expect(calls).toBe(2);

@@ -12,7 +12,11 @@ const svgNs = 'http://www.w3.org/2000/svg';
 
 /** Machines drawn once per provider (their live state differs per provider). */
 const perProvider = new Set(['breaker', 'key-health']);
-/** Machines whose drawing is open at first; the others are one click away (their live state shows in the summary). */
+/**
+ * Drawings open at first (for the breaker: the first provider's). The others are one click away, their
+ * live state in the summary, and open by themselves the first time their live state leaves the initial one
+ * (a breaker opening, a key quarantined), so what changes is in view without a page of diagrams.
+ */
 const openAtFirst = new Set(['breaker', 'fallback', 'job']);
 
 function svg(tag, attributes = {}, children = []) {
@@ -156,7 +160,9 @@ export function renderMachines(container, machines, providers, providerLabels = 
     for (const instance of instances) {
       const title = `${machine.title}${instance ? ` · ${providerLabels[instance] ?? instance}` : ''}`;
       const details = html('details', { class: 'machine', 'data-machine': machine.name, 'data-instance': instance });
-      if (openAtFirst.has(machine.name)) details.setAttribute('open', '');
+      if (openAtFirst.has(machine.name) && (instance === '' || instance === providers[0])) details.setAttribute('open', '');
+      const initial = machine.drawing.states.find((state) => state.initial && state.depth === 0);
+      details.setAttribute('data-initial', initial ? initial.path : '');
       const summary = html('summary', {}, [html('span', { class: 'machine-title', text: title }), html('span', { class: 'live', text: 'live state: —' })]);
       const figure = html('div', { class: 'diagram-wrap' }, [drawMachine(machine.drawing, title)]);
       // As wide as the drawing wants (so its 12 px labels stay 12 px) while the panel has room; narrower
@@ -199,6 +205,10 @@ function applyState(container, machine, instance, wanted) {
   const live = section.querySelector('.live');
   if (live) live.textContent = `live state: ${path ?? '—'}`;
   section.setAttribute('data-live', path ?? '');
+  if (path !== null && path !== section.getAttribute('data-initial') && !section.hasAttribute('data-opened-by-state')) {
+    section.setAttribute('data-opened-by-state', '');
+    /** @type {HTMLDetailsElement} */ (section).open = true;
+  }
   for (const node of section.querySelectorAll('g.state')) {
     const statePath = node.getAttribute('data-path') ?? '';
     const current = path !== null && (path === statePath || path.startsWith(`${statePath}.`));
