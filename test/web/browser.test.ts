@@ -262,6 +262,11 @@ describe('the page in Chromium', () => {
     await expect.poll(() => page.locator('#stream-state').textContent()).toBe('live.');
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     expect(overflow).toBeLessThanOrEqual(1);
+    // The open diagrams keep their size on a phone (12 px labels), scrolling inside their own box.
+    await diagram('breaker', 'claude').waitFor({ timeout: 60_000 });
+    const breakerBox = await diagram('breaker', 'claude').evaluate((svg) => ({ drawn: svg.getBoundingClientRect().width, natural: Number(svg.getAttribute('width')) }));
+    expect(breakerBox.drawn).toBeCloseTo(breakerBox.natural, 0);
+    expect(await page.locator('details.machine[data-machine="breaker"][data-instance="claude"] .diagram-wrap').evaluate((wrap) => wrap.scrollWidth > wrap.clientWidth)).toBe(true);
     await page.keyboard.press('Tab');
     expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Skip to content');
     await page.focus('#move-down-claude');
