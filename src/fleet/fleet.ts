@@ -1,7 +1,7 @@
 import { Gauge, type Registry } from 'prom-client';
 import { createMemoryDocumentStore, type DocumentStore } from '../documents/index.js';
 import { createRedisDocumentStore } from '../documents/redis-store.js';
-import { createMemoryJobStatusStore, type JobStatusStore } from '../jobs/status-store.js';
+import type { JobStatusStore } from '../jobs/status-store.js';
 import { createRedisJobCancelBus, type JobCancelBus } from '../jobs/cancel-bus.js';
 import { createRedisJobStatusStore } from '../jobs/redis-status-store.js';
 import { createFleetLink } from './fleet-link.js';
@@ -103,7 +103,9 @@ export async function connectFleet(options: FleetOptions): Promise<Fleet> {
         client: store.client,
         prefix: options.prefix,
         liveTtlMs: Math.max(ttlSeconds * 1000, 3_600_000),
-        fallback: createMemoryJobStatusStore({ maxEntries: maxJobs }),
+        interruptedTtlMs: ttlSeconds * 1000,
+        maxPending: maxJobs,
+        onAvailability: (listener) => store.breakers.onAvailability(listener),
       }),
     jobCancelBus: () => createRedisJobCancelBus({ url: options.url, prefix: options.prefix, client: store.client }),
     readiness: async () => ({ store: 'redis', storeReachable: store.isUp() }),

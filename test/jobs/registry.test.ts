@@ -73,6 +73,7 @@ function spec(): JobSpec {
   return {
     text: `Document ${documentNumber}. Photosynthesis converts light energy into chemical energy stored in glucose. Chlorophyll absorbs red and blue light.`,
     cacheKey: `document-${documentNumber}`,
+    documentId: `document-${documentNumber}`,
     lang: 'en',
     mcqCount: 1,
     fillCount: 1,
@@ -147,7 +148,7 @@ describe('job registry', () => {
     }
   });
 
-  it('cancels every live job on stop', async () => {
+  it('interrupts (never cancels) every live job on stop', async () => {
     emulator.setFault({ provider: 'gpt', fault: 'slow', ms: 2_000 });
     const jobs = registry({ concurrency: 1 });
     const running = jobs.create(spec());
@@ -155,7 +156,7 @@ describe('job registry', () => {
     await Promise.resolve();
     const endings = Promise.all([finished(jobs, running.jobId), finished(jobs, queued.jobId)]);
     await jobs.stop();
-    await expect(endings).resolves.toEqual(['cancelled', 'cancelled']);
+    await expect(endings).resolves.toEqual(['interrupted', 'interrupted']);
     expect(() => jobs.create(spec())).toThrow(/stopped/);
   });
 
