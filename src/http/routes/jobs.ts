@@ -51,6 +51,8 @@ export interface JobsRoutesOptions {
     readonly maxJobsPerClient?: number;
     readonly maxJobsPerAddress?: number;
     readonly concurrencyPerClient?: number;
+    /** JOB_LEASE_MS: how long a job's lease lives without renewal (default 15 000). */
+    readonly leaseMs?: number;
   };
   /** Job creations per client per window (RATE_LIMIT_JOBS); none when absent. */
   readonly rateLimit?: Pick<RouteRateLimit, 'max' | 'windowSeconds' | 'salt'>;
@@ -70,8 +72,6 @@ export interface JobsRoutesOptions {
   readonly cancelBus?: JobCancelBus;
   /** Receives the registry the plugin creates (tests, metrics and the shutdown's drain use it). */
   readonly onRegistry?: (registry: JobRegistry) => void;
-  /** JOB_LEASE_MS: how long a job's lease lives without renewal (default 15 000). */
-  readonly leaseMs?: number;
 }
 
 const countSchema = z.int().min(1).max(50);
@@ -211,7 +211,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
     ttlSeconds: options.jobs.ttlSeconds,
     ...(options.statusStore === undefined ? {} : { store: options.statusStore }),
     ...(options.cancelBus === undefined ? {} : { cancelBus: options.cancelBus }),
-    ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
+    ...(options.jobs.leaseMs === undefined ? {} : { leaseMs: options.jobs.leaseMs }),
   });
   options.onRegistry?.(registry);
   const retryAfterSeconds = options.retryAfterSeconds ?? 5;
