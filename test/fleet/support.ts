@@ -114,6 +114,8 @@ export async function startInstance(options: InstanceOptions): Promise<Instance>
 export interface ServiceProcess {
   readonly url: string;
   stop(): Promise<void>;
+  /** Sends `signal` (SIGKILL: the instance dies mid-work); resolves with the exit code or signal once it exited. */
+  kill(signal: NodeJS.Signals): Promise<number | NodeJS.Signals | null>;
 }
 
 /**
@@ -149,11 +151,18 @@ export async function startServiceProcess(
       child.once('exit', () => resolve());
       child.kill('SIGTERM');
     });
+  const exited = new Promise<number | NodeJS.Signals | null>((resolve) =>
+    child.once('exit', (code, signal) => resolve(signal ?? code)),
+  );
+  const kill = (signal: NodeJS.Signals): Promise<number | NodeJS.Signals | null> => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    return exited;
+  };
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 50_000; // tsx compiles on start: slow on a loaded machine
   for (;;) {
     try {
-      if ((await fetch(`${url}/healthz`)).ok) return { url, stop };
+      if ((await fetch(`${url}/healthz`)).ok) return { url, stop, kill };
     } catch {
       // Not listening yet.
     }
