@@ -51,6 +51,8 @@ export interface InstanceOptions {
   readonly syncIntervalMs?: number;
   /** KEY_QUARANTINE_MS: per-key health on, shared through the fleet (its salt and its key link). */
   readonly keyQuarantineMs?: number;
+  /** The half-open probe lease's lifetime without renewal (default the fleet's, 3000). */
+  readonly probeLeaseMs?: number;
 }
 
 /** One service instance in this process: its own gateway and its own Redis connections. */
@@ -67,6 +69,7 @@ export async function startInstance(options: InstanceOptions): Promise<Instance>
     providerTimeoutMs: 5000,
     connectTimeoutMs: 1000,
     ...(options.syncIntervalMs === undefined ? {} : { syncIntervalMs: options.syncIntervalMs }),
+    ...(options.probeLeaseMs === undefined ? {} : { probeLeaseMs: options.probeLeaseMs }),
   });
   const gateway = createGateway({
     adapters: createAdapters({
