@@ -91,7 +91,7 @@ async function until(harness: Harness, jobId: string, status: string): Promise<J
   }
 }
 
-describe('job status shared through Redis', () => {
+describe('job status shared through Redis', { timeout: 60_000 }, () => {
   it('answers a job finished on instance A from instance B, with a TTL and no key in Redis', async () => {
     const { a, b, prefix } = await twoInstances('jobs-done');
     const jobId = await startJob(a);
