@@ -200,6 +200,8 @@ async function readMessageStream(
   let stopReason: unknown;
   let stopped = false;
   for await (const event of stream) {
+    // The SDK still yields the events it had parsed when the signal fired: read none of them.
+    if (signal.aborted) break;
     const record = (typeof event === 'object' && event !== null ? event : {}) as StreamEventFields;
     switch (record.type) {
       case 'message_start': {

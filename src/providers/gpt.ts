@@ -62,6 +62,7 @@ function statusOfInBandError(code: string | undefined, type: string | undefined)
   if (isQuotaCode(code, type) || code === 'rate_limit_exceeded' || type === 'requests' || type === 'tokens')
     return 429;
   if (code === 'invalid_api_key' || type === 'authentication_error') return 401;
+  if (type === 'request_forbidden' || code === 'unsupported_country_region_territory') return 403;
   if (code === 'model_not_found') return 404;
   if (code === 'request_too_large') return 413;
   if (code === 'server_is_overloaded') return 503;
@@ -180,6 +181,8 @@ async function readChunkStream(
   let inputTokens: number | null = null;
   let outputTokens: number | null = null;
   for await (const chunk of stream) {
+    // The SDK still yields the chunks it had parsed when the signal fired: read none of them.
+    if (signal.aborted) break;
     const record = (typeof chunk === 'object' && chunk !== null ? chunk : {}) as ChunkFields;
     if (typeof record.model === 'string' && record.model) answeredModel = record.model;
     const choice = Array.isArray(record.choices) ? record.choices[0] : undefined;
