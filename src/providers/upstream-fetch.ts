@@ -153,7 +153,7 @@ function streamBody(
             );
             return;
           }
-          controller.enqueue(chunk);
+          enqueueEvents(controller, chunk);
           if ((controller.desiredSize ?? 1) <= 0) body.pause();
         });
         body.once('end', () => {
@@ -177,6 +177,25 @@ function streamBody(
     },
     { highWaterMark: 8 },
   );
+}
+
+const eventEnd = Buffer.from('\n\n');
+
+/**
+ * Hands a chunk of an event stream on one event at a time (views of the same bytes, no copy). openai v6
+ * joins and re-slices its pending bytes once per event it finds (`iterSSEChunks`), so a socket read that
+ * holds many events (a provider or a proxy that writes faster than it is read) costs it time quadratic in
+ * the read's size. Measured on the emulator's notes answer (425 events, sent at once): 7.5–8.9 ms of CPU
+ * per call read as the socket gave it, 5.3–6.4 ms handed on an event at a time (3 alternating runs of
+ * 3 × 200 calls, load ~16). A chunk without an event's end goes on whole.
+ */
+function enqueueEvents(controller: ReadableStreamDefaultController<Uint8Array>, chunk: Buffer): void {
+  let start = 0;
+  for (let end = chunk.indexOf(eventEnd); end !== -1; end = chunk.indexOf(eventEnd, start)) {
+    controller.enqueue(chunk.subarray(start, end + 2));
+    start = end + 2;
+  }
+  if (start < chunk.length) controller.enqueue(start === 0 ? chunk : chunk.subarray(start));
 }
 
 /** `content-type` without its parameters, lower-cased. */
