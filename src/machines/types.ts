@@ -81,6 +81,8 @@ export interface Attempt {
   readonly task?: Task;
   /** Scrubbed upstream message, for people reading the attempt table. */
   readonly message?: string;
+  /** Present when the call streamed: how many pieces arrived, and when the first did (ms after the call went out). */
+  readonly streamed?: { readonly chunks: number; readonly firstTokenMs: number };
 }
 
 export type FallbackPolicy = 'retry-then-fallback' | 'fallback-first';
