@@ -5,7 +5,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FaultBoard } from './faults.js';
 import { serveGeneration, type GenerationOptions, type ProviderWire, type WireErrorKind } from './generation.js';
-import { sseEvent, type StreamDetail } from './streaming.js';
+import { countOf, sseEvent, type ReplayedAnswer, type StreamDetail } from './streaming.js';
 import { bearerToken, headerValue, parseJsonObject, readBody, send, type WireResponse } from './http-io.js';
 
 function requestId(sequence: number): string {
@@ -52,6 +52,26 @@ function messageId(sequence: number): string {
  * `message_delta` (stop reason, cumulative usage), `message_stop`; an error is `event: error`.
  */
 const anthropicStream = {
+  replay: (body: unknown): ReplayedAnswer | undefined => {
+    const message = body as {
+      type?: unknown;
+      content?: unknown;
+      model?: unknown;
+      stop_reason?: unknown;
+      usage?: { input_tokens?: unknown; output_tokens?: unknown };
+    } | null;
+    if (typeof message !== 'object' || message === null || message.type !== 'message' || !Array.isArray(message.content))
+      return undefined;
+    const inputTokens = countOf(message.usage?.input_tokens);
+    const outputTokens = countOf(message.usage?.output_tokens);
+    return {
+      text: textOfContent(message.content),
+      ...(typeof message.model === 'string' ? { model: message.model } : {}),
+      truncated: message.stop_reason === 'max_tokens',
+      ...(inputTokens === undefined ? {} : { inputTokens }),
+      ...(outputTokens === undefined ? {} : { outputTokens }),
+    };
+  },
   open: (detail: StreamDetail): string =>
     sseEvent('message_start', {
       type: 'message_start',

@@ -142,6 +142,28 @@ export function serveGeneration(
   };
 
   const streamWire = call.stream ? wire.stream : undefined;
+  // A replayed whole answer (a Message, a chat.completion) on a streamed call streams as the provider would.
+  const replayed =
+    streamWire !== undefined && fault?.fault === 'respond' && (fault.status ?? 500) < 300
+      ? streamWire.replay(fault.body)
+      : undefined;
+  if (streamWire !== undefined && replayed !== undefined) {
+    const detail = {
+      model: replayed.model ?? call.model,
+      truncated: replayed.truncated,
+      inputTokens: replayed.inputTokens ?? inputTokens,
+      outputTokens: replayed.outputTokens ?? approximateTokens(replayed.text),
+      sequence,
+      includeUsage: call.includeUsage,
+    };
+    const replayHeaders = { ...headers, ...fault?.headers };
+    delete (replayHeaders as Record<string, string>)['content-type'];
+    delete (replayHeaders as Record<string, string>)['content-length'];
+    serveStream(response, streamWire, replayHeaders, replayed.text, detail, undefined, options, () => undefined).catch(
+      () => response.destroy(),
+    );
+    return undefined;
+  }
   if (streamWire !== undefined && !isRefusal(fault)) {
     const text = answerText(call, fault);
     const detail = {

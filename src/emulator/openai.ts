@@ -7,7 +7,7 @@ import { textOfContent } from './anthropic.js';
 import type { FaultBoard } from './faults.js';
 import { serveGeneration, type GenerationOptions, type ProviderWire, type WireErrorKind } from './generation.js';
 import { bearerToken, parseJsonObject, readBody, send, type WireResponse } from './http-io.js';
-import { sseEvent, type StreamDetail } from './streaming.js';
+import { countOf, sseEvent, type ReplayedAnswer, type StreamDetail } from './streaming.js';
 
 function openaiError(status: number, message: string, type: string, code: string | null, param: string | null = null): WireResponse {
   return { status, body: { error: { message, type, param, code } } };
@@ -84,6 +84,25 @@ function chunk(detail: StreamDetail, choices: unknown[], usage?: unknown): strin
  * `{"error":{…}}` chunk.
  */
 const openaiStream = {
+  replay: (body: unknown): ReplayedAnswer | undefined => {
+    const completion = body as {
+      object?: unknown;
+      model?: unknown;
+      choices?: { message?: { content?: unknown }; finish_reason?: unknown }[];
+      usage?: { prompt_tokens?: unknown; completion_tokens?: unknown };
+    } | null;
+    if (typeof completion !== 'object' || completion === null || completion.object !== 'chat.completion') return undefined;
+    const choice = Array.isArray(completion.choices) ? completion.choices[0] : undefined;
+    const inputTokens = countOf(completion.usage?.prompt_tokens);
+    const outputTokens = countOf(completion.usage?.completion_tokens);
+    return {
+      text: typeof choice?.message?.content === 'string' ? choice.message.content : '',
+      ...(typeof completion.model === 'string' ? { model: completion.model } : {}),
+      truncated: choice?.finish_reason === 'length',
+      ...(inputTokens === undefined ? {} : { inputTokens }),
+      ...(outputTokens === undefined ? {} : { outputTokens }),
+    };
+  },
   open: (detail: StreamDetail): string =>
     chunk(detail, [{ index: 0, delta: { role: 'assistant', content: '', refusal: null }, logprobs: null, finish_reason: null }]),
   delta: (text: string, detail: StreamDetail): string =>

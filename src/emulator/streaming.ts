@@ -18,8 +18,19 @@ export interface StreamDetail {
   readonly includeUsage: boolean;
 }
 
+/** A whole answer's parts, read from a replayed success body (`respond` on a streamed call). */
+export interface ReplayedAnswer {
+  readonly text: string;
+  readonly model?: string;
+  readonly truncated: boolean;
+  readonly inputTokens?: number;
+  readonly outputTokens?: number;
+}
+
 /** One provider's event stream, as SSE text (each string one or more whole events). */
 export interface StreamWire {
+  /** The parts of a body that is this provider's whole success answer (a Message, a chat.completion), else undefined. */
+  replay(body: unknown): ReplayedAnswer | undefined;
   /** The events before the first token (Anthropic `message_start`, `content_block_start`; OpenAI the role chunk). */
   open(detail: StreamDetail): string;
   /** One text piece. */
@@ -147,4 +158,9 @@ export async function serveStream(
 export function sseEvent(event: string | undefined, data: unknown): string {
   const payload = typeof data === 'string' ? data : JSON.stringify(data);
   return `${event === undefined ? '' : `event: ${event}\n`}data: ${payload}\n\n`;
+}
+
+/** A number read from an untrusted body, or undefined. */
+export function countOf(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isFinite(value) ? value : undefined;
 }

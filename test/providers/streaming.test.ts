@@ -293,12 +293,48 @@ describe.each(['claude', 'gpt'] as const)('%s: streamed calls through the real S
       fault: 'respond',
       count: 1,
       status: 200,
-      body: { id: 'x', type: 'message', content: [{ type: 'text', text: '{}' }] },
+      // JSON, but neither an event stream nor a whole answer the emulator would stream in its place.
+      body: { id: 'x', note: 'not a stream' },
     });
     const error = await rejectionOf(rig.adapters[provider].generate(studyRequest(), key, openSignal(), recorder()));
     const failure = rig.adapters[provider].classify(error);
     expect(failure.errorClass).toBe('server_error');
     expect(failure.httpStatus).toBe(200);
+  });
+
+  it("a replayed whole answer (the provider's own success body) arrives streamed: its text, model, usage, stop", async () => {
+    const text = '{"keyConcepts":[],"sections":[],"glossary":[]}';
+    const body =
+      provider === 'claude'
+        ? {
+            id: 'msg_replay',
+            type: 'message',
+            role: 'assistant',
+            model: 'claude-replayed',
+            content: [{ type: 'text', text }],
+            stop_reason: 'max_tokens',
+            stop_sequence: null,
+            usage: { input_tokens: 11, output_tokens: 22 },
+          }
+        : {
+            id: 'chatcmpl-replay',
+            object: 'chat.completion',
+            created: 1,
+            model: 'gpt-replayed',
+            choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'length' }],
+            usage: { prompt_tokens: 11, completion_tokens: 22, total_tokens: 33 },
+          };
+    await postFault(rig.emulator, { provider, fault: 'respond', count: 1, status: 200, body, headers: { 'content-type': 'application/json' } });
+    const observer = recorder();
+    const answer = await rig.adapters[provider].generate(studyRequest(), key, openSignal(), observer);
+    expect(answer).toEqual({
+      text,
+      model: `${provider}-replayed`,
+      usage: { inputTokens: 11, outputTokens: 22 },
+      truncated: true,
+    });
+    expect(observer.deltas.join('')).toBe(text);
+    expect(observer.deltas.length).toBeGreaterThan(1);
   });
 
   it('sends each concurrent call with its own key, through one client', async () => {
