@@ -49,7 +49,7 @@ const tokenChars = 4;
 const minTickMs = 10;
 
 /** The answer's text as the pieces it streams in. */
-export function tokenPieces(text: string): string[] {
+function tokenPieces(text: string): string[] {
   const pieces: string[] = [];
   for (let start = 0; start < text.length; start += tokenChars)
     pieces.push(text.slice(start, start + tokenChars));
