@@ -25,7 +25,7 @@ const diagramFile = /^([a-z0-9][a-z0-9-]{0,63})\.mmd$/;
 const readmeRow = /^\|\s*(.+?)\s*\|[^|]*\|\s*\[([a-z0-9-]+)\.mmd\]\(/;
 
 /** Titles in the README's order: name → title. */
-export function readmeTitles(readme: string): Map<string, string> {
+function readmeTitles(readme: string): Map<string, string> {
   const titles = new Map<string, string>();
   for (const line of readme.split('\n')) {
     const row = readmeRow.exec(line);

@@ -68,7 +68,7 @@ const anyStateId = '*';
  * Width of `text` in px at 12 px in a sans-serif face, over-estimated a little (Open Sans, the widest
  * common one, is the shipped test browser's only font); the page narrows a text that still overflows.
  */
-export function textWidth(text: string, size = fontSize): number {
+function textWidth(text: string, size = fontSize): number {
   let em = 0;
   for (const character of text) {
     if ('iljtfrI.,:;!|\'[]() '.includes(character)) em += 0.32;
