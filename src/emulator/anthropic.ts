@@ -5,6 +5,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FaultBoard } from './faults.js';
 import { serveGeneration, type GenerationOptions, type ProviderWire, type WireErrorKind } from './generation.js';
+import { countOf, sseEvent, type ReplayedAnswer, type StreamDetail } from './streaming.js';
 import { bearerToken, headerValue, parseJsonObject, readBody, send, type WireResponse } from './http-io.js';
 
 function requestId(sequence: number): string {
@@ -41,14 +42,80 @@ const errors: Readonly<Record<WireErrorKind, (message: string | undefined, input
     anthropicError(400, 'invalid_request_error', `prompt is too long: ${inputTokens ?? 0} tokens > 200000 maximum`),
 };
 
+function messageId(sequence: number): string {
+  return `msg_emu${sequence.toString(16).padStart(20, '0')}`;
+}
+
+/**
+ * The Messages stream (https://docs.anthropic.com/en/api/messages-streaming): `message_start`,
+ * `content_block_start`, a `ping`, one `content_block_delta` `text_delta` per token, `content_block_stop`,
+ * `message_delta` (stop reason, cumulative usage), `message_stop`; an error is `event: error`.
+ */
+const anthropicStream = {
+  replay: (body: unknown): ReplayedAnswer | undefined => {
+    const message = body as {
+      type?: unknown;
+      content?: unknown;
+      model?: unknown;
+      stop_reason?: unknown;
+      usage?: { input_tokens?: unknown; output_tokens?: unknown };
+    } | null;
+    if (typeof message !== 'object' || message === null || message.type !== 'message' || !Array.isArray(message.content))
+      return undefined;
+    const inputTokens = countOf(message.usage?.input_tokens);
+    const outputTokens = countOf(message.usage?.output_tokens);
+    return {
+      text: textOfContent(message.content),
+      ...(typeof message.model === 'string' ? { model: message.model } : {}),
+      truncated: message.stop_reason === 'max_tokens',
+      ...(inputTokens === undefined ? {} : { inputTokens }),
+      ...(outputTokens === undefined ? {} : { outputTokens }),
+    };
+  },
+  open: (detail: StreamDetail): string =>
+    sseEvent('message_start', {
+      type: 'message_start',
+      message: {
+        id: messageId(detail.sequence),
+        type: 'message',
+        role: 'assistant',
+        model: detail.model,
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
+        usage: { input_tokens: detail.inputTokens, output_tokens: 1 },
+      },
+    }) +
+    sseEvent('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }) +
+    sseEvent('ping', { type: 'ping' }),
+  delta: (text: string): string =>
+    sseEvent('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } }),
+  close: (detail: StreamDetail): string =>
+    sseEvent('content_block_stop', { type: 'content_block_stop', index: 0 }) +
+    sseEvent('message_delta', {
+      type: 'message_delta',
+      delta: { stop_reason: detail.truncated ? 'max_tokens' : 'end_turn', stop_sequence: null },
+      usage: { output_tokens: detail.outputTokens },
+    }) +
+    sseEvent('message_stop', { type: 'message_stop' }),
+  error: (body: unknown): string => sseEvent('error', body),
+  malformed: (): string => 'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_del\n\n',
+  /** The in-band error event's body: the HTTP error body's `error`, under `type: "error"`. */
+  errorBody: (kind: WireErrorKind): unknown => {
+    const body = errors[kind](undefined, undefined).body as { error: unknown };
+    return { type: 'error', error: body.error };
+  },
+};
+
 export const anthropicWire: ProviderWire = {
+  stream: anthropicStream,
   provider: 'claude',
   error: (kind, detail) => errors[kind](detail.message, detail.inputTokens),
   commonHeaders: (sequence) => ({ 'request-id': requestId(sequence) }),
   success: ({ model, text, truncated, inputTokens, outputTokens, sequence }) => ({
     status: 200,
     body: {
-      id: `msg_emu${sequence.toString(16).padStart(20, '0')}`,
+      id: messageId(sequence),
       type: 'message',
       role: 'assistant',
       model,
@@ -97,7 +164,14 @@ export async function handleAnthropicMessages(
   const userText = messages
     .map((message) => textOfContent(typeof message === 'object' && message !== null ? (message as { content?: unknown }).content : ''))
     .join('\n');
-  const call = { key, model: String(body['model']), system: textOfContent(body['system']), userText };
+  const call = {
+    key,
+    model: String(body['model']),
+    system: textOfContent(body['system']),
+    userText,
+    stream: body['stream'] === true,
+    includeUsage: true,
+  };
   serveGeneration(anthropicWire, board, options, response, call);
   return undefined;
 }

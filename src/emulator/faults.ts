@@ -24,6 +24,9 @@ export const faultNames = [
   'wrongLanguage',
   'tokenExpired',
   'respond',
+  'streamError',
+  'malformedChunk',
+  'slowFirstToken',
 ] as const;
 export type FaultName = (typeof faultNames)[number];
 
@@ -32,12 +35,35 @@ export interface FaultSpec {
   readonly provider: EmulatedProvider;
   readonly fault: FaultName;
   readonly count?: number;
-  /** `slow`: delay before the answer. */
+  /** `slow`: delay before the answer; `slowFirstToken`: delay between the stream's opening and its first token. */
   readonly ms?: number;
-  /** `respond`: the exact response to serve. */
+  /** Stream faults (`cut`, `stall`, `streamError`, `malformedChunk`): text chunks sent before the fault acts. */
+  readonly after?: number;
+  /** `streamError`: which of the provider's errors the in-band event carries (default `http500`). */
+  readonly error?: StreamErrorKind;
+  /** `respond`: the exact response to serve; `streamError`: the in-band error's exact body (instead of `error`'s). */
   readonly status?: number;
   readonly body?: unknown;
   readonly headers?: Readonly<Record<string, string>>;
+}
+
+/** The errors a `streamError` can name, in the emulator's own words (each provider renders its real body). */
+export const streamErrorKinds = [
+  'auth',
+  'permission',
+  'quota',
+  'rateLimit',
+  'http500',
+  'http503',
+  'overloaded',
+  'badRequest',
+  'notFound',
+  'contextTooLong',
+] as const;
+export type StreamErrorKind = (typeof streamErrorKinds)[number];
+
+export function isStreamErrorKind(value: unknown): value is StreamErrorKind {
+  return typeof value === 'string' && (streamErrorKinds as readonly string[]).includes(value);
 }
 
 interface ActiveFault {

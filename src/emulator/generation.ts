@@ -3,22 +3,14 @@
  * faults, then a deterministic study answer in that provider's envelope.
  */
 import type { ServerResponse } from 'node:http';
-import type { EmulatedProvider, FaultBoard, FaultSpec } from './faults.js';
+import type { EmulatedProvider, FaultBoard, FaultSpec, StreamErrorKind } from './faults.js';
 import { approximateTokens, cutMidBody, garbageBody, send, stallAfterHeaders, type WireHeaders, type WireResponse } from './http-io.js';
 import { invalidStudyAnswer, numbersAsStrings, studyAnswer } from './study-answers.js';
+import { serveStream, type StreamWire } from './streaming.js';
 import { parseTaskMarker, type TaskMarker } from './task-marker.js';
 
-export type WireErrorKind =
-  | 'auth'
-  | 'permission'
-  | 'quota'
-  | 'rateLimit'
-  | 'http500'
-  | 'http503'
-  | 'overloaded'
-  | 'badRequest'
-  | 'notFound'
-  | 'contextTooLong';
+/** The errors every emulated provider can answer, in the emulator's words (each renders its own body). */
+export type WireErrorKind = StreamErrorKind;
 
 export interface ErrorDetail {
   readonly key?: string;
@@ -42,6 +34,8 @@ export interface ProviderWire {
   success(detail: SuccessDetail): WireResponse;
   /** Headers every response of this provider carries (request ids). */
   commonHeaders(sequence: number): WireHeaders;
+  /** Its event stream, where the provider's API streams (TimelyGPT's does not); `errorBody` is an in-band error's. */
+  readonly stream?: StreamWire & { errorBody(kind: WireErrorKind): unknown };
 }
 
 /** A generation call, already parsed and authenticated by the provider's route. */
@@ -50,6 +44,10 @@ export interface GenerationCall {
   readonly model: string;
   readonly system: string;
   readonly userText: string;
+  /** The request asked for a stream (`stream: true`). */
+  readonly stream: boolean;
+  /** OpenAI: the request asked for the usage chunk (`stream_options.include_usage`). */
+  readonly includeUsage: boolean;
 }
 
 export interface GenerationOptions {
@@ -57,6 +55,8 @@ export interface GenerationOptions {
   readonly maxInputChars: number;
   /** Pending timers and hanging responses, cleared on close. */
   readonly pending: Set<NodeJS.Timeout>;
+  /** Streamed answers: tokens per second (0: every token at once). Changed at run time by `setSpeed`. */
+  tokensPerSecond: number;
   nextSequence(): number;
 }
 
@@ -141,6 +141,48 @@ export function serveGeneration(
     });
   };
 
+  const streamWire = call.stream ? wire.stream : undefined;
+  // A replayed whole answer (a Message, a chat.completion) on a streamed call streams as the provider would.
+  const replayed =
+    streamWire !== undefined && fault?.fault === 'respond' && (fault.status ?? 500) < 300
+      ? streamWire.replay(fault.body)
+      : undefined;
+  if (streamWire !== undefined && replayed !== undefined) {
+    const detail = {
+      model: replayed.model ?? call.model,
+      truncated: replayed.truncated,
+      inputTokens: replayed.inputTokens ?? inputTokens,
+      outputTokens: replayed.outputTokens ?? approximateTokens(replayed.text),
+      sequence,
+      includeUsage: call.includeUsage,
+    };
+    const replayHeaders = { ...headers, ...fault?.headers };
+    delete (replayHeaders as Record<string, string>)['content-type'];
+    delete (replayHeaders as Record<string, string>)['content-length'];
+    serveStream(response, streamWire, replayHeaders, replayed.text, detail, undefined, options, () => undefined).catch(
+      () => response.destroy(),
+    );
+    return undefined;
+  }
+  if (streamWire !== undefined && !isRefusal(fault)) {
+    const text = answerText(call, fault);
+    const detail = {
+      model: call.model,
+      truncated: fault?.fault === 'truncated',
+      inputTokens,
+      outputTokens: approximateTokens(text),
+      sequence,
+      includeUsage: call.includeUsage,
+    };
+    const start = (): void => {
+      serveStream(response, streamWire, headers, text, detail, fault, options, () =>
+        fault?.body !== undefined ? fault.body : streamWire.errorBody(fault?.error ?? 'http500'),
+      ).catch(() => response.destroy());
+    };
+    if (fault?.fault !== 'slow') return start();
+    return delay(response, options, fault.ms ?? options.slowMs, start);
+  }
+
   switch (fault?.fault) {
     case 'http500':
     case 'http503':
@@ -159,19 +201,39 @@ export function serveGeneration(
       return stallAfterHeaders(response, headers);
     case 'hang':
       return undefined;
-    case 'slow': {
-      const timer = setTimeout(() => {
-        options.pending.delete(timer);
-        if (!response.destroyed) reply(success());
-      }, fault.ms ?? options.slowMs);
-      options.pending.add(timer);
-      response.on('close', () => {
-        clearTimeout(timer);
-        options.pending.delete(timer);
-      });
-      return undefined;
-    }
+    case 'slow':
+      return delay(response, options, fault.ms ?? options.slowMs, () => reply(success()));
     default:
+      // The stream faults (streamError, malformedChunk, slowFirstToken) act on streamed calls only.
       return reply(success());
   }
+}
+
+/** Faults that answer without a success body (an error status, a page, a socket dropped or left hanging). */
+function isRefusal(fault: FaultSpec | undefined): boolean {
+  switch (fault?.fault) {
+    case 'http500':
+    case 'http503':
+    case 'overloaded':
+    case 'respond':
+    case 'garbage':
+    case 'reset':
+    case 'hang':
+      return true;
+    default:
+      return false;
+  }
+}
+
+/** Runs `answer` after `ms`, unless the client went away first; the timer is cleared on close. */
+function delay(response: ServerResponse, options: GenerationOptions, ms: number, answer: () => void): void {
+  const timer = setTimeout(() => {
+    options.pending.delete(timer);
+    if (!response.destroyed) answer();
+  }, ms);
+  options.pending.add(timer);
+  response.on('close', () => {
+    clearTimeout(timer);
+    options.pending.delete(timer);
+  });
 }

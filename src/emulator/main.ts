@@ -7,13 +7,20 @@ if (!Number.isInteger(port) || port < 0 || port > 65535) {
   process.exit(1);
 }
 const host = process.env['EMULATOR_HOST'] ?? '127.0.0.1';
-const emulator = await startEmulator({ port, host });
+const tokensPerSecond = Number(process.env['EMULATOR_TOKENS_PER_SECOND'] ?? 0);
+if (!Number.isFinite(tokensPerSecond) || tokensPerSecond < 0 || tokensPerSecond > 1_000_000) {
+  console.error(
+    `EMULATOR_TOKENS_PER_SECOND must be a number from 0 to 1000000, got ${JSON.stringify(process.env['EMULATOR_TOKENS_PER_SECOND'])}`,
+  );
+  process.exit(1);
+}
+const emulator = await startEmulator({ port, host, tokensPerSecond });
 
 console.log(`provider emulator listening on ${emulator.url}
   ANTHROPIC_BASE_URL=${emulator.anthropicBaseUrl}
   OPENAI_BASE_URL=${emulator.openaiBaseUrl}
   TIMELYGPT_BASE_URL=${emulator.timelygptBaseUrl}
-  control: POST/DELETE ${emulator.url}/_emulator/faults, GET ${emulator.url}/_emulator/stats`);
+  control: POST/DELETE ${emulator.url}/_emulator/faults, POST ${emulator.url}/_emulator/speed, GET ${emulator.url}/_emulator/stats`);
 
 const stop = (): void => {
   emulator.close().then(

@@ -7,6 +7,7 @@ import { textOfContent } from './anthropic.js';
 import type { FaultBoard } from './faults.js';
 import { serveGeneration, type GenerationOptions, type ProviderWire, type WireErrorKind } from './generation.js';
 import { bearerToken, parseJsonObject, readBody, send, type WireResponse } from './http-io.js';
+import { countOf, sseEvent, type ReplayedAnswer, type StreamDetail } from './streaming.js';
 
 function openaiError(status: number, message: string, type: string, code: string | null, param: string | null = null): WireResponse {
   return { status, body: { error: { message, type, param, code } } };
@@ -59,14 +60,79 @@ const errors: Readonly<Record<WireErrorKind, (detail: { key?: string; message?: 
     ),
 };
 
+function completionId(sequence: number): string {
+  return `chatcmpl-emu${sequence.toString(16).padStart(20, '0')}`;
+}
+
+/** One `chat.completion.chunk` (`usage: null` on every chunk but the last when usage was asked for). */
+function chunk(detail: StreamDetail, choices: unknown[], usage?: unknown): string {
+  return sseEvent(undefined, {
+    id: completionId(detail.sequence),
+    object: 'chat.completion.chunk',
+    created: Math.floor(Date.now() / 1000),
+    model: detail.model,
+    system_fingerprint: null,
+    choices,
+    ...(detail.includeUsage ? { usage: usage ?? null } : {}),
+  });
+}
+
+/**
+ * The Chat Completions stream (https://platform.openai.com/docs/api-reference/chat-streaming): a role
+ * chunk, one `delta.content` chunk per token, a chunk with the `finish_reason`, the usage chunk (empty
+ * `choices`) when `stream_options.include_usage` asked for it, `data: [DONE]`; an error is a data-only
+ * `{"error":{…}}` chunk.
+ */
+const openaiStream = {
+  replay: (body: unknown): ReplayedAnswer | undefined => {
+    const completion = body as {
+      object?: unknown;
+      model?: unknown;
+      choices?: { message?: { content?: unknown }; finish_reason?: unknown }[];
+      usage?: { prompt_tokens?: unknown; completion_tokens?: unknown };
+    } | null;
+    if (typeof completion !== 'object' || completion === null || completion.object !== 'chat.completion') return undefined;
+    const choice = Array.isArray(completion.choices) ? completion.choices[0] : undefined;
+    const inputTokens = countOf(completion.usage?.prompt_tokens);
+    const outputTokens = countOf(completion.usage?.completion_tokens);
+    return {
+      text: typeof choice?.message?.content === 'string' ? choice.message.content : '',
+      ...(typeof completion.model === 'string' ? { model: completion.model } : {}),
+      truncated: choice?.finish_reason === 'length',
+      ...(inputTokens === undefined ? {} : { inputTokens }),
+      ...(outputTokens === undefined ? {} : { outputTokens }),
+    };
+  },
+  open: (detail: StreamDetail): string =>
+    chunk(detail, [{ index: 0, delta: { role: 'assistant', content: '', refusal: null }, logprobs: null, finish_reason: null }]),
+  delta: (text: string, detail: StreamDetail): string =>
+    chunk(detail, [{ index: 0, delta: { content: text }, logprobs: null, finish_reason: null }]),
+  close: (detail: StreamDetail): string =>
+    chunk(detail, [{ index: 0, delta: {}, logprobs: null, finish_reason: detail.truncated ? 'length' : 'stop' }]) +
+    (detail.includeUsage
+      ? chunk(detail, [], {
+          prompt_tokens: detail.inputTokens,
+          completion_tokens: detail.outputTokens,
+          total_tokens: detail.inputTokens + detail.outputTokens,
+        })
+      : '') +
+    sseEvent(undefined, '[DONE]'),
+  error: (body: unknown): string => sseEvent(undefined, body),
+  malformed: (detail: StreamDetail): string =>
+    `data: {"id":"${completionId(detail.sequence)}","object":"chat.completion.chu\n\n`,
+  /** The in-band error chunk's body: the HTTP error body itself (`{"error":{message,type,param,code}}`). */
+  errorBody: (kind: WireErrorKind): unknown => errors[kind]({}).body,
+};
+
 export const openaiWire: ProviderWire = {
+  stream: openaiStream,
   provider: 'gpt',
   error: (kind, detail) => errors[kind](detail),
   commonHeaders: (sequence) => ({ 'x-request-id': `req_emu${sequence.toString(16).padStart(24, '0')}`, 'openai-processing-ms': '1' }),
   success: ({ model, text, truncated, inputTokens, outputTokens, sequence }) => ({
     status: 200,
     body: {
-      id: `chatcmpl-emu${sequence.toString(16).padStart(20, '0')}`,
+      id: completionId(sequence),
       object: 'chat.completion',
       created: Math.floor(Date.now() / 1000),
       model,
@@ -111,6 +177,17 @@ export async function handleOpenaiChatCompletions(
   const isSystem = (message: { role?: unknown }): boolean => message.role === 'system' || message.role === 'developer';
   const system = messages.filter(isSystem).map((message) => textOfContent(message.content)).join('\n');
   const userText = messages.filter((message) => !isSystem(message)).map((message) => textOfContent(message.content)).join('\n');
-  serveGeneration(openaiWire, board, options, response, { key, model: String(body['model']), system, userText });
+  const streamOptions = body['stream_options'];
+  serveGeneration(openaiWire, board, options, response, {
+    key,
+    model: String(body['model']),
+    system,
+    userText,
+    stream: body['stream'] === true,
+    includeUsage:
+      typeof streamOptions === 'object' &&
+      streamOptions !== null &&
+      (streamOptions as { include_usage?: unknown }).include_usage === true,
+  });
   return undefined;
 }

@@ -5,7 +5,14 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { handleAnthropicMessages } from './anthropic.js';
-import { FaultBoard, isEmulatedProvider, isFaultName, type EmulatorStats, type FaultSpec } from './faults.js';
+import {
+  FaultBoard,
+  isEmulatedProvider,
+  isFaultName,
+  isStreamErrorKind,
+  type EmulatorStats,
+  type FaultSpec,
+} from './faults.js';
 import type { GenerationOptions } from './generation.js';
 import { parseJsonObject, readBody, send } from './http-io.js';
 import { handleOpenaiChatCompletions } from './openai.js';
@@ -19,6 +26,8 @@ export interface EmulatorOptions {
   readonly slowMs?: number;
   /** Input (system + messages) longer than this answers the provider's context-length error (default 1,000,000 chars). */
   readonly maxInputChars?: number;
+  /** Speed of streamed answers in tokens (4 characters) per second; 0 (the default) sends every token at once. */
+  readonly tokensPerSecond?: number;
 }
 
 export interface Emulator {
@@ -33,6 +42,8 @@ export interface Emulator {
   setFault(spec: FaultSpec): void;
   /** Same as `DELETE /_emulator/faults`. */
   resetFaults(): void;
+  /** Same as `POST /_emulator/speed`: tokens per second of streamed answers (0: all at once). */
+  setSpeed(tokensPerSecond: number): void;
   /** Same as `GET /_emulator/stats`. */
   stats(): EmulatorStats;
   resetStats(): void;
@@ -46,7 +57,7 @@ const timelyBase = '/timelygpt/api/v2/chat';
 /** Reads a control-endpoint fault body; a string says what is wrong with it. */
 export function parseFaultSpec(body: Record<string, unknown> | undefined): FaultSpec | string {
   if (!body) return 'body must be a JSON object';
-  const { provider, fault, count, ms, status, headers } = body;
+  const { provider, fault, count, ms, status, headers, after, error } = body;
   if (!isEmulatedProvider(provider)) return 'provider must be claude, gpt or timelygpt';
   if (!isFaultName(fault)) return `unknown fault ${JSON.stringify(fault)}`;
   if (count !== undefined && (typeof count !== 'number' || !Number.isInteger(count) || count < 1))
@@ -54,6 +65,9 @@ export function parseFaultSpec(body: Record<string, unknown> | undefined): Fault
   if (ms !== undefined && (typeof ms !== 'number' || ms < 0)) return 'ms must be a non-negative number';
   if (status !== undefined && (typeof status !== 'number' || status < 100 || status > 599))
     return 'status must be an HTTP status';
+  if (after !== undefined && (typeof after !== 'number' || !Number.isInteger(after) || after < 0))
+    return 'after must be a non-negative integer';
+  if (error !== undefined && !isStreamErrorKind(error)) return `unknown error ${JSON.stringify(error)}`;
   const headerRecord =
     typeof headers === 'object' && headers !== null
       ? Object.fromEntries(
@@ -66,9 +80,20 @@ export function parseFaultSpec(body: Record<string, unknown> | undefined): Fault
     ...(count === undefined ? {} : { count }),
     ...(ms === undefined ? {} : { ms }),
     ...(status === undefined ? {} : { status }),
+    ...(after === undefined ? {} : { after }),
+    ...(error === undefined ? {} : { error }),
     ...('body' in body ? { body: body['body'] } : {}),
     ...(headerRecord ? { headers: headerRecord } : {}),
   };
+}
+
+function isSpeed(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 && value <= 1_000_000;
+}
+
+function speedOrThrow(value: number): number {
+  if (!isSpeed(value)) throw new RangeError('tokensPerSecond must be a number from 0 to 1000000');
+  return value;
 }
 
 export async function startEmulator(options: EmulatorOptions = {}): Promise<Emulator> {
@@ -79,6 +104,7 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     slowMs: options.slowMs ?? 2000,
     maxInputChars: options.maxInputChars ?? 1_000_000,
     pending: new Set(),
+    tokensPerSecond: speedOrThrow(options.tokensPerSecond ?? 0),
     nextSequence: () => ++sequence,
   };
 
@@ -92,6 +118,16 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     if (path === '/_emulator/faults' && request.method === 'DELETE') {
       board.reset();
       return send(response, { status: 200, body: { ok: true } });
+    }
+    if (path === '/_emulator/speed' && request.method === 'POST') {
+      const tokensPerSecond = parseJsonObject(await readBody(request))?.['tokensPerSecond'];
+      if (!isSpeed(tokensPerSecond))
+        return send(response, {
+          status: 400,
+          body: { error: 'tokensPerSecond must be a number from 0 to 1000000' },
+        });
+      generation.tokensPerSecond = tokensPerSecond;
+      return send(response, { status: 200, body: { ok: true, tokensPerSecond } });
     }
     if (path === '/_emulator/stats' && request.method === 'GET')
       return send(response, { status: 200, body: board.stats() });
@@ -147,6 +183,9 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     openaiBaseUrl: `${url}/openai/v1`,
     timelygptBaseUrl: `${url}${timelyBase}`,
     setFault: (spec) => board.set(spec),
+    setSpeed: (tokensPerSecond) => {
+      generation.tokensPerSecond = speedOrThrow(tokensPerSecond);
+    },
     resetFaults: () => board.reset(),
     stats: () => board.stats(),
     resetStats: () => board.resetStats(),

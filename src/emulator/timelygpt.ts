@@ -111,6 +111,14 @@ export async function handleTimelyCompletion(
     .map((message) => textOfContent(message.content))
     .join('\n');
   const model = typeof body['model'] === 'string' ? body['model'] : 'timelygpt';
-  serveGeneration(timelygptWire, board, options, response, { key: issued.key, model, system, userText });
+  // TimelyGPT's documented API answers whole (`stream: false`): no stream is served.
+  serveGeneration(timelygptWire, board, options, response, {
+    key: issued.key,
+    model,
+    system,
+    userText,
+    stream: false,
+    includeUsage: false,
+  });
   return undefined;
 }

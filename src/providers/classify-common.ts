@@ -5,7 +5,7 @@
 import type { ErrorClass, ProviderFailure } from '../errors/index.js';
 import { scrubSecrets } from '../security/redact.js';
 import { knownKeysOf } from './scrub.js';
-import { UnexpectedResponseError, UpstreamAbortError } from './upstream-errors.js';
+import { IncompleteStreamError, UnexpectedResponseError, UpstreamAbortError } from './upstream-errors.js';
 
 /** A failure with its message scrubbed of key-like text. */
 export function failure(
@@ -108,7 +108,9 @@ export function classifyTransportError(error: unknown): ProviderFailure | undefi
   if (error instanceof UnexpectedResponseError) {
     return failure('server_error', error, error.message, { httpStatus: error.httpStatus });
   }
-  // A 2xx whose body claimed JSON but was not.
+  // A stream that ended before the provider's end-of-stream event: cut, like a body cut midway.
+  if (error instanceof IncompleteStreamError) return failure('connection', error, error.message);
+  // A 2xx whose body claimed JSON but was not, or a stream chunk that is not JSON.
   if (error instanceof SyntaxError)
     return failure('server_error', error, `The response was not valid JSON: ${error.message}`);
   const { codes, names, messages } = causeChain(error);

@@ -1,6 +1,6 @@
 /**
- * Claude through `@anthropic-ai/sdk` (Messages API). The SDK's retries are off: every attempt is
- * seen once by the provider actor, which also owns the deadline through the signal it passes.
+ * Claude through `@anthropic-ai/sdk` (Messages API, streamed). The SDK's retries are off: every attempt is
+ * seen once by the provider actor, which also owns the deadlines through the signal it passes.
  */
 import type Anthropic from '@anthropic-ai/sdk';
 import type { APIError } from '@anthropic-ai/sdk';
@@ -16,9 +16,10 @@ import {
 import { withJsonInstruction } from './json-instruction.js';
 import { rememberKeyOf } from './scrub.js';
 import { sdkTimeoutMs } from './sdk-options.js';
-import type { ProviderAdapter, ProviderAnswer } from './types.js';
-import { UnexpectedResponseError, upstreamFailure } from './upstream-errors.js';
-import { upstreamFetch } from './upstream-fetch.js';
+import type { ProviderAdapter, ProviderAnswer, UpstreamStreamObserver } from './types.js';
+import { StreamedText, throwIfAborted } from './streamed-text.js';
+import { IncompleteStreamError, upstreamFailure } from './upstream-errors.js';
+import { eventStream, upstreamFetch } from './upstream-fetch.js';
 
 export interface ClaudeAdapterOptions {
   readonly baseUrl: string;
@@ -40,9 +41,58 @@ function anthropicBody(error: APIError): { type?: string; message?: string; erro
 }
 
 /**
+ * Anthropic's documented error types with the status each comes with over HTTP
+ * (https://docs.anthropic.com/en/api/errors). An error event inside a stream names only its type: it is
+ * classed as that type's HTTP error would be.
+ */
+const statusOfErrorType: Readonly<Record<string, number>> = {
+  invalid_request_error: 400,
+  authentication_error: 401,
+  billing_error: 402,
+  permission_error: 403,
+  not_found_error: 404,
+  request_too_large: 413,
+  rate_limit_error: 429,
+  api_error: 500,
+  timeout_error: 504,
+  overloaded_error: 529,
+};
+
+/** The class of an Anthropic error with its status (the HTTP one, or the one its in-band type implies). */
+function classOfAnthropicError(
+  status: number,
+  body: { type?: string; errorCode?: string; message: string },
+  error: unknown,
+  extra: { httpStatus?: number; retryAfterMs?: number | undefined },
+): ProviderFailure {
+  const { type, message, errorCode } = body;
+  if (type === 'overloaded_error' || status === 529) return failure('overloaded', error, message, extra);
+  if (type === 'billing_error' || status === 402) return failure('quota_exhausted', error, message, extra);
+  if (status === 429) {
+    return failure(
+      errorCode && spendLimitCodes.has(errorCode) ? 'quota_exhausted' : 'rate_limited',
+      error,
+      message,
+      extra,
+    );
+  }
+  if (status === 400) {
+    if (/credit balance is too low|reached your specified API usage limits/i.test(message)) {
+      return failure('quota_exhausted', error, message, extra);
+    }
+    if (/prompt is too long/i.test(message)) return failure('context_too_long', error, message, extra);
+    return failure('bad_request', error, message, extra);
+  }
+  if (type === 'request_too_large') return failure('context_too_long', error, message, extra);
+  if (type === 'api_error' && status < 500) return failure('server_error', error, message, extra);
+  return failure(classOfStatus(status), error, message, extra);
+}
+
+/**
  * Pure: an error the Claude adapter rejected with → its docs/errors.md class.
  * The credit-balance and usage-limit 400s carry nothing but their message, so those two are matched on text
- * (https://docs.anthropic.com/en/api/errors).
+ * (https://docs.anthropic.com/en/api/errors). An `event: error` inside a stream (an `APIError` without a
+ * status) is classed by its type exactly as the same error over HTTP; one without a known type is server_error.
  */
 export function classifyClaudeError(error: unknown): ProviderFailure {
   // The SDK is imported on first use (claude-sdk.ts): before that, no error can be one of its classes.
@@ -52,30 +102,30 @@ export function classifyClaudeError(error: unknown): ProviderFailure {
   if (error instanceof sdk.APIConnectionTimeoutError) return failure('timeout', error, error.message);
   if (error instanceof sdk.APIConnectionError)
     return classifyTransportError(error.cause) ?? failure('connection', error, error.message);
-  if (error instanceof sdk.APIError && typeof error.status === 'number') {
-    const status = error.status;
+  if (error instanceof sdk.APIError) {
     const { type, message = error.message, errorCode } = anthropicBody(error);
-    const extra = { httpStatus: status, retryAfterMs: retryAfterMsOf(error.headers) };
-    if (type === 'overloaded_error' || status === 529) return failure('overloaded', error, message, extra);
-    if (type === 'billing_error' || status === 402) return failure('quota_exhausted', error, message, extra);
-    if (status === 429) {
-      return failure(
-        errorCode && spendLimitCodes.has(errorCode) ? 'quota_exhausted' : 'rate_limited',
+    const retryAfterMs = retryAfterMsOf(error.headers);
+    if (typeof error.status === 'number') {
+      return classOfAnthropicError(
+        error.status,
+        {
+          ...(type === undefined ? {} : { type }),
+          ...(errorCode === undefined ? {} : { errorCode }),
+          message,
+        },
         error,
-        message,
-        extra,
+        { httpStatus: error.status, retryAfterMs },
       );
     }
-    if (status === 400) {
-      if (/credit balance is too low|reached your specified API usage limits/i.test(message)) {
-        return failure('quota_exhausted', error, message, extra);
-      }
-      if (/prompt is too long/i.test(message)) return failure('context_too_long', error, message, extra);
-      return failure('bad_request', error, message, extra);
+    const inBandStatus = type === undefined ? undefined : statusOfErrorType[type];
+    if (inBandStatus !== undefined) {
+      return classOfAnthropicError(
+        inBandStatus,
+        { type, ...(errorCode === undefined ? {} : { errorCode }), message },
+        error,
+        { retryAfterMs },
+      );
     }
-    if (type === 'request_too_large') return failure('context_too_long', error, message, extra);
-    if (type === 'api_error' && status < 500) return failure('server_error', error, message, extra);
-    return failure(classOfStatus(status), error, message, extra);
   }
   return classifyTransportError(error) ?? classifyUnknown(error);
 }
@@ -86,7 +136,7 @@ export function createClaudeAdapter(options: ClaudeAdapterOptions): ProviderAdap
   return {
     id: 'claude',
     model,
-    async generate(request, apiKey, signal) {
+    async generate(request, apiKey, signal, observer) {
       // Loaded already when the call came through the study layer (loadProviderSdks); else imported here.
       const sdk = anthropicSdkIfLoaded() ?? (await loadAnthropicSdk());
       client ??= new sdk.Anthropic({
@@ -97,21 +147,26 @@ export function createClaudeAdapter(options: ClaudeAdapterOptions): ProviderAdap
         baseURL: baseUrl,
         maxRetries: 0,
         timeout: sdkTimeoutMs,
+        // Every failure reaches the adapter as an error it classifies and scrubs; the SDK's own log lines
+        // (a malformed chunk verbatim, and with ANTHROPIC_LOG=debug whole requests) would go around that.
+        logLevel: 'off',
         // undici's `request` on one pool instead of the global `fetch` (upstream-fetch.ts).
         fetch: upstreamFetch,
       });
       try {
-        const message: unknown = await client.messages.create(
+        const stream = await client.messages.create(
           {
             model,
             max_tokens: request.maxOutputTokens,
             system: withJsonInstruction(request),
             messages: request.messages.map((m) => ({ role: m.role, content: m.content })),
+            stream: true,
           },
-          // SDK 1.x sends the key as a bearer token; per-request headers override the client's.
-          { signal, headers: { Authorization: `Bearer ${apiKey.reveal()}` } },
+          // SDK 1.x sends the key as a bearer token; per-request headers override the client's. The
+          // `accept` tells the transport to hand the body on as it arrives (upstream-fetch.ts).
+          { signal, headers: { Authorization: `Bearer ${apiKey.reveal()}`, accept: eventStream } },
         );
-        return readMessage(message, model);
+        return await readMessageStream(stream, model, signal, observer);
       } catch (error) {
         const wrapped = upstreamFailure(error, signal);
         rememberKeyOf(wrapped, apiKey);
@@ -122,32 +177,71 @@ export function createClaudeAdapter(options: ClaudeAdapterOptions): ProviderAdap
   };
 }
 
-/** The SDK hands back whatever a 2xx held (a string for HTML): check it is a Message. */
-function readMessage(message: unknown, requestedModel: string): ProviderAnswer {
-  if (
-    typeof message !== 'object' ||
-    message === null ||
-    !Array.isArray((message as { content?: unknown }).content)
-  ) {
-    throw new UnexpectedResponseError('Anthropic answered 2xx with a body that is not a Message');
+function numberOrNull(value: unknown): number | null {
+  return typeof value === 'number' && Number.isFinite(value) ? value : null;
+}
+
+/**
+ * Reads a Messages stream (https://docs.anthropic.com/en/api/messages-streaming) to its `message_stop`:
+ * `text_delta`s are the answer, `message_start` and `message_delta` carry the model, the usage and the stop
+ * reason; other events (pings, other block types, events added later) are passed over. The SDK turns an
+ * `event: error` into an `APIError` and a chunk that is not JSON into a `SyntaxError`.
+ */
+async function readMessageStream(
+  stream: AsyncIterable<unknown>,
+  requestedModel: string,
+  signal: AbortSignal,
+  observer: UpstreamStreamObserver | undefined,
+): Promise<ProviderAnswer> {
+  const text = new StreamedText(observer);
+  let answeredModel: string | undefined;
+  let inputTokens: number | null = null;
+  let outputTokens: number | null = null;
+  let stopReason: unknown;
+  let stopped = false;
+  for await (const event of stream) {
+    // The SDK still yields the events it had parsed when the signal fired: read none of them.
+    if (signal.aborted) break;
+    const record = (typeof event === 'object' && event !== null ? event : {}) as StreamEventFields;
+    switch (record.type) {
+      case 'message_start': {
+        const message = record.message;
+        if (typeof message?.model === 'string' && message.model) answeredModel = message.model;
+        inputTokens = numberOrNull(message?.usage?.input_tokens) ?? inputTokens;
+        outputTokens = numberOrNull(message?.usage?.output_tokens) ?? outputTokens;
+        break;
+      }
+      case 'content_block_delta':
+        if (record.delta?.type === 'text_delta' && typeof record.delta.text === 'string')
+          text.add(record.delta.text);
+        break;
+      case 'message_delta':
+        // Usage here is cumulative: the last one is the call's.
+        if (record.delta?.stop_reason !== undefined) stopReason = record.delta.stop_reason;
+        inputTokens = numberOrNull(record.usage?.input_tokens) ?? inputTokens;
+        outputTokens = numberOrNull(record.usage?.output_tokens) ?? outputTokens;
+        break;
+      case 'message_stop':
+        stopped = true;
+        break;
+      default:
+        break;
+    }
   }
-  const record = message as {
-    content: { type?: unknown; text?: unknown }[];
-    model?: unknown;
-    stop_reason?: unknown;
-    usage?: { input_tokens?: unknown; output_tokens?: unknown };
-  };
-  const text = record.content
-    .filter((block) => block.type === 'text' && typeof block.text === 'string')
-    .map((block) => block.text as string)
-    .join('');
+  throwIfAborted(signal);
+  if (!stopped) throw new IncompleteStreamError('The Anthropic stream ended before message_stop');
   return {
-    text,
-    model: typeof record.model === 'string' && record.model ? record.model : requestedModel,
-    usage: {
-      inputTokens: typeof record.usage?.input_tokens === 'number' ? record.usage.input_tokens : null,
-      outputTokens: typeof record.usage?.output_tokens === 'number' ? record.usage.output_tokens : null,
-    },
-    truncated: record.stop_reason === 'max_tokens',
+    text: text.text,
+    model: answeredModel ?? requestedModel,
+    usage: { inputTokens, outputTokens },
+    truncated: stopReason === 'max_tokens',
   };
+}
+
+/** The fields of a stream event the adapter reads, all unchecked until read. */
+interface StreamEventFields {
+  type?: unknown;
+  message?: { model?: unknown; usage?: { input_tokens?: unknown; output_tokens?: unknown } };
+  delta?: { type?: unknown; text?: unknown; stop_reason?: unknown };
+  usage?: { input_tokens?: unknown; output_tokens?: unknown };
 }

@@ -1,8 +1,8 @@
 /**
- * GPT through `openai` v6 (Chat Completions) with `response_format: json_schema`. The SDK's retries
- * are off; the provider actor owns the deadline through the signal it passes.
+ * GPT through `openai` v6 (Chat Completions, streamed with usage) with `response_format: json_schema`.
+ * The SDK's retries are off; the provider actor owns the deadlines through the signal it passes.
  */
-import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 import type { ProviderFailure } from '../errors/index.js';
 import {
   classifyTransportError,
@@ -11,12 +11,12 @@ import {
   failure,
   retryAfterMsOf,
 } from './classify-common.js';
-import { callOptions, PerCallKeyOpenAI } from './openai-client.js';
 import { rememberKeyOf } from './scrub.js';
 import { sdkTimeoutMs } from './sdk-options.js';
-import { upstreamFetch } from './upstream-fetch.js';
-import type { ProviderAdapter, ProviderAnswer } from './types.js';
-import { UnexpectedResponseError, upstreamFailure } from './upstream-errors.js';
+import { StreamedText, throwIfAborted } from './streamed-text.js';
+import { eventStream, upstreamFetch } from './upstream-fetch.js';
+import type { ProviderAdapter, ProviderAnswer, UpstreamStreamObserver } from './types.js';
+import { IncompleteStreamError, upstreamFailure } from './upstream-errors.js';
 
 export interface GptAdapterOptions {
   readonly baseUrl: string;
@@ -34,40 +34,77 @@ function stringOrUndefined(value: unknown): string | undefined {
   return typeof value === 'string' && value.length > 0 ? value : undefined;
 }
 
-/** Pure: an error the GPT adapter rejected with → its docs/errors.md class (OpenAI's classes keep `.name` "Error": use instanceof). */
+/** The class of an OpenAI error with its status (the HTTP one, or the one an in-band error implies). */
+function classOfOpenaiError(
+  status: number,
+  body: { code: string | undefined; type: string | undefined; message: string },
+  error: unknown,
+  extra: { httpStatus?: number; retryAfterMs?: number | undefined },
+): ProviderFailure {
+  const { code, type, message } = body;
+  if (status === 429)
+    return failure(isQuotaCode(code, type) ? 'quota_exhausted' : 'rate_limited', error, message, extra);
+  if (code === 'context_length_exceeded' || code === 'request_too_large')
+    return failure('context_too_long', error, message, extra);
+  if (code === 'server_is_overloaded' || (status === 503 && /overloaded/i.test(message))) {
+    return failure('overloaded', error, message, extra);
+  }
+  if (code === 'model_not_found') return failure('not_found', error, message, extra);
+  return failure(classOfStatus(status), error, message, extra);
+}
+
+/**
+ * The status an in-band error chunk (`{"error":{message,type,param,code}}` inside a 200 stream) would have
+ * come with over HTTP (https://platform.openai.com/docs/guides/error-codes), from its code, else its type.
+ * One that names nothing known is OpenAI's own failure: 500.
+ */
+function statusOfInBandError(code: string | undefined, type: string | undefined): number {
+  if (isQuotaCode(code, type) || code === 'rate_limit_exceeded' || type === 'requests' || type === 'tokens')
+    return 429;
+  if (code === 'invalid_api_key' || type === 'authentication_error') return 401;
+  if (type === 'request_forbidden' || code === 'unsupported_country_region_territory') return 403;
+  if (code === 'model_not_found') return 404;
+  if (code === 'request_too_large') return 413;
+  if (code === 'server_is_overloaded') return 503;
+  if (code === 'context_length_exceeded' || type === 'invalid_request_error') return 400;
+  return 500;
+}
+
+/**
+ * Pure: an error the GPT adapter rejected with → its docs/errors.md class (OpenAI's classes keep `.name`
+ * "Error": use instanceof). An in-band error chunk (an `APIError` without a status) is classed by its code
+ * and type exactly as the same error over HTTP.
+ */
 export function classifyGptError(error: unknown): ProviderFailure {
   if (error instanceof APIUserAbortError) return failure('aborted', error, error.message);
   if (error instanceof APIConnectionTimeoutError) return failure('timeout', error, error.message);
   if (error instanceof APIConnectionError)
     return classifyTransportError(error.cause) ?? failure('connection', error, error.message);
-  if (error instanceof APIError && typeof error.status === 'number') {
-    const status = error.status;
-    const code = stringOrUndefined(error.code);
-    const type = stringOrUndefined(error.type);
-    const message = error.message;
-    const extra = { httpStatus: status, retryAfterMs: retryAfterMsOf(error.headers) };
-    if (status === 429)
-      return failure(isQuotaCode(code, type) ? 'quota_exhausted' : 'rate_limited', error, message, extra);
-    if (code === 'context_length_exceeded' || code === 'request_too_large')
-      return failure('context_too_long', error, message, extra);
-    if (code === 'server_is_overloaded' || (status === 503 && /overloaded/i.test(message))) {
-      return failure('overloaded', error, message, extra);
-    }
-    if (code === 'model_not_found') return failure('not_found', error, message, extra);
-    return failure(classOfStatus(status), error, message, extra);
+  if (error instanceof APIError) {
+    const body = {
+      code: stringOrUndefined(error.code),
+      type: stringOrUndefined(error.type),
+      message: error.message,
+    };
+    const retryAfterMs = retryAfterMsOf(error.headers);
+    if (typeof error.status === 'number')
+      return classOfOpenaiError(error.status, body, error, { httpStatus: error.status, retryAfterMs });
+    // An SDK error with nothing from the wire in it (no error object) is not an in-band error.
+    if (typeof error.error === 'object' && error.error !== null)
+      return classOfOpenaiError(statusOfInBandError(body.code, body.type), body, error, { retryAfterMs });
   }
   return classifyTransportError(error) ?? classifyUnknown(error);
 }
 
 /**
- * One SDK client per adapter, with no user's key in it: each call passes its own key and signal in its
- * request options (openai-client.ts). (A client per call cost ~190 µs of CPU; a client per key would keep
- * users' keys in memory past their request.)
+ * One SDK client per adapter, with no user's key in it: each call sends its own key in its per-request
+ * `headers` (which override the client's), and its own `signal`. Only the SDK's documented options.
+ * (A client per call cost ~190 µs of CPU; a client per key would keep users' keys in memory past their request.)
  * Every credential option is explicit: the SDK never reads OPENAI_API_KEY / OPENAI_ADMIN_KEY / OPENAI_ORG_ID.
  */
-function createClient(baseUrl: string): PerCallKeyOpenAI {
-  return new PerCallKeyOpenAI({
-    // A placeholder the SDK requires; every request's headers get the call's own key instead.
+function createClient(baseUrl: string): OpenAI {
+  return new OpenAI({
+    // A placeholder the SDK requires; every request's headers carry the call's own key instead.
     apiKey: 'sent-per-request',
     adminAPIKey: null,
     organization: null,
@@ -76,6 +113,9 @@ function createClient(baseUrl: string): PerCallKeyOpenAI {
     baseURL: baseUrl,
     maxRetries: 0,
     timeout: sdkTimeoutMs,
+    // Every failure reaches the adapter as an error it classifies and scrubs; the SDK's own log lines
+    // (a malformed chunk verbatim, and with OPENAI_LOG=debug whole requests) would go around that.
+    logLevel: 'off',
     // undici's `request` on one pool instead of the global `fetch` (upstream-fetch.ts: half the CPU per call).
     fetch: upstreamFetch,
   });
@@ -83,14 +123,14 @@ function createClient(baseUrl: string): PerCallKeyOpenAI {
 
 export function createGptAdapter(options: GptAdapterOptions): ProviderAdapter {
   const { baseUrl, model } = options;
-  let client: PerCallKeyOpenAI | undefined;
+  let client: OpenAI | undefined;
   return {
     id: 'gpt',
     model,
-    async generate(request, apiKey, signal) {
+    async generate(request, apiKey, signal, observer) {
       client ??= createClient(baseUrl);
       try {
-        const completion: unknown = await client.chat.completions.create(
+        const stream = await client.chat.completions.create(
           {
             model,
             max_completion_tokens: request.maxOutputTokens,
@@ -102,10 +142,13 @@ export function createGptAdapter(options: GptAdapterOptions): ProviderAdapter {
               type: 'json_schema',
               json_schema: { name: request.task, schema: { ...request.jsonSchema }, strict: false },
             },
+            stream: true,
+            stream_options: { include_usage: true },
           },
-          callOptions(apiKey, signal),
+          // The `accept` tells the transport to hand the body on as it arrives (upstream-fetch.ts).
+          { signal, headers: { Authorization: `Bearer ${apiKey.reveal()}`, accept: eventStream } },
         );
-        return readCompletion(completion, model);
+        return await readChunkStream(stream, model, signal, observer);
       } catch (error) {
         const wrapped = upstreamFailure(error, signal);
         rememberKeyOf(wrapped, apiKey);
@@ -116,25 +159,54 @@ export function createGptAdapter(options: GptAdapterOptions): ProviderAdapter {
   };
 }
 
-/** The SDK hands back whatever a 2xx held (a string for HTML): check it is a chat completion. */
-function readCompletion(completion: unknown, requestedModel: string): ProviderAnswer {
-  const record = (typeof completion === 'object' && completion !== null ? completion : {}) as {
-    choices?: { message?: { content?: unknown }; finish_reason?: unknown }[];
-    model?: unknown;
-    usage?: { prompt_tokens?: unknown; completion_tokens?: unknown };
-  };
-  const choice = Array.isArray(record.choices) ? record.choices[0] : undefined;
-  if (!choice || typeof choice.message !== 'object' || choice.message === null) {
-    throw new UnexpectedResponseError('OpenAI answered 2xx with a body that is not a chat completion');
+function numberOrNull(value: unknown): number | null {
+  return typeof value === 'number' && Number.isFinite(value) ? value : null;
+}
+
+/**
+ * Reads a Chat Completions stream (https://platform.openai.com/docs/api-reference/chat-streaming) to the
+ * choice's `finish_reason`: `delta.content` pieces are the answer; the final chunk `stream_options.include_usage`
+ * asks for carries the usage (empty `choices`). The SDK turns an in-band `{"error":…}` chunk into an
+ * `APIError` and a chunk that is not JSON into a `SyntaxError`; it reads `data: [DONE]` itself.
+ */
+async function readChunkStream(
+  stream: AsyncIterable<unknown>,
+  requestedModel: string,
+  signal: AbortSignal,
+  observer: UpstreamStreamObserver | undefined,
+): Promise<ProviderAnswer> {
+  const text = new StreamedText(observer);
+  let answeredModel: string | undefined;
+  let finishReason: unknown;
+  let inputTokens: number | null = null;
+  let outputTokens: number | null = null;
+  for await (const chunk of stream) {
+    // The SDK still yields the chunks it had parsed when the signal fired: read none of them.
+    if (signal.aborted) break;
+    const record = (typeof chunk === 'object' && chunk !== null ? chunk : {}) as ChunkFields;
+    if (typeof record.model === 'string' && record.model) answeredModel = record.model;
+    const choice = Array.isArray(record.choices) ? record.choices[0] : undefined;
+    if (typeof choice?.delta?.content === 'string') text.add(choice.delta.content);
+    if (typeof choice?.finish_reason === 'string') finishReason = choice.finish_reason;
+    if (typeof record.usage === 'object' && record.usage !== null) {
+      inputTokens = numberOrNull(record.usage.prompt_tokens);
+      outputTokens = numberOrNull(record.usage.completion_tokens);
+    }
   }
+  throwIfAborted(signal);
+  if (finishReason === undefined)
+    throw new IncompleteStreamError('The OpenAI stream ended before a finish_reason');
   return {
-    text: typeof choice.message.content === 'string' ? choice.message.content : '',
-    model: typeof record.model === 'string' && record.model ? record.model : requestedModel,
-    usage: {
-      inputTokens: typeof record.usage?.prompt_tokens === 'number' ? record.usage.prompt_tokens : null,
-      outputTokens:
-        typeof record.usage?.completion_tokens === 'number' ? record.usage.completion_tokens : null,
-    },
-    truncated: choice.finish_reason === 'length',
+    text: text.text,
+    model: answeredModel ?? requestedModel,
+    usage: { inputTokens, outputTokens },
+    truncated: finishReason === 'length',
   };
+}
+
+/** The fields of a chunk the adapter reads, all unchecked until read. */
+interface ChunkFields {
+  model?: unknown;
+  choices?: { delta?: { content?: unknown }; finish_reason?: unknown }[];
+  usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null;
 }

@@ -44,3 +44,11 @@ export function upstreamFailure(error: unknown, signal: AbortSignal): unknown {
     return new UpstreamAbortError(signal.reason, { cause: error });
   return error;
 }
+
+/**
+ * An answer's stream ended before the provider's own end of stream (Anthropic `message_stop`, OpenAI's
+ * final `finish_reason`): the connection was cut, class `connection`, like the same cut inside a body.
+ */
+export class IncompleteStreamError extends Error {
+  override readonly name = 'IncompleteStreamError';
+}

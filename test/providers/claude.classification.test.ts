@@ -95,11 +95,28 @@ describe('classifyClaudeError over the wire (emulator → @anthropic-ai/sdk → 
       fault: 'respond',
       count: 1,
       status: 200,
-      body: { id: 'msg_1', type: 'message', role: 'assistant', model: 'claude-other', content: [{ type: 'text', text: '{}' }], stop_reason: 'end_turn', stop_sequence: null },
+      // A whole stream whose events carry no usage at all.
+      body: [
+        'event: message_start',
+        'data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-other","content":[],"stop_reason":null,"stop_sequence":null}}',
+        '',
+        'event: content_block_delta',
+        'data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"{}"}}',
+        '',
+        'event: message_delta',
+        'data: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null}}',
+        '',
+        'event: message_stop',
+        'data: {"type":"message_stop"}',
+        '',
+        '',
+      ].join('\n'),
+      headers: { 'content-type': 'text/event-stream' },
     });
     const answer = await rig.adapters.claude.generate(studyRequest(), new Secret('test-claude-key-0001'), openSignal());
     expect(answer.usage).toEqual({ inputTokens: null, outputTokens: null });
     expect(answer.model).toBe('claude-other');
+    expect(answer.text).toBe('{}');
   });
 });
 

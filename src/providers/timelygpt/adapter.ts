@@ -1,6 +1,7 @@
 /**
  * TimelyGPT over HTTP (docs/providers.md): the token flow runs as `timelyGptSessionMachine`, with the
- * token cache shared by every call of this adapter.
+ * token cache shared by every call of this adapter. Its documented API has no stream (`stream: false`,
+ * one `final_response`), so an observer gets the whole text as one piece when it has arrived.
  */
 import { randomUUID } from 'node:crypto';
 import { createActor, fromPromise, toPromise } from 'xstate';
@@ -73,7 +74,7 @@ export function createTimelyGptAdapter(options: TimelyGptAdapterOptions): Timely
     id: 'timelygpt',
     model,
     tokenCache,
-    async generate(request, apiKey, signal) {
+    async generate(request, apiKey, signal, observer) {
       const body = completionBody(request, model);
       const session = timelyGptSessionMachine.provide({
         actors: {
@@ -102,7 +103,12 @@ export function createTimelyGptAdapter(options: TimelyGptAdapterOptions): Timely
       const finished = toPromise(actor);
       actor.start();
       const output = await finished;
-      if (output.status === 'succeeded') return toAnswer(output.completion, model);
+      if (output.status === 'succeeded') {
+        // TimelyGPT's documented API answers whole (`stream: false`): the answer is one piece, at its end.
+        const answer = toAnswer(output.completion, model);
+        if (answer.text.length > 0) observer?.onDelta(answer.text);
+        return answer;
+      }
       const wrapped = upstreamFailure(output.error, signal);
       rememberKeyOf(wrapped, apiKey);
       throw wrapped;

@@ -1,0 +1,166 @@
+/**
+ * Streamed answers, as the real APIs stream them (docs/emulator.md "Streams"): a 200 `text/event-stream`
+ * whose text arrives one token (4 characters) per event at the emulator's speed, and the stream faults
+ * (cut, stall, an in-band error event, a malformed chunk after N chunks; a slow first token).
+ */
+import type { ServerResponse } from 'node:http';
+import type { FaultSpec } from './faults.js';
+import type { WireHeaders } from './http-io.js';
+
+/** What a streamed answer holds besides its text. */
+export interface StreamDetail {
+  readonly model: string;
+  readonly truncated: boolean;
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+  readonly sequence: number;
+  /** OpenAI: the request asked `stream_options.include_usage`. */
+  readonly includeUsage: boolean;
+}
+
+/** A whole answer's parts, read from a replayed success body (`respond` on a streamed call). */
+export interface ReplayedAnswer {
+  readonly text: string;
+  readonly model?: string;
+  readonly truncated: boolean;
+  readonly inputTokens?: number;
+  readonly outputTokens?: number;
+}
+
+/** One provider's event stream, as SSE text (each string one or more whole events). */
+export interface StreamWire {
+  /** The parts of a body that is this provider's whole success answer (a Message, a chat.completion), else undefined. */
+  replay(body: unknown): ReplayedAnswer | undefined;
+  /** The events before the first token (Anthropic `message_start`, `content_block_start`; OpenAI the role chunk). */
+  open(detail: StreamDetail): string;
+  /** One text piece. */
+  delta(text: string, detail: StreamDetail): string;
+  /** The events after the last token, through the provider's end of stream. */
+  close(detail: StreamDetail): string;
+  /** An in-band error event carrying `body` (the provider's own error object). */
+  error(body: unknown): string;
+  /** A chunk whose data is not JSON. */
+  malformed(detail: StreamDetail): string;
+}
+
+/** The characters of one emulated token (the usage count is 4 characters a token too). */
+const tokenChars = 4;
+/** Below this many ms between tokens, several tokens go out per timer tick. */
+const minTickMs = 10;
+
+/** The answer's text as the pieces it streams in. */
+function tokenPieces(text: string): string[] {
+  const pieces: string[] = [];
+  for (let start = 0; start < text.length; start += tokenChars)
+    pieces.push(text.slice(start, start + tokenChars));
+  return pieces;
+}
+
+export interface StreamPacing {
+  /** Tokens per second; 0 writes every token at once. */
+  readonly tokensPerSecond: number;
+  /** Pending timers, cleared when the emulator closes. */
+  readonly pending: Set<NodeJS.Timeout>;
+}
+
+/** Resolves after `ms` (at once for 0), or as soon as the response closes; the timer is tracked for close(). */
+function pause(response: ServerResponse, pacing: StreamPacing, ms: number): Promise<void> {
+  if (ms <= 0 || response.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      pacing.pending.delete(timer);
+      response.off('close', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    pacing.pending.add(timer);
+    response.once('close', done);
+  });
+}
+
+/** Writes `text` and resolves once it is handed to the socket (so a cut after it cuts after these bytes). */
+function write(response: ServerResponse, text: string): Promise<void> {
+  return new Promise((resolve) => {
+    if (response.destroyed) return resolve();
+    response.write(text, () => resolve());
+  });
+}
+
+/** The stream fault of a call, with its `after` (chunks before it acts) resolved. */
+function afterOf(fault: FaultSpec | undefined, pieces: number): number {
+  if (fault?.after !== undefined) return Math.min(fault.after, pieces);
+  // `cut` without `after` cuts halfway; the others act before the first token.
+  return fault?.fault === 'cut' ? Math.floor(pieces / 2) : 0;
+}
+
+const streamFaults = new Set(['cut', 'stall', 'streamError', 'malformedChunk', 'slowFirstToken']);
+
+/**
+ * Serves one streamed answer. The stream faults act after `after` text chunks: `cut` destroys the socket,
+ * `stall` writes nothing more (until the client goes away), `streamError` sends the in-band error event and
+ * ends, `malformedChunk` sends a chunk that is not JSON and ends; `slowFirstToken` waits `ms` before the first.
+ */
+export async function serveStream(
+  response: ServerResponse,
+  wire: StreamWire,
+  headers: WireHeaders,
+  text: string,
+  detail: StreamDetail,
+  fault: FaultSpec | undefined,
+  pacing: StreamPacing,
+  inBandError: () => unknown,
+): Promise<void> {
+  const active = fault !== undefined && streamFaults.has(fault.fault) ? fault : undefined;
+  const pieces = tokenPieces(text);
+  const after = afterOf(active, pieces.length);
+  response.writeHead(200, {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache',
+    ...headers,
+  });
+  await write(response, wire.open(detail));
+  if (active?.fault === 'slowFirstToken') await pause(response, pacing, active.ms ?? 0);
+
+  const perTick =
+    pacing.tokensPerSecond > 0
+      ? Math.max(1, Math.round((pacing.tokensPerSecond * minTickMs) / 1000))
+      : pieces.length;
+  const tickMs = pacing.tokensPerSecond > 0 ? (1000 * perTick) / pacing.tokensPerSecond : 0;
+  const stopAt = active && active.fault !== 'slowFirstToken' ? after : pieces.length;
+  let sent = 0;
+  while (sent < stopAt && !response.destroyed) {
+    if (sent > 0) await pause(response, pacing, tickMs);
+    const batch = pieces.slice(sent, Math.min(stopAt, sent + perTick));
+    await write(response, batch.map((piece) => wire.delta(piece, detail)).join(''));
+    sent += batch.length;
+  }
+  if (response.destroyed) return;
+
+  switch (active?.fault) {
+    case 'cut':
+      response.socket?.destroy();
+      return;
+    case 'stall':
+      return;
+    case 'streamError':
+      response.end(wire.error(inBandError()));
+      return;
+    case 'malformedChunk':
+      response.end(wire.malformed(detail));
+      return;
+    default:
+      response.end(wire.close(detail));
+  }
+}
+
+/** One SSE event: an optional `event:` line, one `data:` line, a blank line. */
+export function sseEvent(event: string | undefined, data: unknown): string {
+  const payload = typeof data === 'string' ? data : JSON.stringify(data);
+  return `${event === undefined ? '' : `event: ${event}\n`}data: ${payload}\n\n`;
+}
+
+/** A number read from an untrusted body, or undefined. */
+export function countOf(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isFinite(value) ? value : undefined;
+}
