@@ -49,9 +49,8 @@ export interface ProviderAnswer {
 }
 
 /**
- * What an adapter that streams tells of its answer as it arrives: each piece of text, in order (the
- * first one is the first token). Adapters that do not stream never call it; the answer they resolve
- * with is whole either way.
+ * Receives an upstream call's answer as it is written: `onDelta` once per text piece, in order, as each
+ * arrives (the first is the first token). The pieces joined are the answer's whole text.
  */
 export interface UpstreamStreamObserver {
   onDelta(text: string): void;

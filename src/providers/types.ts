@@ -27,11 +27,12 @@ export interface ProviderAdapter {
   readonly id: ProviderId;
   readonly model: string;
   /**
-   * One upstream generation call with the SDK's own retries off. `signal` aborts on the caller's
-   * cancel and on the provider actor's overall deadline; the actor tells the two apart itself.
-   * Rejects with whatever the SDK or the wire raised. `apiKey` stays a `Secret` up to here: the adapter
-   * reveals it only into the upstream request's header. `observer`, when given, hears each piece of a
-   * streamed answer as it arrives (an adapter that does not stream never calls it).
+   * One upstream generation call with the SDK's own retries off, streamed: `observer.onDelta` gets each
+   * text piece as it arrives (the first is the first token), and the promise resolves with the whole
+   * answer at the stream's end. Deadlines are the caller's: `signal` aborts on the caller's cancel and
+   * on any of the call's deadlines (first token, idle, overall), and the adapter stops reading at once.
+   * Rejects with whatever the SDK or the wire raised, mid-stream included. `apiKey` stays a `Secret` up
+   * to here: the adapter reveals it only into the upstream request's header.
    */
   generate(
     request: GenerationRequest,
