@@ -6,7 +6,7 @@
  * the runtime it shows is the one that serves.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { InspectionEvent } from 'xstate';
+import type { AnyActorRef, InspectionEvent } from 'xstate';
 import { fail, type Step } from './scripted-adapter.js';
 import { input, startHarness, type Harness, type HarnessOptions } from './gateway-harness.js';
 import type { ProviderId } from '../../src/providers/index.js';
@@ -122,7 +122,7 @@ describe('the same runtime with and without an inspector', () => {
       vi.setSystemTime(1_800_000_000_000);
       const actors = new Set<string>();
       const inspected = await observe(script, (event) => {
-        if (event.type === '@xstate.actor') actors.add(event.actorRef.id);
+        if (event.type === '@xstate.actor') actors.add((event.actorRef as AnyActorRef).id);
       });
       for (const pattern of script.shows) expect(plain.join('\n')).toMatch(pattern);
       expect(inspected).toEqual(plain);
