@@ -7,8 +7,9 @@
  * (variant − direct adapter call) per call, and the report takes the median round.
  */
 import { performance } from 'node:perf_hooks';
-import { assign, createActor, fromTransition, setup, type AnyActorRef } from 'xstate';
-import { createUpstreamCalls, type CallUpstreamInput } from '../src/actors/call-upstream.js';
+import { assign, createActor, fromCallback, fromTransition, setup, type AnyActorRef } from 'xstate';
+import { createUpstreamLogic } from '../src/actors/upstream.js';
+import { callMachine, type CallEvent, type CallInput, type CallMachine } from '../src/machines/call.machine.js';
 import { breakerMachine } from '../src/machines/breaker.machine.js';
 import { createGateway } from '../src/actors/gateway.js';
 import { providerMachine, type ProviderReply } from '../src/machines/provider.machine.js';
@@ -55,15 +56,9 @@ async function directCalls(count: number): Promise<void> {
 
 // ---- breaker + provider actor: call.requested → provider.succeeded
 const provider = createActor(
-  (() => {
-    const calls = createUpstreamCalls({ adapters, timeoutMs: 60_000 });
-    return providerMachine.provide({
-      actions: {
-        startUpstream: ({ self }, params) => calls.start(params, (event) => self.send(event)),
-        abortUpstream: (_, params) => calls.cancel(params.callId, params.at),
-      },
-    });
-  })(),
+  providerMachine.provide({
+    actors: { call: callMachine.provide({ actors: { upstream: createUpstreamLogic(adapters) } }) },
+  }),
   { input: { providerId: 'claude', model: 'claude-model', threshold: 5, recoveryMs: 60_000 } },
 ).start();
 const waiting = new Map<string, (reply: ProviderReply) => void>();
@@ -102,25 +97,23 @@ async function providerCalls(count: number): Promise<void> {
 }
 
 // ---- diagnostics: where the provider actor's time goes
-/** The same provider actor with an upstream call stripped of the deadline timer and abort controller. */
-const bareProviderMachine = providerMachine.provide({
-  actions: {
-    startUpstream: ({ self }, input: CallUpstreamInput) => {
-      void adapters.claude.generate(input.request, secret, signal).then((answer) =>
-        self.send({
-          type: 'upstream.succeeded',
-          callId: input.callId,
-          replyTo: input.replyTo,
-          keyId: input.keyId,
-          answer,
-          verdict: { ok: true, value: answer.text },
-          durationMs: 0,
-          at: 0,
-        }),
-      );
-    },
-  },
+/** The same provider actor with its call a bare callback actor (no call machine: no clocks, no abort signal). */
+const bareCall = fromCallback<CallEvent, CallInput>(({ input, sendBack }) => {
+  void adapters.claude.generate(input.request, secret, signal).then((answer) =>
+    sendBack({
+      type: 'upstream.succeeded',
+      callId: input.callId,
+      replyTo: input.replyTo,
+      keyId: input.keyId,
+      answer,
+      verdict: { ok: true, value: answer.text },
+      durationMs: 0,
+      streamed: null,
+      at: 0,
+    } as unknown as CallEvent),
+  );
 });
+const bareProviderMachine = providerMachine.provide({ actors: { call: bareCall as unknown as CallMachine } });
 const bareProvider = createActor(bareProviderMachine, {
   input: { providerId: 'claude', model: 'claude-model', threshold: 5, recoveryMs: 60_000 },
 }).start();
@@ -155,13 +148,22 @@ async function abortPlumbing(count: number): Promise<void> {
   }
 }
 
-/** The breaker alone: `call.started` then `call.succeeded`, as the provider actor sends them. */
+/** The breaker alone: `breaker.admit` then `call.succeeded`, as the provider actor sends them. */
+const admitCall = {
+  callId: 'b',
+  request,
+  apiKey: secret,
+  keyId: secret.fingerprint,
+  replyTo: caller,
+  validate: acceptAll,
+  at: 0,
+};
 const breaker = createActor(breakerMachine, {
   input: { providerId: 'claude', threshold: 5, recoveryMs: 60_000 },
 }).start();
 async function breakerCalls(count: number): Promise<void> {
   for (let i = 0; i < count; i += 1) {
-    breaker.send({ type: 'call.started', callId: 'b', at: 0 });
+    breaker.send({ type: 'breaker.admit', call: admitCall, replyTo: caller, leased: false, at: 0 });
     breaker.send({ type: 'call.succeeded', callId: 'b', at: 0 });
   }
 }
@@ -384,7 +386,7 @@ async function main(): Promise<void> {
     ['provider actor + breaker, upstream actor without deadline timer / abort signals', median(bareOverhead)],
     ['the call\'s AbortController + deadline timer alone (no XState)', median(plumbingOverhead)],
     [
-      'breaker actor alone: `call.started` + `call.succeeded` (2 sends)',
+      'breaker actor alone: `breaker.admit` + `call.succeeded` (2 sends, 1 answer)',
       median(samples.get(breakerOnly.name) ?? []),
     ],
   ] as const;

@@ -42,6 +42,10 @@ export interface Config {
   };
   readonly fallbackMode: FallbackPolicy;
   readonly providerTimeoutMs: number;
+  /** FIRST_TOKEN_TIMEOUT_MS: an upstream call that sends nothing for this long times out (class `timeout`). */
+  readonly firstTokenTimeoutMs: number;
+  /** STREAM_IDLE_TIMEOUT_MS: a streamed answer silent for this long between two pieces times out. */
+  readonly streamIdleTimeoutMs: number;
   readonly providersDefaultOrder: readonly ProviderId[];
   readonly timelygptTokenTtlMs: number;
   /** Unset: breaker state and documents live in this process. */
@@ -253,6 +257,8 @@ const variables = {
   RETRY_BACKOFF_MS: { schema: backoffList, fallback: '1000,2000' },
   FALLBACK_MODE: { schema: z.enum(fallbackPolicies), fallback: 'retry-then-fallback' },
   PROVIDER_TIMEOUT_MS: { schema: integer(1, 3_600_000), fallback: '60000' },
+  FIRST_TOKEN_TIMEOUT_MS: { schema: integer(1, 3_600_000), fallback: '30000' },
+  STREAM_IDLE_TIMEOUT_MS: { schema: integer(1, 3_600_000), fallback: '20000' },
   TIMELYGPT_TOKEN_TTL_MS: { schema: integer(1, 86_400_000), fallback: '3300000' },
   REDIS_URL: { schema: z.string().trim().pipe(z.url({ protocol: /^rediss?$/ })).optional(), fallback: undefined },
   REDIS_PREFIX: { schema: z.string().min(1), fallback: 'study-helper:' },
@@ -393,6 +399,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     },
     fallbackMode: read(env, 'FALLBACK_MODE'),
     providerTimeoutMs: read(env, 'PROVIDER_TIMEOUT_MS'),
+    firstTokenTimeoutMs: read(env, 'FIRST_TOKEN_TIMEOUT_MS'),
+    streamIdleTimeoutMs: read(env, 'STREAM_IDLE_TIMEOUT_MS'),
     providersDefaultOrder: readProviderOrder(env, warnings),
     timelygptTokenTtlMs: read(env, 'TIMELYGPT_TOKEN_TTL_MS'),
     redisUrl: read(env, 'REDIS_URL'),

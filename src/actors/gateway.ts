@@ -1,12 +1,19 @@
 import { randomUUID } from 'node:crypto';
-import { createActor, type ActorRefFrom, type InspectionEvent, type Observer } from 'xstate';
-import type { FallbackLink, FallbackOutput } from '../machines/fallback.machine.js';
+import {
+  createActor,
+  type ActorOptions,
+  type ActorRefFrom,
+  type AnyActorLogic,
+  type InspectionEvent,
+  type Observer,
+} from 'xstate';
+import { callMachine } from '../machines/call.machine.js';
+import { fallbackMachine, type FallbackLink, type FallbackOutput } from '../machines/fallback.machine.js';
 import { providerIds, type ProviderId } from '../machines/types.js';
 import type { ProviderAdapter } from '../providers/index.js';
 import { createKeyIdentity, randomKeySalt, type KeyIdentity } from '../security/key-id.js';
 import { breakerStateName, breakerView } from './breaker-view.js';
-import { createUpstreamCalls } from './call-upstream.js';
-import { createFallbackRuns } from './fallback-runs.js';
+import { createUpstreamLogic } from './upstream.js';
 import type { embeddedFleetLink } from '../machines/fleet-link.js';
 import {
   keyBookMachine,
@@ -45,8 +52,14 @@ export interface GatewayOptions {
   };
   readonly retry: { readonly max: number; readonly backoffMs: readonly number[] };
   readonly policy: FallbackPolicy;
-  /** Overall deadline of one upstream call (PROVIDER_TIMEOUT_MS). */
+  /** Overall deadline of one upstream call (PROVIDER_TIMEOUT_MS), the call machine's `deadline`. */
   readonly providerTimeoutMs: number;
+  /** FIRST_TOKEN_TIMEOUT_MS: the call's `firstTokenTimeout` (default 30 000). */
+  readonly firstTokenTimeoutMs?: number;
+  /** STREAM_IDLE_TIMEOUT_MS: the call's `streamIdleTimeout`, re-armed by each piece (default 20 000). */
+  readonly streamIdleTimeoutMs?: number;
+  /** The actor system's clock (every named delay: backoffs, recoveries, the calls' clocks); tests pass a `SimulatedClock`. */
+  readonly clock?: ActorOptions<AnyActorLogic>['clock'];
   /**
    * Shares every breaker with a fleet (REDIS_URL): the fleet link logic from `createFleetLink`
    * (src/fleet). Absent: each breaker lives in this process only (the embedded default).
@@ -58,7 +71,10 @@ export interface GatewayOptions {
   readonly keyIdentity?: KeyIdentity;
   /** Shares every key's health with a fleet (REDIS_URL): `createKeyLink` (src/fleet). */
   readonly keyLink?: typeof embeddedKeyLink;
-  /** Receives every inspection event of every actor (INSPECT, Stately). */
+  /**
+   * Receives every inspection event of every actor (INSPECT, Stately). It only watches: the same actors
+   * run with it or without it.
+   */
   readonly inspect?: Observer<InspectionEvent> | ((event: InspectionEvent) => void);
 }
 
@@ -66,10 +82,6 @@ type ProviderRef = ActorRefFrom<typeof providerMachine>;
 
 /** Starts the actor system and answers for it: the one object the HTTP layer talks to. */
 export function createGateway(options: GatewayOptions): Gateway {
-  const upstreamCalls = createUpstreamCalls({
-    adapters: options.adapters,
-    timeoutMs: options.providerTimeoutMs,
-  });
   const keyIdentity = options.keyIdentity ?? createKeyIdentity(randomKeySalt());
   const providerActors = {
     ...(options.fleetLink === undefined ? {} : { fleetLink: options.fleetLink }),
@@ -80,12 +92,10 @@ export function createGateway(options: GatewayOptions): Gateway {
   const machine = gatewayMachine.provide({
     actors: {
       provider: providerMachine.provide({
-        actions: {
-          // `send` is bound to its actor (XState binds it), so it reports without a closure per call.
-          startUpstream: ({ self }, params) => upstreamCalls.start(params, self.send),
-          abortUpstream: (_, params) => upstreamCalls.cancel(params.callId, params.at),
+        actors: {
+          call: callMachine.provide({ actors: { upstream: createUpstreamLogic(options.adapters) } }),
+          ...providerActors,
         },
-        actors: providerActors,
       }),
     },
   });
@@ -94,7 +104,6 @@ export function createGateway(options: GatewayOptions): Gateway {
   const fallbackListeners = new Set<(from: ProviderId, to: ProviderId) => void>();
   const running = new Set<{ abort: () => void; fail: (error: Error) => void }>();
   let stopped = false;
-  const runs = createFallbackRuns(options.inspect === undefined ? {} : { inspect: options.inspect });
   /**
    * Run ids: one random prefix per gateway and a count, unique across a fleet (a call id, derived from
    * its run's id, is what the fleet's probe lease names) without a `randomUUID()` per request.
@@ -116,10 +125,15 @@ export function createGateway(options: GatewayOptions): Gateway {
             ? {}
             : { minDistinctKeys: options.breaker.minDistinctKeys }),
           ...(options.keyHealth === undefined ? {} : { keyHealth: options.keyHealth }),
-          fleet: options.fleetLink !== undefined,
+          timings: {
+            deadlineMs: options.providerTimeoutMs,
+            ...(options.firstTokenTimeoutMs === undefined ? {} : { firstTokenTimeoutMs: options.firstTokenTimeoutMs }),
+            ...(options.streamIdleTimeoutMs === undefined ? {} : { streamIdleTimeoutMs: options.streamIdleTimeoutMs }),
+          },
         })),
       },
       ...(options.inspect === undefined ? {} : { inspect: options.inspect }),
+      ...(options.clock === undefined ? {} : { clock: options.clock }),
     });
     system.start();
     let crashed = false;
@@ -213,9 +227,14 @@ export function createGateway(options: GatewayOptions): Gateway {
         attempts: [],
       });
     }
-    const run = runs.create(
-      {
-        runId: `${runIdPrefix}.${(runCount += 1).toString(36)}`,
+    const runId = `run.${runIdPrefix}.${(runCount += 1).toString(36)}`;
+    // A real actor per request, in the gateway's actor system (its parent is the root), so the
+    // inspector sees it and the system's clock drives its backoff; watched before it starts.
+    const run = createActor(fallbackMachine, {
+      id: runId,
+      parent: root,
+      input: {
+        runId,
         links,
         request: input.request,
         validate: input.validate,
@@ -223,45 +242,46 @@ export function createGateway(options: GatewayOptions): Gateway {
         retryMax: options.retry.max,
         backoffMs: options.retry.backoffMs,
         startedAt: Date.now(),
+        onDelta: input.onDelta,
+        origin: input.origin,
       },
-      {
-        emitted: (event) => {
-          if (event.type === 'attempt.recorded') input.onAttempt?.(event.attempt);
-          else fallbackListeners.forEach((listener) => listener(event.from, event.to));
+    });
+    return new Promise<GenerateOutcome<T>>((resolve, reject) => {
+      let settled = false;
+      const finish = (): boolean => {
+        if (settled) return false;
+        settled = true;
+        input.signal?.removeEventListener('abort', onAbort);
+        running.delete(handle);
+        return true;
+      };
+      const handle = {
+        abort: () => run.send({ type: 'request.aborted', at: Date.now() }),
+        fail: (error: Error) => {
+          if (!finish()) return;
+          reject(error);
+          run.send({ type: 'request.aborted', at: Date.now() });
         },
-        done: (output) => {
-          finish();
-          resolve(toOutcome<T>(output));
+      };
+      const onAbort = () => handle.abort();
+      run.on('attempt.recorded', (event) => input.onAttempt?.(event.attempt));
+      run.on('fallback.taken', (event) => fallbackListeners.forEach((listener) => listener(event.from, event.to)));
+      run.subscribe({
+        complete: () => {
+          if (!finish()) return;
+          const { output } = run.getSnapshot();
+          if (output === undefined) reject(new Error('The fallback run ended without an output'));
+          else resolve(toOutcome<T>(output));
         },
         error: (error) => {
-          finish();
-          reject(error);
+          if (!finish()) return;
+          reject(error instanceof Error ? error : new Error(String(error)));
         },
-      },
-    );
-    let resolve: (outcome: GenerateOutcome<T>) => void = () => undefined;
-    let reject: (error: Error) => void = () => undefined;
-    const handle = {
-      abort: () => run.send({ type: 'request.aborted', at: Date.now() }),
-      fail: (error: Error) => {
-        finish();
-        run.stop();
-        reject(error);
-      },
-    };
-    const onAbort = () => handle.abort();
-    const finish = () => {
-      input.signal?.removeEventListener('abort', onAbort);
-      running.delete(handle);
-    };
-    const outcome = new Promise<GenerateOutcome<T>>((resolveOutcome, rejectOutcome) => {
-      resolve = resolveOutcome;
-      reject = rejectOutcome;
+      });
+      input.signal?.addEventListener('abort', onAbort, { once: true });
+      running.add(handle);
+      run.start();
     });
-    input.signal?.addEventListener('abort', onAbort, { once: true });
-    running.add(handle);
-    run.start();
-    return outcome;
   }
 
   return {
@@ -289,7 +309,6 @@ export function createGateway(options: GatewayOptions): Gateway {
       stopped = true;
       running.forEach((handle) => handle.abort());
       root.stop();
-      runs.stop();
     },
   };
 }

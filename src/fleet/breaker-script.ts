@@ -17,8 +17,9 @@ import {
  * The open period (`period`) grows as the machine's does: `recoveryMs` when opening from closed,
  * the strategy's next period (doubled, capped at maxRecoveryMs) on a failed probe, reset on closing.
  *
- * The quorum (issue 14 part 3): a counted failure adds its key id (a salted fingerprint, never a key)
- * to the streak's `keys`, which hold at most `quorum` distinct ids; the breaker opens only when the
+ * The quorum (issue 14 part 3, by origin: issue 28): a counted failure adds its voter (its origin's
+ * salted id when the call carries one, else its key id: a salted fingerprint, never a key) to the
+ * streak's `keys`, which hold at most `quorum` distinct ids; the breaker opens only when the
  * strategy says so AND the streak's keys reach the quorum (BREAKER_MIN_DISTINCT_KEYS). Below it the
  * streak goes on closed; each instance's machine trips the failing key on its own side.
  *
@@ -29,7 +30,9 @@ import {
  * ARGV    op, now, threshold, recoveryMs, callId, leaseMs, channel, maxRecoveryMs, quorum, then for
  *         `merge`: state, failures, openedAt, retryAt, changedAt, period, keys of the local breaker; for
  *         `failed` / `ignored`: the error class, which (when given) decides between the two by the
- *         table's column B, and the key id of the call (none: the one key 'anonymous')
+ *         table's column B, the key id of the call and its origin (empty: none); the streak's voter is
+ *         the strategy's (`distinctKeyQuorum.voterLua`: the origin when given, else the key id; neither:
+ *         the one voter 'anonymous')
  * Returns state, failures, openedAt, retryAt, opens, version, changedAt, period, keys (the ids joined
  * by spaces), granted (-1 = none for times).
  * Every change bumps `version` and is published on `channel` as the fields before `granted` joined by commas.
@@ -50,6 +53,7 @@ local counted = { ${counted} }
 local function shouldOpen(failures) return ${openStrategies[strategy].lua} end
 local function nextPeriod(period) return ${doublingOpenPeriod.lua} end
 local function hasQuorum(distinct) return ${distinctKeyQuorum.lua} end
+local function voterOf(keyId, origin) return ${distinctKeyQuorum.voterLua} end
 if (op == 'failed' or op == 'ignored') and ARGV[10] ~= nil and ARGV[10] ~= '' then
   if counted[ARGV[10]] then op = 'failed' else op = 'ignored' end
 end
@@ -119,7 +123,7 @@ local isProbe = holder ~= false and holder == callId
 if op == 'failed' then
   if s.state == 'closed' then
     s.failures = s.failures + 1
-    addKey(ARGV[11])
+    addKey(voterOf(ARGV[11] or '', ARGV[12] or ''))
     changed = true
     if shouldOpen(s.failures) and hasQuorum(#keys) then
       s.period = recovery

@@ -32,7 +32,13 @@ function operationFor(event: BreakerEvent): FleetBreakerOperation | undefined {
     case 'call.succeeded':
       return { op: 'succeeded', callId: event.callId };
     case 'call.failed':
-      return { op: 'failed', callId: event.callId, errorClass: event.errorClass, keyId: event.keyId };
+      return {
+        op: 'failed',
+        callId: event.callId,
+        errorClass: event.errorClass,
+        keyId: event.keyId,
+        ...(event.origin === undefined ? {} : { origin: event.origin }),
+      };
     case 'call.ignored':
       return { op: 'ignored', callId: event.callId, errorClass: event.errorClass };
     case 'breaker.reset':

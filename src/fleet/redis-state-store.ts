@@ -5,6 +5,7 @@ import type { SharedBreakerState } from '../machines/breaker.machine.js';
 import {
   defaultMaxRecoveryMs,
   defaultMinDistinctKeys,
+  voterIdPattern,
   type OpenStrategyName,
 } from '../machines/breaker-strategy.js';
 import { breakerScriptFor } from './breaker-script.js';
@@ -15,14 +16,16 @@ export type FleetBreakerOperation =
   /** The prober extends its own probe lease while its call runs (`granted`: it still held it). */
   | { readonly op: 'renew'; readonly callId: string }
   /**
-   * A call's failure; its class, when given, decides counted or not in the script (column B); its key
-   * id (a salted fingerprint), when given, joins the streak's distinct keys (the quorum).
+   * A call's failure; its class, when given, decides counted or not in the script (column B); its
+   * voter — its origin (the caller's salted address id) when given, else its key id (a salted
+   * fingerprint) — joins the streak's distinct voters (the quorum, `distinctKeyQuorum.voter`).
    */
   | {
       readonly op: 'failed' | 'ignored';
       readonly callId: string;
       readonly errorClass?: ErrorClass;
       readonly keyId?: string;
+      readonly origin?: string | undefined;
     }
   | { readonly op: 'reset' | 'release' | 'forceOpen' | 'read' }
   | {
@@ -118,7 +121,7 @@ function keyIdsOf(joined: string | undefined): readonly string[] {
  * key 'anonymous'); one holding a separator would split, so it is passed as none too.
  */
 function scriptKeyId(keyId: string | undefined): string {
-  return keyId !== undefined && /^[\w.:-]{1,128}$/.test(keyId) ? keyId : '';
+  return keyId !== undefined && voterIdPattern.test(keyId) ? keyId : '';
 }
 
 /**
@@ -197,7 +200,7 @@ export function createRedisStateStore(options: RedisStateStoreOptions): RedisSta
               operation.local.streakKeys.map(scriptKeyId).join(' '),
             ]
           : operation.op === 'failed' || operation.op === 'ignored'
-            ? [operation.errorClass ?? '', scriptKeyId(operation.keyId)]
+            ? [operation.errorClass ?? '', scriptKeyId(operation.keyId), scriptKeyId(operation.origin)]
             : [];
       const reply = await runScript(
         [key, `${key}:probe`],

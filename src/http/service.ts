@@ -86,6 +86,8 @@ export async function startService(config: Config, options: ServiceOptions = {})
     retry: config.retry,
     policy: config.fallbackMode,
     providerTimeoutMs: config.providerTimeoutMs,
+    firstTokenTimeoutMs: config.firstTokenTimeoutMs,
+    streamIdleTimeoutMs: config.streamIdleTimeoutMs,
     ...(inspect === undefined ? {} : { inspect }),
     ...(fleet === undefined ? {} : { fleetLink: fleet.fleetLink, keyLink: fleet.keyLink }),
     keyHealth: config.keyHealth,

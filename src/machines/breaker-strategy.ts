@@ -55,12 +55,21 @@ export const doublingOpenPeriod: OpenPeriodRule = {
 
 /**
  * The quorum before a provider is declared down (issue 14 part 3): the counted failures of the streak
- * must come from at least `minDistinctKeys` distinct keys (salted key fingerprints, never keys). The
+ * must come from at least `minDistinctKeys` distinct voters: distinct origins (the callers' salted
+ * network addresses) when the calls carry them, distinct keys (salted key fingerprints, never keys)
+ * otherwise. The
  * breaker keeps at most `minDistinctKeys` ids per streak: all it needs to know is whether the quorum
  * is met. A streak that reaches the threshold with fewer keys is the key's problem, not the provider's.
  */
 export interface KeyQuorumRule {
-  /** The streak's key ids after a counted failure with `keyId`: distinct, in order, at most `minDistinctKeys`. */
+  /**
+   * Who a counted failure is a vote of (issue 28): the caller's origin (an opaque salted id of its network
+   * address) when the call carries one, else its key id. So one address inventing keys is one voter.
+   */
+  voter(keyId: string, origin: string | undefined): string;
+  /** `voter` as a Lua expression over `keyId` and `origin` (the empty string: none), for the breaker script. */
+  readonly voterLua: string;
+  /** The streak's voter ids after a counted failure by `keyId` (a voter): distinct, in order, at most `minDistinctKeys`. */
   withKey(keys: readonly string[], keyId: string, minDistinctKeys: number): readonly string[];
   /** The streak's distinct keys are enough to open the provider-wide breaker. */
   reached(distinctKeys: number, minDistinctKeys: number): boolean;
@@ -74,7 +83,16 @@ export interface KeyQuorumRule {
 /** The breaker machine's `minDistinctKeys` when its input gives none: 1, the rule off (one key opens). */
 export const defaultMinDistinctKeys = 1;
 
+/**
+ * What a key id or an origin id may look like to count (the fleet's script keeps them joined by spaces):
+ * an origin that does not fit is no origin, so the call's key votes instead — in the machine and in the
+ * script alike (the store passes such an id to the script as none).
+ */
+export const voterIdPattern = /^[\w.:+/=-]{1,128}$/;
+
 export const distinctKeyQuorum: KeyQuorumRule = {
+  voter: (keyId, origin) => (origin === undefined || !voterIdPattern.test(origin) ? keyId : `origin:${origin}`),
+  voterLua: "(origin ~= nil and origin ~= '') and ('origin:' .. origin) or keyId",
   withKey: (keys, keyId, minDistinctKeys) =>
     keys.includes(keyId) || keys.length >= minDistinctKeys ? keys : [...keys, keyId],
   reached: (distinctKeys, minDistinctKeys) => distinctKeys >= minDistinctKeys,

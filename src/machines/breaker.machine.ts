@@ -1,4 +1,4 @@
-import { assign, enqueueActions, setup } from 'xstate';
+import { and, assign, enqueueActions, not, or, sendTo, setup, type AnyActorRef } from 'xstate';
 import type { CountedErrorClass, IgnoredErrorClass } from '../errors/index.js';
 import {
   defaultMaxRecoveryMs,
@@ -8,6 +8,7 @@ import {
   openStrategies,
   type OpenStrategyName,
 } from './breaker-strategy.js';
+import type { CallRequest } from './call-request.js';
 
 /** What a provider actor gives its breaker when it spawns it. */
 export interface BreakerInput {
@@ -86,10 +87,25 @@ export interface SharedBreakerState {
  * (`call.failed`); every other class arrives as `call.ignored` and can never move the count.
  */
 export type BreakerEvent =
-  | { type: 'call.started'; callId: string; at: number }
+  /**
+   * May this call go out? The breaker decides and answers `replyTo` (`BreakerAnswer`): admitted (in
+   * half-open or past `retryAt`: it is the probe), rejected, or — shared with a fleet and recovering —
+   * the fleet's probe lease is needed first; `leased`: the lease was granted.
+   */
+  | { type: 'breaker.admit'; call: CallRequest; replyTo: AnyActorRef; leased: boolean; at: number }
   | { type: 'call.succeeded'; callId: string; at: number }
-  /** `keyId`: the salted fingerprint of the key the call used (the quorum counts distinct ones). */
-  | { type: 'call.failed'; callId: string; errorClass: CountedErrorClass; keyId: string; at: number }
+  /**
+   * `keyId`: the salted fingerprint of the key the call used; `origin`: the caller's salted address id,
+   * when known. The quorum counts distinct voters (`distinctKeyQuorum.voter`: the origin, else the key).
+   */
+  | {
+      type: 'call.failed';
+      callId: string;
+      errorClass: CountedErrorClass;
+      keyId: string;
+      origin?: string | undefined;
+      at: number;
+    }
   | { type: 'call.ignored'; callId: string; errorClass: IgnoredErrorClass; at: number }
   | { type: 'breaker.reset'; at: number }
   | { type: 'breaker.forceOpen'; at: number }
@@ -98,6 +114,13 @@ export type BreakerEvent =
   | { type: 'breaker.synced'; shared: SharedBreakerState; at: number }
   /** The shared store became unreachable: decide locally until the next `breaker.synced`. */
   | { type: 'breaker.unshared'; at: number };
+
+/** The breaker's answer to `breaker.admit`, sent to its `replyTo` (the provider actor). */
+export type BreakerAnswer =
+  | { type: 'breaker.admitted'; call: CallRequest }
+  | { type: 'breaker.rejected'; call: CallRequest; retryAt: number | null }
+  /** Shared with a fleet and recovering: this call may be the probe once the fleet grants its lease. */
+  | { type: 'breaker.leaseNeeded'; call: CallRequest };
 
 /**
  * What the breaker tells its parent (and emits): a counted failure reached the threshold but the
@@ -112,8 +135,10 @@ export type BreakerKeyStreak = {
 };
 
 /**
- * The circuit breaker of one provider. Admission is read by the provider actor through the
- * `admitting` tag: closed admits every call, half-open admits exactly one probe, open admits none.
+ * The circuit breaker of one provider. It decides each admission itself (`breaker.admit`, answered
+ * `breaker.admitted` / `breaker.rejected` / `breaker.leaseNeeded`): closed admits every call, half-open
+ * exactly one probe, open none until `retryAt` (then the call is the probe, whether or not the timer
+ * fired). The `admitting` tag marks the states that admit the next call, for views and tests.
  */
 export const breakerMachine = setup({
   types: {
@@ -148,6 +173,10 @@ export const breakerMachine = setup({
       context.openPeriodMs !== context.recoveryMs,
     /** The result belongs to the call admitted as this half-open window's probe. */
     isProbeResult: ({ context, event }) => 'callId' in event && event.callId === context.probeCallId,
+    /** A fleet store is authoritative: a probe needs the fleet's lease (`breaker.leaseNeeded`). */
+    isShared: ({ context }) => context.shared,
+    /** The fleet granted this call the probe lease. */
+    isLeased: ({ event }) => event.type === 'breaker.admit' && event.leased,
     /** Time lives in the data: the recovery time has passed even if no timer said so (restored, shared). */
     isRetryDue: ({ context, event }) =>
       context.retryAt !== null && 'at' in event && event.at >= context.retryAt,
@@ -203,7 +232,26 @@ export const breakerMachine = setup({
       probeCallId: null,
       opens: ({ context }) => context.opens + 1,
     }),
-    holdProbe: assign({ probeCallId: ({ event }) => ('callId' in event ? event.callId : null) }),
+    holdProbe: assign({ probeCallId: ({ event }) => (event.type === 'breaker.admit' ? event.call.callId : null) }),
+    /** The call may go out. */
+    admitCall: sendTo(
+      ({ event }) => admitEvent(event).replyTo,
+      ({ event }): BreakerAnswer => ({ type: 'breaker.admitted', call: admitEvent(event).call }),
+    ),
+    /** The call may not go out: the caller hears when the next probe is admitted (`retryAt`). */
+    rejectCall: sendTo(
+      ({ event }) => admitEvent(event).replyTo,
+      ({ context, event }): BreakerAnswer => ({
+        type: 'breaker.rejected',
+        call: admitEvent(event).call,
+        retryAt: context.retryAt,
+      }),
+    ),
+    /** Shared and recovering: the caller asks the fleet for this window's probe lease, then asks again. */
+    askForLease: sendTo(
+      ({ event }) => admitEvent(event).replyTo,
+      ({ event }): BreakerAnswer => ({ type: 'breaker.leaseNeeded', call: admitEvent(event).call }),
+    ),
     freeProbe: assign({ probeCallId: null }),
     /** Take the fleet's count and times; a local probe survives only while the fleet is half-open too. */
     adoptFleetState: assign(({ context, event }) => {
@@ -270,6 +318,7 @@ export const breakerMachine = setup({
     closed: {
       tags: ['admitting'],
       on: {
+        'breaker.admit': { actions: 'admitCall' },
         'call.succeeded': { guard: 'hasFailureRecord', actions: 'clearFailures' },
         'breaker.synced': { guard: 'isFleetClosed', actions: 'adoptFleetState' },
         'call.failed': [
@@ -288,15 +337,26 @@ export const breakerMachine = setup({
     open: {
       after: { recoveryTimeout: 'halfOpen' },
       on: {
-        /** A call admitted once `retryAt` has passed is the probe, whether or not the timer fired. */
-        'call.started': { guard: 'isRetryDue', target: 'halfOpen.probing', actions: 'holdProbe' },
+        /** A call asked for once `retryAt` has passed is the probe, whether or not the timer fired. */
+        'breaker.admit': [
+          {
+            guard: and(['isRetryDue', or([not('isShared'), 'isLeased'])]),
+            target: 'halfOpen.probing',
+            actions: ['holdProbe', 'admitCall'],
+          },
+          { guard: 'isRetryDue', actions: 'askForLease' },
+          { actions: 'rejectCall' },
+        ],
         /** Re-opened elsewhere in the fleet: re-enter to re-arm the timer on the new `retryAt`. */
         'breaker.synced': { guard: 'isFleetOpen', target: 'open', reenter: true, actions: 'adoptFleetState' },
       },
     },
     /** Held open by an operator (maintenance) until released; no timer moves it. */
     forcedOpen: {
-      on: { 'breaker.synced': { guard: 'isFleetForcedOpen', actions: 'adoptFleetState' } },
+      on: {
+        'breaker.admit': { actions: 'rejectCall' },
+        'breaker.synced': { guard: 'isFleetForcedOpen', actions: 'adoptFleetState' },
+      },
     },
     /** Recovery window: exactly one probe at a time decides between closed and open. */
     halfOpen: {
@@ -306,11 +366,17 @@ export const breakerMachine = setup({
         /** The probe slot is free: the next call is admitted as the probe. */
         awaitingProbe: {
           tags: ['admitting'],
-          on: { 'call.started': { target: 'probing', actions: 'holdProbe' } },
+          on: {
+            'breaker.admit': [
+              { guard: or([not('isShared'), 'isLeased']), target: 'probing', actions: ['holdProbe', 'admitCall'] },
+              { actions: 'askForLease' },
+            ],
+          },
         },
         /** One probe is in flight; everything else is refused until it ends. */
         probing: {
           on: {
+            'breaker.admit': { actions: 'rejectCall' },
             'call.succeeded': { guard: 'isProbeResult', target: '#breaker.closed', actions: 'clearFailures' },
             'call.failed': {
               guard: 'isProbeResult',
@@ -338,11 +404,20 @@ function isThresholdReached(context: BreakerContext): boolean {
   );
 }
 
-/** The streak's key ids once the counted failure being recorded (with its key) is in. */
+/** The streak's voter ids once the counted failure being recorded (with its voter) is in. */
 function streakKeysWith(context: BreakerContext, event: BreakerEvent): readonly string[] {
   return event.type === 'call.failed'
-    ? distinctKeyQuorum.withKey(context.streakKeys, event.keyId, context.minDistinctKeys)
+    ? distinctKeyQuorum.withKey(
+        context.streakKeys,
+        distinctKeyQuorum.voter(event.keyId, event.origin),
+        context.minDistinctKeys,
+      )
     : context.streakKeys;
+}
+
+function admitEvent(event: BreakerEvent): Extract<BreakerEvent, { type: 'breaker.admit' }> {
+  if (event.type !== 'breaker.admit') throw new Error(`An admission answered ${event.type}`);
+  return event;
 }
 
 /** The streak, with the failure being recorded, comes from enough distinct keys. */

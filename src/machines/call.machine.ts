@@ -1,77 +1,349 @@
-import { setup } from 'xstate';
-import type { ProviderAnswer } from './types.js';
+import { assign, fromPromise, sendParent, setup, type AnyActorRef } from 'xstate';
+import { ownClasses, type ProviderFailure } from '../errors/index.js';
+import type { CallRequest, CallTicket } from './call-request.js';
+import type {
+  ApiKey,
+  GenerationRequest,
+  ProviderAnswer,
+  ProviderId,
+  UpstreamStreamObserver,
+  Validation,
+} from './types.js';
 
-/** PROVIDER_TIMEOUT_MS's default; the runtime provides the configured value (`.provide({ delays })`). */
+/** PROVIDER_TIMEOUT_MS's default: the whole call, from going out to the last byte. */
 export const defaultDeadlineMs = 60_000;
+/** FIRST_TOKEN_TIMEOUT_MS's default: from going out to the first piece of the answer. */
+export const defaultFirstTokenTimeoutMs = 30_000;
+/** STREAM_IDLE_TIMEOUT_MS's default: the longest silence between two pieces of a streamed answer. */
+export const defaultStreamIdleTimeoutMs = 20_000;
+
+/** The call's three clocks, in ms (the `deadline`, `firstTokenTimeout` and `streamIdleTimeout` delays). */
+export interface CallTimings {
+  readonly deadlineMs: number;
+  readonly firstTokenTimeoutMs: number;
+  readonly streamIdleTimeoutMs: number;
+}
+
+/** What the provider actor gives the call it admitted (spawned as its child `call`, id = the call id). */
+export interface CallInput extends CallTicket {
+  readonly providerId: ProviderId;
+  readonly request: GenerationRequest;
+  readonly apiKey: ApiKey;
+  readonly validate: (answer: ProviderAnswer) => Validation<unknown>;
+  /** Each piece of a streamed answer, handed on as it arrives (GenerateInput.onDelta); absent: none wanted. */
+  readonly onDelta?: ((provider: ProviderId, text: string) => void) | undefined;
+  /** Epoch ms when the call went out (its durations count from it). */
+  readonly startedAt: number;
+  readonly timings: CallTimings;
+}
+
+/** What the `upstream` actor (the adapter's call) is given; it sends `upstream.delta` to `call` per piece. */
+export interface UpstreamInput {
+  readonly providerId: ProviderId;
+  readonly request: GenerationRequest;
+  readonly apiKey: ApiKey;
+  /** The call actor, which hears each piece as `upstream.delta`. */
+  readonly call: AnyActorRef;
+}
 
 /**
- * What happens to a call in flight, each stamped with its time (`at`, epoch ms): the SDK call resolved
- * or rejected, or the caller went away. The deadline is the machine's own named delay.
+ * The `upstream` actor's contract: it resolves with the provider's answer or rejects with the failure
+ * already classified (`ProviderFailure`, the adapter's `classify`); a stream's pieces go to
+ * `input.call` as `upstream.delta` events. XState aborts `signal` when the call leaves `calling`
+ * (its deadline, a timeout of its stream, or its caller's cancel).
  */
+export type UpstreamLogic = ReturnType<typeof fromPromise<UpstreamAnswer, UpstreamInput>>;
+
+/** What the `upstream` actor resolves with: the answer and when it came (epoch ms). */
+export interface UpstreamAnswer {
+  readonly answer: ProviderAnswer;
+  readonly at: number;
+}
+
+/** What the `upstream` actor rejects with: the classified failure and when it came (epoch ms). */
+export class UpstreamFailure extends Error {
+  constructor(
+    readonly failure: ProviderFailure,
+    readonly at: number,
+  ) {
+    super(failure.message);
+    this.name = 'UpstreamFailure';
+  }
+}
+
+/** What the adapter's stream sends the call: one piece of the answer (`at`: epoch ms). */
 export type CallEvent =
-  | { type: 'upstream.answered'; answer: ProviderAnswer; at: number }
-  | { type: 'upstream.threw'; error: unknown; at: number }
+  | { type: 'upstream.delta'; text: string; at: number }
   | { type: 'call.cancelled'; at: number };
 
 /**
- * The life of one upstream call, from the moment its provider actor admits it: in flight until the
- * first of its answer, its failure, its deadline or its caller's cancel; that first one alone is
- * reported (exactly once), and whatever comes after (an SDK call rejecting because we aborted it,
- * a late answer) meets a final state and is dropped. A timeout is the provider's failure (it counts,
- * docs/errors.md), a cancel is nobody's (`aborted`): which of the two fired is the state reached, not a flag.
- *
- * The runtime (src/actors/call-upstream.ts) steps one such machine per call without an actor of its
- * own (an actor per call cost ~10 `send()`s of bookkeeping, docs/performance.md); the actions are its
- * side of the call: abort the SDK call, report the outcome to the provider actor. The machine keeps no
- * data and no guards: what the call is (its request, key, start time, whom to answer) is the runtime's,
- * and what it does next depends on its state and the event's type alone, which lets the runtime take
- * each transition from XState once and reuse it (call-upstream.ts).
+ * What a call reports to its provider actor, exactly once (the first of its answer, its failure, a
+ * timeout of one of its clocks — a `timeout` failure — or its caller's cancel), with its ticket.
+ */
+export type UpstreamEvent =
+  | (CallTicket & {
+      type: 'upstream.succeeded';
+      answer: ProviderAnswer;
+      verdict: Validation<unknown>;
+      durationMs: number;
+      streamed: { chunks: number; firstTokenMs: number } | null;
+      at: number;
+    })
+  | (CallTicket & {
+      type: 'upstream.failed';
+      failure: ProviderFailure;
+      durationMs: number;
+      streamed: { chunks: number; firstTokenMs: number } | null;
+      at: number;
+    })
+  /** The caller cancelled while the call was in flight: aborted, counted nowhere. */
+  | (CallTicket & { type: 'upstream.cancelled'; durationMs: number; at: number });
+
+export interface CallContext {
+  readonly input: CallInput;
+  /** Pieces of a streamed answer so far (0: nothing streamed yet, or the adapter does not stream). */
+  readonly chunks: number;
+  /** Ms from going out to the first piece; null until one arrives. */
+  readonly firstTokenMs: number | null;
+  /** Epoch ms of the last piece (the idle clock runs from it). */
+  readonly lastDeltaAt: number;
+}
+
+/**
+ * The study layer's verdict on an answer; a truncated answer is `invalid_output` whatever it holds.
+ * Judged next to the call, so the breaker hears an invalid answer as inconclusive, never as a success.
+ */
+export function judgeAnswer(
+  answer: ProviderAnswer,
+  validate: (answer: ProviderAnswer) => Validation<unknown>,
+): Validation<unknown> {
+  if (answer.truncated) {
+    return {
+      ok: false,
+      errors: ['The answer was cut off (max tokens reached) before the JSON was complete.'],
+    };
+  }
+  try {
+    return validate(answer);
+  } catch (error) {
+    return {
+      ok: false,
+      errors: [`The answer could not be read: ${error instanceof Error ? error.message : 'unknown error'}`],
+    };
+  }
+}
+
+/**
+ * What an `upstream` actor rejected with: a classified failure and its time, or (a bug in the runtime)
+ * anything else, read as a provider-side `server_error` at the call's start.
+ */
+function failureOf(error: unknown, context: CallContext): { failure: ProviderFailure; at: number } {
+  if (error instanceof UpstreamFailure) return { failure: error.failure, at: error.at };
+  return {
+    failure: { errorClass: 'server_error', message: 'The provider failed in a way that could not be classified.' },
+    at: context.input.startedAt,
+  };
+}
+
+function streamedOf(context: CallContext): { chunks: number; firstTokenMs: number } | null {
+  return context.firstTokenMs === null ? null : { chunks: context.chunks, firstTokenMs: context.firstTokenMs };
+}
+
+/** The adapter's stream sends `upstream.delta` to the call actor for each piece it reads. */
+export function streamObserver(call: AnyActorRef, now: () => number = Date.now): UpstreamStreamObserver {
+  return { onDelta: (text) => call.send({ type: 'upstream.delta', text, at: now() } satisfies CallEvent) };
+}
+
+/** Why a clock ended a call, in the `timeout` failure's message. */
+const timeoutMessages = {
+  deadline: (ms: number) => `The provider did not answer within ${ms} ms.`,
+  firstToken: (ms: number) => `The provider sent nothing within ${ms} ms.`,
+  streamIdle: (ms: number) => `The provider's answer stalled for ${ms} ms.`,
+} as const;
+
+/**
+ * The life of one upstream call, a child actor of its provider actor from the moment the breaker admits
+ * it: `calling` (the adapter's call runs as the invoked `upstream` actor) until the first of its answer
+ * (`answered`), its failure (`failed`), one of its clocks (`timedOut`: the overall `deadline`, the
+ * `firstTokenTimeout` before the first piece, or the `streamIdleTimeout` between two pieces, re-armed by
+ * each) or its caller's cancel (`aborted`). That first one alone is reported to the parent; leaving
+ * `calling` stops the `upstream` actor, and XState aborts the signal it handed the adapter. A timeout is
+ * the provider's failure (it counts, docs/errors.md), a cancel is nobody's: which fired is the state
+ * reached, not a flag. All three clocks are named delays on the actor's clock (a `SimulatedClock` drives
+ * them). `calling` is `waitingFirstToken` until a piece arrives, then `streaming`; an adapter that does
+ * not stream answers from `waitingFirstToken`.
  */
 export const callMachine = setup({
   types: {
+    input: {} as CallInput,
+    context: {} as CallContext,
     events: {} as CallEvent,
   },
+  actors: {
+    /** Replaced (`.provide`) by the gateway with the adapters' calls (src/actors/upstream.ts). */
+    upstream: fromPromise<UpstreamAnswer, UpstreamInput>(() =>
+      Promise.reject(new Error('No upstream adapter was provided')),
+    ),
+  },
   actions: {
-    /** The provider answered (the event's `answer`): the runtime judges it and reports `upstream.succeeded`. */
-    reportAnswer: () => undefined,
-    /** The SDK call failed (the event's `error`): the runtime classifies it and reports `upstream.failed`. */
-    reportFailure: () => undefined,
-    /** The deadline passed: reported as a `timeout` failure (a provider-side class), at start + deadline. */
-    reportTimeout: () => undefined,
-    /** The caller went away: reported as `upstream.cancelled` (class `aborted`, counted nowhere). */
-    reportCancelled: () => undefined,
-    /** Abort the SDK call (its rejection then meets a final state and is dropped). */
-    abortRequest: () => undefined,
+    /** The first piece of the answer: when it came (from `at`: the machine reads no clock). */
+    markFirstToken: assign({
+      chunks: 1,
+      firstTokenMs: ({ context, event }) =>
+        event.type === 'upstream.delta' ? Math.max(0, event.at - context.input.startedAt) : null,
+      lastDeltaAt: ({ context, event }) => (event.type === 'upstream.delta' ? event.at : context.lastDeltaAt),
+    }),
+    countChunk: assign({
+      chunks: ({ context }) => context.chunks + 1,
+      lastDeltaAt: ({ context, event }) => (event.type === 'upstream.delta' ? event.at : context.lastDeltaAt),
+    }),
+    /** The piece goes on to whoever asked to see it (GenerateInput.onDelta); nothing else hears it. */
+    relayDelta: ({ context, event }) => {
+      if (event.type === 'upstream.delta') context.input.onDelta?.(context.input.providerId, event.text);
+    },
+    reportAnswer: sendParent(({ context }, params: UpstreamAnswer): UpstreamEvent => {
+      const { input } = context;
+      return {
+        type: 'upstream.succeeded',
+        callId: input.callId,
+        replyTo: input.replyTo,
+        keyId: input.keyId,
+        origin: input.origin,
+        answer: params.answer,
+        verdict: judgeAnswer(params.answer, input.validate),
+        durationMs: Math.max(0, params.at - input.startedAt),
+        streamed: streamedOf(context),
+        at: params.at,
+      };
+    }),
+    reportFailure: sendParent(({ context }, params: { failure: ProviderFailure; at: number }): UpstreamEvent => {
+      const { input } = context;
+      return {
+        type: 'upstream.failed',
+        callId: input.callId,
+        replyTo: input.replyTo,
+        keyId: input.keyId,
+        origin: input.origin,
+        failure: params.failure,
+        durationMs: Math.max(0, params.at - input.startedAt),
+        streamed: streamedOf(context),
+        at: params.at,
+      };
+    }),
+    reportCancelled: sendParent(({ context, event }): UpstreamEvent => {
+      const { input } = context;
+      const at = event.type === 'call.cancelled' ? event.at : input.startedAt;
+      return {
+        type: 'upstream.cancelled',
+        callId: input.callId,
+        replyTo: input.replyTo,
+        keyId: input.keyId,
+        origin: input.origin,
+        durationMs: Math.max(0, at - input.startedAt),
+        at,
+      };
+    }),
   },
   delays: {
-    /** PROVIDER_TIMEOUT_MS from the call's start. */
-    deadline: defaultDeadlineMs,
+    deadline: ({ context }) => context.input.timings.deadlineMs,
+    firstTokenTimeout: ({ context }) => context.input.timings.firstTokenTimeoutMs,
+    streamIdleTimeout: ({ context }) => context.input.timings.streamIdleTimeoutMs,
   },
 }).createMachine({
   id: 'call',
-  initial: 'inFlight',
+  context: ({ input }) => ({ input, chunks: 0, firstTokenMs: null, lastDeltaAt: input.startedAt }),
+  initial: 'calling',
   states: {
-    /** The SDK call runs; the first of its answer, its failure, the deadline or a cancel ends it. */
-    inFlight: {
+    /** The adapter's call runs; the first of its answer, its failure, a clock or a cancel ends it. */
+    calling: {
+      invoke: {
+        id: 'upstream',
+        src: 'upstream',
+        input: ({ context, self }) => ({
+          providerId: context.input.providerId,
+          request: context.input.request,
+          apiKey: context.input.apiKey,
+          call: self,
+        }),
+        onDone: {
+          target: 'answered',
+          actions: { type: 'reportAnswer', params: ({ event }) => event.output },
+        },
+        onError: {
+          target: 'failed',
+          actions: { type: 'reportFailure', params: ({ context, event }) => failureOf(event.error, context) },
+        },
+      },
       after: {
         deadline: {
           target: 'timedOut',
-          actions: ['abortRequest', 'reportTimeout'],
+          actions: {
+            type: 'reportFailure',
+            params: ({ context }) => ({
+              failure: {
+                errorClass: ownClasses.deadlineFired,
+                message: timeoutMessages.deadline(context.input.timings.deadlineMs),
+              },
+              at: context.input.startedAt + context.input.timings.deadlineMs,
+            }),
+          },
         },
       },
-      on: {
-        'upstream.answered': { target: 'settled', actions: 'reportAnswer' },
-        'upstream.threw': { target: 'settled', actions: 'reportFailure' },
-        'call.cancelled': { target: 'cancelled', actions: ['abortRequest', 'reportCancelled'] },
+      on: { 'call.cancelled': { target: 'aborted', actions: 'reportCancelled' } },
+      initial: 'waitingFirstToken',
+      states: {
+        /** Nothing has arrived yet (an adapter that does not stream answers from here). */
+        waitingFirstToken: {
+          after: {
+            firstTokenTimeout: {
+              target: '#call.timedOut',
+              actions: {
+                type: 'reportFailure',
+                params: ({ context }) => ({
+                  failure: {
+                    errorClass: ownClasses.deadlineFired,
+                    message: timeoutMessages.firstToken(context.input.timings.firstTokenTimeoutMs),
+                  },
+                  at: context.input.startedAt + context.input.timings.firstTokenTimeoutMs,
+                }),
+              },
+            },
+          },
+          on: { 'upstream.delta': { target: 'streaming', actions: ['markFirstToken', 'relayDelta'] } },
+        },
+        /** Pieces are arriving; each one re-arms the idle clock (re-entering the state). */
+        streaming: {
+          after: {
+            streamIdleTimeout: {
+              target: '#call.timedOut',
+              actions: {
+                type: 'reportFailure',
+                params: ({ context }) => ({
+                  failure: {
+                    errorClass: ownClasses.deadlineFired,
+                    message: timeoutMessages.streamIdle(context.input.timings.streamIdleTimeoutMs),
+                  },
+                  at: context.lastDeltaAt + context.input.timings.streamIdleTimeoutMs,
+                }),
+              },
+            },
+          },
+          on: {
+            'upstream.delta': { target: 'streaming', reenter: true, actions: ['countChunk', 'relayDelta'] },
+          },
+        },
       },
     },
-    /** The SDK call answered or failed before the deadline and before any cancel. */
-    settled: { type: 'final' },
-    /** The deadline passed first: the SDK call was aborted and the call reported as `timeout`. */
+    /** The provider answered first (its verdict travels with the report). */
+    answered: { type: 'final' },
+    /** The adapter's call failed first, with a classified failure. */
+    failed: { type: 'final' },
+    /** One of the call's clocks ran out first: reported as a `timeout` failure, which counts. */
     timedOut: { type: 'final' },
-    /** The caller went away first: the SDK call was aborted and the call reported as `aborted`. */
-    cancelled: { type: 'final' },
+    /** The caller went away first: reported as `upstream.cancelled` (class `aborted`, counted nowhere). */
+    aborted: { type: 'final' },
   },
 });
 
 export type CallMachine = typeof callMachine;
+export type { CallRequest };

@@ -47,11 +47,10 @@ export interface FallbackInput {
   readonly backoffMs: readonly number[];
   /** Epoch ms when the run starts: its clock until an event brings a later time. */
   readonly startedAt: number;
-  /**
-   * Whom the providers answer (absent: the run itself). A runtime that steps runs without an actor per
-   * run (src/actors/fallback-runs.ts) passes the one actor that hands each reply to its run.
-   */
-  readonly replyTo?: AnyActorRef;
+  /** Each piece of a streamed answer of the call in flight (GenerateInput.onDelta), carried to the call. */
+  readonly onDelta?: ((provider: ProviderId, text: string) => void) | undefined;
+  /** The caller's salted address id (GenerateInput.origin): the breaker's quorum counts distinct ones. */
+  readonly origin?: string | undefined;
 }
 
 interface LastFailure {
@@ -137,7 +136,7 @@ function settledStatus(output: unknown): Settled['status'] {
  * `calling` ends in exactly one recorded attempt (an answer, a failure or a skip) unless the run is
  * aborted, which ends it, so the number is the attempts so far plus one: derived, not assigned on each
  * entry to `calling` (an assign copies the context and rebuilds the snapshot, docs/performance.md). The
- * runtime routes the providers' replies by it (src/actors/fallback-runs.ts).
+ * providers' replies carry it, and `isCurrentCall` tells a late reply to a call given up on by it.
  */
 export function currentCallId(context: FallbackContext): string {
   return `${context.run.runId}:${context.attempts.length + 1}`;
@@ -213,6 +212,7 @@ function answeredAttempt(context: FallbackContext, event: SucceededReply): Attem
     durationMs: event.durationMs,
     outcome: 'succeeded',
     countedByBreaker: false,
+    ...(event.streamed === null ? {} : { streamed: event.streamed }),
   };
 }
 
@@ -305,8 +305,10 @@ export function createFallbackMachine(table: ErrorTable) {
           request: context.nextRequest,
           apiKey: currentLink(context).apiKey,
           keyId: currentLink(context).keyId,
-          replyTo: context.run.replyTo ?? self,
+          origin: context.run.origin,
+          replyTo: self,
           validate: context.run.validate,
+          onDelta: context.run.onDelta,
           at: context.now,
         }),
       ),
@@ -373,6 +375,7 @@ export function createFallbackMachine(table: ErrorTable) {
           countedByBreaker: event.countedByBreaker,
           durationMs: event.durationMs,
           message: event.failure.message,
+          ...(event.streamed === null ? {} : { streamed: event.streamed }),
         };
         const lastFailure = { errorClass: event.failure.errorClass };
         return appendAttempt(context, attempt, lastFailure, event.failure.retryAfterMs, event.at);
@@ -397,6 +400,7 @@ export function createFallbackMachine(table: ErrorTable) {
             errorClass: ownClasses.invalidOutput,
             countedByBreaker: countsInTable(table, ownClasses.invalidOutput),
             message: invalidOutputMessage(verdict.errors),
+            ...(event.streamed === null ? {} : { streamed: event.streamed }),
           },
           {
             errorClass: ownClasses.invalidOutput,

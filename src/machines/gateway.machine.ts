@@ -12,7 +12,10 @@ export interface GatewayContext {
 
 /**
  * The root of the actor system: it spawns one provider actor per provider (each spawning its own
- * breaker), under system ids `provider.<id>` and `breaker.<id>`.
+ * breaker), under system ids `provider.<id>` and `breaker.<id>`. The fallback runs (one actor per
+ * request, ids `run.…`) live in the same system with the root as their parent: their end comes back to
+ * it as `xstate.done.actor.run.…`, which changes nothing here, and a run that failed (a bug) rejects its
+ * own request only — `xstate.error.actor.run.…` is taken here so that it does not stop the root.
  */
 export const gatewayMachine = setup({
   types: {
@@ -37,6 +40,8 @@ export const gatewayMachine = setup({
   initial: 'running',
   states: {
     /** Serving; the provider actors live as long as the gateway. */
-    running: {},
+    running: {
+      on: { 'xstate.error.actor.run.*': {} },
+    },
   },
 });

@@ -3,9 +3,9 @@ import {
   assign,
   emit,
   enqueueActions,
-  or,
   sendTo,
   setup,
+  stopChild,
   type ActorRefFrom,
   type AnyActorRef,
 } from 'xstate';
@@ -17,7 +17,23 @@ import {
   type ErrorTable,
   type ProviderFailure,
 } from '../errors/index.js';
-import { breakerMachine, type BreakerEvent, type BreakerKeyStreak } from './breaker.machine.js';
+import {
+  breakerMachine,
+  type BreakerAnswer,
+  type BreakerEvent,
+  type BreakerKeyStreak,
+} from './breaker.machine.js';
+import {
+  callMachine,
+  defaultDeadlineMs,
+  defaultFirstTokenTimeoutMs,
+  defaultStreamIdleTimeoutMs,
+  type CallEvent,
+  type CallInput,
+  type CallTimings,
+  type UpstreamEvent,
+} from './call.machine.js';
+import type { CallRequest, CallTicket } from './call-request.js';
 import { embeddedFleetLink, type FleetLinkReply } from './fleet-link.js';
 import {
   createKeyBookMachine,
@@ -28,55 +44,16 @@ import {
   type KeySkipReason,
 } from './key-book.machine.js';
 import type {
-  ApiKey,
   BreakerAction,
   CallRecord,
-  GenerationRequest,
   ProviderAnswer,
   ProviderId,
   ProviderStats,
   Validation,
 } from './types.js';
 
-/**
- * What a call carries through its life and back with its outcome: the provider actor keeps nothing
- * per call in flight (a map of calls copied on every admission and every answer made each call cost
- * O(calls in flight)), so the outcome says whom to answer and which key the call used.
- */
-export interface CallTicket {
-  readonly callId: string;
-  /** Who asked: the outcome goes back to them. */
-  readonly replyTo: AnyActorRef;
-  /**
-   * The caller key's salted fingerprint (the same on every instance of a fleet): the breaker's quorum
-   * counts distinct ones, and the call's result is told to that key's health too.
-   */
-  readonly keyId: string;
-}
-
-/** What the upstream call of an admitted request needs (its life: call.machine.ts). */
-export interface CallUpstreamInput extends CallTicket {
-  readonly providerId: ProviderId;
-  readonly request: GenerationRequest;
-  readonly apiKey: ApiKey;
-  readonly validate: (answer: ProviderAnswer) => Validation<unknown>;
-}
-
-/**
- * What an upstream call reports to its provider actor, exactly once (call.machine.ts: the first of
- * its answer, its failure, its deadline — a `timeout` failure — or its caller's cancel).
- */
-export type UpstreamEvent =
-  | (CallTicket & {
-      type: 'upstream.succeeded';
-      answer: ProviderAnswer;
-      verdict: Validation<unknown>;
-      durationMs: number;
-      at: number;
-    })
-  | (CallTicket & { type: 'upstream.failed'; failure: ProviderFailure; durationMs: number; at: number })
-  /** The caller cancelled while the call was in flight: aborted, counted nowhere. */
-  | (CallTicket & { type: 'upstream.cancelled'; durationMs: number; at: number });
+export type { CallRequest, CallTicket } from './call-request.js';
+export type { UpstreamEvent } from './call.machine.js';
 
 export interface ProviderInput {
   readonly providerId: ProviderId;
@@ -85,16 +62,12 @@ export interface ProviderInput {
   readonly recoveryMs: number;
   /** The cap of the breaker's growing open period (BREAKER_MAX_RECOVERY_MS). */
   readonly maxRecoveryMs?: number;
-  /** The breaker's quorum of distinct keys (BREAKER_MIN_DISTINCT_KEYS). */
+  /** The breaker's quorum of distinct voters (BREAKER_MIN_DISTINCT_KEYS). */
   readonly minDistinctKeys?: number;
   /** Per-key health (KEY_QUARANTINE_MS, KEY_COOLING_MS); absent: off. */
   readonly keyHealth?: KeyHealthSettings;
-  /**
-   * The breaker is shared with a fleet (REDIS_URL: the fleet link is `createFleetLink`'s). Absent or
-   * false: the embedded link, which does nothing with what it hears, so a success nobody else needs is
-   * told to no one.
-   */
-  readonly fleet?: boolean;
+  /** Each call's clocks (PROVIDER_TIMEOUT_MS, FIRST_TOKEN_TIMEOUT_MS, STREAM_IDLE_TIMEOUT_MS). */
+  readonly timings?: Partial<CallTimings>;
 }
 
 /** The provider's counters (GET /v1/providers `stats`), counted in place by `countStat`. */
@@ -118,30 +91,19 @@ export interface ProviderContext {
    * object in the context an action changes in place, like the key book's map (key-book.machine.ts).
    */
   readonly stats: ProviderCounters;
-  /** Shared with a fleet (input `fleet`): only then does the fleet link do anything with a report. */
-  readonly fleet: boolean;
+  readonly timings: CallTimings;
 }
 
 /** Requests the provider actor serves. */
 export type ProviderRequestEvent =
-  | {
-      type: 'call.requested';
-      callId: string;
-      request: GenerationRequest;
-      apiKey: ApiKey;
-      /** The key's salted fingerprint, the same on every instance of a fleet (never the key). */
-      keyId: string;
-      replyTo: AnyActorRef;
-      validate: (answer: ProviderAnswer) => Validation<unknown>;
-      at: number;
-    }
+  | ({ type: 'call.requested' } & CallRequest)
   | { type: 'call.cancelled'; callId: string; at: number }
   | { type: 'breaker.control'; action: BreakerAction; at: number };
 
-export type ProviderEvent = ProviderRequestEvent | UpstreamEvent | FleetLinkReply | BreakerKeyStreak;
+export type ProviderEvent = ProviderRequestEvent | UpstreamEvent | FleetLinkReply | BreakerKeyStreak | BreakerAnswer;
 
-/** A `call.requested` as it is kept while the fleet decides on the probe lease. */
-export type CallRequest = Omit<Extract<ProviderRequestEvent, { type: 'call.requested' }>, 'type'>;
+/** The call's streaming figures (Attempt.streamed), or null when it did not stream. */
+export type Streamed = { chunks: number; firstTokenMs: number } | null;
 
 /** What the provider actor answers the caller of `call.requested`, exactly once per call. */
 export type ProviderReply =
@@ -153,6 +115,7 @@ export type ProviderReply =
       /** The study layer's verdict, judged next to the call; `ok: false` is `invalid_output`. */
       verdict: Validation<unknown>;
       durationMs: number;
+      streamed: Streamed;
       at: number;
     }
   | {
@@ -162,6 +125,7 @@ export type ProviderReply =
       failure: ProviderFailure;
       countedByBreaker: boolean;
       durationMs: number;
+      streamed: Streamed;
       at: number;
     }
   | { type: 'provider.rejected'; callId: string; providerId: ProviderId; retryAt: number | null; at: number }
@@ -190,27 +154,29 @@ const breakerEventFor = {
   release: 'breaker.release',
 } as const;
 
+type FailedEvent = Extract<UpstreamEvent, { type: 'upstream.failed' }>;
+type SucceededEvent = Extract<UpstreamEvent, { type: 'upstream.succeeded' }>;
+type CancelledEvent = Extract<UpstreamEvent, { type: 'upstream.cancelled' }>;
+
 /**
- * One provider: it spawns its breaker and serves call requests. A call is admitted only while the
- * breaker says so; each outcome is classified and told to the breaker as a typed event, where only a
- * provider-side class can be a counted failure. Column B is read from `table` (the production
- * `errorPolicy` unless a test injects a flipped row).
+ * One provider: it spawns its breaker, key book and fleet link, and serves call requests. A call is
+ * asked of the key book's view of the caller's key (a refused key is skipped), then of the breaker by
+ * message (`breaker.admit`: the breaker alone decides, and answers `breaker.admitted`, `breaker.rejected`
+ * or `breaker.leaseNeeded`); an admitted call runs as a child actor of its own (call.machine.ts, id =
+ * the call id) whose one outcome comes back as `upstream.*`. Each outcome is classified and told to the
+ * breaker as a typed event, where only a provider-side class can be a counted failure. Column B is read
+ * from `table` (the production `errorPolicy` unless a test injects a flipped row).
  */
 export function createProviderMachine(table: ErrorTable) {
   const isCounted = countedClassGuard(table);
   const keyBookMachine = createKeyBookMachine(table);
-  /**
-   * The breaker's event for a call with key `keyId` that ended in `errorClass`: a FAILURE exactly when
-   * column B says so.
-   */
-  const breakerResult = (callId: string, errorClass: ErrorClass, at: number, keyId: string): BreakerEvent =>
+  /** The breaker's event for a call that ended in `errorClass`: a FAILURE exactly when column B says so. */
+  const breakerResult = (ticket: Pick<CallTicket, 'callId' | 'keyId' | 'origin'>, errorClass: ErrorClass, at: number): BreakerEvent =>
     isCounted(errorClass)
-      ? { type: 'call.failed', callId, errorClass, keyId, at }
-      : { type: 'call.ignored', callId, errorClass, at };
+      ? { type: 'call.failed', callId: ticket.callId, errorClass, keyId: ticket.keyId, origin: ticket.origin, at }
+      : { type: 'call.ignored', callId: ticket.callId, errorClass, at };
   const statOf = (errorClass: ErrorClass): keyof ProviderCounters =>
     isCounted(errorClass) ? 'failures' : 'ignored';
-  type FailedEvent = Extract<UpstreamEvent, { type: 'upstream.failed' }>;
-  type SucceededEvent = Extract<UpstreamEvent, { type: 'upstream.succeeded' }>;
   const succeededResult = ({ event }: { event: SucceededEvent }): BreakerEvent => ({
     type: 'call.succeeded',
     callId: event.callId,
@@ -218,12 +184,9 @@ export function createProviderMachine(table: ErrorTable) {
   });
   /** An answer that fails validation: `invalid_output`, which column B never counts. */
   const invalidResult = ({ event }: { event: SucceededEvent }): BreakerEvent =>
-    breakerResult(event.callId, ownClasses.invalidOutput, event.at, event.keyId);
-  const cancelledResult = ({
-    event,
-  }: {
-    event: Extract<UpstreamEvent, { type: 'upstream.cancelled' }>;
-  }): BreakerEvent => breakerResult(event.callId, ownClasses.callerAborted, event.at, event.keyId);
+    breakerResult(event, ownClasses.invalidOutput, event.at);
+  const cancelledResult = ({ event }: { event: CancelledEvent }): BreakerEvent =>
+    breakerResult(event, ownClasses.callerAborted, event.at);
   const controlEvent = ({
     event,
   }: {
@@ -233,7 +196,9 @@ export function createProviderMachine(table: ErrorTable) {
     at: event.at,
   });
   const failedResult = ({ event }: { event: FailedEvent }): BreakerEvent =>
-    breakerResult(event.callId, event.failure.errorClass, event.at, event.keyId);
+    breakerResult(event, event.failure.errorClass, event.at);
+  /** The call is over: its actor leaves the provider's children. */
+  const endCall = { type: 'endCall' as const, params: ({ event }: { event: UpstreamEvent }) => ({ callId: event.callId }) };
   /**
    * What a failed call does, on both branches of `upstream.failed`: `counted` is column B's verdict,
    * which the branch's guard (`isCountedFailure`) decided.
@@ -244,16 +209,10 @@ export function createProviderMachine(table: ErrorTable) {
     { type: 'notifyKey' as const, params: ({ event }: { event: FailedEvent }) => keyFailed(event) },
     {
       type: 'replyFailed' as const,
-      params: ({ event }: { event: FailedEvent }) => ({
-        callId: event.callId,
-        replyTo: event.replyTo,
-        failure: event.failure,
-        counted,
-        durationMs: event.durationMs,
-        at: event.at,
-      }),
+      params: ({ event }: { event: FailedEvent }) => ({ event, counted }),
     },
     { type: 'countStat' as const, params: { stat: counted ? ('failures' as const) : ('ignored' as const) } },
+    endCall,
   ];
   return setup({
     types: {
@@ -261,11 +220,12 @@ export function createProviderMachine(table: ErrorTable) {
       context: {} as ProviderContext,
       events: {} as ProviderEvent,
       emitted: {} as ProviderEmitted,
-      children: {} as { breaker: 'breaker'; fleetLink: 'fleetLink'; keyBook: 'keyBook' },
     },
     actors: {
       breaker: breakerMachine,
       keyBook: keyBookMachine,
+      /** Replaced (`.provide`) by the gateway with the adapters' calls as its `upstream` actor. */
+      call: callMachine,
       /** Replaced (`.provide`) by `createFleetLink` when a fleet store is configured. */
       fleetLink: embeddedFleetLink,
     },
@@ -274,60 +234,28 @@ export function createProviderMachine(table: ErrorTable) {
       isKeyRefused: ({ context, event }) =>
         event.type === 'call.requested' &&
         !keyAdmission(context.keyBook.getSnapshot().context.keys, event.keyId, event.at).admit,
-      /** The breaker admits this call: closed, or half-open with its probe slot free. */
-      isBreakerAdmitting: ({ context }) => context.breaker.getSnapshot().hasTag('admitting'),
-      /** The breaker is open but its `retryAt` has passed: the call may be the probe (time lives in the data). */
-      isRecoveryDue: ({ context, event }) => {
-        const breaker = context.breaker.getSnapshot();
-        const { retryAt } = breaker.context;
-        return breaker.matches('open') && retryAt !== null && 'at' in event && event.at >= retryAt;
-      },
-      /** The breaker is shared with a fleet and not closed: a probe needs the fleet's lease first. */
-      isFleetProbe: ({ context }) => {
-        const breaker = context.breaker.getSnapshot();
-        return breaker.context.shared === true && !breaker.matches('closed');
-      },
       /** The fleet granted the probe lease asked for this call. */
       isLeaseGranted: ({ event }) => event.type === 'probe.leased' && event.granted,
       /** The event answers a lease request whose call still waits (not cancelled). */
       isLeaseAwaited: ({ context, event }) => 'callId' in event && event.callId in context.leasing,
       /** The study layer accepted the answer (validated next to the call). */
       isAnswerValid: ({ event }) => event.type === 'upstream.succeeded' && event.verdict.ok,
-      /**
-       * Nobody needs to hear this call's start: the breaker would take no transition on `call.started`
-       * (it decides, through its own transitions and guards: closed takes none) and the key's book does
-       * not track the key (`isKeyTracked`). Each message to a child is a step of that child even when
-       * it changes nothing (~1-2 µs, docs/performance.md), so such a start is told to no one.
-       */
-      isStartUnheard: ({ context, event }) =>
-        event.type === 'call.requested' &&
-        !isKeyTracked(context, event.keyId) &&
-        !context.breaker.getSnapshot().can(callStarted(event)),
-      /**
-       * Only the fleet needs to hear this success: the breaker would take no transition on
-       * `call.succeeded` (closed with nothing to clear) and the key's book does not track the key.
-       */
-      isSuccessUnheard: ({ context, event }) =>
-        event.type === 'upstream.succeeded' &&
-        !isKeyTracked(context, event.keyId) &&
-        !context.breaker.getSnapshot().can(succeededResult({ event })),
-      /**
-       * No fleet shares this breaker (the embedded link, no REDIS_URL): a report to the link is a message
-       * to an actor that does nothing with it (~4 µs a call, `npm run bench -- core`), so a success that
-       * nobody else needs to hear is told to no one.
-       */
-      isFleetless: ({ context }) => !context.fleet,
       /** The failure is the provider's, so it counts toward the breaker (docs/errors.md column B). */
-      isCountedFailure: ({ event }) =>
-        event.type === 'upstream.failed' && isCounted(event.failure.errorClass),
+      isCountedFailure: ({ event }) => event.type === 'upstream.failed' && isCounted(event.failure.errorClass),
     },
     actions: {
-      /**
-       * Tell the breaker what happened; `reportToFleet` follows it with the same event (but a call's start,
-       * no operation of the fleet state: its probe is its lease). Two plain sends
-       * rather than one `enqueueActions`, which builds its `enqueue` helpers (a dozen closures) and an
-       * action object per send on every call (docs/performance.md).
-       */
+      /** Ask the breaker whether this call may go out (it answers this actor: `BreakerAnswer`). */
+      askBreaker: sendTo(
+        ({ context }) => context.breaker,
+        ({ self }, params: { call: CallRequest; leased: boolean; at: number }): BreakerEvent => ({
+          type: 'breaker.admit',
+          call: params.call,
+          replyTo: self,
+          leased: params.leased,
+          at: params.at,
+        }),
+      ),
+      /** Tell the breaker what happened. */
       notifyBreaker: sendTo(
         ({ context }) => context.breaker,
         (_, params: BreakerEvent) => params,
@@ -348,8 +276,8 @@ export function createProviderMachine(table: ErrorTable) {
         (_, params: KeyBookEvent) => params,
       ),
       /**
-       * An admitted call's start, for the key's book when it tracks the key (`isKeyTracked`: the call may
-       * be the key's probe); the breaker hears `call.started` beside it.
+       * An admitted call's start, for the key's book when it tracks the key (the call may be the key's
+       * probe); the book changes nothing for a key it does not track.
        */
       notifyKeyCalled: enqueueActions(({ context, enqueue }, params: CallRequest) => {
         if (isKeyTracked(context, params.keyId)) {
@@ -361,18 +289,44 @@ export function createProviderMachine(table: ErrorTable) {
           } satisfies KeyBookEvent);
         }
       }),
-      /** The key's book hears the call answered when it tracks the key (`isKeyTracked`: its probe succeeded). */
+      /** The key's book hears the call answered when it tracks the key (its probe succeeded). */
       notifyKeyAnswered: enqueueActions(({ context, enqueue }, params: KeyBookEvent) => {
         if (isKeyTracked(context, params.keyId)) enqueue.sendTo(context.keyBook, params);
       }),
+      /** The admitted call goes out: a child actor of its own, named by its call id. */
+      startCall: enqueueActions(({ context, enqueue }, call: CallRequest) => {
+        const input: CallInput = {
+          providerId: context.providerId,
+          callId: call.callId,
+          replyTo: call.replyTo,
+          keyId: call.keyId,
+          origin: call.origin,
+          request: call.request,
+          apiKey: call.apiKey,
+          validate: call.validate,
+          onDelta: call.onDelta,
+          startedAt: call.at,
+          timings: context.timings,
+        };
+        enqueue.spawnChild('call', { id: call.callId, systemId: callSystemId(call.callId), input });
+      }),
+      /** The caller went away: its call, if still running, hears `call.cancelled` (and reports it). */
+      cancelCall: enqueueActions(({ enqueue, system }, params: { callId: string; at: number }) => {
+        const call: AnyActorRef | undefined = system.get(callSystemId(params.callId));
+        if (call !== undefined) enqueue.sendTo(call, { type: 'call.cancelled', at: params.at } satisfies CallEvent);
+      }),
+      endCall: stopChild((_, params: { callId: string }) => params.callId),
       /** Refuse one call: the breaker (or the fleet's probe lease) does not admit it. */
       rejectCall: enqueueActions(
-        ({ context, enqueue }, params: { callId: string; replyTo: AnyActorRef; at: number }) => {
+        (
+          { context, enqueue },
+          params: { callId: string; replyTo: AnyActorRef; retryAt: number | null; at: number },
+        ) => {
           enqueue.sendTo(params.replyTo, {
             type: 'provider.rejected',
             callId: params.callId,
             providerId: context.providerId,
-            retryAt: context.breaker.getSnapshot().context.retryAt,
+            retryAt: params.retryAt,
             at: params.at,
           } satisfies ProviderReply);
           enqueue.emit({
@@ -425,7 +379,7 @@ export function createProviderMachine(table: ErrorTable) {
         ({ context }) => context.fleetLink,
         (_, params: { callId: string; at: number }) => ({
           type: 'fleet.report' as const,
-          event: breakerResult(params.callId, ownClasses.callerAborted, params.at, ''),
+          event: breakerResult({ callId: params.callId, keyId: '' }, ownClasses.callerAborted, params.at),
         }),
       ),
       /** One more of `stat` (counted in place: a counter read by no guard). */
@@ -443,6 +397,7 @@ export function createProviderMachine(table: ErrorTable) {
             answer: params.answer,
             verdict: params.verdict,
             durationMs: params.durationMs,
+            streamed: params.streamed,
             at: params.at,
           }) satisfies ProviderReply,
       ),
@@ -463,38 +418,28 @@ export function createProviderMachine(table: ErrorTable) {
               usage: params.answer.usage,
             },
       })),
-      replyFailed: enqueueActions(
-        (
-          { context, enqueue },
-          params: {
-            callId: string;
-            replyTo: AnyActorRef;
-            failure: ProviderFailure;
-            counted: boolean;
-            durationMs: number;
-            at: number;
+      replyFailed: enqueueActions(({ context, enqueue }, params: { event: FailedEvent; counted: boolean }) => {
+        const { event } = params;
+        enqueue.sendTo(event.replyTo, {
+          type: 'provider.failed',
+          callId: event.callId,
+          providerId: context.providerId,
+          failure: event.failure,
+          countedByBreaker: params.counted,
+          durationMs: event.durationMs,
+          streamed: event.streamed,
+          at: event.at,
+        } satisfies ProviderReply);
+        enqueue.emit({
+          type: 'call.finished',
+          record: {
+            provider: context.providerId,
+            outcome: 'failed',
+            errorClass: event.failure.errorClass,
+            durationMs: event.durationMs,
           },
-        ) => {
-          enqueue.sendTo(params.replyTo, {
-            type: 'provider.failed',
-            callId: params.callId,
-            providerId: context.providerId,
-            failure: params.failure,
-            countedByBreaker: params.counted,
-            durationMs: params.durationMs,
-            at: params.at,
-          } satisfies ProviderReply);
-          enqueue.emit({
-            type: 'call.finished',
-            record: {
-              provider: context.providerId,
-              outcome: 'failed',
-              errorClass: params.failure.errorClass,
-              durationMs: params.durationMs,
-            },
-          });
-        },
-      ),
+        });
+      }),
       /** A call still running was cancelled by its caller (client gone, job cancelled): record it as `aborted`. */
       recordAborted: emit(({ context }, params: { durationMs: number }) => ({
         type: 'call.finished' as const,
@@ -506,17 +451,7 @@ export function createProviderMachine(table: ErrorTable) {
         },
       })),
       /**
-       * Runs one upstream call, its life decided by call.machine.ts; replaced (`.provide`) by the gateway
-       * with `createUpstreamCalls`, whose calls report one `upstream.*` event each back to this actor.
-       */
-      startUpstream: (_, _params: CallUpstreamInput) => undefined,
-      /**
-       * The caller cancelled: a call still in flight is aborted and reported `upstream.cancelled`; a call
-       * already settled (or never started) is left alone (call.machine.ts: its final states take nothing).
-       */
-      abortUpstream: (_, _params: { callId: string; at: number }) => undefined,
-      /**
-       * The breaker's quorum was not met: a failure streak from too few keys gives the failing key its
+       * The breaker's quorum was not met: a failure streak from too few voters gives the failing key its
        * own circuit instead of opening the provider (issue 14 part 3; the key's health trips it).
        */
       tripKey: sendTo(
@@ -560,7 +495,11 @@ export function createProviderMachine(table: ErrorTable) {
         keyBook,
         leasing: {},
         stats: emptyStats(),
-        fleet: input.fleet ?? false,
+        timings: {
+          deadlineMs: input.timings?.deadlineMs ?? defaultDeadlineMs,
+          firstTokenTimeoutMs: input.timings?.firstTokenTimeoutMs ?? defaultFirstTokenTimeoutMs,
+          streamIdleTimeoutMs: input.timings?.streamIdleTimeoutMs ?? defaultStreamIdleTimeoutMs,
+        },
       };
     },
     initial: 'serving',
@@ -573,83 +512,69 @@ export function createProviderMachine(table: ErrorTable) {
       },
     },
     states: {
-      /** Always serving: calls run concurrently as children; the breaker decides each admission. */
+      /**
+       * Always serving: admissions are asked of the key book's view and the breaker, admitted calls run
+       * concurrently as child actors, and each one's outcome is told to the breaker, the fleet, the key
+       * book and the caller.
+       */
       serving: {
         on: {
           'call.requested': [
             {
               /** The caller's own key is refused: skipped before the breaker is even asked. */
               guard: 'isKeyRefused',
-              actions: { type: 'skipForKey', params: ({ event }) => callRequest(event) },
+              actions: { type: 'skipForKey', params: ({ event }) => event },
             },
             {
-              /** Shared and recovering: the fleet grants one probe per window; wait for its lease. */
-              guard: and([or(['isBreakerAdmitting', 'isRecoveryDue']), 'isFleetProbe']),
-              actions: { type: 'requestLease', params: ({ event }) => callRequest(event) },
-            },
-            {
-              /** Admitted, and a start the breaker and the key's book would ignore: the call just starts. */
-              guard: and([or(['isBreakerAdmitting', 'isRecoveryDue']), 'isStartUnheard']),
-              actions: [
-                { type: 'countStat', params: { stat: 'calls' } },
-                {
-                  type: 'startUpstream',
-                  params: ({ context, event }) => upstreamInput(context, callRequest(event)),
-                },
-              ],
-            },
-            {
-              /** Admitted: the breaker hears the start (it may be the half-open probe), the key's book too if it tracks the key. */
-              guard: or(['isBreakerAdmitting', 'isRecoveryDue']),
-              actions: [
-                { type: 'notifyBreaker', params: ({ event }) => callStarted(event) },
-                { type: 'notifyKeyCalled', params: ({ event }) => callRequest(event) },
-                { type: 'countStat', params: { stat: 'calls' } },
-                {
-                  type: 'startUpstream',
-                  params: ({ context, event }) => upstreamInput(context, callRequest(event)),
-                },
-              ],
-            },
-            {
-              actions: [
-                {
-                  type: 'rejectCall',
-                  params: ({ event }) => ({ callId: event.callId, replyTo: event.replyTo, at: event.at }),
-                },
-                { type: 'countStat', params: { stat: 'rejected' } },
-              ],
+              /** The breaker decides (its answer comes back as `breaker.*`). */
+              actions: { type: 'askBreaker', params: ({ event }) => ({ call: event, leased: false, at: event.at }) },
             },
           ],
+          /** The breaker admits the call: it goes out as a child actor; the key's book hears its start. */
+          'breaker.admitted': {
+            actions: [
+              { type: 'notifyKeyCalled', params: ({ event }) => event.call },
+              { type: 'countStat', params: { stat: 'calls' } },
+              { type: 'startCall', params: ({ event }) => event.call },
+            ],
+          },
+          'breaker.rejected': {
+            actions: [
+              {
+                type: 'rejectCall',
+                params: ({ event }) => ({
+                  callId: event.call.callId,
+                  replyTo: event.call.replyTo,
+                  retryAt: event.retryAt,
+                  at: event.call.at,
+                }),
+              },
+              { type: 'countStat', params: { stat: 'rejected' } },
+            ],
+          },
+          /** Shared and recovering: the fleet grants one probe per window; wait for its lease. */
+          'breaker.leaseNeeded': { actions: { type: 'requestLease', params: ({ event }) => event.call } },
           'probe.leased': [
             {
-              guard: and(['isLeaseAwaited', 'isLeaseGranted', or(['isBreakerAdmitting', 'isRecoveryDue'])]),
+              /** The lease is this call's: the breaker is asked again, as a leased probe. */
+              guard: and(['isLeaseAwaited', 'isLeaseGranted']),
               actions: [
                 {
-                  type: 'notifyBreaker',
-                  params: ({ context, event }) => callStarted(leasedCall(context, event.callId)),
-                },
-                {
-                  type: 'notifyKeyCalled',
-                  params: ({ context, event }) => leasedCall(context, event.callId),
-                },
-                { type: 'countStat', params: { stat: 'calls' } },
-                {
-                  type: 'startUpstream',
-                  params: ({ context, event }) => upstreamInput(context, leasedCall(context, event.callId)),
+                  type: 'askBreaker',
+                  params: ({ context, event }) => ({ call: leasedCall(context, event.callId), leased: true, at: event.at }),
                 },
                 { type: 'forgetLease', params: ({ event }) => ({ callId: event.callId }) },
               ],
             },
             {
-              /** Another instance holds this window's probe (or the breaker moved meanwhile). */
+              /** Another instance holds this window's probe: refused, to try again in a moment. */
               guard: 'isLeaseAwaited',
               actions: [
                 {
                   type: 'rejectCall',
                   params: ({ context, event }) => {
                     const call = leasedCall(context, event.callId);
-                    return { callId: call.callId, replyTo: call.replyTo, at: event.at };
+                    return { callId: call.callId, replyTo: call.replyTo, retryAt: event.at, at: event.at };
                   },
                 },
                 { type: 'countStat', params: { stat: 'rejected' } },
@@ -661,31 +586,12 @@ export function createProviderMachine(table: ErrorTable) {
               actions: { type: 'freeLease', params: ({ event }) => ({ callId: event.callId, at: event.at }) },
             },
           ],
-          /** A streak from too few keys: the provider stays up, the key gets its own circuit. */
+          /** A streak from too few voters: the provider stays up, the key gets its own circuit. */
           'breaker.keyStreak': { actions: { type: 'tripKey', params: ({ event }) => event } },
           /** The fleet's state, or its loss: the breaker adopts it. */
           'breaker.synced': { actions: { type: 'adoptFleetState', params: ({ event }) => event } },
           'breaker.unshared': { actions: { type: 'adoptFleetState', params: ({ event }) => event } },
           'upstream.succeeded': [
-            {
-              /** A valid answer nobody needs to hear of: the breaker has nothing to clear, the key is healthy, no fleet. */
-              guard: and(['isAnswerValid', 'isSuccessUnheard', 'isFleetless']),
-              actions: [
-                { type: 'replyAnswered', params: ({ event }) => event },
-                { type: 'recordAnswered', params: ({ event }) => event },
-                { type: 'countStat', params: { stat: 'successes' } },
-              ],
-            },
-            {
-              /** A valid answer only the fleet needs to hear of (the breaker has nothing to clear, the key is healthy). */
-              guard: and(['isAnswerValid', 'isSuccessUnheard']),
-              actions: [
-                { type: 'reportToFleet', params: succeededResult },
-                { type: 'replyAnswered', params: ({ event }) => event },
-                { type: 'recordAnswered', params: ({ event }) => event },
-                { type: 'countStat', params: { stat: 'successes' } },
-              ],
-            },
             {
               guard: 'isAnswerValid',
               actions: [
@@ -695,6 +601,7 @@ export function createProviderMachine(table: ErrorTable) {
                 { type: 'replyAnswered', params: ({ event }) => event },
                 { type: 'recordAnswered', params: ({ event }) => event },
                 { type: 'countStat', params: { stat: 'successes' } },
+                endCall,
               ],
             },
             {
@@ -707,6 +614,7 @@ export function createProviderMachine(table: ErrorTable) {
                 { type: 'replyAnswered', params: ({ event }) => event },
                 { type: 'recordAnswered', params: ({ event }) => event },
                 { type: 'countStat', params: { stat: statOf(ownClasses.invalidOutput) } },
+                endCall,
               ],
             },
           ],
@@ -723,14 +631,11 @@ export function createProviderMachine(table: ErrorTable) {
               actions: { type: 'forgetLease', params: ({ event }) => ({ callId: event.callId }) },
             },
             {
-              /** In flight (or already settled: then its call machine ignores the cancel). */
-              actions: {
-                type: 'abortUpstream',
-                params: ({ event }) => ({ callId: event.callId, at: event.at }),
-              },
+              /** Running: its call actor is told (one already over has left the children: nothing to do). */
+              actions: { type: 'cancelCall', params: ({ event }) => ({ callId: event.callId, at: event.at }) },
             },
           ],
-          /** The call was in flight when its caller cancelled (its call machine reached `cancelled`). */
+          /** The call was in flight when its caller cancelled (its call actor reached `aborted`). */
           'upstream.cancelled': {
             actions: [
               { type: 'notifyBreaker', params: cancelledResult },
@@ -747,6 +652,7 @@ export function createProviderMachine(table: ErrorTable) {
               },
               { type: 'countStat', params: { stat: statOf(ownClasses.callerAborted) } },
               { type: 'recordAborted', params: ({ event }) => ({ durationMs: event.durationMs }) },
+              endCall,
             ],
           },
         },
@@ -758,39 +664,19 @@ export function createProviderMachine(table: ErrorTable) {
 /** The provider machine on docs/errors.md's table. */
 export const providerMachine = createProviderMachine(errorPolicy);
 
-/** What the upstream call of an admitted request needs. */
-function upstreamInput(context: ProviderContext, call: CallRequest): CallUpstreamInput {
-  return {
-    providerId: context.providerId,
-    callId: call.callId,
-    replyTo: call.replyTo,
-    keyId: call.keyId,
-    request: call.request,
-    apiKey: call.apiKey,
-    validate: call.validate,
-  };
-}
-
 /**
  * The key book holds an entry for the key (refused, or its probe due or in flight). Only then does a call's
- * start or answer change anything there: the book takes `key.called` and `key.answered` for tracked keys
- * alone (key-book.machine.ts, `isTracked`), so a healthy key's calls send it nothing (each such message
- * was a step of the book that changed nothing, ~1-3 µs per call).
+ * start or answer change anything there (key-book.machine.ts, `isTracked`).
  */
 function isKeyTracked(context: ProviderContext, keyId: string): boolean {
   return context.keyBook.getSnapshot().context.keys.has(keyId);
 }
 
-/** What the breaker (and the fleet) hear when a call is admitted. */
-function callStarted(call: CallRequest): BreakerEvent {
-  return { type: 'call.started', callId: call.callId, at: call.at };
-}
-
-function keySucceeded(event: Extract<UpstreamEvent, { type: 'upstream.succeeded' }>): KeyBookEvent {
+function keySucceeded(event: SucceededEvent): KeyBookEvent {
   return { type: 'key.answered', keyId: event.keyId, callId: event.callId, at: event.at };
 }
 
-function keyFailed(event: Extract<UpstreamEvent, { type: 'upstream.failed' }>): KeyBookEvent {
+function keyFailed(event: FailedEvent): KeyBookEvent {
   return {
     type: 'key.failed',
     keyId: event.keyId,
@@ -801,9 +687,9 @@ function keyFailed(event: Extract<UpstreamEvent, { type: 'upstream.failed' }>): 
   };
 }
 
-/** The request itself serves as the call it asks for (no copy per call; `type` is simply not read). */
-function callRequest(event: Extract<ProviderRequestEvent, { type: 'call.requested' }>): CallRequest {
-  return event;
+/** A running call's id in the actor system (its actor leaves the system when it ends). */
+export function callSystemId(callId: string): string {
+  return `call.${callId}`;
 }
 
 function leasedCall(context: ProviderContext, callId: string): CallRequest {

@@ -9,6 +9,7 @@
  * Kept mutants (an uncapped period, one that does not grow, one that falls back after growing, one
  * not reset on success) turn it red.
  */
+import { admit } from './breaker-admit.js';
 import { describe, expect, it } from 'vitest';
 import { assign, getNextTransitions, initialTransition, transition, type SnapshotFrom } from 'xstate';
 import { breakerMachine, type BreakerEvent } from '../../src/machines/breaker.machine.js';
@@ -28,7 +29,7 @@ function events(snapshot: BreakerSnapshot): BreakerEvent[] {
     .filter((type) => type.startsWith('xstate.after'))
     .map((type) => ({ type }) as BreakerEvent);
   return [
-    { type: 'call.started', callId: 'probe', at },
+    admit('probe', at),
     ...ids.flatMap((callId): BreakerEvent[] => [
       { type: 'call.succeeded', callId, at },
       { type: 'call.failed', callId, errorClass: 'server_error', keyId: 'key-a', at },

@@ -12,6 +12,7 @@
  * Kept mutants (the seeds' rule without the quorum, a key counted twice, keys kept across a success,
  * no key streak reported) turn it red.
  */
+import { admit } from './breaker-admit.js';
 import { describe, expect, it } from 'vitest';
 import { assign, getNextTransitions, initialTransition, transition, type SnapshotFrom } from 'xstate';
 import { breakerMachine, type BreakerEvent } from '../../src/machines/breaker.machine.js';
@@ -37,7 +38,7 @@ function events(snapshot: BreakerSnapshot): BreakerEvent[] {
     .filter((type) => type.startsWith('xstate.after'))
     .map((type) => ({ type }) as BreakerEvent);
   return [
-    { type: 'call.started', callId: 'probe', at },
+    admit('probe', at),
     ...ids.flatMap((callId): BreakerEvent[] => [
       { type: 'call.succeeded', callId, at },
       ...keys.map((keyId): BreakerEvent => ({

@@ -4,6 +4,7 @@
  * probe survives only while the fleet is half-open too; while shared the fleet decides the opening;
  * `breaker.unshared` gives the decision back. Expected values are written out.
  */
+import { admit } from './breaker-admit.js';
 import { describe, expect, it } from 'vitest';
 import { initialTransition, transition, type SnapshotFrom } from 'xstate';
 import {
@@ -94,7 +95,7 @@ describe('breaker.synced: the local breaker follows the fleet', () => {
   });
 
   it('keeps its probe while the fleet is half-open too, and drops it otherwise', () => {
-    const probing = send(start(1), failed('a'), { type: 'call.started', callId: 'probe', at: t + 1000 });
+    const probing = send(start(1), failed('a'), admit('probe', t + 1000));
     expect(probing.matches({ halfOpen: 'probing' })).toBe(true);
     const stillProbing = send(probing, fleet('halfOpen'));
     expect(stillProbing.matches({ halfOpen: 'probing' })).toBe(true);

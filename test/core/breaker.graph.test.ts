@@ -1,3 +1,4 @@
+import { admit } from './breaker-admit.js';
 import { describe, expect, it } from 'vitest';
 import { getNextTransitions, initialTransition, transition, type SnapshotFrom } from 'xstate';
 import { adjacencyMapToArray, getAdjacencyMap } from 'xstate/graph';
@@ -37,8 +38,8 @@ function callIds(snapshot: BreakerSnapshot): string[] {
 
 function payloadsFor(type: string, snapshot: BreakerSnapshot): BreakerEvent[] {
   switch (type) {
-    case 'call.started':
-      return [{ type, callId: 'probe', at }];
+    case 'breaker.admit':
+      return [admit('probe', at)];
     case 'call.succeeded':
       return callIds(snapshot).map((callId) => ({ type, callId, at }));
     case 'call.failed':
@@ -59,9 +60,9 @@ function payloadsFor(type: string, snapshot: BreakerSnapshot): BreakerEvent[] {
   }
 }
 
-/** Every event type the breaker knows, so closed also gets `call.started` / `call.ignored` it ignores. */
+/** Every event type the breaker knows, so closed also gets `breaker.admit` / `call.ignored`. */
 const allTypes = [
-  'call.started',
+  'breaker.admit',
   'call.succeeded',
   'call.failed',
   'call.ignored',
@@ -131,7 +132,7 @@ describe('breaker machine, over every edge of its graph', () => {
     const halfOpenEdges = edges.filter(({ state }) => state.matches('halfOpen'));
     for (const { state, event, nextState } of halfOpenEdges) {
       // Taking the probe slot leaves the breaker refusing everything else.
-      if (state.hasTag('admitting') && event.type === 'call.started') {
+      if (state.hasTag('admitting') && event.type === 'breaker.admit') {
         expect(nextState.hasTag('admitting')).toBe(false);
       }
       // Once probing, only the probe's own result (or an operator) reopens admission.
@@ -159,7 +160,6 @@ describe('breaker machine, over every event sequence up to a depth', () => {
           event.type !== 'breaker.forceOpen' &&
           event.type !== 'breaker.release' &&
           (!('callId' in event) ||
-            event.type === 'call.started' ||
             event.callId === (snapshot.context.probeCallId ?? 'other')) &&
           (!('errorClass' in event) ||
             event.errorClass === 'server_error' ||
@@ -189,7 +189,7 @@ describe('breaker machine, over every event sequence up to a depth', () => {
         }
         if (!next.matches('closed') || event.type === 'breaker.reset') nextStreak = 0;
         const admitted =
-          snapshot.matches('halfOpen') && snapshot.hasTag('admitting') && event.type === 'call.started';
+          snapshot.matches('halfOpen') && snapshot.hasTag('admitting') && event.type === 'breaker.admit';
         const nextProbes = next.matches('halfOpen') ? probesInWindow + (admitted ? 1 : 0) : 0;
         // At most one probe in flight per half-open window: the slot frees only when the probe ends.
         const inFlight = next.matches({ halfOpen: 'probing' }) ? 1 : 0;

@@ -5,6 +5,7 @@
  * fleet re-opens; an opening from closed always starting from the recovery time; a streak below the
  * key quorum told to the parent. Expected values are written out here.
  */
+import { admit } from './breaker-admit.js';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createActor, setup, type AnyActorRef } from 'xstate';
 import {
@@ -72,7 +73,7 @@ describe("the fleet's state, followed from every state", () => {
 
     const h = breaker();
     h.send({ type: 'breaker.synced', shared: shared('halfOpen'), at: now });
-    h.send({ type: 'call.started', callId: 'probe', at: now + 1 });
+    h.send(admit('probe', now + 1, { leased: true }));
     h.send({
       type: 'breaker.synced',
       shared: shared('halfOpen', { opens: 6, retryAt: now + 7_000 }),
@@ -129,7 +130,7 @@ describe("a shared breaker's recovery timer", () => {
   it('after a failed probe while shared, waits the grown period from the failure', () => {
     const b = breaker();
     b.send({ type: 'breaker.synced', shared: shared('halfOpen', { retryAt: now }), at: now });
-    b.send({ type: 'call.started', callId: 'probe', at: now });
+    b.send(admit('probe', now, { leased: true }));
     b.send({
       type: 'call.failed',
       callId: 'probe',

@@ -1,3 +1,4 @@
+import { admit } from './breaker-admit.js';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createActor, type Actor } from 'xstate';
 import { breakerMachine, type BreakerMachine } from '../../src/machines/breaker.machine.js';
@@ -17,7 +18,7 @@ function call(breaker: Breaker, result: 'succeeded' | 'failed' | 'ignored'): str
   seq += 1;
   const callId = `call-${seq}`;
   const at = Date.now();
-  breaker.send({ type: 'call.started', callId, at });
+  breaker.send(admit(callId, at));
   if (result === 'succeeded') breaker.send({ type: 'call.succeeded', callId, at });
   else if (result === 'failed')
     breaker.send({ type: 'call.failed', callId, errorClass: 'server_error', keyId: 'key-a', at });
@@ -111,7 +112,7 @@ describe('breaker machine', () => {
     const breaker = startBreaker();
     openBreaker(breaker);
     vi.advanceTimersByTime(recoveryMs);
-    breaker.send({ type: 'call.started', callId: 'probe', at: Date.now() });
+    breaker.send(admit('probe', Date.now()));
     expect(breaker.getSnapshot().value).toEqual({ halfOpen: 'probing' });
     expect(breaker.getSnapshot().context.probeCallId).toBe('probe');
     expect(admitting(breaker)).toBe(false);
@@ -181,7 +182,7 @@ describe('breaker machine', () => {
       const breaker = startBreaker();
       openBreaker(breaker);
       vi.advanceTimersByTime(recoveryMs);
-      breaker.send({ type: 'call.started', callId: 'probe', at: Date.now() });
+      breaker.send(admit('probe', Date.now()));
       breaker.send({ type: 'call.ignored', callId: 'probe', errorClass, at: Date.now() });
       const snapshot = breaker.getSnapshot();
       expect(snapshot.value).toEqual({ halfOpen: 'awaitingProbe' });
@@ -195,7 +196,7 @@ describe('breaker machine', () => {
     const breaker = startBreaker();
     openBreaker(breaker);
     vi.advanceTimersByTime(recoveryMs);
-    breaker.send({ type: 'call.started', callId: 'probe', at: Date.now() });
+    breaker.send(admit('probe', Date.now()));
     const before = breaker.getSnapshot();
     breaker.send({ type: 'call.succeeded', callId: 'old-call', at: Date.now() });
     breaker.send({
@@ -347,7 +348,7 @@ describe('a success while closed', () => {
   it('with nothing to clear, leaves the snapshot as it is (no copy per successful call)', () => {
     const breaker = startBreaker();
     const before = breaker.getSnapshot();
-    breaker.send({ type: 'call.started', callId: 'c', at: 1 });
+    breaker.send(admit('c', 1));
     breaker.send({ type: 'call.succeeded', callId: 'c', at: 2 });
     expect(breaker.getSnapshot()).toBe(before);
   });

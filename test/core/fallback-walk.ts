@@ -89,6 +89,7 @@ function eventsFor(snapshot: FallbackSnapshot, classes: readonly ErrorClass[]): 
         answer,
         verdict: { ok: true, value: {} },
         durationMs: 1,
+        streamed: null,
         at: 5,
       },
       {
@@ -98,6 +99,7 @@ function eventsFor(snapshot: FallbackSnapshot, classes: readonly ErrorClass[]): 
         answer,
         verdict: { ok: false, errors: ['bad'] },
         durationMs: 1,
+        streamed: null,
         at: 5,
       },
     );
@@ -115,6 +117,7 @@ function eventsFor(snapshot: FallbackSnapshot, classes: readonly ErrorClass[]): 
         },
         countedByBreaker: errorsMd[errorClass].B,
         durationMs: 1,
+        streamed: null,
         at: 5,
       });
     }

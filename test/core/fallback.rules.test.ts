@@ -111,6 +111,7 @@ function failed(
     failure: { errorClass, message: errorClass, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) },
     countedByBreaker: errorClass === 'server_error',
     durationMs: 10,
+    streamed: null,
     at,
   };
 }
@@ -252,6 +253,7 @@ describe('fallback: refusals and replies', () => {
         answer: { text: '{}', model: 'm', usage: { inputTokens: 1, outputTokens: 1 }, truncated: false },
         verdict: { ok: true, value: {} },
         durationMs: 1,
+        streamed: null,
         at: 2000,
       } as const,
     ] satisfies FallbackEvent[]) {

@@ -286,15 +286,18 @@ function networkViolations(machine: ProviderLogic): { checked: number; violation
   for (const { state, event } of providerEdges(machine)) {
     if (event.type !== 'call.requested') continue;
     const [, actions] = transition(machine, state, event);
-    const started = actions.some((action) => action.type === 'startUpstream');
     const sent = sentEventTypes(actions);
+    // A call goes out only through the breaker's admission (`breaker.admit`, which a closed breaker grants).
+    const started = sent.includes('breaker.admit');
     const blocked = refused.has(event.keyId) && event.at < until;
     if (blocked) {
       checked += 1;
       if (started) violations.push(`${event.keyId}@${event.at}: upstream call started`);
       if (!sent.includes('provider.keySkipped'))
         violations.push(`${event.keyId}@${event.at}: not answered keySkipped`);
-      const breakerEvents = sent.filter((type) => type.startsWith('call.') || type.startsWith('fleet:'));
+      const breakerEvents = sent.filter(
+        (type) => type.startsWith('call.') || type.startsWith('breaker.') || type.startsWith('fleet:'),
+      );
       if (breakerEvents.length > 0)
         violations.push(`${event.keyId}@${event.at}: breaker heard ${breakerEvents.join(',')}`);
     } else if (!started) {

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { createActor, setup, transition, type ActorLogic, type SnapshotFrom } from 'xstate';
+import type { CallRequest } from '../../src/machines/call-request.js';
 import { adjacencyMapToArray, getAdjacencyMap } from 'xstate/graph';
 import type { ErrorClass } from '../../src/errors/index.js';
-import { breakerMachine } from '../../src/machines/breaker.machine.js';
 import {
   createProviderMachine,
   providerMachine,
@@ -16,29 +16,6 @@ import { request } from './gateway-harness.js';
 
 type ProviderLogic = typeof providerMachine;
 type ProviderSnapshot = SnapshotFrom<ProviderLogic>;
-
-/**
- * Breaker stand-ins (docs/testing.md graph-test pitfall 3: spawned children are frozen during traversal, so the
- * provider is explored once per breaker situation instead of with a live breaker). `shared` is a
- * breaker that a fleet shares while it recovers: a call must first get the fleet's probe lease.
- */
-function standIn(admitting: boolean, shared = false): typeof breakerMachine {
-  const logic = setup({}).createMachine({
-    id: 'breaker',
-    context: { retryAt: admitting ? null : 61_000, shared },
-    initial: 'standIn',
-    states: { standIn: { tags: admitting ? ['admitting'] : [] } },
-  });
-  // The provider reads only the `admitting` tag, `context.retryAt` and `context.shared` of its breaker.
-  return logic as unknown as typeof breakerMachine;
-}
-
-/** The breaker situations the provider is explored under. */
-const situations = [
-  ['admitting', standIn(true)],
-  ['refusing', standIn(false)],
-  ['fleet half-open', standIn(true, true)],
-] as const;
 
 const replyTo = createActor(setup({}).createMachine({}));
 const apiKey = new Secret('test-claude-key-graph');
@@ -54,14 +31,21 @@ const upstreamClasses: readonly ErrorClass[] = documentClasses.filter(
   (errorClass) => errorClass !== 'circuit_open',
 );
 
+const at = 1_000;
+const callOf = (callId: string): CallRequest => ({ callId, request, apiKey, keyId: 'key-1', replyTo, validate, at });
+
 function payloadsFor(type: string): ProviderEvent[] {
-  const at = 1_000;
   switch (type) {
     case 'call.requested':
-      return callIds.map((callId) => ({ type, callId, request, apiKey, keyId: 'key-1', replyTo, validate, at }));
+      return callIds.map((callId) => ({ type, ...callOf(callId) }));
+    case 'breaker.admitted':
+    case 'breaker.leaseNeeded':
+      return callIds.map((callId) => ({ type, call: callOf(callId) }));
+    case 'breaker.rejected':
+      return callIds.map((callId) => ({ type, call: callOf(callId), retryAt: 61_000 }));
     case 'upstream.succeeded':
       return callIds.flatMap((callId) => [
-        { type, callId, replyTo, keyId: 'key-1', answer, verdict: { ok: true, value: {} }, durationMs: 5, at },
+        { type, callId, replyTo, keyId: 'key-1', answer, verdict: { ok: true, value: {} }, durationMs: 5, streamed: null, at },
         {
           type,
           callId,
@@ -70,6 +54,7 @@ function payloadsFor(type: string): ProviderEvent[] {
           answer,
           verdict: { ok: false, errors: ['questions: expected array'] },
           durationMs: 5,
+          streamed: null,
           at,
         },
       ]);
@@ -82,6 +67,7 @@ function payloadsFor(type: string): ProviderEvent[] {
           keyId: 'key-1',
           failure: { errorClass, message: `graph ${errorClass}` },
           durationMs: 5,
+          streamed: null,
           at,
         })),
       );
@@ -100,6 +86,9 @@ function payloadsFor(type: string): ProviderEvent[] {
 
 const eventTypes = [
   'call.requested',
+  'breaker.admitted',
+  'breaker.rejected',
+  'breaker.leaseNeeded',
   'upstream.succeeded',
   'upstream.failed',
   'call.cancelled',
@@ -110,14 +99,24 @@ const eventTypes = [
 const events = () => eventTypes.flatMap(payloadsFor);
 
 /**
- * The bounded state key: which calls wait for a lease. Calls in flight are not the provider's to keep
- * (each one's life is call.machine.ts, explored in call.graph.test.ts; its outcome brings the call back).
+ * The bounded state key: which calls wait for a lease. Calls in flight are child actors (each one's life
+ * is call.machine.ts, explored in call.graph.test.ts; its outcome brings the call back), and the breaker
+ * is asked by message, so its answers are events here: no breaker stand-ins are needed.
  */
 function serializeState(snapshot: ProviderSnapshot): string {
   return JSON.stringify([snapshot.value, Object.keys(snapshot.context.leasing).sort()]);
 }
 
 const input = { providerId: 'claude' as const, model: 'claude-model', threshold: 5, recoveryMs: 60_000 };
+
+/**
+ * A call actor is spawned under the system id `call.<callId>`; the graph's pure transitions share one
+ * inert system, where the same id would be registered twice, so `startCall` is explored by name (the
+ * spawn itself runs in provider.lifecycle.test.ts and gateway.test.ts).
+ */
+function explorable(machine: ProviderLogic): ProviderLogic {
+  return machine.provide({ actions: { startCall: () => undefined } });
+}
 
 /** xstate/graph types logic with untyped emitted events; the provider's are typed (`call.finished`). */
 function adjacencyOf(machine: ProviderLogic) {
@@ -132,7 +131,7 @@ interface Violation {
 }
 
 /**
- * Explores the provider with each breaker stand-in and replays every edge through the pure
+ * Explores the provider and replays every edge through the pure
  * `transition()` to read the actions it takes: a user-side class, an invalid answer or a cancel
  * must never send the breaker a FAILURE (`call.failed`); a provider-side class must send exactly one.
  * "Provider-side" is docs/errors.md's column B as written in errors-md.ts, not the code's table.
@@ -141,8 +140,9 @@ function checkEveryEdge(logic: ProviderLogic): { states: number; edges: number; 
   let states = 0;
   let edgeCount = 0;
   const violations: Violation[] = [];
-  for (const [name, breaker] of situations) {
-    const machine = logic.provide({ actors: { breaker } });
+  {
+    const name = 'any breaker';
+    const machine = explorable(logic);
     const adjacency = adjacencyOf(machine);
     const edges = adjacencyMapToArray(adjacency);
     states += Object.keys(adjacency).length;
@@ -184,78 +184,90 @@ function expectedStatsOf(event: ProviderEvent): string[] | undefined {
   }
 }
 
-const EXPECTED_STATES = 6;
-const EXPECTED_EDGES = 258;
+const EXPECTED_STATES = 4;
+const EXPECTED_EDGES = 196;
+
+const actionTypes = (machine: ProviderLogic, state: ProviderSnapshot, event: ProviderEvent) =>
+  transition(machine, state, event)[1].map((action) => action.type);
 
 describe('provider actor, over every edge of its graph', () => {
-  it('starts exactly one upstream call per admitted request, and aborts it when the caller cancels', () => {
-    const machine = providerMachine.provide({ actors: { breaker: standIn(true) } });
-    const adjacency = adjacencyOf(machine);
-    let admitted = 0;
-    let cancelled = 0;
-    for (const { state, event } of adjacencyMapToArray(adjacency)) {
-      const [, actions] = transition(machine, state, event);
-      const starts = actions.filter((action) => action.type === 'startUpstream').length;
-      const aborts = actions.filter((action) => action.type === 'abortUpstream').length;
-      const leasing = 'callId' in event && event.callId in state.context.leasing;
-      expect(starts).toBe(event.type === 'call.requested' ? 1 : 0);
-      expect(aborts).toBe(event.type === 'call.cancelled' && !leasing ? 1 : 0);
-      admitted += starts;
-      cancelled += aborts;
+  const provider = explorable(providerMachine);
+  const edges = adjacencyMapToArray(adjacencyOf(provider));
+
+  it('asks the breaker for every call and starts a call actor exactly when the breaker admits it', () => {
+    let asked = 0;
+    let started = 0;
+    for (const { state, event } of edges) {
+      const [, actions] = transition(provider, state, event);
+      const spawned = actions.filter((action) => action.type === 'startCall');
+      const sent = sentEventTypes(actions);
+      // A request goes to the breaker (the key is healthy here), never straight upstream.
+      if (event.type === 'call.requested') expect(sent).toEqual(['breaker.admit']);
+      expect(spawned.length, event.type).toBe(event.type === 'breaker.admitted' ? 1 : 0);
+      if (event.type === 'breaker.admitted')
+        expect((spawned[0]?.params as CallRequest | undefined)?.callId).toBe(event.call.callId);
+      asked += sent.filter((type) => type === 'breaker.admit').length;
+      started += spawned.length;
     }
-    expect(admitted).toBeGreaterThan(0);
+    expect(asked).toBeGreaterThan(0);
+    expect(started).toBeGreaterThan(0);
+  });
+
+  it('forgets a call that only waits for a lease when its caller cancels it', () => {
+    let cancelled = 0;
+    for (const { state, event, nextState } of edges) {
+      if (event.type !== 'call.cancelled') continue;
+      const leasing = event.callId in state.context.leasing;
+      expect(event.callId in nextState.context.leasing).toBe(false);
+      cancelled += leasing ? 0 : 1;
+    }
     expect(cancelled).toBeGreaterThan(0);
   });
 
+  it('ends the call actor with its one outcome', () => {
+    for (const { state, event } of edges) {
+      if (!event.type.startsWith('upstream.')) continue;
+      expect(actionTypes(provider, state, event).filter((type: string) => type === 'xstate.stopChild')).toHaveLength(1);
+    }
+  });
+
   it('sends the breaker a FAILURE exactly for provider-side classes, never for 401, 429 or any user-side class', () => {
-    const { states, edges, violations } = checkEveryEdge(providerMachine);
-    console.log(
-      `provider graph: ${states} states, ${edges} edges over 3 breaker stand-ins; ${violations.length} violations`,
-    );
-    // Admitting: one state (calls in flight are their call machines'); refusing: one; fleet half-open: no
-    // call, c1, c2, or both waiting for the lease (4). Each state takes 43 events: 2 requests, 4 answers,
-    // 2 × 13 failure classes, 2 cancels, 2 cancelled calls, 3 operator actions, 4 lease answers.
+    const { states, edges: edgeCount, violations } = checkEveryEdge(providerMachine);
+    console.log(`provider graph: ${states} states, ${edgeCount} edges; ${violations.length} violations`);
+    // No call, c1, c2, or both waiting for the lease (4 states). Each takes 49 events: 2 requests,
+    // 6 breaker answers, 4 answers, 2 × 13 failure classes, 2 cancels, 2 cancelled calls, 3 operator
+    // actions, 4 lease answers.
     expect(states).toBe(EXPECTED_STATES);
-    expect(edges).toBe(EXPECTED_EDGES);
+    expect(edgeCount).toBe(EXPECTED_EDGES);
     expect(violations).toEqual([]);
   });
 
-  it('explores the fleet-lease branch: a call waits for the lease, then runs or is refused', () => {
-    const [, breaker] = situations[2];
-    const machine = providerMachine.provide({ actors: { breaker } });
-    const edges = adjacencyMapToArray(adjacencyOf(machine));
-    const leaseAsked = edges.filter(({ event }) => event.type === 'call.requested');
-    expect(leaseAsked.length).toBeGreaterThan(0);
-    for (const { state, event, nextState } of leaseAsked) {
-      if (
-        !('callId' in event) ||
-        event.callId in state.context.leasing
-      )
-        continue;
-      expect(Object.keys(nextState.context.leasing)).toContain(event.callId);
-      expect(transition(machine, state, event)[1].map((action) => action.type)).not.toContain('startUpstream');
+  it('explores the fleet-lease branch: a call waits for the lease, then is asked of the breaker again, as leased', () => {
+    const leaseNeeded = edges.filter(({ event }) => event.type === 'breaker.leaseNeeded');
+    expect(leaseNeeded.length).toBeGreaterThan(0);
+    for (const { event, nextState } of leaseNeeded) {
+      if (event.type !== 'breaker.leaseNeeded') continue;
+      expect(Object.keys(nextState.context.leasing)).toContain(event.call.callId);
     }
     const granted = edges.filter(
-      ({ state, event }) =>
-        event.type === 'probe.leased' && event.granted && event.callId in state.context.leasing,
+      ({ state, event }) => event.type === 'probe.leased' && event.granted && event.callId in state.context.leasing,
     );
     expect(granted.length).toBeGreaterThan(0);
     for (const { state, event, nextState } of granted) {
       if (event.type !== 'probe.leased') continue;
-      const started = transition(machine, state, event)[1].filter((action) => action.type === 'startUpstream');
-      expect(started.map((action) => (action.params as { callId: string }).callId)).toEqual([event.callId]);
+      const [, actions] = transition(provider, state, event);
+      const asks = actions.filter((action) => action.type === 'xstate.sendTo');
+      expect(asks.map((action) => (action.params as { event: { type: string; leased?: boolean } }).event)).toEqual([
+        expect.objectContaining({ type: 'breaker.admit', leased: true }),
+      ]);
       expect(Object.keys(nextState.context.leasing)).not.toContain(event.callId);
     }
     // A lease granted to a call nobody waits for is freed at once, as an ignored (never counted) result.
     const orphan = edges.find(
-      ({ state, event }) =>
-        event.type === 'probe.leased' && event.granted && !(event.callId in state.context.leasing),
+      ({ state, event }) => event.type === 'probe.leased' && event.granted && !(event.callId in state.context.leasing),
     );
     expect(orphan).toBeDefined();
-    if (orphan)
-      expect(sentEventTypes(transition(machine, orphan.state, orphan.event)[1])).toEqual([
-        'fleet:call.ignored',
-      ]);
+    if (orphan) expect(sentEventTypes(transition(provider, orphan.state, orphan.event)[1])).toEqual(['fleet:call.ignored']);
   });
 
   it.each([
@@ -276,15 +288,12 @@ describe('provider actor, over every edge of its graph', () => {
     expect(violations.every((violation) => violation.event === 'upstream.failed(timeout)')).toBe(true);
   });
 
-  it('never calls upstream while the breaker refuses: the request is answered provider.rejected', () => {
-    const machine = providerMachine.provide({ actors: { breaker: standIn(false) } });
-    const adjacency = adjacencyOf(machine);
-    for (const { state, event } of adjacencyMapToArray(adjacency)) {
-      if (event.type !== 'call.requested') continue;
-      const [next, actions] = transition(machine, state, event);
-      expect(actions.some((action) => action.type === 'startUpstream')).toBe(false);
+  it('never calls upstream when the breaker refuses: the request is answered provider.rejected with its retryAt', () => {
+    for (const { state, event } of edges) {
+      if (event.type !== 'breaker.rejected') continue;
+      const [, actions] = transition(provider, state, event);
+      expect(actions.some((action) => action.type === 'startCall')).toBe(false);
       expect(sentEventTypes(actions)).toEqual(['provider.rejected']);
-      expect(Object.keys((next as ProviderSnapshot).context.leasing)).toEqual([]);
     }
   });
 });

@@ -11,11 +11,11 @@ import type { FleetLinkEvent, FleetLinkInput, FleetLinkReply } from '../../src/m
 import { keyAdmission } from '../../src/machines/key-book.machine.js';
 import {
   providerMachine,
-  type CallUpstreamInput,
   type ProviderInput,
   type ProviderReply,
 } from '../../src/machines/provider.machine.js';
 import type { CallRecord, ProviderAnswer } from '../../src/machines/types.js';
+import type { CallEvent, CallInput, CallMachine } from '../../src/machines/call.machine.js';
 import { Secret } from '../../src/security/secret.js';
 import { request } from './gateway-harness.js';
 
@@ -42,10 +42,8 @@ function rig(input: Partial<ProviderInput> = {}) {
     fleetInputs.push(input);
     receive((event) => fleet.push(event));
   });
-  const machine = providerMachine.provide({
-    actors: { fleetLink },
-    actions: { startUpstream: (_, params: CallUpstreamInput) => void started.push(params.callId) },
-  });
+  const call = fromCallback<CallEvent, CallInput>(({ input }) => void started.push(input.callId));
+  const machine = providerMachine.provide({ actors: { fleetLink, call: call as unknown as CallMachine } });
   const caller: AnyActorRef = createActor(
     fromCallback<ProviderReply>(({ receive }) => {
       receive((reply) => replies.push(reply));
@@ -94,6 +92,7 @@ function rig(input: Partial<ProviderInput> = {}) {
         ...ticket(callId),
         failure: { ...failure, message: 'x' },
         durationMs: 5,
+        streamed: null,
         at,
       }),
     succeeded: (callId: string, ok: boolean, at: number) =>
@@ -103,6 +102,7 @@ function rig(input: Partial<ProviderInput> = {}) {
         answer,
         verdict: ok ? { ok: true, value: true } : { ok: false, errors: ['bad'] },
         durationMs: 5,
+        streamed: null,
         at,
       }),
     cancelled: (callId: string, at: number) =>

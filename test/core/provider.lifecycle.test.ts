@@ -13,10 +13,10 @@ import { gatewayMachine } from '../../src/machines/gateway.machine.js';
 import {
   createProviderMachine,
   providerMachine,
-  type CallUpstreamInput,
   type ProviderReply,
 } from '../../src/machines/provider.machine.js';
 import type { SharedBreakerState } from '../../src/machines/breaker.machine.js';
+import type { CallEvent, CallInput, CallMachine } from '../../src/machines/call.machine.js';
 import type { CallRecord, ProviderAnswer } from '../../src/machines/types.js';
 import { Secret } from '../../src/security/secret.js';
 import { withRow } from './errors-md.js';
@@ -25,24 +25,30 @@ import { request } from './gateway-harness.js';
 const t = 1_800_000_000_000;
 const apiKey = new Secret('test-claude-key-lifecycle');
 const validate = () => ({ ok: true as const, value: true });
+const timings = { deadlineMs: 1000, firstTokenTimeoutMs: 500, streamIdleTimeoutMs: 100 };
 const answer: ProviderAnswer = { text: '{}', model: 'claude-model', usage: { inputTokens: 3, outputTokens: 4 }, truncated: false };
 
-/** A provider whose breaker a fleet shares (`fleet: true`, its scripted link recording what it hears), unless `fleet: false`. */
-function rig(options: { table?: ErrorTable; maxRecoveryMs?: number; threshold?: number; fleet?: boolean } = {}) {
+/**
+ * A provider with a scripted fleet link recording what it hears, and a recording stand-in for its call
+ * actors (each admitted call is spawned as one; its `call.cancelled` is recorded as an abort).
+ */
+function rig(options: { table?: ErrorTable; maxRecoveryMs?: number; threshold?: number } = {}) {
   const fleet: FleetLinkEvent[] = [];
-  const started: CallUpstreamInput[] = [];
+  const started: CallInput[] = [];
   const aborted: { callId: string; at: number }[] = [];
   const replies: ProviderReply[] = [];
   const records: CallRecord[] = [];
   const fleetLink = fromCallback<FleetLinkEvent, FleetLinkInput, FleetLinkReply>(({ receive }) => {
     receive((event) => fleet.push(event));
   });
+  const call = fromCallback<CallEvent, CallInput>(({ input, receive }) => {
+    started.push(input);
+    receive((event) => {
+      if (event.type === 'call.cancelled') aborted.push({ callId: input.callId, at: event.at });
+    });
+  });
   const machine = (options.table === undefined ? providerMachine : createProviderMachine(options.table)).provide({
-    actors: { fleetLink },
-    actions: {
-      startUpstream: (_, params) => void started.push(params),
-      abortUpstream: (_, params) => void aborted.push(params),
-    },
+    actors: { fleetLink, call: call as unknown as CallMachine },
   });
   const caller: AnyActorRef = createActor(
     fromCallback<ProviderReply>(({ receive }) => {
@@ -56,7 +62,7 @@ function rig(options: { table?: ErrorTable; maxRecoveryMs?: number; threshold?: 
       threshold: options.threshold ?? 1,
       recoveryMs: 1000,
       ...(options.maxRecoveryMs === undefined ? {} : { maxRecoveryMs: options.maxRecoveryMs }),
-      fleet: options.fleet ?? true,
+      timings,
     },
   });
   provider.on('call.finished', (event) => records.push(event.record));
@@ -83,49 +89,40 @@ describe('a call admitted and answered', () => {
   it('starts the upstream with the call, tells the fleet its success, and forgets the call once answered', () => {
     const r = rig();
     r.request('c1');
-    expect(r.started).toEqual([{ providerId: 'claude', ...r.ticket('c1'), request, apiKey, validate }]);
+    expect(r.started).toEqual([
+      { providerId: 'claude', ...r.ticket('c1'), origin: undefined, request, apiKey, validate, onDelta: undefined, startedAt: t, timings },
+    ]);
     expect(r.context().stats).toMatchObject({ calls: 1, successes: 0 });
-    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c1'), answer, verdict: { ok: true, value: true }, durationMs: 40, at: t + 40 });
+    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c1'), answer, verdict: { ok: true, value: true }, durationMs: 40, streamed: null, at: t + 40 });
     expect(r.context().stats).toMatchObject({ calls: 1, successes: 1 });
     expect(r.records).toEqual([{ provider: 'claude', outcome: 'succeeded', durationMs: 40, usage: answer.usage }]);
     expect(r.replies.map((reply) => reply.type)).toEqual(['provider.succeeded']);
     // A start is no operation of the fleet state (its probe is its lease); a success may clear the fleet's count.
     expect(r.fleet).toEqual([{ type: 'fleet.report', event: { type: 'call.succeeded', callId: 'c1', at: t + 40 } }]);
+    // The call actor has left the provider's children.
+    expect(Object.keys(r.provider.getSnapshot().children).sort()).toEqual(['breaker', 'fleetLink', 'keyBook']);
   });
 
-  it('tells no fleet link a success when no fleet shares the breaker (the embedded link does nothing with it)', () => {
-    const r = rig({ fleet: false });
-    r.request('c1');
-    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c1'), answer, verdict: { ok: true, value: true }, durationMs: 40, at: t + 40 });
-    expect(r.fleet).toEqual([]);
-    expect(r.replies.map((reply) => reply.type)).toEqual(['provider.succeeded']);
-    expect(r.records).toEqual([{ provider: 'claude', outcome: 'succeeded', durationMs: 40, usage: answer.usage }]);
-    expect(r.context().stats).toMatchObject({ calls: 1, successes: 1 });
-    // A failure still reaches the link: only the success nobody needs is skipped.
-    r.request('c2', t + 50);
-    r.provider.send({ type: 'upstream.failed', ...r.ticket('c2'), failure: { errorClass: 'server_error', message: 'x' }, durationMs: 5, at: t + 55 });
-    expect(r.fleet.map((event) => event.type)).toEqual(['fleet.report']);
-  });
-
-  it('sends a closed breaker with nothing to clear neither the start nor the success (it would take no transition)', () => {
+  it('asks the breaker for each call and tells it each result, closed or not: the breaker decides what changes', () => {
     const r = rig();
     r.request('c1');
-    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c1'), answer, verdict: { ok: true, value: true }, durationMs: 40, at: t + 40 });
-    expect(r.breakerSteps.count).toBe(0);
+    expect(r.breakerSteps.count).toBe(1);
+    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c1'), answer, verdict: { ok: true, value: true }, durationMs: 40, streamed: null, at: t + 40 });
+    expect(r.breakerSteps.count).toBe(2);
     expect(r.replies.map((reply) => reply.type)).toEqual(['provider.succeeded']);
   });
 
   it('tells the breaker a success when it has a failure record to clear, which it clears', () => {
     const r = rig({ threshold: 3 });
     r.request('c1');
-    r.provider.send({ type: 'upstream.failed', ...r.ticket('c1'), failure: { errorClass: 'server_error', message: 'x' }, durationMs: 5, at: t + 5 });
+    r.provider.send({ type: 'upstream.failed', ...r.ticket('c1'), failure: { errorClass: 'server_error', message: 'x' }, durationMs: 5, streamed: null, at: t + 5 });
     expect(r.breaker().context.consecutiveFailures).toBe(1);
     const steps = r.breakerSteps.count;
     r.request('c2', t + 10);
-    expect(r.breakerSteps.count).toBe(steps);
-    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c2'), answer, verdict: { ok: true, value: true }, durationMs: 40, at: t + 50 });
-    expect(r.breaker().context.consecutiveFailures).toBe(0);
     expect(r.breakerSteps.count).toBe(steps + 1);
+    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c2'), answer, verdict: { ok: true, value: true }, durationMs: 40, streamed: null, at: t + 50 });
+    expect(r.breaker().context.consecutiveFailures).toBe(0);
+    expect(r.breakerSteps.count).toBe(steps + 2);
     expect(r.fleet.at(-1)).toEqual({ type: 'fleet.report', event: { type: 'call.succeeded', callId: 'c2', at: t + 50 } });
     expect(r.context().stats).toMatchObject({ calls: 2, successes: 1, failures: 1 });
   });
@@ -133,7 +130,7 @@ describe('a call admitted and answered', () => {
   it('tells the breaker the start of a call it admits as its probe (open, its retry time passed)', () => {
     const r = rig();
     r.request('c1');
-    r.provider.send({ type: 'upstream.failed', ...r.ticket('c1'), failure: { errorClass: 'server_error', message: 'x' }, durationMs: 5, at: t + 5 });
+    r.provider.send({ type: 'upstream.failed', ...r.ticket('c1'), failure: { errorClass: 'server_error', message: 'x' }, durationMs: 5, streamed: null, at: t + 5 });
     expect(r.breaker().value).toBe('open');
     r.request('probe', t + 5 + 1000);
     expect(r.breaker().value).toEqual({ halfOpen: 'probing' });
@@ -144,7 +141,7 @@ describe('a call admitted and answered', () => {
   it('records an invalid answer as a failed call of class invalid_output, counted as ignored, and forgets it', () => {
     const r = rig();
     r.request('c1');
-    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c1'), answer, verdict: { ok: false, errors: ['bad'] }, durationMs: 40, at: t + 40 });
+    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c1'), answer, verdict: { ok: false, errors: ['bad'] }, durationMs: 40, streamed: null, at: t + 40 });
     expect(r.records).toEqual([{ provider: 'claude', outcome: 'failed', errorClass: 'invalid_output', durationMs: 40, usage: answer.usage }]);
     expect(r.context().stats).toMatchObject({ calls: 1, successes: 0, failures: 0, ignored: 1 });
   });
@@ -155,9 +152,9 @@ describe('a call admitted and answered', () => {
   ] as const)('answers a failed call (%s class) once, counted as its column says', (_kind, errorClass, stat, counted) => {
     const r = rig();
     r.request('c1');
-    r.provider.send({ type: 'upstream.failed', ...r.ticket('c1'), failure: { errorClass, message: 'x' }, durationMs: 5, at: t + 5 });
+    r.provider.send({ type: 'upstream.failed', ...r.ticket('c1'), failure: { errorClass, message: 'x' }, durationMs: 5, streamed: null, at: t + 5 });
     expect(r.replies).toEqual([
-      { type: 'provider.failed', callId: 'c1', providerId: 'claude', failure: { errorClass, message: 'x' }, countedByBreaker: counted, durationMs: 5, at: t + 5 },
+      { type: 'provider.failed', callId: 'c1', providerId: 'claude', failure: { errorClass, message: 'x' }, countedByBreaker: counted, durationMs: 5, streamed: null, at: t + 5 },
     ]);
     expect(r.context().stats).toMatchObject({ calls: 1, [stat]: 1 });
   });
@@ -165,7 +162,7 @@ describe('a call admitted and answered', () => {
   it('counts an invalid answer as a failure when the table says invalid_output counts (the stats follow the table)', () => {
     const r = rig({ table: withRow('invalid_output', { breaker: 'counts' }) });
     r.request('c1');
-    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c1'), answer, verdict: { ok: false, errors: ['bad'] }, durationMs: 40, at: t + 40 });
+    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c1'), answer, verdict: { ok: false, errors: ['bad'] }, durationMs: 40, streamed: null, at: t + 40 });
     expect(r.context().stats).toMatchObject({ failures: 1, ignored: 0 });
   });
 });
@@ -227,12 +224,12 @@ describe('a probe in a fleet: the lease first', () => {
     expect(r.started.map((call) => call.callId)).toEqual(['c1']);
   });
 
-  it('refuses the call when another instance holds the lease, and forgets the lease', () => {
+  it('refuses the call when another instance holds the lease (try again in a moment), and forgets the lease', () => {
     const r = rig();
     r.synced('halfOpen', t + 990);
     r.request('c1');
     r.provider.send({ type: 'probe.leased', callId: 'c1', granted: false, at: t + 1 });
-    expect(r.replies).toEqual([{ type: 'provider.rejected', callId: 'c1', providerId: 'claude', retryAt: t + 990, at: t + 1 }]);
+    expect(r.replies).toEqual([{ type: 'provider.rejected', callId: 'c1', providerId: 'claude', retryAt: t + 1, at: t + 1 }]);
     expect(r.started).toEqual([]);
     expect(r.context().leasing).toEqual({});
   });

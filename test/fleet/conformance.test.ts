@@ -11,6 +11,7 @@
  * one that re-opens without growing the open period; one that opens without the quorum; one whose
  * success leaves the streak's keys behind) show the comparison can fail.
  */
+import { admit } from '../core/breaker-admit.js';
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
@@ -45,6 +46,8 @@ type Step =
       readonly errorClass: CountedErrorClass | IgnoredErrorClass;
       /** The key the call used (its id, as a salted fingerprint would be): the quorum counts distinct ones. */
       readonly key: KeyId;
+      /** The caller's salted address id (absent: the key votes for the quorum). */
+      readonly origin?: string;
     }
   | { readonly kind: 'advance'; readonly ms: number; readonly timersFire: boolean }
   | { readonly kind: 'reset' | 'forceOpen' };
@@ -80,6 +83,8 @@ const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
       errorClass: fc.constantFrom(...countedClasses),
       // Mostly one key: streaks from one key (below the quorum) are common, others mix in.
       key: fc.constantFrom<KeyId>('key-a', 'key-a', 'key-b', 'key-c'),
+      // Often an origin (the voter then, whatever the key): one address with many keys, or a few.
+      origin: fc.constantFrom<string | undefined>(undefined, undefined, 'addr-1', 'addr-1', 'addr-2'),
     }),
   },
   {
@@ -177,7 +182,7 @@ class MachineSide {
       this.reopenedByProbe += 1;
       if (next.context.openPeriodMs === maxRecoveryMs) this.cappedPeriods += 1;
     }
-    if (event.type === 'call.started' && before.matches('open') && next.matches({ halfOpen: 'probing' })) {
+    if (event.type === 'breaker.admit' && before.matches('open') && next.matches({ halfOpen: 'probing' })) {
       this.lateProbes += 1;
     }
     // The breaker's `breaker.keyStreak` report (emitted, and sent to a parent when it has one).
@@ -185,8 +190,15 @@ class MachineSide {
     if (event.type === 'call.failed' && before.matches('closed') && next.matches('open') && this.quorum > 1)
       this.quorumOpenings += 1;
     this.snapshot = next;
+    // The breaker's answer to an admission, as it sends it to the asker.
+    this.lastAnswer = actions
+      .filter((action) => action.type === 'xstate.sendTo')
+      .map((action) => (action.params as { event?: { type?: string } }).event?.type ?? '')
+      .find((type) => type.startsWith('breaker.') && type !== 'breaker.keyStreak');
     this.schedule(actions, now);
   }
+
+  lastAnswer: string | undefined = undefined;
 
   /** Delivers the timers due by `now`, earliest first. */
   fireTimers(now: number): void {
@@ -291,11 +303,9 @@ async function firstDifference(
         nextCall += 1;
         // The machine's answer: admitting (closed, or half-open with the slot free), or open with its
         // retry time passed (the call becomes the probe). The fleet's: the script's lease.
-        const admittingBefore = machine.admits();
-        const wasProbing = machine.snapshot.matches({ halfOpen: 'probing' });
-        machine.send({ type: 'call.started', callId, at: now }, now);
-        const machineAdmits =
-          admittingBefore || (!wasProbing && machine.snapshot.matches({ halfOpen: 'probing' }));
+        // The machine answers by message: `breaker.admitted` or `breaker.rejected`.
+        machine.send(admit(callId, now), now);
+        const machineAdmits = machine.lastAnswer === 'breaker.admitted';
         const reply = await script.apply({ op: 'acquire', callId }, now);
         if (machineAdmits !== reply.granted) {
           return `${label}: machine admits ${String(machineAdmits)}, fleet grants ${String(reply.granted)}`;
@@ -319,11 +329,11 @@ async function firstDifference(
         // the class and decides by the error table it was generated from, whatever op it is sent as.
         machine.send(
           isCounted(errorClass)
-            ? { type: 'call.failed', callId, errorClass, keyId: key, at: now }
+            ? { type: 'call.failed', callId, errorClass, keyId: key, origin: step.origin, at: now }
             : { type: 'call.ignored', callId, errorClass, at: now },
           now,
         );
-        fleet = (await script.apply({ op: 'failed', callId, errorClass, keyId: key }, now)).observed;
+        fleet = (await script.apply({ op: 'failed', callId, errorClass, keyId: key, origin: step.origin }, now)).observed;
         break;
       }
       case 'advance': {
