@@ -16,10 +16,11 @@ import type { DocumentStore } from '../documents/index.js';
 import type { JobCancelBus, JobStatusStore } from '../jobs/index.js';
 import type { Registry } from 'prom-client';
 import { createProviderMetrics } from '../metrics/index.js';
-import { createResultCache, setTokenWorkerNice } from '../study/index.js';
+import { createResultCache, maxAnswerChars, setTokenWorkerNice } from '../study/index.js';
 import { createAdmission } from './admission.js';
 import { clientErrorHandler, createErrorHandler, frameworkErrors, notFoundHandler } from './error-handler.js';
 import { ApiError } from './errors.js';
+import { registerJsonBodyParser } from './json-body.js';
 import { keyHeaders } from './keys.js';
 import { isAlreadyValidated } from './schemas.js';
 import { loggerOptions } from './logger.js';
@@ -84,12 +85,19 @@ function fastifyTrustProxy(setting: Config['server']['trustProxy']): boolean | s
 }
 
 /**
- * The JSON body of POST /v1/generate: room for a `text` of MAX_TEXT_CHARS characters even if every one
- * is sent as a 6-byte `\uXXXX` escape, plus 1 MiB for the rest (options.notes); never above MAX_UPLOAD_MB.
- * A body far over the text limit is cut while it streams (413 REQUEST_TOO_LARGE), never parsed.
+ * The JSON body of every route but generate (job creation, breaker control, the demo's fault panel): a
+ * few hundred bytes each; 16 KiB leaves room and refuses anything bigger while it streams (issue 28).
  */
-function generateBodyLimit(config: Config): number {
-  return Math.min(Math.ceil(config.maxUploadMb * mebibyte), config.maxTextChars * 6 + mebibyte);
+const smallBodyLimit = 16 * 1024;
+
+/**
+ * The JSON body of POST /v1/generate: room for a `text` of MAX_TEXT_CHARS characters and an
+ * `options.notes` as long as the longest notes answer (`maxAnswerChars('notes')`), even if every
+ * character is sent as a 6-byte `\uXXXX` escape, plus 4 KiB for the rest; never above MAX_UPLOAD_MB.
+ * A body over it is cut while it streams (413 REQUEST_TOO_LARGE), never parsed.
+ */
+export function generateBodyLimit(config: Pick<Config, 'maxUploadMb' | 'maxTextChars'>): number {
+  return Math.min(Math.ceil(config.maxUploadMb * mebibyte), (config.maxTextChars + maxAnswerChars('notes')) * 6 + 4096);
 }
 
 /**
@@ -108,7 +116,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     forceCloseConnections: 'idle',
     clientErrorHandler,
     frameworkErrors,
-    bodyLimit: mebibyte,
+    bodyLimit: smallBodyLimit,
     requestIdHeader: false,
     // zod validates and serializes every route (below): Fastify's own compilers (ajv, fast-json-stringify)
     // are never used, and naming ours here keeps Fastify from loading theirs (~1 MiB of heap).
@@ -133,6 +141,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.setNotFoundHandler(notFoundHandler);
   // JSON in, JSON out: a text/plain body is refused (400) rather than handed to a schema as a string.
   app.removeContentTypeParser('text/plain');
+  // Nesting bounded before JSON.parse sees a body (issue 28).
+  registerJsonBodyParser(app);
 
   let shuttingDown = false;
   app.addHook('preClose', async () => {
