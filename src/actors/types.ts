@@ -44,6 +44,11 @@ export interface GenerateInput<T> {
   readonly signal?: AbortSignal;
   /** Called as each attempt is recorded (jobs stream them over SSE). */
   readonly onAttempt?: (attempt: Attempt) => void;
+  /**
+   * Where the run's request came from: a salted hash of the client's address (IPv6: its /64), made in
+   * the HTTP layer (src/http/client-address.ts), never the address itself. Absent for runs no client asked for.
+   */
+  readonly origin?: string;
 }
 
 export type GenerateOutcome<T> =

@@ -21,6 +21,9 @@ import { createAdmission } from './admission.js';
 import { clientErrorHandler, createErrorHandler, frameworkErrors, notFoundHandler } from './error-handler.js';
 import { ApiError } from './errors.js';
 import { registerJsonBodyParser } from './json-body.js';
+import { fastifyTrustProxy, trustedPeer } from './trust-proxy.js';
+import { limitConnections } from './connection-limits.js';
+import { createOriginOf } from './client-address.js';
 import { keyHeaders } from './keys.js';
 import { isAlreadyValidated } from './schemas.js';
 import { loggerOptions } from './logger.js';
@@ -78,12 +81,6 @@ const schemaController: FastifyServerOptions['schemaController'] = {
   },
 };
 
-/** TRUST_PROXY as Fastify takes it; a hop count as the function proxy-addr makes of a number (trust the nearest `n`). */
-function fastifyTrustProxy(setting: Config['server']['trustProxy']): boolean | string[] | ((address: string, hop: number) => boolean) {
-  if (typeof setting === 'number') return (_address, hop) => hop < setting;
-  return typeof setting === 'boolean' ? setting : [...setting];
-}
-
 /**
  * The JSON body of every route but generate (job creation, breaker control, the demo's fault panel): a
  * few hundred bytes each; 16 KiB leaves room and refuses anything bigger while it streams (issue 28).
@@ -134,6 +131,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       connectionsCheckingInterval: Math.max(50, Math.min(30_000, Math.floor(config.server.headersTimeoutMs / 4))),
     },
   }).withTypeProvider<ZodTypeProvider>();
+
+  // Open connections bounded per address and per instance, refused as they are accepted (issue 28).
+  limitConnections(app.server, {
+    maxConnections: config.server.maxConnections,
+    maxPerAddress: config.server.maxConnectionsPerAddress,
+    exempt: trustedPeer(config.server.trustProxy),
+  });
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler<Parameters<typeof serializerCompiler>[0]['schema']>(responseSerializerCompiler);
@@ -194,7 +198,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(healthRoutes, { readiness });
   await app.register(metricsRoutes, { metrics });
   await app.register(providersRoutes, { gateway, adminToken: config.adminToken });
-  await app.register(keyRoutes, { gateway });
+  const originOf = createOriginOf(options.sharedRateLimits?.salt);
+  const windowSeconds = config.rateLimit.windowSeconds;
+  await app.register(keyRoutes, { gateway, rateLimit: { max: config.rateLimit.keyStatus, windowSeconds, ...rateSalt } });
   await app.register(documentsRoutes, {
     store: documentStore,
     maxUploadMb: config.maxUploadMb,
@@ -218,6 +224,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     maxTextChars: config.maxTextChars,
     maxTextParts: config.maxTextParts,
     admission: createAdmission(config.admission),
+    rateLimit: { max: config.rateLimit.generations, windowSeconds, ...rateSalt },
+    originOf,
   });
   // The web page, the live breaker stream and (demo mode) the fault panel's proxy to the emulator.
   // The event streams of both kinds share one bound per client and per instance (src/http/sse.ts).
@@ -238,6 +246,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     maxTextParts: config.maxTextParts,
     retryAfterSeconds: config.admission.retryAfterSeconds,
     rateLimit: { max: config.rateLimit.jobs, windowSeconds: config.rateLimit.windowSeconds, ...rateSalt },
+    originOf,
     sseMaxBufferBytes: config.server.sseMaxBufferBytes,
     streams,
     ...(options.jobStatusStore === undefined ? {} : { statusStore: options.jobStatusStore }),
