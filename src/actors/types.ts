@@ -45,8 +45,15 @@ export interface GenerateInput<T> {
   /** Called as each attempt is recorded (jobs stream them over SSE). */
   readonly onAttempt?: (attempt: Attempt) => void;
   /**
-   * Where the run's request came from: a salted hash of the client's address (IPv6: its /64), made in
-   * the HTTP layer (src/http/client-address.ts), never the address itself. Absent for runs no client asked for.
+   * Called with each piece of text of the attempt in progress as its provider streams it (several pieces
+   * may come in one call when they arrived together); an attempt that fails after some pieces is followed
+   * by the next attempt's pieces, so a caller that shows them starts over on each `onAttempt`.
+   */
+  readonly onDelta?: (provider: ProviderId, text: string) => void;
+  /**
+   * An opaque, already salted id of the client's network address (the HTTP layer's). The breaker's
+   * quorum counts distinct origins when calls carry one (distinct key ids otherwise), so one address
+   * inventing keys cannot open a provider's breaker for everyone.
    */
   readonly origin?: string;
 }
