@@ -271,7 +271,17 @@ export function hugePageCountPdf(): Buffer {
  * per-address limits see the hostile client apart from the steady one (127.0.0.1).
  */
 export function fetchFrom(localAddress: string): { fetch: typeof fetch; close(): Promise<void> } {
-  const agent = new Agent({ connect: { localAddress } as never, connections: 256 });
+  // undici's connector drops `localAddress`: the socket is made here (a run at 09:2x UTC sent every
+  // fetch-based attack from 127.0.0.1, the steady client's own address).
+  const agent = new Agent({
+    connections: 256,
+    connect: (options, callback) => {
+      const socket = connect({ host: options.hostname, port: Number(options.port), localAddress });
+      socket.once('connect', () => callback(null, socket));
+      socket.once('error', (error) => callback(error, null));
+      return socket;
+    },
+  });
   return {
     fetch: ((input: string | URL, init?: RequestInit) => undiciFetch(input, { ...(init as object), dispatcher: agent } as never)) as unknown as typeof fetch,
     close: () => agent.close(),
