@@ -3,6 +3,7 @@
  * A bad value stops the start with a `ConfigError` naming the variable; a provider name the service does
  * not know in `PROVIDERS_DEFAULT_ORDER` only warns (docs/errors.md "Resilience rules": server-side configuration degrades gracefully).
  */
+import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
@@ -116,6 +117,10 @@ export interface Config {
     readonly sseMaxStreams: number;
     /** Event streams one client (remote address) may hold open at once (SSE_MAX_STREAMS_PER_CLIENT). */
     readonly sseMaxStreamsPerClient: number;
+    /** Connections open at once in this instance (MAX_CONNECTIONS). */
+    readonly maxConnections: number;
+    /** Connections one address (IPv6: one /64) may hold open at once (MAX_CONNECTIONS_PER_ADDRESS). */
+    readonly maxConnectionsPerAddress: number;
   };
   /** Admission of `POST /v1/generate` runs (docs/operations.md). */
   readonly admission: {
@@ -143,6 +148,10 @@ export interface Config {
     readonly uploads: number;
     /** `POST /v1/jobs` per client per window (RATE_LIMIT_JOBS). */
     readonly jobs: number;
+    /** `POST /v1/generate` per address per window (RATE_LIMIT_GENERATIONS). */
+    readonly generations: number;
+    /** `GET /v1/keys/status` per address per window (RATE_LIMIT_KEY_STATUS). */
+    readonly keyStatus: number;
   };
   readonly baseUrls: Readonly<Record<ProviderId, string>>;
   readonly models: Readonly<Record<ProviderId, string>>;
@@ -167,6 +176,21 @@ export const defaultProviderOrder: readonly ProviderId[] = providerIds;
  * held both cores and every other request waited (issue 12).
  */
 export const defaultPdfWorkers = Math.max(1, availableParallelism() - 1);
+
+/**
+ * MAX_CONNECTIONS by default: three quarters of the process's open-file limit (Linux's /proc/self/limits),
+ * leaving the rest to upstream calls, Redis, workers and files; 8192 where the limit cannot be read.
+ * Past the file limit every new connection is reset, whoever makes it (issue 28).
+ */
+export const defaultMaxConnections = (() => {
+  try {
+    const line = /^Max open files\s+(\d+)/mu.exec(readFileSync('/proc/self/limits', 'utf8'));
+    const soft = Number(line?.[1]);
+    return Number.isSafeInteger(soft) && soft > 64 ? Math.floor(soft * 0.75) : 8192;
+  } catch {
+    return 8192;
+  }
+})();
 
 export const defaultBaseUrls: Readonly<Record<ProviderId, string>> = {
   claude: 'https://api.anthropic.com',
@@ -301,6 +325,10 @@ const variables = {
   TRUST_PROXY: { schema: trustProxy, fallback: 'false' },
   SSE_MAX_STREAMS: { schema: integer(1, 1_000_000), fallback: '1000' },
   SSE_MAX_STREAMS_PER_CLIENT: { schema: integer(1, 1_000_000), fallback: '8' },
+  MAX_CONNECTIONS: { schema: integer(1, 10_000_000), fallback: String(defaultMaxConnections) },
+  MAX_CONNECTIONS_PER_ADDRESS: { schema: integer(1, 10_000_000), fallback: '256' },
+  RATE_LIMIT_GENERATIONS: { schema: integer(0, 1_000_000), fallback: '3000' },
+  RATE_LIMIT_KEY_STATUS: { schema: integer(0, 1_000_000), fallback: '60' },
   ANTHROPIC_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.claude },
   OPENAI_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.gpt },
   TIMELYGPT_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.timelygpt },
@@ -373,6 +401,8 @@ function readServer(env: NodeJS.ProcessEnv): Config['server'] {
     trustProxy: read(env, 'TRUST_PROXY'),
     sseMaxStreams: read(env, 'SSE_MAX_STREAMS'),
     sseMaxStreamsPerClient: read(env, 'SSE_MAX_STREAMS_PER_CLIENT'),
+    maxConnections: read(env, 'MAX_CONNECTIONS'),
+    maxConnectionsPerAddress: read(env, 'MAX_CONNECTIONS_PER_ADDRESS'),
   };
 }
 
@@ -444,6 +474,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       windowSeconds: read(env, 'RATE_LIMIT_WINDOW_SECONDS'),
       uploads: read(env, 'RATE_LIMIT_UPLOADS'),
       jobs: read(env, 'RATE_LIMIT_JOBS'),
+      generations: read(env, 'RATE_LIMIT_GENERATIONS'),
+      keyStatus: read(env, 'RATE_LIMIT_KEY_STATUS'),
     },
     baseUrls: {
       claude: read(env, 'ANTHROPIC_BASE_URL'),

@@ -6,6 +6,7 @@
 import { connect } from 'node:net';
 import type { Socket } from 'node:net';
 import { createDeflate } from 'node:zlib';
+import { Agent, fetch as undiciFetch } from 'undici';
 
 export type Outcomes = Record<string, number>;
 
@@ -261,4 +262,137 @@ export function hugePageCountPdf(): Buffer {
     content,
     '<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents 4 0 R >>',
   ]);
+}
+
+// ---------------------------------------------------------------- issue 28: attacks from an address of their own
+
+/**
+ * A fetch from `localAddress` (127.0.0.2 and up: Linux routes all of 127/8 to loopback), so that the
+ * per-address limits see the hostile client apart from the steady one (127.0.0.1).
+ */
+export function fetchFrom(localAddress: string): { fetch: typeof fetch; close(): Promise<void> } {
+  // undici's connector drops `localAddress`: the socket is made here (a run at 09:2x UTC sent every
+  // fetch-based attack from 127.0.0.1, the steady client's own address).
+  const agent = new Agent({
+    connections: 256,
+    connect: (options, callback) => {
+      const socket = connect({ host: options.hostname, port: Number(options.port), localAddress });
+      socket.once('connect', () => callback(null, socket));
+      socket.once('error', (error) => callback(error, null));
+      return socket;
+    },
+  });
+  return {
+    fetch: ((input: string | URL, init?: RequestInit) => undiciFetch(input, { ...(init as object), dispatcher: agent } as never)) as unknown as typeof fetch,
+    close: () => agent.close(),
+  };
+}
+
+/** A new made-up key for every request: each would be a new client if clients were only their keys. */
+let inventedKeys = 0;
+function inventedKey(): string {
+  inventedKeys += 1;
+  return `bench-invented-key-${String(inventedKeys).padStart(8, '0')}`;
+}
+
+/** `workers` loops sending `send(fetch)` from `localAddress` until the deadline. */
+async function floodFrom(context: AttackContext, localAddress: string, workers: number, send: (fetcher: typeof fetch) => Promise<Response>): Promise<Outcomes> {
+  const client = fetchFrom(localAddress);
+  try {
+    return await flood(context, workers, () => send(client.fetch));
+  } finally {
+    await client.close();
+  }
+}
+
+/** 2 MB of `[` (a million deep), a new key each, four connections (was: /healthz p99 10.2 s, RSS 949 MB). */
+export function nestedJson(context: AttackContext): Promise<Outcomes> {
+  const body = new Blob(['['.repeat(2_000_000)]);
+  return floodFrom(context, '127.0.0.2', 4, (fetcher) =>
+    fetcher(`${context.url}/v1/generate`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-gpt-key': inventedKey() }, body }),
+  );
+}
+
+/** 32 connections of generations, a new key per request (was: 244–389 provider calls a second, victim p99 +330 ms). */
+export function inventedKeyGenerations(context: AttackContext): Promise<Outcomes> {
+  const body = JSON.stringify({ task: 'notes', text: 'Photosynthesis turns light into chemical energy in the chloroplast.', options: { lang: 'en' } });
+  return floodFrom(context, '127.0.0.3', 32, (fetcher) =>
+    fetcher(`${context.url}/v1/generate`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-gpt-key': inventedKey() }, body }),
+  );
+}
+
+/** Eight loops creating jobs, a new key per job, from one address (was: a victim's job waited 64 s and > 150 s). */
+export async function inventedKeyJobs(context: AttackContext, pdf: Uint8Array): Promise<Outcomes> {
+  const { documentId, outcome } = await upload(context.url, pdf);
+  if (documentId === undefined) return { [`upload ${outcome}`]: 1 };
+  const body = JSON.stringify({ documentId });
+  return floodFrom(context, '127.0.0.4', 8, (fetcher) =>
+    fetcher(`${context.url}/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-gpt-key': inventedKey() }, body }),
+  );
+}
+
+/** Candidate keys checked as fast as answers come, 16 connections (was: 9,300 a second). */
+export function keyStatusFlood(context: AttackContext): Promise<Outcomes> {
+  return floodFrom(context, '127.0.0.5', 16, (fetcher) => fetcher(`${context.url}/v1/keys/status`, { headers: { 'x-gpt-key': inventedKey() } }));
+}
+
+/**
+ * `count` connections from one address, each a POST whose body never finishes, held to the deadline
+ * (was: 22,000 of them used up the file limit and every other client's connections were reset).
+ */
+export async function connectionFlood(context: AttackContext, count = 15_000): Promise<Outcomes> {
+  const address = new URL(context.url);
+  const sockets: Socket[] = [];
+  let connected = 0;
+  let failed = 0;
+  const one = (): Promise<void> =>
+    new Promise((resolve) => {
+      const socket = connect({ port: Number(address.port), host: address.hostname, localAddress: '127.0.0.6' });
+      sockets.push(socket);
+      socket.once('connect', () => {
+        connected += 1;
+        socket.write('POST /v1/generate HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n{"task":');
+        resolve();
+      });
+      socket.once('error', () => {
+        failed += 1;
+        resolve();
+      });
+      socket.once('close', () => resolve());
+    });
+  for (let started = 0; started < count && Date.now() < context.deadline; started += 500) await Promise.all(Array.from({ length: Math.min(500, count - started) }, one));
+  const openAfterFlood = sockets.filter((socket) => !socket.destroyed).length;
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, context.deadline - Date.now())));
+  for (const socket of sockets) socket.destroy();
+  return { [`connections tried ${count}`]: count, connected, failed, 'still open after the flood': openAfterFlood };
+}
+
+/** The notes of a 7 MB Anthropic answer: valid material whose summary is padded to `bytes`. */
+export function bigAnswerBody(bytes = 7 * 1024 * 1024): unknown {
+  const notes = {
+    keyConcepts: [{ id: 'c1', term: 'Photosynthesis', definition: 'How plants turn light into chemical energy.', importance: 'high' }],
+    sections: [{ title: 'Light', summary: `Plants capture light. ${'Chlorophyll absorbs light in the chloroplast. '.repeat(Math.ceil(bytes / 46))}`, bullets: ['Light is captured.'] }],
+    glossary: [{ term: 'Chlorophyll', definition: 'The green pigment that absorbs light.' }],
+  };
+  return {
+    id: 'msg_bench_big',
+    type: 'message',
+    role: 'assistant',
+    model: 'claude-bench',
+    content: [{ type: 'text', text: JSON.stringify(notes) }],
+    stop_reason: 'end_turn',
+    stop_sequence: null,
+    usage: { input_tokens: 100, output_tokens: 4000 },
+  };
+}
+
+/**
+ * Sixteen generations at a time whose provider (Claude; the emulator's `respond` fault, set by the bench)
+ * answers 7 MB of valid notes (was: /healthz up to 6.8 s, RSS 122 → 613 MB, and the 7 MB answer served).
+ */
+export function bigAnswers(context: AttackContext): Promise<Outcomes> {
+  const body = JSON.stringify({ task: 'notes', text: 'Photosynthesis turns light into chemical energy.', providers: ['claude'], options: { lang: 'en' } });
+  return floodFrom(context, '127.0.0.7', 16, (fetcher) =>
+    fetcher(`${context.url}/v1/generate`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-claude-key': 'bench-big-answer-claude-key-0001' }, body }),
+  );
 }

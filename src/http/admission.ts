@@ -9,6 +9,8 @@
 import { hash, randomBytes } from 'node:crypto';
 import { providerIds } from '../providers/index.js';
 import type { ApiKey, ProviderId } from '../providers/index.js';
+import { createAddressClients } from '../jobs/index.js';
+import { shareAddress } from './client-address.js';
 import { ApiError } from './errors.js';
 
 /** Per-process salt: a client id says nothing about the keys behind it, and means nothing elsewhere. */
@@ -31,7 +33,7 @@ export function clientIdOf(
     if (key !== undefined) material += `${id}\u0000${key.reveal()}\u0000`;
   }
   if (material === '')
-    return `address:${hash('sha256', `${salt}${remoteAddress ?? 'unknown'}`).slice(0, 24)}`;
+    return `address:${hash('sha256', `${salt}${shareAddress(remoteAddress)}`).slice(0, 24)}`;
   return `keys:${hash('sha256', `${salt}${material}`).slice(0, 24)}`;
 }
 
@@ -70,7 +72,9 @@ const generationLabels: AdmissionLabels = {
 
 export interface Admission {
   /**
-   * Takes the slots of a run over `chars` characters for `clientId` (from `address`), or throws 503
+   * Takes the slots of a run over `chars` characters for `clientId` (from `address`, a share address:
+   * client-address.ts; once it holds more than `addressKeysAsOneClient` key sets, its clients share one
+   * client's slots), or throws 503
    * `SERVER_BUSY` / 429 `TOO_MANY_REQUESTS`. Call the returned release once.
    */
   enter(clientId: string, chars?: number, address?: string): () => void;
@@ -89,6 +93,10 @@ export interface Admission {
 export function createAdmission(options: AdmissionOptions): Admission {
   const byClient = new Map<string, number>();
   const byAddress = new Map<string, number>();
+  // An address's invented keys count as one client once it holds more than a few (src/jobs/address-clients.ts).
+  const addressClients = createAddressClients();
+  const shareOf = (clientId: string, address: string | undefined): string =>
+    address === undefined ? clientId : addressClients.shareOf(clientId, address);
   const maxPerAddress = options.maxPerAddress ?? Number.POSITIVE_INFINITY;
   const labels = options.labels ?? generationLabels;
   let total = 0;
@@ -132,21 +140,28 @@ export function createAdmission(options: AdmissionOptions): Admission {
   return {
     enter(clientId, chars = 0, address) {
       const slots = slotsFor(chars);
-      const mine = check(clientId, slots, address);
+      const share = shareOf(clientId, address);
+      const mine = check(share, slots, address);
       total += slots;
-      byClient.set(clientId, mine + slots);
-      if (address !== undefined) byAddress.set(address, (byAddress.get(address) ?? 0) + slots);
+      byClient.set(share, mine + slots);
+      if (address !== undefined) {
+        byAddress.set(address, (byAddress.get(address) ?? 0) + slots);
+        addressClients.add(clientId, address);
+      }
       let released = false;
       return () => {
         if (released) return;
         released = true;
         total -= slots;
-        take(byClient, clientId, slots);
-        if (address !== undefined) take(byAddress, address, slots);
+        take(byClient, share, slots);
+        if (address !== undefined) {
+          take(byAddress, address, slots);
+          addressClients.remove(clientId, address);
+        }
       };
     },
     checkRoom(clientId, address) {
-      check(clientId, 1, address);
+      check(shareOf(clientId, address), 1, address);
     },
     slotsFor,
     inFlight() {

@@ -16,10 +16,14 @@ import type { DocumentStore } from '../documents/index.js';
 import type { JobCancelBus, JobRegistry, JobStatusStore } from '../jobs/index.js';
 import type { Registry } from 'prom-client';
 import { createProviderMetrics } from '../metrics/index.js';
-import { createResultCache, setTokenWorkerNice } from '../study/index.js';
+import { createResultCache, maxAnswerChars, setTokenWorkerNice } from '../study/index.js';
 import { createAdmission } from './admission.js';
 import { clientErrorHandler, createErrorHandler, frameworkErrors, notFoundHandler } from './error-handler.js';
 import { ApiError } from './errors.js';
+import { registerJsonBodyParser } from './json-body.js';
+import { fastifyTrustProxy, trustedPeer } from './trust-proxy.js';
+import { limitConnections } from './connection-limits.js';
+import { createOriginOf } from './client-address.js';
 import { keyHeaders } from './keys.js';
 import { isAlreadyValidated } from './schemas.js';
 import { loggerOptions } from './logger.js';
@@ -77,19 +81,20 @@ const schemaController: FastifyServerOptions['schemaController'] = {
   },
 };
 
-/** TRUST_PROXY as Fastify takes it; a hop count as the function proxy-addr makes of a number (trust the nearest `n`). */
-function fastifyTrustProxy(setting: Config['server']['trustProxy']): boolean | string[] | ((address: string, hop: number) => boolean) {
-  if (typeof setting === 'number') return (_address, hop) => hop < setting;
-  return typeof setting === 'boolean' ? setting : [...setting];
-}
+/**
+ * The JSON body of every route but generate (job creation, breaker control, the demo's fault panel): a
+ * few hundred bytes each; 16 KiB leaves room and refuses anything bigger while it streams (issue 28).
+ */
+const smallBodyLimit = 16 * 1024;
 
 /**
- * The JSON body of POST /v1/generate: room for a `text` of MAX_TEXT_CHARS characters even if every one
- * is sent as a 6-byte `\uXXXX` escape, plus 1 MiB for the rest (options.notes); never above MAX_UPLOAD_MB.
- * A body far over the text limit is cut while it streams (413 REQUEST_TOO_LARGE), never parsed.
+ * The JSON body of POST /v1/generate: room for a `text` of MAX_TEXT_CHARS characters and an
+ * `options.notes` as long as the longest notes answer (`maxAnswerChars('notes')`), even if every
+ * character is sent as a 6-byte `\uXXXX` escape, plus 4 KiB for the rest; never above MAX_UPLOAD_MB.
+ * A body over it is cut while it streams (413 REQUEST_TOO_LARGE), never parsed.
  */
-function generateBodyLimit(config: Config): number {
-  return Math.min(Math.ceil(config.maxUploadMb * mebibyte), config.maxTextChars * 6 + mebibyte);
+export function generateBodyLimit(config: Pick<Config, 'maxUploadMb' | 'maxTextChars'>): number {
+  return Math.min(Math.ceil(config.maxUploadMb * mebibyte), (config.maxTextChars + maxAnswerChars('notes')) * 6 + 4096);
 }
 
 /** What a drain did: jobs that finished within the grace, and jobs left interrupted. */
@@ -127,7 +132,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     forceCloseConnections: 'idle',
     clientErrorHandler,
     frameworkErrors,
-    bodyLimit: mebibyte,
+    bodyLimit: smallBodyLimit,
     requestIdHeader: false,
     // zod validates and serializes every route (below): Fastify's own compilers (ajv, fast-json-stringify)
     // are never used, and naming ours here keeps Fastify from loading theirs (~1 MiB of heap).
@@ -151,6 +156,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // for a body over its limit) was then never written. With this flag Node answers the request in flight and
   // ends the socket after that answer (`_http_server.js` socketOnEnd); request deadlines still bound it.
   (app.server as typeof app.server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
+  // Open connections bounded per address and per instance, refused as they are accepted (issue 28).
+  limitConnections(app.server, {
+    maxConnections: config.server.maxConnections,
+    maxPerAddress: config.server.maxConnectionsPerAddress,
+    exempt: trustedPeer(config.server.trustProxy),
+  });
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler<Parameters<typeof serializerCompiler>[0]['schema']>(responseSerializerCompiler);
@@ -158,6 +169,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.setNotFoundHandler(notFoundHandler);
   // JSON in, JSON out: a text/plain body is refused (400) rather than handed to a schema as a string.
   app.removeContentTypeParser('text/plain');
+  // Nesting bounded before JSON.parse sees a body (issue 28).
+  registerJsonBodyParser(app);
 
   let shuttingDown = false;
   app.addHook('preClose', async () => {
@@ -214,7 +227,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(healthRoutes, { readiness });
   await app.register(metricsRoutes, { metrics });
   await app.register(providersRoutes, { gateway, adminToken: config.adminToken });
-  await app.register(keyRoutes, { gateway });
+  const originOf = createOriginOf(options.sharedRateLimits?.salt);
+  const windowSeconds = config.rateLimit.windowSeconds;
+  await app.register(keyRoutes, { gateway, rateLimit: { max: config.rateLimit.keyStatus, windowSeconds, ...rateSalt } });
   await app.register(documentsRoutes, {
     store: documentStore,
     maxUploadMb: config.maxUploadMb,
@@ -238,6 +253,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     maxTextChars: config.maxTextChars,
     maxTextParts: config.maxTextParts,
     admission: createAdmission(config.admission),
+    rateLimit: { max: config.rateLimit.generations, windowSeconds, ...rateSalt },
+    originOf,
   });
   // The web page, the live breaker stream and (demo mode) the fault panel's proxy to the emulator.
   // The event streams of both kinds share one bound per client and per instance (src/http/sse.ts).
@@ -258,6 +275,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     maxTextParts: config.maxTextParts,
     retryAfterSeconds: config.admission.retryAfterSeconds,
     rateLimit: { max: config.rateLimit.jobs, windowSeconds: config.rateLimit.windowSeconds, ...rateSalt },
+    originOf,
     sseMaxBufferBytes: config.server.sseMaxBufferBytes,
     streams,
     ...(options.jobStatusStore === undefined ? {} : { statusStore: options.jobStatusStore }),

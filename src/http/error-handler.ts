@@ -163,7 +163,7 @@ export function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket)
     return;
   }
   const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
-  const body = JSON.stringify(new ApiError('INVALID_REQUEST', tooLarge ? 'The request headers are too large.' : 'The HTTP request is malformed.').toBody());
+  const body = JSON.stringify((tooLarge ? new ApiError('HEADERS_TOO_LARGE', 'The request headers are too large.') : new ApiError('INVALID_REQUEST', 'The HTTP request is malformed.')).toBody());
   const status = tooLarge ? '431 Request Header Fields Too Large' : '400 Bad Request';
   socket.end(
     `HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,

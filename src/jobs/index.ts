@@ -28,3 +28,5 @@ export type {
 } from './types.js';
 // The Redis cancel bus itself is imported by src/fleet only: ioredis loads only with REDIS_URL.
 export type { JobCancelBus, RedisJobCancelBusOptions } from './cancel-bus.js';
+export { addressKeysAsOneClient, createAddressClients } from './address-clients.js';
+export type { AddressClients } from './address-clients.js';

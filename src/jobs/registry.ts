@@ -3,7 +3,8 @@ import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import type { ChainLink, FallbackPolicy, Gateway } from '../actors/types.js';
 import { jobMachine, type JobRestore } from '../machines/job.machine.js';
 import type { LangSource, ResultCache, StudyLang } from '../study/index.js';
-import { createStageActor } from './stage-actor.js';
+import { createStageActor, type StageActorDependencies } from './stage-actor.js';
+import { createAddressClients } from './address-clients.js';
 import type { JobCancelBus } from './cancel-bus.js';
 import { keyFingerprints, newKeySalt, publicView } from './record.js';
 import { createMemoryJobStatusStore, type JobStatusStore } from './status-store.js';
@@ -28,6 +29,8 @@ export interface JobSpec {
   /** Where it came from (the remote address), for the per-address share: a client is its key set, so one
    * that invents keys is bounded by this. */
   readonly address?: string;
+  /** The origin of the creating request (`GenerateInput.origin`), handed to every provider call of the job. */
+  readonly origin?: string;
 }
 
 export interface JobRegistryOptions {
@@ -242,23 +245,28 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
   const leaseMs = options.leaseMs ?? 15_000;
   /** This registry's lease holder id: random, so a restarted process is another holder. */
   const holder = randomUUID();
-  const logic = jobMachine.provide({
-    actors: {
-      generateStage: createStageActor({
-        gateway: options.gateway,
-        policy: options.policy,
-        ...(options.cache === undefined ? {} : { cache: options.cache }),
-        ...(options.budgetTokens === undefined ? {} : { budgetTokens: options.budgetTokens }),
-        ...(options.maxParts === undefined ? {} : { maxParts: options.maxParts }),
-      }),
-    },
-  });
+  const stageDependencies: StageActorDependencies = {
+    gateway: options.gateway,
+    policy: options.policy,
+    ...(options.cache === undefined ? {} : { cache: options.cache }),
+    ...(options.budgetTokens === undefined ? {} : { budgetTokens: options.budgetTokens }),
+    ...(options.maxParts === undefined ? {} : { maxParts: options.maxParts }),
+  };
+  const logic = jobMachine.provide({ actors: { generateStage: createStageActor(stageDependencies) } });
+  /** A job's machine: its stages' provider calls carry the origin of the request that created it. */
+  const logicFor = (origin: string | undefined): typeof logic =>
+    origin === undefined ? logic : jobMachine.provide({ actors: { generateStage: createStageActor({ ...stageDependencies, origin }) } });
   const live = new Map<string, LiveJob>();
   const queue: LiveJob[] = [];
   const running = new Set<string>();
   const liveByClient = new Map<string, number>();
   const liveByAddress = new Map<string, number>();
   const runningByClient = new Map<string, number>();
+  const runningByAddress = new Map<string, number>();
+  // An address's invented keys count as one client for the running share once it holds more than a few.
+  const addressClients = createAddressClients();
+  /** The client each running job was counted as when it started. */
+  const runningAs = new Map<string, string>();
   const maxJobsPerClient = options.maxJobsPerClient ?? options.maxJobs;
   const maxJobsPerAddress = options.maxJobsPerAddress ?? options.maxJobs;
   const concurrencyPerClient = options.concurrencyPerClient ?? options.concurrency;
@@ -274,18 +282,22 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
 
   /**
    * The next queued job to run: among clients under their running share, the one running the fewest
-   * jobs goes first (in queue order on a tie), so one client's backlog never starves another's job.
+   * jobs goes first (in queue order on a tie), so one client's backlog never starves another's job. A
+   * client here is its key set, or its address once that address holds more than a few key sets
+   * (address-clients.ts): inventing keys does not make an address many clients.
    */
-  function nextQueued(): LiveJob | undefined {
-    let best: { job: LiveJob; index: number; running: number } | undefined;
+  function nextQueued(): { job: LiveJob; share: string } | undefined {
+    let best: { job: LiveJob; share: string; index: number; running: number } | undefined;
     for (const [index, job] of queue.entries()) {
-      const clientRunning = runningByClient.get(job.clientId) ?? 0;
+      const share = addressClients.shareOf(job.clientId, job.address);
+      // As one client, the address runs every job any of its keys runs.
+      const clientRunning = share === job.clientId ? (runningByClient.get(share) ?? 0) : (runningByAddress.get(job.address) ?? 0);
       if (clientRunning >= concurrencyPerClient) continue;
-      if (best === undefined || clientRunning < best.running) best = { job, index, running: clientRunning };
+      if (best === undefined || clientRunning < best.running) best = { job, share, index, running: clientRunning };
       if (clientRunning === 0) break;
     }
     if (best !== undefined) queue.splice(best.index, 1);
-    return best?.job;
+    return best;
   }
 
   function track<T>(promise: Promise<T>): Promise<T> {
@@ -315,11 +327,14 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
 
   function pump(): void {
     while (running.size < options.concurrency) {
-      const next = nextQueued();
-      if (next === undefined) return;
+      const picked = nextQueued();
+      if (picked === undefined) return;
+      const next = picked.job;
       if (next.actor.getSnapshot().status !== 'active') continue;
       running.add(next.jobId);
-      bump(runningByClient, next.clientId, 1);
+      runningAs.set(next.jobId, picked.share);
+      bump(runningByClient, picked.share, 1);
+      bump(runningByAddress, next.address, 1);
       next.actor.send({ type: 'job.start' });
     }
   }
@@ -329,7 +344,12 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
     live.delete(job.jobId);
     bump(liveByClient, job.clientId, -1);
     bump(liveByAddress, job.address, -1);
-    if (running.delete(job.jobId)) bump(runningByClient, job.clientId, -1);
+    addressClients.remove(job.clientId, job.address);
+    if (running.delete(job.jobId)) {
+      bump(runningByClient, runningAs.get(job.jobId) ?? job.clientId, -1);
+      bump(runningByAddress, job.address, -1);
+    }
+    runningAs.delete(job.jobId);
     const queued = queue.indexOf(job);
     if (queued >= 0) queue.splice(queued, 1);
     job.listeners.clear();
@@ -447,7 +467,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
   }
 
   function actorFor(jobId: string, spec: JobSpec, createdAt: number, restore?: JobRestore): JobActor {
-    return createActor(logic, {
+    return createActor(logicFor(spec.origin), {
       id: `job.${jobId}`,
       input: {
         jobId,
@@ -476,6 +496,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
     live.set(jobId, job);
     bump(liveByClient, clientId, 1);
     bump(liveByAddress, address, 1);
+    addressClients.add(clientId, address);
     actor.subscribe({
       next: (snapshot) => {
         write(job, snapshot);

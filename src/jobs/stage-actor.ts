@@ -15,6 +15,8 @@ export interface StageActorDependencies {
   readonly budgetTokens?: number;
   /** Most parts a stage may split the text into (MAX_TEXT_PARTS). */
   readonly maxParts?: number;
+  /** The origin of the request that created the job (`GenerateInput.origin`). */
+  readonly origin?: string;
 }
 
 function scrubAttempt(attempt: Attempt, keys: readonly ApiKey[]): Attempt {
@@ -82,6 +84,7 @@ export function createStageActor(dependencies: StageActorDependencies) {
           },
         });
       },
+      ...(dependencies.origin === undefined ? {} : { origin: dependencies.origin }),
       // A cancelled job has left `running`: reports after the abort would go to a finished actor.
       onAttempt: (attempt) => {
         if (!abort.aborted) input.report({ type: 'stage.attempt', attempt: scrubAttempt(attempt, keys) });

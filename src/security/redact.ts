@@ -162,11 +162,63 @@ export function keyRedactor(keys: readonly KeyLike[]): (text: string) => string 
  */
 export function redactKeysDeep<T>(value: T, keys: readonly KeyLike[]): T {
   const pieces = piecesOfKeys(keys, lendTable);
+  const shortPieces = shortPiecesOfKeys(keys);
   try {
-    return redactDeep(value, (text) => redactWithPieces(text, pieces));
+    return redactDeep(value, (text) => redactShortPieces(redactWithPieces(text, pieces), shortPieces));
   } finally {
     if (pieces.table !== undefined) giveBackTable(pieces.table);
   }
+}
+
+/**
+ * Success bodies only (issue 28): pieces of a key as short as this many letters and digits. A provider
+ * that echoed the key in 7-character pieces, one per JSON field, passed the 8-character scan; in a success
+ * body every string is a field of the material, where 6 consecutive characters of a random key do not
+ * occur by chance. (Messages keep the 8-character rule: they quote ids and paths that would collide.)
+ */
+export const minimumShortPieceLength = 6;
+
+/** Every `minimumShortPieceLength`-symbol piece of the keys' letters and digits, lowercased. */
+function shortPiecesOfKeys(keys: readonly KeyLike[]): ReadonlySet<string> {
+  const pieces = new Set<string>();
+  for (const key of keys) {
+    const symbols = textOf(key).toLowerCase().replace(/[^0-9a-z]/gu, '');
+    // A short key has no pieces to find apart from itself (the whole-key rule covers it).
+    if (symbols.length < 2 * minimumShortPieceLength) continue;
+    for (let start = 0; start + minimumShortPieceLength <= symbols.length; start += 1) pieces.add(symbols.slice(start, start + minimumShortPieceLength));
+  }
+  return pieces;
+}
+
+/**
+ * `text` with every stretch holding a short piece of a key replaced by `[redacted]`: one pass over its
+ * letters and digits with a window of `minimumShortPieceLength` (linear; the text is an answer already
+ * bounded in size), from the first to the last character of each run of matching windows.
+ */
+function redactShortPieces(text: string, pieces: ReadonlySet<string>): string {
+  if (pieces.size === 0 || text.length < minimumShortPieceLength) return text;
+  const lower = text.toLowerCase();
+  const positions: number[] = [];
+  let window = '';
+  const spans: [number, number][] = [];
+  for (let index = 0; index < lower.length; index += 1) {
+    if (!isWordChar(lower.charCodeAt(index))) continue;
+    positions.push(index);
+    window = (window + lower[index]).slice(-minimumShortPieceLength);
+    if (window.length < minimumShortPieceLength || !pieces.has(window)) continue;
+    const from = positions[positions.length - minimumShortPieceLength] ?? index;
+    const last = spans[spans.length - 1];
+    if (last !== undefined && from <= last[1] + 1) last[1] = index;
+    else spans.push([from, index]);
+  }
+  if (spans.length === 0) return text;
+  let out = '';
+  let at = 0;
+  for (const [from, to] of spans) {
+    out += `${text.slice(at, from)}${redacted}`;
+    at = to + 1;
+  }
+  return out + text.slice(at);
 }
 
 /** The 8-symbol windows in a run of `count` symbols. */

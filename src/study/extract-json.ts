@@ -5,6 +5,9 @@
 
 export type Extraction = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: string };
 
+/** Objects tried in prose around the answer before giving up (a model's answer holds one). */
+const maxCandidates = 8;
+
 const fencePattern = /```[a-zA-Z0-9_-]*[ \t]*\r?\n?([\s\S]*?)```/;
 
 /** Parses the model's text into a JSON value, or says in one short sentence why it could not. */
@@ -29,7 +32,11 @@ export function extractJson(text: string): Extraction {
       if (parsed.ok) return parsed;
     }
   }
-  for (let start = body.indexOf('{'); start !== -1; start = body.indexOf('{', start + 1)) {
+  // A few candidates at most: each costs a scan to its end and a parse, so trying every `{` of a text
+  // full of them (`{{{{…` that never parses) would be quadratic on the event loop.
+  let candidates = 0;
+  for (let start = body.indexOf('{'); start !== -1 && candidates < maxCandidates; start = body.indexOf('{', start + 1)) {
+    candidates += 1;
     const candidate = balancedFrom(body, start);
     if (candidate === undefined) {
       return { ok: false, error: 'the JSON object is incomplete (cut off); answer with one complete JSON object' };

@@ -36,6 +36,8 @@ export interface StudyTaskInput {
   readonly chain: readonly ChainLink[];
   readonly policy?: FallbackPolicy;
   readonly signal?: AbortSignal;
+  /** The client's origin, handed to every provider call (`GenerateInput.origin`). */
+  readonly origin?: string;
   readonly onAttempt?: (attempt: Attempt) => void;
   readonly onProgress?: (progress: StudyProgress) => void;
   /** Most document tokens in one prompt; above it the text is split (default 6000). */
@@ -184,6 +186,7 @@ class StudyRun {
       chain: this.input.chain,
       ...(this.input.policy === undefined ? {} : { policy: this.input.policy }),
       ...(this.signal === undefined ? {} : { signal: this.signal }),
+      ...(this.input.origin === undefined ? {} : { origin: this.input.origin }),
       ...(onAttempt === undefined ? {} : { onAttempt: (attempt: Attempt) => onAttempt({ ...attempt, task }) }),
     });
     const attempts = outcome.attempts.map((attempt) => ({ ...attempt, task }));

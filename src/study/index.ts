@@ -19,6 +19,6 @@ export { defaultPartBudgetTokens } from './token-count.js';
 export type { TextPart } from './token-count.js';
 export { createTokenCounter, setTokenWorkerNice, tokenCounter, tokenWorkerIdleMs } from './token-counter.js';
 export type { TokenCounter, TokenCounterOptions } from './token-counter.js';
-export { buildNotesRequest, buildMergeNotesRequest, buildQuestionsRequest, taskMarker } from './prompts.js';
+export { buildNotesRequest, buildMergeNotesRequest, buildQuestionsRequest, maxAnswerChars, taskMarker } from './prompts.js';
 export { checkLanguage, detectLang, resolveLang } from './language.js';
 export type { LangSource } from './language.js';

@@ -60,6 +60,21 @@ function maxOutputTokens(task: Task, count = 0): number {
   return Math.min(16_000, 800 + count * perQuestion);
 }
 
+/**
+ * Characters one token may stand for, generously: English prose averages ~4, Korean ~1–2; 16 leaves room
+ * for long runs of punctuation or whitespace a tokenizer takes as one token.
+ */
+export const maxCharsPerToken = 16;
+
+/**
+ * The longest answer a provider can honestly give to a step of `task` (issue 28): its output token
+ * limit × `maxCharsPerToken` (notes 64 Ki characters; 50 MCQ questions 256 Ki). A longer answer cannot
+ * be what was asked for, and is `invalid_output` before it is parsed; material is kilobytes.
+ */
+export function maxAnswerChars(task: Task, count = 50): number {
+  return maxOutputTokens(task, count) * maxCharsPerToken;
+}
+
 function documentBlock(lang: StudyLang, body: string, part?: PartPosition): string {
   const words = text[lang];
   const heading = part === undefined || part.total <= 1 ? words.document : `${words.document} ${words.partOf(part)}`;

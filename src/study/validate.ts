@@ -3,7 +3,9 @@ import type { Validation } from '../actors/types.js';
 import { clipText } from '../errors/index.js';
 import type { ProviderAnswer, Task } from '../providers/index.js';
 import { scrubSecrets } from '../security/redact.js';
+import { jsonNestsDeeperThan, maxJsonDepth } from '../security/json-depth.js';
 import { extractJson } from './extract-json.js';
+import { maxAnswerChars } from './prompts.js';
 import { normalizers } from './normalize.js';
 import { checkFill, checkMcq, checkNotes, type QuestionCheckOptions } from './quality.js';
 import { checkLanguage } from './language.js';
@@ -65,6 +67,14 @@ export function validateStudyAnswer<T extends Task>(task: T, answer: ProviderAns
 function judgeStudyAnswer<T extends Task>(task: T, answer: ProviderAnswer, context: QualityContext): Validation<StudyResultByTask[T]> {
   if (answer.truncated) {
     return { ok: false, errors: ['the answer was cut off at the output token limit; answer more briefly with complete JSON'] };
+  }
+  // Bounded before anything parses it (issue 28): 16 answers of 7 MB held the event loop for seconds.
+  const ceiling = maxAnswerChars(task, context.count);
+  if (answer.text.length > ceiling) {
+    return { ok: false, errors: [`the answer has ${answer.text.length} characters, more than the ${ceiling} this task can need; answer with the JSON asked for only`] };
+  }
+  if (jsonNestsDeeperThan(answer.text)) {
+    return { ok: false, errors: [`the answer nests deeper than ${maxJsonDepth} levels; answer with the JSON shape asked for`] };
   }
   const extracted = extractJson(answer.text);
   if (!extracted.ok) return { ok: false, errors: [extracted.error] };

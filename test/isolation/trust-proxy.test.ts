@@ -89,6 +89,19 @@ describe('TRUST_PROXY', () => {
     expect((await generate(app, '10.0.0.1', '192.0.2.50, 203.0.113.2', 3)).statusCode).toBe(429);
   });
 
+  it('with a hop count, believes X-Forwarded-For only from a proxy on a private address, not from a public client', async () => {
+    const { app, gateway } = await start('1');
+    // A direct client on a public address claiming to forward for two others: both keep its own address.
+    void generate(app, '198.51.100.7', '203.0.113.1', 1);
+    await until(() => gateway.generateCalls.length === 1);
+    const second = await generate(app, '198.51.100.7', '203.0.113.2', 2);
+    expect(second.statusCode).toBe(429);
+    expect(second.json().error.message).toContain('MAX_INFLIGHT_GENERATIONS_PER_ADDRESS');
+    // A proxy on a private address is believed.
+    void generate(app, '192.168.1.5', '203.0.113.3', 3);
+    await until(() => gateway.generateCalls.length === 2);
+  });
+
   it('reads false by default, true, a hop count, or proxy addresses and CIDR ranges; refuses anything else', () => {
     expect(loadConfig({}).server.trustProxy).toBe(false);
     expect(loadConfig({ TRUST_PROXY: 'true' }).server.trustProxy).toBe(true);

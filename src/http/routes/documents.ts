@@ -209,10 +209,20 @@ async function extractOrThrow(
   }
 }
 
-/** The client's file name without any path, control characters or excess length. */
+/** Longest file name kept, in UTF-8 bytes (what file systems allow; issue 28: a 100 KB name was stored and echoed). */
+const maxFileNameBytes = 255;
+
+/** The client's file name without any path, control or bidi-override characters, cut to 255 UTF-8 bytes at a character boundary. */
 function cleanFileName(fileName: string): string {
   // eslint-disable-next-line no-control-regex
-  const name = basename(fileName.replace(/\\/gu, '/')).replace(/[\u0000-\u001f\u007f]/gu, '').trim().slice(0, 255);
+  const bare = basename(fileName.replace(/\\/gu, '/')).replace(/[\u0000-\u001f\u007f\u200e\u200f\u202a-\u202e\u2066-\u2069]/gu, '').trim();
+  let name = '';
+  let bytes = 0;
+  for (const character of bare) {
+    bytes += Buffer.byteLength(character);
+    if (bytes > maxFileNameBytes) break;
+    name += character;
+  }
   return name.length > 0 ? name : 'document.pdf';
 }
 

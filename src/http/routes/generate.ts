@@ -18,6 +18,8 @@ import {
   resolveLang,
 } from '../../study/index.js';
 import { clientIdOf } from '../admission.js';
+import { shareAddress } from '../client-address.js';
+import { routeRateLimit, type RouteRateLimit } from '../rate-limit.js';
 import type { Admission } from '../admission.js';
 import { ApiError, errorCodes } from '../errors.js';
 import type { ErrorCode } from '../errors.js';
@@ -46,6 +48,10 @@ export interface GenerateRoutesOptions {
   readonly maxTextParts: number;
   /** The instance's generation slots and per-client shares. */
   readonly admission: Admission;
+  /** Generations per address per window (RATE_LIMIT_GENERATIONS); none when absent. */
+  readonly rateLimit?: Pick<RouteRateLimit, 'max' | 'windowSeconds' | 'salt'>;
+  /** The origin handed to the gateway for a client address (client-address.ts). */
+  readonly originOf: (ip: string) => string;
 }
 
 export const generateBodySchema = z
@@ -131,6 +137,8 @@ function scrubAttempt(attempt: Attempt, keys: readonly ApiKey[]): Attempt {
 interface Caller {
   readonly keys: ReturnType<typeof readProviderKeys>;
   readonly clientId: string;
+  /** The share address (an IPv6 address by its /64). */
+  readonly address: string;
 }
 
 export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = async (app, options) => {
@@ -143,7 +151,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
     let caller = callers.get(request);
     if (caller === undefined) {
       const keys = readProviderKeys(request.headers);
-      caller = { keys, clientId: clientIdOf(keys, request.ip) };
+      caller = { keys, clientId: clientIdOf(keys, request.ip), address: shareAddress(request.ip) };
       callers.set(request, caller);
     }
     return caller;
@@ -153,13 +161,22 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
     '/v1/generate',
     {
       bodyLimit: options.bodyLimit,
+      // Per address, whatever keys it sends (issue 28), counted before the body is read: a request
+      // refused later (too large, nested too deep, over a share) still counts.
+      config: {
+        rateLimit:
+          options.rateLimit === undefined
+            ? false
+            : routeRateLimit({ ...options.rateLimit, what: 'generations', variable: 'RATE_LIMIT_GENERATIONS', client: 'byAddress' }),
+      },
       // Before a byte of the body is read (issue 12): a client whose share of the slots is already taken
       // is refused without its body being parsed. (A body declared over `bodyLimit` is refused by Fastify
       // on its content-length alone, and its connection closed: test/isolation/rate-limit.test.ts.)
       // Callback-style (no promise per request); the keys and client id are read once, here.
       onRequest: (request, _reply, done) => {
         try {
-          options.admission.checkRoom(callerOf(request).clientId, request.ip);
+          const caller = callerOf(request);
+          options.admission.checkRoom(caller.clientId, caller.address);
         } catch (error) {
           done(error as ApiError);
           return;
@@ -188,7 +205,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
     },
     async (request, reply) => {
       const body = request.body;
-      const { keys, clientId } = callerOf(request);
+      const { keys, clientId, address } = callerOf(request);
       const order = body.providers ?? options.defaultOrder;
       const chain = buildChain(order, keys);
       if (chain.length === 0) {
@@ -217,7 +234,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
 
       // Held from here to the answer: the text's split and every provider call count against the slots,
       // one per GENERATION_SLOT_CHARS characters of the text.
-      const release = options.admission.enter(clientId, text.length, request.ip);
+      const release = options.admission.enter(clientId, text.length, address);
       try {
         // The client going away (socket closed before the answer was written) aborts the run.
         const controller = controllers.take();
@@ -236,6 +253,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
             chain,
             policy: options.fallbackMode,
             signal: controller.signal,
+            origin: options.originOf(request.ip),
             maxParts: options.maxTextParts,
           });
         } finally {

@@ -30,6 +30,7 @@ import type { ResultCache } from '../../study/index.js';
 import { clientIdOf, type Admission } from '../admission.js';
 import { ApiError } from '../errors.js';
 import { routeRateLimit } from '../rate-limit.js';
+import { shareAddress } from '../client-address.js';
 import type { RouteRateLimit } from '../rate-limit.js';
 import { defaultSseMaxBufferBytes, enterStream, sseWriter } from '../sse.js';
 import { buildChain, keyHeaders, readProviderKeys } from '../keys.js';
@@ -56,6 +57,8 @@ export interface JobsRoutesOptions {
   };
   /** Job creations per client per window (RATE_LIMIT_JOBS); none when absent. */
   readonly rateLimit?: Pick<RouteRateLimit, 'max' | 'windowSeconds' | 'salt'>;
+  /** The origin handed to the gateway for a client address (client-address.ts); none when absent. */
+  readonly originOf?: (ip: string) => string;
   /** `Retry-After` of a refused job (ADMISSION_RETRY_AFTER_SECONDS; default 5). */
   readonly retryAfterSeconds?: number;
   /** Most parts a stage may split the document into (MAX_TEXT_PARTS). */
@@ -268,7 +271,8 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
           fillCount: body.options?.fillCount ?? defaultQuestionCount,
           chain,
           clientId: clientIdOf(keys, request.ip),
-          address: request.ip,
+          address: shareAddress(request.ip),
+          ...(options.originOf === undefined ? {} : { origin: options.originOf(request.ip) }),
         });
       } catch (error) {
         if (error instanceof JobCapacityError) throw capacityRefusal(error, retryAfterSeconds);

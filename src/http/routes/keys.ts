@@ -10,11 +10,14 @@ import type { Gateway } from '../../actors/types.js';
 import { errorClasses } from '../../errors/index.js';
 import { providerIds } from '../../providers/index.js';
 import { ApiError } from '../errors.js';
+import { routeRateLimit, type RouteRateLimit } from '../rate-limit.js';
 import { keyHeaders, readProviderKeys } from '../keys.js';
 import { errorBodySchema, providerIdSchema } from '../schemas.js';
 
 export interface KeyRoutesOptions {
   readonly gateway: Gateway;
+  /** Lookups per address per window (RATE_LIMIT_KEY_STATUS); none when absent. */
+  readonly rateLimit?: Pick<RouteRateLimit, 'max' | 'windowSeconds' | 'salt'>;
 }
 
 const keyStatusSchema = z
@@ -42,6 +45,14 @@ export const keyRoutes: FastifyPluginAsyncZod<KeyRoutesOptions> = async (app, op
   app.get(
     '/v1/keys/status',
     {
+      // A key's state says whether it is genuine without a provider call: per address, whatever keys
+      // it sends, so the route is no oracle for lists of candidate keys (issue 28).
+      config: {
+        rateLimit:
+          options.rateLimit === undefined
+            ? false
+            : routeRateLimit({ ...options.rateLimit, what: 'key status lookups', variable: 'RATE_LIMIT_KEY_STATUS', client: 'byAddress' }),
+      },
       schema: {
         tags: ['providers'],
         summary:

@@ -1,0 +1,58 @@
+/**
+ * Open connections, bounded per address and per instance (issue 28): 22,000 half-sent POSTs from one
+ * address exhausted the process's file descriptors and every other client's new connection was reset.
+ * A connection over either cap is destroyed the moment it is accepted, before a byte of it is read; the
+ * other addresses keep connecting. Counted by share address (IPv6 by /64, client-address.ts); a trusted
+ * proxy's own connections carry many clients and are bounded only by the instance cap.
+ */
+import type { Server } from 'node:http';
+import type { Socket } from 'node:net';
+import { shareAddress } from './client-address.js';
+
+export interface ConnectionLimits {
+  /** Connections open at once in this instance (MAX_CONNECTIONS). */
+  readonly maxConnections: number;
+  /** Connections one address may hold open at once (MAX_CONNECTIONS_PER_ADDRESS). */
+  readonly maxPerAddress: number;
+  /** A peer whose connections are not counted per address (a trusted proxy, trust-proxy.ts). */
+  readonly exempt?: (address: string) => boolean;
+}
+
+/** What the limits hold now (tests, metrics). */
+export interface ConnectionCounts {
+  /** Open connections of one share address. */
+  of(address: string): number;
+  /** Connections refused since start, over the per-address cap. */
+  readonly refusedPerAddress: number;
+}
+
+/** Puts the limits on `server`; call before it listens. */
+export function limitConnections(server: Server, limits: ConnectionLimits): ConnectionCounts {
+  // Node itself destroys a connection past `maxConnections` as it is accepted.
+  server.maxConnections = limits.maxConnections;
+  const open = new Map<string, number>();
+  let refusedPerAddress = 0;
+  server.on('connection', (socket: Socket) => {
+    const peer = socket.remoteAddress ?? '';
+    if (limits.exempt?.(peer) === true) return;
+    const address = shareAddress(peer);
+    const held = open.get(address) ?? 0;
+    if (held >= limits.maxPerAddress) {
+      refusedPerAddress += 1;
+      socket.destroy();
+      return;
+    }
+    open.set(address, held + 1);
+    socket.once('close', () => {
+      const left = (open.get(address) ?? 1) - 1;
+      if (left <= 0) open.delete(address);
+      else open.set(address, left);
+    });
+  });
+  return {
+    of: (address) => open.get(shareAddress(address)) ?? 0,
+    get refusedPerAddress() {
+      return refusedPerAddress;
+    },
+  };
+}

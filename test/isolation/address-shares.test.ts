@@ -1,0 +1,154 @@
+/**
+ * Shares by address, not by invented key (issue 28). A client is its key set, and keys cost nothing to
+ * invent: a victim's job from another address waited over a minute behind an address that sent a new key
+ * per job, and 32 connections with a new bad key each drove hundreds of provider calls a second. Once an
+ * address holds more than 4 distinct key sets, they count as one client (job scheduling, generation
+ * slots); `/v1/generate` and `/v1/keys/status` are rated per address (an IPv6 /64), refused requests
+ * included; each provider call carries the origin, a salted hash of the address (never the address).
+ */
+import type { FastifyInstance } from 'fastify';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createMemoryDocumentStore, type DocumentStore } from '../../src/documents/index.js';
+import { buildApp } from '../../src/http/app.js';
+import { staticGateway, testConfig, type StaticGateway } from '../http/support.js';
+
+const apps: FastifyInstance[] = [];
+const releases: (() => void)[] = [];
+afterEach(async () => {
+  for (const release of releases.splice(0)) release();
+  await Promise.all(apps.splice(0).map((app) => app.close()));
+});
+
+async function start(env: NodeJS.ProcessEnv): Promise<{ app: FastifyInstance; gateway: StaticGateway; store: DocumentStore }> {
+  const gateway = staticGateway();
+  gateway.hold = new Promise<void>((resolve) => releases.push(resolve));
+  const store = createMemoryDocumentStore({ ttlSeconds: 60 });
+  const app = await buildApp({ config: testConfig({ REFUSAL_DELAY_MS: '0', ...env }), gateway, documentStore: store, processMetrics: false });
+  apps.push(app);
+  await store.put({
+    documentId: 'doc-1',
+    sha256: 'e'.repeat(64),
+    fileName: 'a.pdf',
+    pageCount: 1,
+    pagesUsed: 1,
+    wordCount: 5,
+    charCount: 40,
+    warnings: [],
+    text: 'Photosynthesis turns light into glucose.',
+    createdAt: Date.now(),
+  });
+  return { app, gateway, store };
+}
+
+const keyOf = (n: number): string => `invented-gpt-key-${String(n).padStart(6, '0')}`;
+
+async function until(check: () => boolean): Promise<void> {
+  for (let turn = 0; turn < 2000 && !check(); turn += 1) await new Promise((resolve) => setImmediate(resolve));
+  expect(check()).toBe(true);
+}
+
+/** The keys the gateway has been called with so far. */
+const calledKeys = (gateway: StaticGateway): string[] => gateway.generateCalls.map((call) => call.chain[0]?.apiKey.reveal() ?? '');
+
+describe('job scheduling by address', () => {
+  it("starts a victim's job next, ahead of the backlog of an address that invents a key per job", async () => {
+    const { app, gateway } = await start({ JOB_CONCURRENCY: '4', JOB_CONCURRENCY_PER_CLIENT: '2', RATE_LIMIT_JOBS: '0' });
+    const create = (remoteAddress: string, key: string) =>
+      app.inject({ method: 'POST', url: '/v1/jobs', remoteAddress, headers: { 'content-type': 'application/json', 'x-gpt-key': key }, payload: { documentId: 'doc-1' } });
+    for (let n = 1; n <= 12; n += 1) expect((await create('203.0.113.7', keyOf(n))).statusCode).toBe(202);
+    // Its first 4 jobs took the 4 slots while it held few keys; it now holds 12 and counts as one client
+    // running 4 jobs, over the 2 of a client: the victim's job (its client runs none) is the next to start.
+    await until(() => gateway.generateCalls.length === 4);
+    expect((await create('198.51.100.9', 'victim-gpt-key-000001')).statusCode).toBe(202);
+    // Every held call now fails at once: the jobs end, and the queue drains in the scheduler's order.
+    releases.splice(0).forEach((release) => release());
+    await until(() => calledKeys(gateway).includes('victim-gpt-key-000001'));
+    expect(calledKeys(gateway).indexOf('victim-gpt-key-000001')).toBe(4);
+  });
+});
+
+describe('generation slots by address', () => {
+  it('gives an address holding more than 4 key sets one client\'s slots (MAX_INFLIGHT_GENERATIONS_PER_CLIENT)', async () => {
+    const { app, gateway } = await start({ MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '2', MAX_INFLIGHT_GENERATIONS_PER_ADDRESS: '32', RATE_LIMIT_GENERATIONS: '0' });
+    const generate = (remoteAddress: string, key: string) =>
+      app.inject({ method: 'POST', url: '/v1/generate', remoteAddress, headers: { 'content-type': 'application/json', 'x-gpt-key': key }, payload: { task: 'notes', text: 'Photosynthesis.' } });
+    const held = [];
+    // Five key sets of one address each get in on their own (a household behind one address).
+    for (let n = 1; n <= 5; n += 1) held.push(generate('203.0.113.7', keyOf(n)));
+    await until(() => gateway.generateCalls.length === 5);
+    // Past that, the address's new keys share one client's 2 slots.
+    held.push(generate('203.0.113.7', keyOf(6)), generate('203.0.113.7', keyOf(7)));
+    await until(() => gateway.generateCalls.length === 7);
+    const refused = await generate('203.0.113.7', keyOf(8));
+    expect(refused.statusCode).toBe(429);
+    expect(refused.json().error.message).toContain('MAX_INFLIGHT_GENERATIONS_PER_CLIENT');
+    // Another address is not affected.
+    held.push(generate('198.51.100.9', 'victim-gpt-key-000001'));
+    await until(() => gateway.generateCalls.length === 8);
+    void held;
+  });
+});
+
+describe('rates per address', () => {
+  it('rates POST /v1/generate per address whatever the keys, counting refused bodies (RATE_LIMIT_GENERATIONS)', async () => {
+    const { app } = await start({ RATE_LIMIT_GENERATIONS: '3' });
+    const send = (remoteAddress: string, n: number, payload: string) =>
+      app.inject({ method: 'POST', url: '/v1/generate', remoteAddress, headers: { 'content-type': 'application/json', 'x-gpt-key': keyOf(n) }, payload });
+    expect((await send('203.0.113.7', 1, '['.repeat(100))).statusCode).toBe(400);
+    expect((await send('203.0.113.7', 2, '{"task":')).statusCode).toBe(400);
+    expect((await send('203.0.113.7', 3, '{}')).statusCode).toBe(400);
+    const fourth = await send('203.0.113.7', 4, '{"task":"notes","text":"x"}');
+    expect(fourth.statusCode).toBe(429);
+    expect(fourth.json().error.message).toContain('RATE_LIMIT_GENERATIONS');
+    expect(Number(fourth.headers['retry-after'])).toBeGreaterThan(0);
+    expect((await send('198.51.100.9', 5, '{}')).statusCode).toBe(400);
+  });
+
+  it('rates GET /v1/keys/status per address (RATE_LIMIT_KEY_STATUS), an IPv6 /64 as one address', async () => {
+    const { app } = await start({ RATE_LIMIT_KEY_STATUS: '2' });
+    const status = (remoteAddress: string, n: number) =>
+      app.inject({ method: 'GET', url: '/v1/keys/status', remoteAddress, headers: { 'x-gpt-key': keyOf(n) } });
+    expect((await status('2001:db8:1:2::1', 1)).statusCode).toBe(200);
+    expect((await status('2001:db8:1:2::ffff:2', 2)).statusCode).toBe(200);
+    const third = await status('2001:db8:1:2:aaaa::3', 3);
+    expect(third.statusCode).toBe(429);
+    expect(third.json().error.message).toContain('RATE_LIMIT_KEY_STATUS');
+    expect((await status('2001:db8:1:3::1', 4)).statusCode).toBe(200);
+  });
+
+  it('has defaults of 3000 generations and 60 key lookups per address per window', () => {
+    expect(testConfig({}).rateLimit).toMatchObject({ generations: 3000, keyStatus: 60, windowSeconds: 60 });
+  });
+});
+
+describe('origin', () => {
+  it('hands the gateway one opaque origin per address (an IPv6 /64), never the address', async () => {
+    const { app, gateway } = await start({});
+    const generate = (remoteAddress: string, n: number) =>
+      void app.inject({ method: 'POST', url: '/v1/generate', remoteAddress, headers: { 'content-type': 'application/json', 'x-gpt-key': keyOf(n) }, payload: { task: 'notes', text: 'Photosynthesis.' } });
+    generate('203.0.113.7', 1);
+    generate('203.0.113.7', 2);
+    generate('2001:db8:1:2::1', 3);
+    generate('2001:db8:1:2::9', 4);
+    generate('2001:db8:1:3::1', 5);
+    await until(() => gateway.generateCalls.length === 5);
+    const origins = gateway.generateCalls.map((call) => (call as { origin?: string }).origin ?? '');
+    expect(origins[0]).toMatch(/^[0-9a-f]{32}$/);
+    expect(origins[0]).toBe(origins[1]);
+    expect(origins[2]).toBe(origins[3]);
+    expect(new Set(origins).size).toBe(3);
+    for (const origin of origins) expect(origin).not.toContain('203.0.113');
+  });
+
+  it("hands a job's provider calls the origin of the request that created it", async () => {
+    const { app, gateway } = await start({});
+    void app.inject({ method: 'POST', url: '/v1/generate', remoteAddress: '203.0.113.7', headers: { 'content-type': 'application/json', 'x-gpt-key': keyOf(1) }, payload: { task: 'notes', text: 'Photosynthesis.' } });
+    await until(() => gateway.generateCalls.length === 1);
+    const job = await app.inject({ method: 'POST', url: '/v1/jobs', remoteAddress: '203.0.113.7', headers: { 'content-type': 'application/json', 'x-gpt-key': keyOf(2) }, payload: { documentId: 'doc-1' } });
+    expect(job.statusCode).toBe(202);
+    await until(() => gateway.generateCalls.length === 2);
+    const [first, second] = gateway.generateCalls.map((call) => (call as { origin?: string }).origin);
+    expect(first).toMatch(/^[0-9a-f]{32}$/);
+    expect(second).toBe(first);
+  });
+});
