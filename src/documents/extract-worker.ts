@@ -1,30 +1,70 @@
 /**
- * The worker_threads entry that runs pdf.js off the main event loop (see extract-pool.ts). It loads
- * pdf.js, says `ready`, then answers one extraction at a time; answers carry the request id.
+ * The extract worker: the child-process entry that runs pdf.js for the extract pool (extract-pool.ts),
+ * its resident set watched by its parent (extract-process.ts) and its V8 heap capped by flags: a worker
+ * thread's `resourceLimits` bound only the V8 heap, while a decompression bomb lives in ArrayBuffers
+ * outside it. It loads pdf.js, says `ready`, then answers one extraction at a time over the IPC
+ * channel. An allocation that fails anyway (RangeError) is answered PDF_MEMORY_LIMIT and the process
+ * exits, so that its successor starts clean.
  */
-import { parentPort, workerData } from 'node:worker_threads';
-import { lowerThreadPriority } from '../threads/thread-priority.js';
+import { readdirSync } from 'node:fs';
+import { setPriority } from 'node:os';
 import { PdfRejectedError } from './errors.js';
 import { extractPdfTextInline, preloadPdfParse } from './extract-text.js';
-import type { ExtractRequest, ExtractResponse, ExtractWorkerData } from './worker-protocol.js';
+import type { ExtractRequestToChild, ExtractResponse } from './worker-protocol.js';
 
-const port = parentPort;
-if (port === null) throw new Error('extract-worker must run as a worker thread');
-// A hostile PDF's CPU must come from what the event loop leaves (WORKER_NICE, docs/documents.md).
-lowerThreadPriority((workerData as ExtractWorkerData | undefined)?.nice ?? 0);
+const send = process.send?.bind(process);
+if (send === undefined) throw new Error('extract-worker must run as a child process with an IPC channel');
+const nice = Math.min(19, Number(process.env.STUDY_HELPER_EXTRACT_NICE ?? '0'));
+// A hostile PDF's CPU must come from what the event loop leaves (WORKER_NICE, docs/documents.md): every
+// thread of this process (Node's own started before this line), again once pdf.js has started its own.
+lowerEveryThread();
 
-port.on('message', (request: ExtractRequest) => {
-  void answer(request).then((response) => port.postMessage(response));
-});
-void preloadPdfParse().then(() => port.postMessage({ type: 'ready' } satisfies ExtractResponse));
-
-async function answer(request: ExtractRequest): Promise<ExtractResponse> {
+/** Sets WORKER_NICE on each thread of this process (Linux: a thread id is a pid to setpriority(2)). */
+function lowerEveryThread(): void {
+  if (!(nice > 0)) return;
   try {
-    const result = await extractPdfTextInline(new Uint8Array(request.bytes), request.options);
+    for (const task of readdirSync('/proc/self/task')) setPriority(Number(task), nice);
+  } catch {
+    // No /proc (not Linux), or a thread ended while listed: the ones set keep their value.
+  }
+}
+
+/** True for the error V8 or Node throws when an allocation is refused. */
+function isAllocationFailure(error: unknown): boolean {
+  return error instanceof RangeError && /allocation failed|Array buffer|Invalid typed array length|out of memory/iu.test(error.message);
+}
+
+let allocationFailed = false;
+process.on('uncaughtException', (error) => {
+  // pdf.js runs parts of its work in callbacks; a refused allocation there must still end this process.
+  process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(isAllocationFailure(error) ? 137 : 70);
+});
+
+process.on('message', (request: ExtractRequestToChild) => {
+  void answer(request).then((response) => {
+    send(response, undefined, undefined, () => {
+      if (allocationFailed) process.exit(137);
+    });
+  });
+});
+process.on('disconnect', () => process.exit(0));
+void preloadPdfParse().then(() => {
+  lowerEveryThread();
+  send({ type: 'ready' } satisfies ExtractResponse);
+});
+
+async function answer(request: ExtractRequestToChild): Promise<ExtractResponse> {
+  try {
+    const result = await extractPdfTextInline(request.bytes, request.options);
     return { type: 'result', id: request.id, ok: true, result };
   } catch (error) {
     if (error instanceof PdfRejectedError)
       return { type: 'result', id: request.id, ok: false, code: error.code, message: error.message };
+    if (isAllocationFailure(error)) {
+      allocationFailed = true;
+      return { type: 'result', id: request.id, ok: false, code: 'PDF_MEMORY_LIMIT', message: 'An allocation was refused.' };
+    }
     return {
       type: 'result',
       id: request.id,

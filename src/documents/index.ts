@@ -4,4 +4,5 @@ export { createPdfExtractor, pdfExtractorDefaults, type PdfExtractor, type PdfEx
 export { defaultMaxDecodedBytes, defaultMaxTotalPages, type ExtractOptions } from './extract-text.js';
 export { DocumentStoreUnavailableError, PdfExtractorBusyError, PdfRejectedError, pdfLimits, type PdfLimit, type PdfRejectionCode } from './errors.js';
 export { looksLikePdf } from './detect.js';
+export { addressShareKey } from './fair-queue.js';
 export { countCharacters, countWords } from './text-stats.js';

@@ -7,7 +7,8 @@ export type { ExtractWorkerEntry } from './extract-pool.js';
 
 /** Turns PDF bytes into text. One instance per app; `close` ends its workers. */
 export interface PdfExtractor {
-  extract(bytes: Uint8Array, options: ExtractOptions): Promise<ExtractedPdf>;
+  /** `client`: the uploader's share of the wait queue (`addressShareKey(request.ip)`); one share when absent. */
+  extract(bytes: Uint8Array, options: ExtractOptions, client?: string): Promise<ExtractedPdf>;
   close(): Promise<void>;
 }
 
@@ -21,12 +22,16 @@ export interface PdfExtractorOptions {
   mode?: 'worker' | 'inline';
   /** PDF_TIMEOUT_MS: an extraction running longer is refused as PDF_EXTRACTION_TIMEOUT, its worker ended. Default 30000. */
   timeoutMs?: number;
-  /** PDF_WORKERS: extractions running at once, one worker each. Default 2. */
+  /** PDF_WORKERS: extractions running at once, one worker (child process) each. Default 2. */
   workers?: number;
   /** PDF_QUEUE_MAX: extractions waiting for a worker; past it PdfExtractorBusyError. Default 16. */
   queueMax?: number;
   /** PDF_WORKER_MEMORY_MB: one worker's V8 heap; past it PDF_MEMORY_LIMIT. Default 48. */
   memoryMb?: number;
+  /** Extractions one client address may have waiting; default all of `queueMax` (shared by displacement, fair-queue.ts). */
+  queuePerClient?: number;
+  /** Most a worker's resident set may grow while it extracts, MB; default heap + 64 + 32 (extract-pool.ts). */
+  ceilingMb?: number;
   /** WORKER_NICE: the workers' nice value (0–19, Linux). Default 0 (unchanged); the service passes WORKER_NICE (19). */
   nice?: number;
 }
@@ -52,8 +57,10 @@ export function createPdfExtractor(options: PdfExtractorOptions = {}): PdfExtrac
     queueMax: options.queueMax ?? pdfExtractorDefaults.queueMax,
     timeoutMs: options.timeoutMs ?? pdfExtractorDefaults.timeoutMs,
     memoryMb: options.memoryMb ?? pdfExtractorDefaults.memoryMb,
+    ...(options.queuePerClient === undefined ? {} : { queuePerClient: options.queuePerClient }),
+    ...(options.ceilingMb === undefined ? {} : { ceilingMb: options.ceilingMb }),
     retryAfterSeconds: extractorBusyRetryAfterSeconds,
     nice: options.nice ?? 0,
   });
-  return { extract: (bytes, extractOptions) => pool.extract(bytes, extractOptions), close: () => pool.close() };
+  return { extract: (bytes, extractOptions, client) => pool.extract(bytes, extractOptions, client), close: () => pool.close() };
 }

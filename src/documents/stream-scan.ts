@@ -2,26 +2,30 @@
  * A pass over a PDF's raw bytes before pdf.js reads it, bounding what pdf.js would decompress and
  * counting the page objects the file really holds (a page tree's /Count is only a claim).
  *
- * pdf.js keeps a decoded stream whole in memory, and a worker's `resourceLimits` do not bound
- * ArrayBuffers, so a FlateDecode bomb (1 MB of compressed zeros → 1 GB) must be refused before pdf.js
- * sees it. Every stream that starts with a zlib header is inflated here, piece by piece, counting and
- * dropping the output; a zlib stream inside a zlib stream (`/Filter [/FlateDecode /FlateDecode]`) is
- * inflated too. Memory stays at a few 64 KiB chunks whatever the stream expands to; past
- * `maxDecodedBytes` in total the PDF is refused.
- * Nothing is read from the dictionaries: a filter can be an indirect reference, and a stream marked
- * `/Subtype /Image` (which text extraction never decodes) is still decoded when a page names it as
- * its content, so images count too. Not covered: streams of an encrypted PDF (ciphertext here) and
- * LZW / RunLength streams (rare; bounded by the extraction deadline only) — docs/documents.md says so.
+ * pdf.js keeps a decoded stream whole in memory (every layer of its filter chain), and a worker's
+ * heap limit does not bound ArrayBuffers, so a decompression bomb must be refused before pdf.js sees
+ * it. Streams are found by pdf.js's own rules (stream-locate.ts): every `stream` keyword after a
+ * dictionary, its data after the end of that line (spaces before the line break included), its
+ * /Length direct or indirect, and when /Length is wrong up to `endstream`; streams inside object
+ * streams too. Each is decoded through its whole filter chain (/Filter, or /F as pdf.js also reads it,
+ * names direct or indirect) with the decoders of stream-filters.ts, chunk by chunk: every layer's
+ * output is counted into one budget for the whole file as it passes and dropped, so memory stays at a
+ * few 64 KiB chunks a layer whatever the stream expands to, and past `maxDecodedBytes` the PDF is
+ * refused. Image-codec layers are counted from their headers (image-estimate.ts), not decoded.
+ * What this cannot see (the streams of an encrypted PDF are ciphertext here) is bounded by the
+ * extraction process's own memory ceiling (extract-pool.ts).
  */
-import { Readable } from 'node:stream';
-import { constants, createInflate } from 'node:zlib';
 import { PdfRejectedError } from './errors.js';
+import { estimateImageBytes, imageFilters, imageHeaderBytes } from './image-estimate.js';
+import { nameOf, type PdfDict, type PdfValue } from './pdf-syntax.js';
+import { chunkBytes, ascii85, asciiHex, inflate, lzw, predictor, runLength, type Decoder } from './stream-filters.js';
+import { ObjectTable, locateStreams, objectStreamEntries, streamData, type LocatedStream } from './stream-locate.js';
 
 /** What the scan found. */
 export interface StreamScan {
-  /** Bytes the zlib streams decompress to (all layers), at most the limit. */
+  /** Bytes the streams decode to (all layers of every stream), at most the limit. */
   decodedBytes: number;
-  /** `/Type /Page` dictionaries in the raw bytes and in decompressed streams (object streams included). */
+  /** `/Type /Page` dictionaries in the raw bytes and in decoded streams (object streams included). */
   pageObjects: number;
   /** The trailer names an /Encrypt dictionary: streams are ciphertext and were not measured. */
   encrypted: boolean;
@@ -29,29 +33,44 @@ export interface StreamScan {
 
 /** Limits of one scan. */
 export interface StreamScanLimits {
-  /** Total decompressed bytes allowed; above it the PDF is refused as PDF_DECOMPRESSION_LIMIT. */
+  /** Total decoded bytes allowed; above it the PDF is refused as PDF_DECOMPRESSION_LIMIT. */
   maxDecodedBytes: number;
 }
 
-const streamKeyword = Buffer.from('stream', 'latin1');
+/** Filters in one stream's chain at most (no real PDF uses more than three). */
+export const maxFilterChain = 16;
+
 const pageObjectPattern = /\/Type\s*\/Page(?![A-Za-z0-9#])/gu;
 
-/** Scans `bytes`; throws PdfRejectedError('PDF_DECOMPRESSION_LIMIT') when the streams expand past the limit. */
+/** Scans `bytes`; throws PdfRejectedError('PDF_DECOMPRESSION_LIMIT') when the streams decode past the limit. */
 export async function scanPdfStreams(bytes: Uint8Array, limits: StreamScanLimits): Promise<StreamScan> {
   const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const budget = new DecodeBudget(limits.maxDecodedBytes);
+  const table = new ObjectTable();
+  table.indexFile(buffer);
   let pageObjects = countPageObjects(buffer.toString('latin1', 0, buffer.length));
-  let from = 0;
-  for (;;) {
-    const at = buffer.indexOf(streamKeyword, from);
-    if (at < 0) break;
-    from = at + streamKeyword.length;
-    if (isEndStream(buffer, at)) continue;
-    const start = dataStart(buffer, from);
-    if (!hasZlibHeader(buffer, start)) continue;
-    pageObjects += await inflateCounting(buffer.subarray(start), budget);
+  const pending = locateStreams(buffer, table);
+  // Object streams first: objects they hold can be the /Filter or /Length of other streams.
+  pending.sort((a, b) => Number(isObjectStream(b, table)) - Number(isObjectStream(a, table)));
+  const done = new Set<string>();
+  while (pending.length > 0) {
+    const stream = pending.shift();
+    if (stream === undefined || done.has(stream.key)) continue;
+    done.add(stream.key);
+    const keep = isObjectStream(stream, table);
+    const decoded = await decodeStream(stream, table, budget, keep);
+    pageObjects += decoded.pageObjects;
+    if (keep && decoded.bytes !== undefined) {
+      const entries = objectStreamEntries(decoded.bytes, stream.dict, table);
+      table.addObjectStream(decoded.bytes, entries);
+      pending.unshift(...locateStreams(decoded.bytes, table, entries, stream.key));
+    }
   }
   return { decodedBytes: budget.used, pageObjects, encrypted: /\/Encrypt[\s/<[0-9]/u.test(trailerOf(buffer)) };
+}
+
+function isObjectStream(stream: LocatedStream, table: ObjectTable): boolean {
+  return nameOf(table.resolve(stream.dict.get('Type'))) === 'ObjStm';
 }
 
 class DecodeBudget {
@@ -81,73 +100,146 @@ function countPageObjects(text: string): number {
   return count;
 }
 
-function isEndStream(buffer: Buffer, at: number): boolean {
-  return at >= 3 && buffer.toString('latin1', at - 3, at) === 'end';
-}
-
-/** Stream data starts after `stream` and its end of line (CRLF or LF; a lone CR is tolerated). */
-function dataStart(buffer: Buffer, afterKeyword: number): number {
-  if (buffer[afterKeyword] === 0x0d) return buffer[afterKeyword + 1] === 0x0a ? afterKeyword + 2 : afterKeyword + 1;
-  if (buffer[afterKeyword] === 0x0a) return afterKeyword + 1;
-  return afterKeyword;
-}
-
-/** A zlib header as pdf.js's FlateStream accepts it: method 8, FCHECK valid, no preset dictionary. */
-function hasZlibHeader(buffer: Uint8Array, at: number): boolean {
-  const cmf = buffer[at];
-  const flg = buffer[at + 1];
-  if (cmf === undefined || flg === undefined) return false;
-  return (cmf & 0x0f) === 8 && ((cmf << 8) | flg) % 31 === 0 && (flg & 0x20) === 0;
-}
-
 function trailerOf(buffer: Buffer): string {
   return buffer.toString('latin1', Math.max(0, buffer.length - 4096), buffer.length);
 }
 
-/**
- * Inflates a zlib stream (and a zlib stream it holds), counting output into `budget` and page objects
- * in it. zlib stops at the end of the deflate data, so the bytes after it (endstream, other objects)
- * are never read; a corrupt stream just ends the count (pdf.js fails on it too).
- */
-async function inflateCounting(data: Uint8Array, budget: DecodeBudget): Promise<number> {
-  const pages = new PageCounter();
-  try {
-    const outer = inflated([data]);
-    const first = await outer.next();
-    if (first.done === true) return 0;
-    const layer = counted(first.value, outer, budget);
-    const nested = hasZlibHeader(first.value, 0);
-    for await (const chunk of nested ? inflated(layer) : layer) {
-      if (nested) budget.take(chunk.length);
-      pages.add(chunk);
+/** One filter of a chain, its /DecodeParms resolved. */
+interface FilterStep {
+  name: string;
+  params: PdfDict | undefined;
+}
+
+/** The filter chain as pdf.js reads it: /F before /Filter, /DP before /DecodeParms, references followed. */
+function filterChain(dict: PdfDict, table: ObjectTable): FilterStep[] {
+  const filter = table.resolve(dict.get('F') ?? dict.get('Filter'));
+  const params = table.resolve(dict.get('DP') ?? dict.get('DecodeParms'));
+  const single = nameOf(filter);
+  if (single !== undefined) return [{ name: single, params: asDict(params) }];
+  if (!Array.isArray(filter)) return [];
+  if (filter.length > maxFilterChain) {
+    throw new PdfRejectedError(
+      'PDF_DECOMPRESSION_LIMIT',
+      `A stream of the PDF has ${filter.length} filters; more than ${maxFilterChain} are refused (it looks like a decompression bomb).`,
+    );
+  }
+  const steps: FilterStep[] = [];
+  for (const [index, entry] of filter.entries()) {
+    const name = nameOf(table.resolve(entry));
+    // pdf.js fails the whole stream on a filter that is not a name: nothing after it is decoded.
+    if (name === undefined) break;
+    const param = Array.isArray(params) ? table.resolve(params[index]) : undefined;
+    steps.push({ name, params: asDict(param) });
+  }
+  return steps;
+}
+
+function asDict(value: PdfValue): PdfDict | undefined {
+  return value instanceof Map ? value : undefined;
+}
+
+function decoderFor(step: FilterStep): Decoder[] {
+  const predicted = (decoder: Decoder): Decoder[] => {
+    const after = predictor(step.params);
+    return after === undefined ? [decoder] : [decoder, after];
+  };
+  switch (step.name) {
+    case 'FlateDecode':
+    case 'Fl':
+      return predicted(inflate);
+    case 'LZWDecode':
+    case 'LZW': {
+      const early = step.params?.get('EarlyChange');
+      return predicted(lzw(typeof early === 'number' ? early : 1));
     }
-  } catch (error) {
-    if (error instanceof PdfRejectedError) throw error;
+    case 'ASCIIHexDecode':
+    case 'AHx':
+      return [asciiHex];
+    case 'ASCII85Decode':
+    case 'A85':
+      return [ascii85];
+    case 'RunLengthDecode':
+    case 'RL':
+      return [runLength];
+    default:
+      // Crypt and names pdf.js does not know pass the data through unchanged.
+      return [];
   }
-  return pages.count;
 }
 
-/** The output of inflating `source`, chunk by chunk (backpressure: nothing is inflated ahead of the reader). */
-async function* inflated(source: Iterable<Uint8Array> | AsyncIterable<Uint8Array>): AsyncGenerator<Buffer> {
-  const input = Readable.from(source, { objectMode: false });
-  const inflater = createInflate({ finishFlush: constants.Z_SYNC_FLUSH });
-  input.on('error', (error) => inflater.destroy(error));
-  input.pipe(inflater);
+interface Decoded {
+  pageObjects: number;
+  /** The decoded bytes, when asked to keep them (object streams). */
+  bytes: Uint8Array | undefined;
+}
+
+/** Decodes one stream through its chain, counting every layer into `budget`. */
+async function decodeStream(stream: LocatedStream, table: ObjectTable, budget: DecodeBudget, keep: boolean): Promise<Decoded> {
+  const steps = filterChain(stream.dict, table);
+  const data = streamData(stream, table);
+  if (steps.length === 0 || data.length === 0) {
+    // Unfiltered: pdf.js reads it in place; its size is the file's.
+    return { pageObjects: 0, bytes: keep ? data : undefined };
+  }
+  let source: AsyncIterable<Uint8Array> = chunksOf(data);
+  let sizeOfInput = data.length;
+  for (const step of steps) {
+    if (imageFilters.has(step.name)) {
+      await countImageLayer(step, source, sizeOfInput, stream.dict, budget);
+      return { pageObjects: 0, bytes: undefined };
+    }
+    for (const decoder of decoderFor(step)) source = counted(decoder(source), budget);
+    sizeOfInput = -1;
+  }
+  const pages = new PageCounter();
+  const kept: Uint8Array[] = [];
+  for await (const chunk of source) {
+    pages.add(chunk);
+    if (keep) kept.push(new Uint8Array(chunk));
+  }
+  return { pageObjects: pages.count, bytes: keep ? new Uint8Array(Buffer.concat(kept)) : undefined };
+}
+
+/**
+ * An image codec's layer: its input is drained (the layers before it are counted as it passes), and
+ * what the codec would decode to is counted from the header, unless the stream is an image XObject
+ * (`/Subtype /Image`), which text extraction never decodes.
+ */
+async function countImageLayer(
+  step: FilterStep,
+  input: AsyncIterable<Uint8Array>,
+  knownSize: number,
+  dict: PdfDict,
+  budget: DecodeBudget,
+): Promise<void> {
+  const header: Uint8Array[] = [];
+  let headerLength = 0;
+  let total = 0;
+  for await (const chunk of input) {
+    total += chunk.length;
+    if (headerLength < imageHeaderBytes) {
+      header.push(new Uint8Array(chunk));
+      headerLength += chunk.length;
+    }
+  }
+  if (dict.get('Subtype') !== undefined && nameOf(dict.get('Subtype')) === 'Image') return;
+  budget.take(estimateImageBytes(step.name, Buffer.concat(header), knownSize >= 0 ? knownSize : total, step.params, dict));
+}
+
+/** `data` in pieces of `chunkBytes` (the first decoder never gets a megabyte at once). */
+async function* chunksOf(data: Uint8Array): AsyncGenerator<Uint8Array> {
+  for (let at = 0; at < data.length; at += chunkBytes) yield data.subarray(at, Math.min(data.length, at + chunkBytes));
+}
+
+/** The chunks of `source`, each taken from the budget as it passes. */
+async function* counted(source: AsyncGenerator<Uint8Array>, budget: DecodeBudget): AsyncGenerator<Uint8Array> {
   try {
-    for await (const chunk of inflater) yield chunk as Buffer;
+    for await (const chunk of source) {
+      budget.take(chunk.length);
+      yield chunk;
+    }
   } finally {
-    input.destroy();
-    inflater.destroy();
-  }
-}
-
-/** `first` then the rest of `rest`, each chunk taken from the budget as it passes. */
-async function* counted(first: Buffer, rest: AsyncGenerator<Buffer>, budget: DecodeBudget): AsyncGenerator<Buffer> {
-  budget.take(first.length);
-  yield first;
-  for await (const chunk of rest) {
-    budget.take(chunk.length);
-    yield chunk;
+    await source.return(undefined);
   }
 }
 
@@ -156,8 +248,8 @@ class PageCounter {
   count = 0;
   private tail = '';
 
-  add(chunk: Buffer): void {
-    const text = this.tail + chunk.toString('latin1', 0, chunk.length);
+  add(chunk: Uint8Array): void {
+    const text = this.tail + Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength).toString('latin1');
     this.count += countPageObjects(text);
     // Keep enough to complete a match cut at the end, but never a whole match (it would count twice).
     const keep = text.slice(-24);
@@ -165,3 +257,4 @@ class PageCounter {
     this.tail = lastMatch >= 0 && countPageObjects(keep.slice(lastMatch)) > 0 ? '' : keep;
   }
 }
+

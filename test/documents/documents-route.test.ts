@@ -341,7 +341,7 @@ describe('POST /v1/documents limits', () => {
     } finally {
       await app.close();
     }
-  });
+  }, 120_000);
 });
 
 describe('loadDocumentOrThrow', () => {

@@ -5,8 +5,10 @@ import {
   PdfRejectedError,
   type PdfExtractor,
 } from '../../src/documents/index.js';
+import { readdirSync, readFileSync } from 'node:fs';
+import { defaultCeilingMb } from '../../src/documents/extract-pool.js';
 import { englishTextPdf } from '../fixtures/pdf/generate.js';
-import { sharedContentStreamPdf } from '../fixtures/pdf/hostile.js';
+import { flateBombPdf, sharedContentStreamPdf } from '../fixtures/pdf/hostile.js';
 
 const extractors: PdfExtractor[] = [];
 
@@ -67,4 +69,55 @@ describe('PDF extraction pool (issue 12)', () => {
     void failure(extractor.extract(slowPdf(), { maxPdfPages: 50 }));
     expect(await failure(extractor.extract(await englishTextPdf(1), { maxPdfPages: 50 }))).toBeInstanceOf(PdfExtractorBusyError);
   });
+});
+
+/** Resident set of this process and its child processes, MB, read from /proc (the test's own oracle). */
+function treeRssMb(): number {
+  let total = 0;
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/u.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'latin1');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const isThisProcess = Number(name) === process.pid;
+      if (!isThisProcess && Number(fields[1]) !== process.pid) continue;
+      total += Number(fields[21]) * 4096;
+    } catch {
+      // A process that ended while the list was read.
+    }
+  }
+  return total / (1024 * 1024);
+}
+
+describe('the memory ceiling of a worker (issue 28)', () => {
+  it('kills a worker whose memory outgrows its ceiling however the bomb is built (here: with the scan off), alone', async () => {
+    // The decoded-bytes scan is switched off (a budget of 1 TB), so pdf.js inflates 384 MB of zeros
+    // itself, into ArrayBuffers outside any V8 heap limit: only the ceiling can stop it.
+    const bomb = await flateBombPdf(384 * 1024 * 1024);
+    const benign = await englishTextPdf(3);
+    const extractor = pool({ workers: 2, timeoutMs: 120_000 });
+    // Both workers started and warm: the baseline holds two ready workers.
+    await Promise.all([extractor.extract(benign, { maxPdfPages: 50 }), extractor.extract(benign, { maxPdfPages: 50 })]);
+    const baseline = treeRssMb();
+    let peak = baseline;
+    const sampler = setInterval(() => {
+      peak = Math.max(peak, treeRssMb());
+    }, 5);
+    try {
+      const [bombed, beside] = await Promise.all([
+        failure(extractor.extract(bomb, { maxPdfPages: 50, maxDecodedBytes: 2 ** 40 })),
+        extractor.extract(benign, { maxPdfPages: 50 }),
+      ]);
+      expect((bombed as PdfRejectedError).code).toBe('PDF_MEMORY_LIMIT');
+      expect(beside.pageCount).toBe(3);
+    } finally {
+      clearInterval(sampler);
+    }
+    // The rule: a worker grows by at most its ceiling (48 MB heap + 64 MB decoded + 32 MB = 144 MB),
+    // read every 20 ms; 64 MB more is what pdf.js can write between two reads.
+    expect(defaultCeilingMb(48)).toBe(144);
+    expect(peak - baseline).toBeLessThan(144 + 64);
+    // The pool goes on with a new worker.
+    expect((await extractor.extract(benign, { maxPdfPages: 50 })).pageCount).toBe(3);
+  }, 300_000);
 });

@@ -37,7 +37,7 @@ describe.each(['worker', 'inline'] as const)('PDF extractor (%s)', (mode) => {
     // Chapter|2|Plant|biology + 10 + 12 + 12 + 12 + 10 words on each page
     expect(result.wordCount).toBe(3 * 60);
     expect(result.charCount).toBeGreaterThan(900);
-  });
+  }, 120_000);
 
   it('extracts Korean text and counts its words', async () => {
     const result = await extractor.extract(await koreanTextPdf(2), { maxPdfPages: 50 });
@@ -45,7 +45,7 @@ describe.each(['worker', 'inline'] as const)('PDF extractor (%s)', (mode) => {
     expect(result.text.split('\n\n')).toHaveLength(2);
     // per page: 제1장 식물 생물학 (3: a word is what spaces delimit in Korean) + 8 + 7 + 5 + 7 words
     expect(result.wordCount).toBe(2 * 30);
-  });
+  }, 120_000);
 
   it('keeps only the first maxPdfPages pages, with a warning', async () => {
     const result = await extractor.extract(await englishTextPdf(6), { maxPdfPages: 4 });

@@ -5,6 +5,7 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastif
 import { type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import {
+  addressShareKey,
   createPdfExtractor,
   looksLikePdf,
   PdfExtractorBusyError,
@@ -103,7 +104,8 @@ export const documentsRoutes: FastifyPluginAsync<DocumentsRoutesOptions> = async
         throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'The file is not a PDF: its first 1024 bytes hold no %PDF- header.');
       }
       const { sha256 } = upload;
-      const extracted = await extractOrThrow(extractor, upload.bytes, extractOptions);
+      // The wait queue is shared by address (TRUST_PROXY decides request.ip), IPv6 by /64 (issue 28).
+      const extracted = await extractOrThrow(extractor, upload.bytes, extractOptions, addressShareKey(request.ip));
       const document: StoredDocument = {
         documentId: randomUUID(),
         sha256,
@@ -186,9 +188,10 @@ async function extractOrThrow(
   extractor: PdfExtractor,
   bytes: Buffer,
   options: ExtractOptions,
+  client: string,
 ): ReturnType<PdfExtractor['extract']> {
   try {
-    return await extractor.extract(bytes, options);
+    return await extractor.extract(bytes, options, client);
   } catch (error) {
     if (error instanceof PdfRejectedError) {
       switch (error.code) {
