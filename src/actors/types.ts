@@ -44,6 +44,8 @@ export interface GenerateInput<T> {
   readonly signal?: AbortSignal;
   /** Called as each attempt is recorded (jobs stream them over SSE). */
   readonly onAttempt?: (attempt: Attempt) => void;
+  /** Raw model output as it arrives, attempt by attempt (the study layer's items, the SSE `delta`). */
+  readonly onDelta?: (provider: ProviderId, text: string) => void;
 }
 
 export type GenerateOutcome<T> =
