@@ -59,7 +59,7 @@ describe('generateStudyTask streams the elements of its result', () => {
     const { outcome, events } = await recordRun({ task: 'mcq', text: 'A process is a program in execution. Threads share memory.', lang: 'en', count: 3, chain });
     expect(outcome.status).toBe('succeeded');
     if (outcome.status !== 'succeeded') return;
-    expect(events.every((event) => event.type === 'attempt' || event.item.kind === 'question')).toBe(true);
+    expect(events.every((event) => event.type === 'attempt' || (event.type === 'item' && event.item.kind === 'question'))).toBe(true);
     expect(held(events)).toEqual(elementsOf(outcome.value));
   });
 
