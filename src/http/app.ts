@@ -208,6 +208,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     maxTextChars: config.maxTextChars,
     maxTextParts: config.maxTextParts,
     admission: createAdmission(config.admission),
+    sseMaxBufferBytes: config.server.sseMaxBufferBytes,
   });
   // The web page, the live breaker stream and (demo mode) the fault panel's proxy to the emulator.
   // The event streams of both kinds share one bound per client and per instance (src/http/sse.ts).
