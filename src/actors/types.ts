@@ -44,8 +44,18 @@ export interface GenerateInput<T> {
   readonly signal?: AbortSignal;
   /** Called as each attempt is recorded (jobs stream them over SSE). */
   readonly onAttempt?: (attempt: Attempt) => void;
-  /** Raw model output as it arrives, attempt by attempt (the study layer's items, the SSE `delta`). */
+  /**
+   * Called with each piece of text of the attempt in progress as its provider streams it (several pieces
+   * may come in one call when they arrived together); an attempt that fails after some pieces is followed
+   * by the next attempt's pieces, so a caller that shows them starts over on each `onAttempt`.
+   */
   readonly onDelta?: (provider: ProviderId, text: string) => void;
+  /**
+   * An opaque, already salted id of the client's network address (the HTTP layer's). The breaker's
+   * quorum counts distinct origins when calls carry one (distinct key ids otherwise), so one address
+   * inventing keys cannot open a provider's breaker for everyone.
+   */
+  readonly origin?: string;
 }
 
 export type GenerateOutcome<T> =

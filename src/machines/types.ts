@@ -49,6 +49,14 @@ export interface ProviderAnswer {
 }
 
 /**
+ * Receives an upstream call's answer as it is written: `onDelta` once per text piece, in order, as each
+ * arrives (the first is the first token). The pieces joined are the answer's whole text.
+ */
+export interface UpstreamStreamObserver {
+  onDelta(text: string): void;
+}
+
+/**
  * A user's API key as the machines carry it: opaque, revealed only by the adapter's call.
  * `Secret` (src/security) is the one implementation.
  */
@@ -73,6 +81,8 @@ export interface Attempt {
   readonly task?: Task;
   /** Scrubbed upstream message, for people reading the attempt table. */
   readonly message?: string;
+  /** Present when the call streamed: how many pieces arrived, and when the first did (ms after the call went out). */
+  readonly streamed?: { readonly chunks: number; readonly firstTokenMs: number };
 }
 
 export type FallbackPolicy = 'retry-then-fallback' | 'fallback-first';

@@ -8,6 +8,7 @@ export type {
   TokenUsage,
   ProviderAnswer,
   ProviderAdapter,
+  UpstreamStreamObserver,
 } from './types.js';
 export { createClaudeAdapter, classifyClaudeError } from './claude.js';
 export { loadProviderSdks } from './claude-sdk.js';
