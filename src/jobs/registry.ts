@@ -336,6 +336,8 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
       const fanOut = (event: JobStreamEvent): void => job.listeners.forEach((listener) => listener(event));
       actor.on('progress', fanOut);
       actor.on('attempt', fanOut);
+      actor.on('item', fanOut);
+      actor.on('reset', fanOut);
       actor.on('done', fanOut);
       actor.subscribe({
         next: (snapshot) => {

@@ -4,6 +4,8 @@ import type {
   JobError,
   JobPosition,
   JobStage,
+  JobItem,
+  JobItemsReset,
   JobStreamEvent,
   McqResult,
   NotesResult,
@@ -55,7 +57,9 @@ export interface JobContext extends JobInput {
 /** What a stage actor reports to its job while it works. */
 export type JobStageReport =
   | { type: 'stage.progress'; stage: JobStage; part: number; parts: number }
-  | { type: 'stage.attempt'; attempt: Attempt };
+  | { type: 'stage.attempt'; attempt: Attempt }
+  | { type: 'stage.item'; item: JobItem }
+  | { type: 'stage.reset'; reset: JobItemsReset };
 
 export type JobEvent = { type: 'job.start' } | { type: 'job.cancel' } | JobStageReport;
 
@@ -185,6 +189,15 @@ const jobSetup = setup({
       if (event.type !== 'stage.attempt') throw new Error(`emitAttempt on ${event.type}`);
       return { type: 'attempt', data: event.attempt };
     }),
+    // Items are passed on, not kept: the stage's result is stored whole when it succeeds.
+    emitItem: emit(({ event }): JobEmitted => {
+      if (event.type !== 'stage.item') throw new Error(`emitItem on ${event.type}`);
+      return { type: 'item', data: event.item };
+    }),
+    emitItemsReset: emit(({ event }): JobEmitted => {
+      if (event.type !== 'stage.reset') throw new Error(`emitItemsReset on ${event.type}`);
+      return { type: 'reset', data: event.reset };
+    }),
     storeStageResult: assign(({ context }, params: { stage: JobStage; outcome: StudyOutcome }) => {
       const { outcome, stage } = params;
       if (outcome.status !== 'succeeded') return {};
@@ -301,6 +314,8 @@ export const jobMachine = jobSetup.createMachine({
         'job.cancel': { target: 'cancelled' },
         'stage.progress': { guard: 'isProgressAhead', actions: ['recordProgress', 'emitProgress'] },
         'stage.attempt': { actions: ['recordAttempt', 'emitAttempt'] },
+        'stage.item': { actions: 'emitItem' },
+        'stage.reset': { actions: 'emitItemsReset' },
       },
       states: {
         /** Notes for the whole document (map-reduce over parts when it is long). */
