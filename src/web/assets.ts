@@ -48,6 +48,7 @@ export const publicFiles: ReadonlyMap<string, string> = new Map([
   ['index.html', 'text/html; charset=utf-8'],
   ['app.js', 'text/javascript; charset=utf-8'],
   ['machines.js', 'text/javascript; charset=utf-8'],
+  ['icons.js', 'text/javascript; charset=utf-8'],
   ['style.css', 'text/css; charset=utf-8'],
   ['favicon.svg', 'image/svg+xml'],
 ]);

@@ -5,11 +5,11 @@
  * see the job reach 100%, answer a quiz question, take Claude down in the fault panel, see its breaker
  * open, reset the fault and see it go half-open and close again. Screenshots go to test-artifacts/ (gitignored; CI keeps them).
  */
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findProjectRoot } from '../../src/web/assets.js';
+import { findProjectRoot, webPaths } from '../../src/web/assets.js';
 import { englishTextPdf } from '../fixtures/pdf/generate.js';
 import { startChromium } from './chromium.js';
 import { startDemo } from './support.js';
@@ -17,6 +17,64 @@ import type { Demo } from './support.js';
 
 const artifacts = join(findProjectRoot(), 'test-artifacts', 'web');
 const recoveryMs = 2500;
+
+/**
+ * What each generated diagram must draw, read from docs/machines/<name>.mmd with this test's own
+ * expressions: its states (not the any-state stand-in) and its distinct `a --> b` pairs, plus one arrow
+ * from each initial dot (`[*] --> a`).
+ */
+async function expectedDrawings(): Promise<Map<string, { states: number; arrows: number }>> {
+  const directory = webPaths().machinesDirectory;
+  const expected = new Map<string, { states: number; arrows: number }>();
+  for (const file of (await readdir(directory)).filter((name) => name.endsWith('.mmd'))) {
+    const text = await readFile(join(directory, file), 'utf8');
+    const states = [...text.matchAll(/^\s*state "([^"]*)" as/gm)].filter((match) => !match[1]!.startsWith('(any ')).length;
+    const pairs = new Set<string>();
+    let initials = 0;
+    for (const match of text.matchAll(/^\s*(\S+) --> (\S+)/gm)) {
+      if (match[1] === '[*]') initials += 1;
+      else if (match[2] !== '[*]') pairs.add(`${match[1]} ${match[2]}`);
+    }
+    expected.set(file.slice(0, -4), { states, arrows: pairs.size + initials });
+  }
+  return expected;
+}
+
+/**
+ * Characters that render as the missing-glyph box: each non-ASCII character of the page's rendered text
+ * is drawn on a canvas in its element's font and compared, pixel for pixel, with a code point no font
+ * has (U+10FFFD, private use): the browser draws both as the same empty box when no font has the glyph.
+ */
+function missingGlyphs(): string[] {
+  const canvas = document.createElement('canvas');
+  canvas.width = 48;
+  canvas.height = 48;
+  const context = canvas.getContext('2d', { willReadFrequently: true })!;
+  const draw = (font: string, text: string): string => {
+    context.clearRect(0, 0, 48, 48);
+    context.font = font;
+    context.textBaseline = 'top';
+    context.fillStyle = '#000';
+    context.fillText(text, 4, 4);
+    return Array.from(context.getImageData(0, 0, 48, 48).data).join(',');
+  };
+  const missing: string[] = [];
+  const seen = new Set<string>();
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node !== null; node = walker.nextNode()) {
+    const element = node.parentElement;
+    // Only text the page shows: a closed <select>'s other options, hidden and collapsed parts are not drawn.
+    if (element === null || element.closest('option, script, style, [hidden]') !== null || element.getClientRects().length === 0) continue;
+    const style = getComputedStyle(element);
+    const font = `${style.fontStyle} ${style.fontWeight} 32px ${style.fontFamily}`;
+    for (const character of new Set(node.textContent ?? '')) {
+      if (character.codePointAt(0)! < 0x80 || seen.has(font + character)) continue;
+      seen.add(font + character);
+      if (draw(font, character) === draw(font, '\u{10FFFD}')) missing.push(`${character} (U+${character.codePointAt(0)!.toString(16).toUpperCase()}) in <${element.tagName.toLowerCase()}>`);
+    }
+  }
+  return missing;
+}
 
 describe('the page in Chromium', () => {
   let demo: Demo;
@@ -62,8 +120,50 @@ describe('the page in Chromium', () => {
       expect(await page.inputValue(`#key-${provider}`)).not.toBe('');
     }
     expect(await page.locator('#fault-panel').isVisible()).toBe(true);
-    await expect.poll(() => page.locator('section.machine[data-machine="breaker"][data-instance="claude"] li.current').getAttribute('data-path')).toBe('closed');
+    // The diagrams are laid out in a worker at start-up (through tsx, on a loaded machine: seconds).
+    await page.locator('details.machine[data-machine="breaker"][data-instance="claude"] svg.diagram').waitFor({ timeout: 60_000 });
+    await expect.poll(() => liveState('breaker', 'claude')).toBe('closed');
     await shot('01-start');
+  });
+
+  const diagram = (machine: string, instance = '') => page.locator(`details.machine[data-machine="${machine}"][data-instance="${instance}"] svg.diagram`);
+  /** The path of the state the drawing marks as the live one (the highlight class and aria-current). */
+  const liveState = (machine: string, instance = '') => diagram(machine, instance).locator('g.state.current[aria-current="true"]').getAttribute('data-path', { timeout: 2000 }).catch(() => null);
+
+  it('draws every generated machine as SVG: a box per state, an arrow per connected pair', async () => {
+    const expected = await expectedDrawings();
+    const drawn = await page.locator('details.machine').evaluateAll((nodes) => nodes.map((node) => node.getAttribute('data-machine')));
+    expect(new Set(drawn)).toEqual(new Set(expected.keys()));
+    for (const [machine, { states, arrows }] of expected) {
+      const instance = ['breaker', 'key-health'].includes(machine) ? 'claude' : '';
+      const svg = diagram(machine, instance);
+      expect(await svg.locator('g.state').count(), machine).toBe(states);
+      expect(await svg.locator('g.state rect.box').count(), machine).toBe(states);
+      expect(await svg.locator('g.edge').count(), machine).toBe(arrows);
+      // Every arrow is a drawn path with an arrowhead.
+      for (const d of await svg.locator('g.edge path.line').evaluateAll((paths) => paths.map((path) => path.getAttribute('d') ?? ''))) expect(d, machine).toMatch(/^M[\d.]+,[\d.]+( L[\d.]+,[\d.]+)+$/);
+      expect(await svg.locator('g.edge path.line:not([marker-end^="url(#arrowhead-"])').count(), machine).toBe(0);
+    }
+    // One breaker drawing per provider, each with its own live state.
+    for (const provider of ['claude', 'gpt', 'timelygpt']) expect(await liveState('breaker', provider)).toBe('closed');
+    // The open drawings are shown at a readable size: the breaker's 13 px state names are not shrunk below 10 px.
+    const scale = await diagram('breaker', 'claude').evaluate((svg) => svg.getBoundingClientRect().width / Number(svg.getAttribute('width')));
+    expect(scale).toBeGreaterThan(10 / 13);
+    await page.locator('#machines').screenshot({ path: join(artifacts, '01b-machines.png') });
+  });
+
+  it('uses SVG icons, not arrow characters, and no character renders as a missing-glyph box', async () => {
+    for (const provider of ['claude', 'gpt', 'timelygpt']) {
+      for (const direction of ['up', 'down']) {
+        const button = page.locator(`#move-${direction}-${provider}`);
+        expect(await button.locator(`svg.icon-${direction} path`).count()).toBe(1);
+        expect((await button.textContent())?.trim()).toBe('');
+        expect(await button.getAttribute('aria-label')).toMatch(new RegExp(`^Move .+ ${direction}$`));
+      }
+    }
+    expect(await page.locator('.tagline svg.icon').count()).toBe(1);
+    expect(await page.evaluate(() => document.body.innerText)).not.toMatch(/[\u2190-\u21FF]/);
+    expect(await page.evaluate(missingGlyphs)).toEqual([]);
   });
 
   it('uploads a PDF, shows progress up to 100% and the study material', { timeout: 120_000 }, async () => {
@@ -82,6 +182,8 @@ describe('the page in Chromium', () => {
     expect(await page.locator('.mcq-question').count()).toBe(3);
     expect(await page.locator('.fill-question').count()).toBe(3);
     expect(await page.locator('#attempts tbody tr').count()).toBeGreaterThan(0);
+    expect(await liveState('job')).toBe('succeeded');
+    expect(await liveState('call')).not.toBeNull();
     await shot('02-job-done');
   });
 
@@ -109,10 +211,15 @@ describe('the page in Chromium', () => {
     const rows = page.locator('#attempts tbody tr', { hasText: 'request' }).filter({ hasText: 'Claude' });
     expect(await rows.count()).toBe(2);
     for (const text of await rows.allTextContents()) expect(text).toMatch(/failed.*server_error.*500.*yes/);
-    await expect
-      .poll(() => page.locator('section.machine[data-machine="breaker"][data-instance="claude"] li.current').getAttribute('data-path'))
-      .toBe('open');
+    // The highlight moved in the drawing: open is the live state, closed no longer is, and the arrow of
+    // that transition is marked; GPT's breaker is still closed.
+    await expect.poll(() => liveState('breaker', 'claude')).toBe('open');
+    expect(await diagram('breaker', 'claude').locator('g.state[data-path="closed"]').getAttribute('class')).not.toMatch(/\bcurrent\b/);
+    expect(await diagram('breaker', 'claude').locator('g.edge.taken').evaluateAll((edges) => edges.map((edge) => `${edge.getAttribute('data-from')} ${edge.getAttribute('data-to')}`))).toEqual(['closed open']);
+    expect(await liveState('breaker', 'gpt')).toBe('closed');
+    expect(await liveState('fallback')).toBe('succeeded');
     await shot('04-claude-open');
+    await page.locator('details.machine[data-machine="breaker"][data-instance="claude"]').screenshot({ path: join(artifacts, '04b-claude-breaker-open.png') });
   });
 
   it('recovers: after the fault is reset the breaker goes half-open, and the next request closes it', async () => {
@@ -120,10 +227,12 @@ describe('the page in Chromium', () => {
     await expect.poll(() => page.locator('#fault-status').textContent()).toContain('reset');
     await expect.poll(() => card('claude').getAttribute('data-state'), { timeout: recoveryMs + 5000 }).toBe('halfOpen');
     expect(await card('claude').locator('.breaker-state').textContent()).toBe('half-open');
+    await expect.poll(() => liveState('breaker', 'claude')).toBe('halfOpen');
     await shot('05-claude-half-open');
     await page.click('#probe-button');
     await expect.poll(() => page.locator('#probe-result').textContent(), { timeout: 15_000 }).toMatch(/answered by Claude after 1 attempt/);
     await expect.poll(() => card('claude').getAttribute('data-state')).toBe('closed');
+    await expect.poll(() => liveState('breaker', 'claude')).toBe('closed');
     await shot('06-claude-closed');
   });
 
@@ -136,6 +245,9 @@ describe('the page in Chromium', () => {
     expect(await page.locator('#key-health-claude').textContent()).toMatch(/^key quarantined \(quota_exhausted\) until .+: skipped, no call$/);
     expect(await page.locator('#key-health-gpt').textContent()).toBe('key healthy');
     await expect.poll(() => card('claude').locator('.refused-keys').textContent()).toBe('1 quarantined, 0 cooling');
+    expect(await page.locator('details.machine[data-machine="key-health"][data-instance="claude"] .live').textContent()).toBe('live state: quarantined');
+    expect(await liveState('key-health', 'claude')).toBe('quarantined');
+    expect(await liveState('key-health', 'gpt')).toBe('healthy');
     // The next request skips the quarantined key without calling Claude, and falls back at once.
     await page.click('#probe-button');
     const skipped = page.locator('#attempts tbody tr', { hasText: 'key_quarantined' });
@@ -150,6 +262,11 @@ describe('the page in Chromium', () => {
     await expect.poll(() => page.locator('#stream-state').textContent()).toBe('live.');
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     expect(overflow).toBeLessThanOrEqual(1);
+    // The open diagrams keep their size on a phone (12 px labels), scrolling inside their own box.
+    await diagram('breaker', 'claude').waitFor({ timeout: 60_000 });
+    const breakerBox = await diagram('breaker', 'claude').evaluate((svg) => ({ drawn: svg.getBoundingClientRect().width, natural: Number(svg.getAttribute('width')) }));
+    expect(breakerBox.drawn).toBeCloseTo(breakerBox.natural, 0);
+    expect(await page.locator('details.machine[data-machine="breaker"][data-instance="claude"] .diagram-wrap').evaluate((wrap) => wrap.scrollWidth > wrap.clientWidth)).toBe(true);
     await page.keyboard.press('Tab');
     expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Skip to content');
     await page.focus('#move-down-claude');

@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
@@ -6,9 +6,12 @@ import { startService } from '../../src/http/service.js';
 import type { Service } from '../../src/http/service.js';
 import { findProjectRoot, webPaths } from '../../src/web/assets.js';
 import { parseStateDiagram } from '../../src/web/machine-diagram.js';
-import type { MachineDiagram } from '../../src/web/machine-diagram.js';
+import type { DiagramState, MachineDiagram } from '../../src/web/machine-diagram.js';
+import type { DrawnMachine } from '../../src/web/machine-layout.js';
 import { readEvents, startDemo } from './support.js';
 import type { Demo } from './support.js';
+
+const flatPaths = (states: readonly DiagramState[]): string[] => states.flatMap((state) => [state.path, ...flatPaths(state.children)]);
 
 describe('web routes (demo mode, real emulator)', () => {
   let demo: Demo;
@@ -55,10 +58,24 @@ describe('web routes (demo mode, real emulator)', () => {
     }
   });
 
-  it('gives the page the generated machine diagrams', async () => {
-    const body = (await (await fetch(`${demo.url}/web/machines.json`)).json()) as { machines: MachineDiagram[] };
+  it('gives the page every generated machine diagram, titled and laid out', async () => {
+    const response = await fetch(`${demo.url}/web/machines.json`);
+    expect(response.headers.get('cache-control')).toBe('no-cache');
+    const body = (await response.json()) as { machines: (MachineDiagram & { title: string; drawing: DrawnMachine })[] };
     const names = body.machines.map((machine) => machine.name);
+    const files = (await readdir(webPaths().machinesDirectory)).filter((file) => file.endsWith('.mmd')).map((file) => file.slice(0, -4));
+    expect([...names].sort()).toEqual([...files].sort());
     expect(names).toEqual(expect.arrayContaining(['gateway', 'provider', 'breaker', 'fallback']));
+    // In the README's order, with its titles.
+    const readme = await readFile(join(webPaths().machinesDirectory, 'README.md'), 'utf8');
+    const listed = [...readme.matchAll(/\[([a-z0-9-]+)\.mmd\]/g)].map((match) => match[1]);
+    expect(names).toEqual(listed.filter((name) => names.includes(name!)));
+    expect(readme).toContain(`| ${body.machines.find((machine) => machine.name === 'breaker')?.title} |`);
+    for (const machine of body.machines) {
+      expect(machine.drawing.name).toBe(machine.name);
+      expect(machine.drawing.width).toBeGreaterThan(0);
+      expect(machine.drawing.states.map((state) => state.path).sort()).toEqual(flatPaths(machine.states).sort());
+    }
     const breaker = body.machines.find((machine) => machine.name === 'breaker');
     const paths = JSON.stringify(breaker?.states);
     for (const state of ['closed', 'open', 'forcedOpen', 'halfOpen.awaitingProbe', 'halfOpen.probing']) expect(paths).toContain(`"path":"${state}"`);

@@ -1,7 +1,8 @@
 /**
  * The web page and what only the page needs (docs/web.md):
  * - `GET /` and `GET /web/<file>`: the page's files from src/web/public (a fixed list, nothing else from disk);
- * - `GET /web/machines.json`: the generated machine diagrams (docs/machines/*.mmd) as state trees;
+ * - `GET /web/machines.json`: every generated machine diagram (docs/machines/*.mmd) as a state tree and a
+ *   laid-out drawing (src/web/machine-drawings.ts), which the page renders as SVG;
  * - `GET /v1/providers/events`: Server-Sent Events with every provider's breaker, fed by
  *   `gateway.onBreakerTransition` (event `transition`, followed by a `snapshot`) and a periodic `snapshot`;
  * - `GET /demo/config` and, in demo mode only, `POST|DELETE /demo/faults`: the page's fault panel, proxied
@@ -17,8 +18,7 @@ import { providerIds } from '../../providers/index.js';
 import type { ProviderId } from '../../providers/index.js';
 import { publicFiles, webPaths } from '../../web/assets.js';
 import type { WebPaths } from '../../web/assets.js';
-import { parseStateDiagram } from '../../web/machine-diagram.js';
-import type { MachineDiagram } from '../../web/machine-diagram.js';
+import { machineDrawings } from '../../web/machine-drawings.js';
 import { ApiError } from '../errors.js';
 import type { Admission } from '../admission.js';
 import { defaultSseMaxBufferBytes, enterStream, renderEvent, sseWriter, type SseWriter } from '../sse.js';
@@ -54,9 +54,6 @@ export const demoRateLimitedKeys: Readonly<Record<ProviderId, string>> = {
 
 /** The emulator faults the panel may set (docs/emulator.md). */
 export const demoFaults = ['http500', 'http503', 'overloaded', 'slow', 'hang', 'reset', 'garbage', 'invalidOutput', 'truncated'] as const;
-
-/** The machines the page draws, in this order. */
-const machineNames = ['gateway', 'provider', 'breaker', 'fallback', 'timelygpt-session'] as const;
 
 const securityHeaders: Readonly<Record<string, string>> = {
   'content-security-policy':
@@ -99,19 +96,17 @@ export const webRoutes: FastifyPluginAsyncZod<WebRoutesOptions> = async (app, op
   app.get('/', { schema: { hide: true } }, async (_request, reply) => sendFile('index.html', reply));
   app.get('/favicon.ico', { schema: { hide: true } }, async (_request, reply) => sendFile('favicon.svg', reply));
 
-  app.get('/web/machines.json', { schema: { hide: true } }, async () => {
-    const machines: MachineDiagram[] = [];
-    for (const name of machineNames) {
-      let text: string;
-      try {
-        text = await readFile(join(paths.machinesDirectory, `${name}.mmd`), 'utf8');
-      } catch {
-        continue;
-      }
-      machines.push(parseStateDiagram(name, text));
-    }
-    return { machines };
-  });
+  const drawings = machineDrawings(paths.machinesDirectory);
+  // The demo's page is its point: lay the diagrams out as soon as the service is up (off the event loop,
+  // not delaying the start), so the first visit does not wait for them. Elsewhere the first visit does.
+  if (options.demo !== undefined) {
+    app.addHook('onReady', async () => {
+      drawings().catch((error: unknown) => app.log.warn({ err: error }, 'machine diagrams: layout failed'));
+    });
+  }
+  app.get('/web/machines.json', { schema: { hide: true } }, async (_request, reply) =>
+    reply.header('cache-control', 'no-cache').send({ machines: await drawings() }),
+  );
 
   app.get(
     '/web/:file',

@@ -1,7 +1,8 @@
 // study-helper's page: keys and provider order, upload → job → progress over SSE → notes and quizzes,
 // the attempts of every call, the live breakers (SSE), the demo fault panel and the live machine diagrams.
 // Plain ES module, no framework, nothing loaded from outside this service.
-import { highlightState, renderMachines } from './machines.js';
+import { highlightState, markTransition, renderMachines } from './machines.js';
+import { icon } from './icons.js';
 
 const providerIds = ['claude', 'gpt', 'timelygpt'];
 const providerLabels = { claude: 'Claude', gpt: 'GPT', timelygpt: 'TimelyGPT' };
@@ -96,8 +97,9 @@ function renderProviderOrder() {
   list.replaceChildren();
   page.order.forEach((id, index) => {
     const label = providerLabels[id];
-    const up = element('button', { type: 'button', class: 'secondary', id: `move-up-${id}`, 'aria-label': `Move ${label} up`, disabled: index === 0, text: '↑' });
-    const down = element('button', { type: 'button', class: 'secondary', id: `move-down-${id}`, 'aria-label': `Move ${label} down`, disabled: index === page.order.length - 1, text: '↓' });
+    // Icons, not arrow characters: a browser without a font that has them draws empty boxes.
+    const up = element('button', { type: 'button', class: 'secondary icon-button', id: `move-up-${id}`, 'aria-label': `Move ${label} up`, disabled: index === 0 }, [icon('up')]);
+    const down = element('button', { type: 'button', class: 'secondary icon-button', id: `move-down-${id}`, 'aria-label': `Move ${label} down`, disabled: index === page.order.length - 1 }, [icon('down')]);
     up.addEventListener('click', () => move(id, -1));
     down.addEventListener('click', () => move(id, 1));
     const use = element('input', { type: 'checkbox', id: `use-${id}`, checked: page.enabled[id] });
@@ -134,6 +136,7 @@ function setKey(id, value) {
 function setKeyHealth(id, health) {
   page.keyHealth[id] = health;
   renderKeyHealth(id);
+  highlightState($('machines'), 'key-health', id, health ? health.state : null);
 }
 
 /** Beside the key field: healthy, or quarantined / cooling with the class and until when calls with it are skipped. */
@@ -171,8 +174,18 @@ async function refreshKeyHealth() {
 
 // ------------------------------------------------------------------ attempts
 
+/** The upstream call's end state for an attempt, as the names the call machine has had (null: no call was made). */
+function callStateOf(attempt) {
+  if (attempt.outcome === 'succeeded') return ['answered', 'settled'];
+  if (attempt.outcome === 'failed') return [...(attempt.errorClass === 'timeout' ? ['timedOut'] : []), 'failed', 'settled'];
+  if (attempt.outcome === 'aborted' || attempt.outcome === 'cancelled') return ['aborted', 'cancelled'];
+  return null;
+}
+
 function addAttempts(run, attempts) {
   const body = /** @type {HTMLTableElement} */ ($('attempts')).tBodies[0];
+  const last = attempts.at(-1);
+  if (last) highlightState($('machines'), 'call', '', callStateOf(last));
   for (const attempt of attempts) {
     const counted = attempt.outcome === 'failed' ? (attempt.countedByBreaker ? 'yes' : 'no') : '—';
     const outcome = attempt.outcome === 'skipped' ? `skipped (${attempt.reason ?? ''})` : attempt.outcome;
@@ -207,6 +220,13 @@ function showJobError(message) {
 
 function setRunState(state) {
   highlightState($('machines'), 'fallback', '', state);
+  if (state === 'calling') highlightState($('machines'), 'call', '', ['calling', 'inFlight']);
+}
+
+/** The job machine's state from the job's status and stage (docs/jobs.md). */
+function setJobState(status, stage) {
+  const path = status === 'running' ? (['notes', 'mcq', 'fill'].includes(stage) ? `running.${stage}` : 'running') : status;
+  highlightState($('machines'), 'job', '', path);
 }
 
 async function onUpload(event) {
@@ -265,6 +285,7 @@ async function startJob(documentId) {
   page.jobId = body.jobId;
   /** @type {HTMLButtonElement} */ ($('cancel-button')).disabled = false;
   setProgress(0, 'Queued.');
+  setJobState('queued');
   setRunState('calling');
   followJob(body.jobId, run);
 }
@@ -278,6 +299,7 @@ function followJob(jobId, run) {
     const data = JSON.parse(message.data);
     const part = data.parts ? `, part ${data.part} of ${data.parts}` : '';
     setProgress(data.progress, `${data.progress}% — ${data.stage ?? ''}${part}`);
+    if (['notes', 'mcq', 'fill'].includes(data.stage)) setJobState('running', data.stage);
   });
   events.addEventListener('attempt', (message) => {
     const attempt = JSON.parse(message.data);
@@ -318,6 +340,7 @@ async function finishJob(jobId, run) {
     showJobError(describeError(job, response.status));
     return;
   }
+  setJobState(job.status, job.stage);
   if (job.status === 'queued' || job.status === 'running') {
     setTimeout(() => void finishJob(jobId, run), 1000);
     return;
@@ -528,7 +551,7 @@ function connectProviders() {
   events.addEventListener('open', () => {
     $('stream-state').textContent = 'live.';
     highlightState($('machines'), 'gateway', '', 'running');
-    highlightState($('machines'), 'provider', '', 'serving');
+    highlightState($('machines'), 'provider', '', ['serving', 'ready', 'idle']);
   });
   events.addEventListener('snapshot', (message) => {
     page.providers = JSON.parse(message.data).providers;
@@ -536,7 +559,8 @@ function connectProviders() {
   });
   events.addEventListener('transition', (message) => {
     const t = JSON.parse(message.data);
-    $('transition-announcer').textContent = `${providerLabels[t.provider] ?? t.provider} breaker: ${stateLabels[t.from] ?? t.from} → ${stateLabels[t.to] ?? t.to}`;
+    $('transition-announcer').textContent = `${providerLabels[t.provider] ?? t.provider} breaker: ${stateLabels[t.from] ?? t.from} to ${stateLabels[t.to] ?? t.to}`;
+    markTransition($('machines'), 'breaker', t.provider, t.from, t.to);
   });
   events.addEventListener('error', () => {
     $('stream-state').textContent = 'reconnecting…';
@@ -648,11 +672,12 @@ async function sendOneRequest() {
 // ------------------------------------------------------------------ start
 
 async function loadMachines() {
+  $('machines').textContent = 'Loading the diagrams…';
   try {
     const response = await fetch('/web/machines.json');
+    if (!response.ok) throw new Error(`HTTP ${response.status}`);
     const { machines } = await response.json();
-    renderMachines($('machines'), machines, providerIds);
-    renderProviderCards();
+    renderMachines($('machines'), machines, providerIds, providerLabels);
   } catch {
     $('machines').textContent = 'The machine diagrams could not be loaded.';
   }
@@ -678,8 +703,10 @@ async function start() {
   $('upload-form').addEventListener('submit', (event) => void onUpload(event));
   $('cancel-button').addEventListener('click', () => void onCancel());
   $('probe-button').addEventListener('click', () => void sendOneRequest());
-  await loadMachines();
+  // The streams do not wait for the drawings (the first layout after a start takes a moment): the live
+  // states are remembered and shown when the drawings arrive.
   connectProviders();
+  await loadMachines();
 }
 
 void start();

@@ -1,0 +1,276 @@
+/**
+ * Model-based test of the running service's circuit breaker (issue 24 item 4). The model is
+ * breaker.model.ts (the production breaker machine as the service shows it from outside); every path of
+ * its edge cover drives the real service over HTTP — the real SDKs against the emulator, its faults as
+ * the events, the operator's route for the controls, the service's own `retryAt` for time passing —
+ * and after every step checks what `GET /v1/providers` shows against the model's state: the breaker's
+ * state, its count, `forced`, `retryAt − openedAt`, the number of openings, and that an open breaker
+ * refuses at once without an upstream call. In `closed` and half-open the checks also make the
+ * provider's user-side failures happen (401, 429, quota; TimelyGPT's 401 from `authenticate` and its
+ * twice-answered 401 from `llm-completion`) and require that none is a FAILURE: the attempt says
+ * `countedByBreaker: false` and the breaker's state and count stay as they were. All three providers
+ * are walked at once, each on its own breaker.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { serializeSnapshot } from 'xstate/graph';
+import { breakerMachine } from '../../src/machines/breaker.machine.js';
+import { providerIds, type ProviderId } from '../../src/providers/index.js';
+import { breakerModel, modelThreshold } from './breaker.model.js';
+import { statePaths, transitionLines } from './machine-edges.js';
+import {
+  attemptsOf,
+  controlBreaker,
+  eventually,
+  freshKey,
+  generate,
+  pastTime,
+  providerItem,
+  startModelService,
+  upstreamCalls,
+  userSideFailures,
+  type BreakerItem,
+  type Harness,
+  type HttpResult,
+} from './service-rig.js';
+import { edgeCover, expectComplete } from './walk.js';
+
+/** The production lines the model leaves out: a single instance without Redis never hears the fleet. */
+const fleetOnly = [
+  '(root) --breaker.synced--> closed',
+  '(root) --breaker.synced--> forcedOpen',
+  '(root) --breaker.synced--> halfOpen',
+  '(root) --breaker.synced--> open',
+  '(root) --breaker.unshared--> (stays)',
+  'closed --breaker.synced--> (stays)',
+  'forcedOpen --breaker.synced--> (stays)',
+  'halfOpen --breaker.synced--> (stays)',
+  'open --breaker.synced--> open',
+];
+
+describe('the breaker model mirrors src/machines/breaker.machine.ts', () => {
+  it('has the same state nodes', () => {
+    expect(statePaths(breakerModel)).toEqual(statePaths(breakerMachine));
+  });
+
+  it("has the same transitions (event and target per state), the fleet's left out and `after` as a time event", () => {
+    const production = transitionLines(breakerMachine);
+    expect(production.filter((line) => fleetOnly.includes(line))).toEqual(fleetOnly);
+    expect(transitionLines(breakerModel)).toEqual(production.filter((line) => !fleetOnly.includes(line)));
+  });
+});
+
+const recoveryMs = 400;
+/** A held probe that fails does so by this timeout (the emulator's `hang`). */
+const providerTimeoutMs = 800;
+/** A held probe that succeeds answers after this (the emulator's `slow`). */
+const slowProbeMs = 200;
+
+const cover = edgeCover(breakerModel);
+
+it('covers 8 vertices (states with their count) and 34 edges, one path per edge', () => {
+  expect(cover.vertices).toBe(8);
+  expect(cover.edges).toBe(34);
+  expect(cover.paths).toHaveLength(34);
+});
+
+
+let harness: Harness;
+
+beforeAll(async () => {
+  harness = await startModelService({
+    BREAKER_FAILURE_THRESHOLD: String(modelThreshold),
+    BREAKER_MIN_DISTINCT_KEYS: '1',
+    BREAKER_RECOVERY_MS: String(recoveryMs),
+    // The open period does not grow here (its doubling is test/http/open-period.test.ts's).
+    BREAKER_MAX_RECOVERY_MS: String(recoveryMs),
+    PROVIDER_TIMEOUT_MS: String(providerTimeoutMs),
+  });
+});
+
+afterAll(async () => {
+  await harness?.close();
+});
+
+function expectOneAttempt(result: HttpResult, expected: Record<string, unknown>): void {
+  const attempts = attemptsOf(result);
+  expect(attempts, result.text.slice(0, 400)).toHaveLength(1);
+  expect(attempts[0]).toMatchObject(expected);
+}
+
+/** What of the breaker a user-side failure must leave as it is. */
+function breakerRecord(breaker: BreakerItem): unknown {
+  const { state, consecutiveFailures, distinctKeys, openedAt, retryAt, forced } = breaker;
+  return { state, consecutiveFailures, distinctKeys, openedAt, retryAt, forced };
+}
+
+/** The vertices (state and count) where a provider's user-side failures were already made to happen. */
+const userSideChecked = new Map<ProviderId, Set<string>>(providerIds.map((id) => [id, new Set<string>()]));
+
+/** True the first time `provider`'s walk reaches this vertex of the model (the heavy checks run once each). */
+function firstVisit(provider: ProviderId, snapshot: Parameters<typeof serializeSnapshot>[0]): boolean {
+  const seen = userSideChecked.get(provider) ?? new Set<string>();
+  const key = serializeSnapshot(snapshot);
+  if (seen.has(key)) return false;
+  seen.add(key);
+  return true;
+}
+
+/** Each user-side failure of the provider goes upstream and is no FAILURE: nothing of the breaker moves. */
+async function expectUserSideFailuresUncounted(provider: ProviderId): Promise<void> {
+  for (const failure of userSideFailures(provider)) {
+    const before = (await providerItem(harness, provider)).breaker;
+    const result = await failure.run(harness);
+    expectOneAttempt(result, { provider, outcome: 'failed', errorClass: failure.errorClass, countedByBreaker: false });
+    const after = (await providerItem(harness, provider)).breaker;
+    expect(breakerRecord(after), `${provider} ${failure.name}`).toEqual(breakerRecord(before));
+  }
+}
+
+/** A request now is refused by the breaker at once: a `circuit_open` skip, no upstream call. */
+async function expectRefused(provider: ProviderId, key: string): Promise<void> {
+  const calls = upstreamCalls(harness, provider);
+  const result = await generate(harness, [{ provider, key }]);
+  expect(result.status, result.text).toBe(503);
+  expectOneAttempt(result, { provider, outcome: 'skipped', reason: 'circuit_open', countedByBreaker: false });
+  expect(upstreamCalls(harness, provider)).toBe(calls);
+}
+
+type Snapshot = Parameters<typeof serializeSnapshot>[0] & { context: { failures: number } };
+
+interface HeldProbe {
+  readonly controller: AbortController;
+  readonly response: Promise<HttpResult | Error>;
+}
+
+/** Walks one path of the model on `provider`'s breaker, from a reset breaker. */
+async function walk(provider: ProviderId, path: (typeof cover.paths)[number]): Promise<void> {
+  await controlBreaker(harness, provider, 'reset');
+  const key = freshKey(provider);
+  let opens = (await providerItem(harness, provider)).stats.opens;
+  let held: HeldProbe | undefined;
+  const send = (signal?: AbortSignal) => generate(harness, [{ provider, key }], signal);
+
+  /** The held probe's answer (the probe is no longer held). */
+  const settleHeld = async (): Promise<HttpResult> => {
+    if (held === undefined) throw new Error('no probe in flight');
+    const result = await held.response;
+    held = undefined;
+    if (result instanceof Error) throw result;
+    return result;
+  };
+  /** The caller of the held probe goes away: an abort, which the breaker hears as `call.ignored`. */
+  const abandonHeld = async (): Promise<void> => {
+    if (held === undefined) return;
+    const ignored = (await providerItem(harness, provider)).stats.ignored;
+    held.controller.abort();
+    await held.response;
+    held = undefined;
+    await eventually(() => providerItem(harness, provider), (item) => item.stats.ignored > ignored, 'the abort to reach the breaker');
+  };
+  const control = (action: 'reset' | 'release' | 'forceOpen') => async () => {
+    await controlBreaker(harness, provider, action);
+    if (action === 'forceOpen') opens += 1;
+    // A probe still in flight ends as an abort: `call.ignored` changes nothing in closed or forced open.
+    await abandonHeld();
+  };
+
+  const events = {
+    'call.failed': async (step: { state: { matches(value: string): boolean } }) => {
+      if (held !== undefined) {
+        // The held probe (`hang`) fails by the provider timeout: a provider-side class, counted.
+        expectOneAttempt(await settleHeld(), { provider, outcome: 'failed', errorClass: 'timeout', countedByBreaker: true });
+      } else {
+        harness.fault({ provider, fault: 'http500', count: 1 });
+        expectOneAttempt(await send(), { provider, outcome: 'failed', errorClass: 'server_error', countedByBreaker: true });
+      }
+      if (step.state.matches('open')) opens += 1;
+    },
+    'call.succeeded': async () => {
+      const result = held === undefined ? await send() : await settleHeld();
+      expect(result.status, result.text).toBe(200);
+      expectOneAttempt(result, { provider, outcome: 'succeeded', countedByBreaker: false });
+    },
+    'call.ignored': abandonHeld,
+    'call.started': async (step: unknown) => {
+      const item = await providerItem(harness, provider);
+      if (item.breaker.state === 'open') await pastTime(item.breaker.retryAt);
+      // The probe is held in flight, so the service can be seen half-open with a probe out: it answers
+      // after a while if the path's next event is its success, else never (a timeout, or an abort).
+      const next = path.steps[path.steps.indexOf(step as never) + 1]?.event.type;
+      harness.fault(
+        next === 'call.succeeded'
+          ? { provider, fault: 'slow', ms: slowProbeMs, count: 1 }
+          : { provider, fault: 'hang', count: 1 },
+      );
+      const calls = upstreamCalls(harness, provider);
+      const controller = new AbortController();
+      held = { controller, response: send(controller.signal).catch((error: Error) => error) };
+      await eventually(() => upstreamCalls(harness, provider), (count) => count > calls, 'the probe to reach the provider');
+    },
+    'time.recoveryElapsed': async () => {
+      await eventually(() => providerItem(harness, provider), (item) => item.breaker.state === 'halfOpen', 'the breaker to read halfOpen', recoveryMs * 20);
+    },
+    'breaker.reset': control('reset'),
+    'breaker.release': control('release'),
+    'breaker.forceOpen': control('forceOpen'),
+  };
+
+  const states = {
+    closed: async (snapshot: Snapshot) => {
+      const item = await providerItem(harness, provider);
+      expect(item.breaker).toMatchObject({ state: 'closed', consecutiveFailures: snapshot.context.failures, forced: false, retryAt: null });
+      expect(item.stats.opens).toBe(opens);
+      // With 0 failures and with 1 (one below the threshold, where a FAILURE would open it).
+      if (firstVisit(provider, snapshot)) await expectUserSideFailuresUncounted(provider);
+    },
+    open: async () => {
+      const { breaker, stats } = await providerItem(harness, provider);
+      const retryAt = Date.parse(breaker.retryAt ?? '');
+      // Once `retryAt` has passed the timer may have moved it on (docs/api.md: open or halfOpen).
+      expect(breaker.state).toBe(Date.now() >= retryAt && breaker.state === 'halfOpen' ? 'halfOpen' : 'open');
+      expect(breaker).toMatchObject({ consecutiveFailures: modelThreshold, forced: false });
+      expect(retryAt - Date.parse(breaker.openedAt ?? '')).toBe(recoveryMs);
+      expect(stats.opens).toBe(opens);
+      // Refused at once while `retryAt` is still ahead (a request after it would be the probe).
+      if (retryAt - Date.now() > 150) await expectRefused(provider, key);
+    },
+    forcedOpen: async (snapshot: Snapshot) => {
+      const item = await providerItem(harness, provider);
+      expect(item.breaker).toMatchObject({ state: 'open', forced: true, retryAt: null, consecutiveFailures: snapshot.context.failures });
+      expect(item.stats.opens).toBe(opens);
+      await expectRefused(provider, key);
+    },
+    'halfOpen.awaitingProbe': async (snapshot: Snapshot) => {
+      const item = await providerItem(harness, provider);
+      expect(item.breaker).toMatchObject({ state: 'halfOpen', consecutiveFailures: modelThreshold, forced: false });
+      expect(item.stats.opens).toBe(opens);
+      // Each of these calls is admitted as the probe; its user-side failure frees the slot again.
+      if (firstVisit(provider, snapshot)) await expectUserSideFailuresUncounted(provider);
+    },
+    'halfOpen.probing': async () => {
+      const item = await providerItem(harness, provider);
+      expect(item.breaker).toMatchObject({ state: 'halfOpen', consecutiveFailures: modelThreshold, forced: false });
+      expect(item.stats.opens).toBe(opens);
+      // One probe at a time: everything else is refused while it is out.
+      await expectRefused(provider, key);
+    },
+  };
+
+  expectComplete([path as never], events, states);
+  try {
+    await path.test({ events: events as never, states: states as never });
+  } finally {
+    held?.controller.abort();
+  }
+}
+
+describe.concurrent('the running service follows the breaker model on every edge', () => {
+  for (const provider of providerIds) {
+    it(`${provider}: every path of the edge cover`, async () => {
+      for (const path of cover.paths) await walk(provider, path);
+      // The user-side failures were made to happen where a FAILURE would show: closed with 0 and with 1
+      // failure, and half-open awaiting its probe.
+      expect(userSideChecked.get(provider)?.size).toBe(3);
+    }, 120_000);
+  }
+});
