@@ -255,6 +255,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     admission: createAdmission(config.admission),
     rateLimit: { max: config.rateLimit.generations, windowSeconds, ...rateSalt },
     originOf,
+    sseMaxBufferBytes: config.server.sseMaxBufferBytes,
   });
   // The web page, the live breaker stream and (demo mode) the fault panel's proxy to the emulator.
   // The event streams of both kinds share one bound per client and per instance (src/http/sse.ts).

@@ -492,6 +492,8 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
     const fanOut = (event: JobStreamEvent): void => job.listeners.forEach((listener) => listener(event));
     actor.on('progress', fanOut);
     actor.on('attempt', fanOut);
+    actor.on('item', fanOut);
+    actor.on('reset', fanOut);
     actor.on('done', fanOut);
     live.set(jobId, job);
     bump(liveByClient, clientId, 1);

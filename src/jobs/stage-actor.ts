@@ -1,6 +1,7 @@
 import { fromPromise } from 'xstate';
 import type { Attempt, FallbackPolicy, Gateway } from '../actors/types.js';
 import type { StageActorInput } from '../machines/job.machine.js';
+import type { JobItem } from '../machines/job-types.js';
 import type { ApiKey } from '../machines/types.js';
 import { keyRedactor, redactDeep, scrubSecrets } from '../security/redact.js';
 import { generateStudyTask } from '../study/index.js';
@@ -58,6 +59,7 @@ export function createStageActor(dependencies: StageActorDependencies) {
   return fromPromise<StudyTaskOutcome, StageActorInput>(async ({ input, signal }) => {
     const abort = deferredAbort([signal, input.signal]);
     const keys = input.chain.map((link) => link.apiKey);
+    const redact = keyRedactor(keys);
     const outcome = await generateStudyTask(dependencies.gateway, {
       task: input.stage,
       text: input.text,
@@ -88,6 +90,13 @@ export function createStageActor(dependencies: StageActorDependencies) {
       // A cancelled job has left `running`: reports after the abort would go to a finished actor.
       onAttempt: (attempt) => {
         if (!abort.aborted) input.report({ type: 'stage.attempt', attempt: scrubAttempt(attempt, keys) });
+      },
+      // The stage's result as it is written (scrubbed like the result itself).
+      onItem: (item) => {
+        if (!abort.aborted) input.report({ type: 'stage.item', item: { task: input.stage, kind: item.kind, value: redactDeep(item.value, redact) } as JobItem });
+      },
+      onReset: (reset) => {
+        if (!abort.aborted) input.report({ type: 'stage.reset', reset: { task: input.stage, ...reset } });
       },
       onProgress: (progress) => {
         if (!abort.aborted && progress.stage === input.stage) {

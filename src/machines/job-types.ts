@@ -133,10 +133,26 @@ export interface ProgressEvent {
   readonly parts?: number;
 }
 
+/** One element of a stage's result as soon as it is complete and valid (docs/api.md "Streaming", `item`). */
+export type JobItem =
+  | { readonly task: JobStage; readonly kind: 'keyConcept'; readonly value: NotesResult['keyConcepts'][number] }
+  | { readonly task: JobStage; readonly kind: 'section'; readonly value: NotesResult['sections'][number] }
+  | { readonly task: JobStage; readonly kind: 'glossaryEntry'; readonly value: NotesResult['glossary'][number] }
+  | { readonly task: JobStage; readonly kind: 'question'; readonly value: McqResult['questions'][number] | FillResult['questions'][number] };
+
+/** The items of a stage sent so far are void (`reset`). */
+export interface JobItemsReset {
+  readonly task: JobStage;
+  readonly provider: ProviderId;
+  readonly reason: string;
+}
+
 /** One server-sent event of `GET /v1/jobs/:id/events`. */
 export type JobStreamEvent =
   | { readonly type: 'progress'; readonly data: ProgressEvent }
   | { readonly type: 'attempt'; readonly data: Attempt }
+  | { readonly type: 'item'; readonly data: JobItem }
+  | { readonly type: 'reset'; readonly data: JobItemsReset }
   | { readonly type: 'done'; readonly data: { readonly status: FinalJobStatus } };
 
 /**

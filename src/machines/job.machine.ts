@@ -5,6 +5,8 @@ import type {
   JobError,
   JobPosition,
   JobStage,
+  JobItem,
+  JobItemsReset,
   JobStreamEvent,
   McqResult,
   NotesResult,
@@ -73,7 +75,9 @@ export interface JobContext extends JobInput {
 export type JobStageReport =
   | { type: 'stage.progress'; stage: JobStage; part: number; parts: number }
   | { type: 'stage.attempt'; attempt: Attempt }
-  | { type: 'stage.part'; part: FinishedPart };
+  | { type: 'stage.part'; part: FinishedPart }
+  | { type: 'stage.item'; item: JobItem }
+  | { type: 'stage.reset'; reset: JobItemsReset };
 
 /**
  * `job.interrupt`: the job must stop here without ending for good (this instance shuts down past its grace,
@@ -219,6 +223,15 @@ const jobSetup = setup({
     emitAttempt: emit(({ event }): JobEmitted => {
       if (event.type !== 'stage.attempt') throw new Error(`emitAttempt on ${event.type}`);
       return { type: 'attempt', data: event.attempt };
+    }),
+    // Items are passed on, not kept: the stage's result is stored whole when it succeeds.
+    emitItem: emit(({ event }): JobEmitted => {
+      if (event.type !== 'stage.item') throw new Error(`emitItem on ${event.type}`);
+      return { type: 'item', data: event.item };
+    }),
+    emitItemsReset: emit(({ event }): JobEmitted => {
+      if (event.type !== 'stage.reset') throw new Error(`emitItemsReset on ${event.type}`);
+      return { type: 'reset', data: event.reset };
     }),
     storeStageResult: assign(({ context }, params: { stage: JobStage; outcome: StudyOutcome }) => {
       const { outcome, stage } = params;
@@ -370,6 +383,8 @@ export const jobMachine = jobSetup.createMachine({
         'stage.progress': { guard: 'isProgressAhead', actions: ['recordProgress', 'emitProgress'] },
         'stage.attempt': { actions: ['recordAttempt', 'emitAttempt'] },
         'stage.part': { actions: 'recordPart' },
+        'stage.item': { actions: 'emitItem' },
+        'stage.reset': { actions: 'emitItemsReset' },
       },
       states: {
         /** Notes for the whole document (map-reduce over parts when it is long). */

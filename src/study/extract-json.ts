@@ -51,6 +51,12 @@ function isObject(value: unknown): boolean {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/** One JSON text parsed as it is, then (only if that fails) without trailing commas; undefined when neither parses. */
+export function parseLenient(candidate: string): { readonly value: unknown } | undefined {
+  const parsed = tryParse(candidate);
+  return parsed.ok ? { value: parsed.value } : undefined;
+}
+
 /** The candidate as it is, then (only if that fails) without trailing commas. */
 function tryParse(candidate: string): Extraction {
   const parsed = parseOrUndefined(candidate);

@@ -10,6 +10,8 @@ import type { FillResult, McqResult, NotesResult, StudyLang, StudyResult, StudyR
 import { defaultPartBudgetTokens, type TextPart } from './token-count.js';
 import { tokenCounter } from './token-counter.js';
 import { studyValidator, validateStudyValue, type QualityContext } from './validate.js';
+import { PartQuestions, StepItems, TaskItems, type StudyStreamSink } from './item-stream.js';
+import { itemsOfResult } from './stream-items.js';
 
 /**
  * One study task end to end: notes (map-reduce over parts when the document is over the budget),
@@ -25,7 +27,7 @@ export interface StudyProgress {
   readonly parts: number;
 }
 
-export interface StudyTaskInput {
+export interface StudyTaskInput extends StudyStreamSink {
   readonly task: Task;
   readonly text: string;
   readonly lang: StudyLang;
@@ -61,6 +63,10 @@ export interface StudyTaskInput {
   readonly finishedParts?: readonly FinishedPart[];
   /** Each provider step as it succeeds (the job stores it at once, so a resume never asks it again). */
   readonly onPart?: (part: FinishedPart) => void;
+  /** Raw model output of every step as it arrives (the SSE route's `delta`). */
+  readonly onDelta?: (provider: ProviderId, text: string) => void;
+  /** Runs once, right before the first provider call (not at all for a cached answer). */
+  readonly onStart?: () => void;
 }
 
 /** A step's identity: the sha256 of its whole request, so the same document and options give the same key. */
@@ -140,6 +146,9 @@ class StudyRun {
   readonly concurrency: number;
   readonly maxParts: number;
   private readonly finished: ReadonlyMap<string, FinishedPart>;
+  /** The task's own result streamed as items (only when the caller listens). */
+  readonly items: TaskItems | undefined;
+  private started = false;
 
   constructor(
     private readonly gateway: Gateway,
@@ -149,6 +158,14 @@ class StudyRun {
     this.budget = Math.max(64, input.budgetTokens ?? defaultPartBudgetTokens);
     this.concurrency = Math.max(1, input.concurrency ?? defaultConcurrency);
     this.maxParts = Math.max(1, input.maxParts ?? defaultMaxParts);
+    this.items = input.onItem === undefined && input.onReset === undefined ? undefined : new TaskItems(input.task, input);
+  }
+
+  /** Items of a step whose answer is the task's result (undefined when nobody listens). */
+  stepItems(context?: QualityContext): StepItems | undefined {
+    if (this.items === undefined) return undefined;
+    const questions = context?.conceptIds === undefined ? undefined : { count: context.count ?? defaultQuestionCount, conceptIds: context.conceptIds };
+    return new StepItems(this.items, questions);
   }
 
   /** The text in parts within `budget`, counted off the main thread; refused when it needs more than `maxParts`. */
@@ -166,8 +183,11 @@ class StudyRun {
     return parts;
   }
 
-  /** One `gateway.generate`; throws StepFailed when it did not succeed. */
-  async step<T>(request: GenerationRequest, validate: (answer: ProviderAnswer) => Validation<T>): Promise<T> {
+  /**
+   * One `gateway.generate`; throws StepFailed when it did not succeed. `items`: this step's answer is the
+   * task's result, streamed as it is written.
+   */
+  async step<T extends StudyResult>(request: GenerationRequest, validate: (answer: ProviderAnswer) => Validation<T>, items?: StepItems): Promise<T> {
     const task = request.task;
     const key = stepKey(request);
     const done = this.finished.get(key);
@@ -180,6 +200,11 @@ class StudyRun {
       return done.value as T;
     }
     const onAttempt = this.input.onAttempt;
+    const onDelta = this.input.onDelta;
+    if (!this.started) {
+      this.started = true;
+      this.input.onStart?.();
+    }
     const outcome = await this.gateway.generate<T>({
       request,
       validate,
@@ -187,11 +212,27 @@ class StudyRun {
       ...(this.input.policy === undefined ? {} : { policy: this.input.policy }),
       ...(this.signal === undefined ? {} : { signal: this.signal }),
       ...(this.input.origin === undefined ? {} : { origin: this.input.origin }),
-      ...(onAttempt === undefined ? {} : { onAttempt: (attempt: Attempt) => onAttempt({ ...attempt, task }) }),
+      ...(onAttempt === undefined && items === undefined
+        ? {}
+        : {
+            onAttempt: (attempt: Attempt) => {
+              items?.attemptEnded(attempt);
+              onAttempt?.({ ...attempt, task });
+            },
+          }),
+      ...(onDelta === undefined && items === undefined
+        ? {}
+        : {
+            onDelta: (provider: ProviderId, text: string) => {
+              items?.delta(provider, text);
+              onDelta?.(provider, text);
+            },
+          }),
     });
     const attempts = outcome.attempts.map((attempt) => ({ ...attempt, task }));
     this.attempts.push(...attempts);
     if (outcome.status !== 'succeeded') throw new StepFailed(outcome);
+    items?.succeeded(outcome.value, outcome.provider);
     this.usages.push(outcome.usage);
     this.fallback ||= outcome.fallback;
     this.answered = { provider: outcome.provider, model: outcome.model };
@@ -305,7 +346,7 @@ async function generateNotes(run: StudyRun): Promise<NotesResult> {
   const parts = (await run.split(run.budget)).map((part) => part.text);
   let notes: NotesResult;
   if (parts.length <= 1) {
-    notes = await run.step(buildNotesRequest({ text: parts[0] ?? input.text, lang: input.lang }), studyValidator('notes', { lang: input.lang }));
+    notes = await run.step(buildNotesRequest({ text: parts[0] ?? input.text, lang: input.lang }), studyValidator('notes', { lang: input.lang }), ownItems(run, 'notes'));
     run.progress('notes', 1, 1);
   } else {
     // Map: notes per part. Reduce: merge them; the merge counts as the stage's last part.
@@ -329,12 +370,13 @@ async function generateNotes(run: StudyRun): Promise<NotesResult> {
  * then groups that fit are merged first (a merge tree), and their results merged once more.
  */
 async function mergeNotes(run: StudyRun, partials: readonly NotesResult[]): Promise<NotesResult> {
-  const merge = (group: readonly NotesResult[]): Promise<NotesResult> =>
-    run.step(buildMergeNotesRequest({ partials: group, lang: run.input.lang }), studyValidator('notes', { lang: run.input.lang }));
+  const merge = (group: readonly NotesResult[], last = false): Promise<NotesResult> =>
+    run.step(buildMergeNotesRequest({ partials: group, lang: run.input.lang }), studyValidator('notes', { lang: run.input.lang }), last ? ownItems(run, 'notes') : undefined);
   let level = partials;
   for (;;) {
     const groups = await groupWithinBudget(level, run.budget);
-    if (groups.length <= 1 || groups.every((group) => group.length === 1)) return merge(level);
+    // The last merge writes the notes: only its answer is streamed as items.
+    if (groups.length <= 1 || groups.every((group) => group.length === 1)) return merge(level, true);
     level = await run.parallel(groups, (group) => (group.length === 1 && group[0] !== undefined ? Promise.resolve(group[0]) : merge(group)));
   }
 }
@@ -379,18 +421,21 @@ async function generateQuestions(run: StudyRun, task: 'mcq' | 'fill', notes: Not
   const split = await run.split(partBudget);
   const parts = split.map((part) => part.text);
   if (parts.length <= 1) {
-    const value = await run.step(buildQuestionsRequest({ task, text: parts[0] ?? input.text, lang: input.lang, count, notes }), studyValidator(task, context));
+    const value = await run.step(buildQuestionsRequest({ task, text: parts[0] ?? input.text, lang: input.lang, count, notes }), studyValidator(task, context), ownItems(run, task, context));
     run.progress(task, 1, 1);
     return value;
   }
   const counts = allocateCount(count, split.map((part) => part.tokens));
   const jobs = parts.map((text, index) => ({ text, index, count: counts[index] ?? 0 })).filter((job) => job.count > 0);
   let done = 0;
+  // Parts answer in any order; their questions are sent in part order, as the combined check keeps them.
+  const partItems = run.items === undefined ? undefined : new PartQuestions(run.items, task, { count, conceptIds }, jobs.map((job) => job.index));
   const results = await run.parallel(jobs, async (job) => {
     const value = await run.step(
       buildQuestionsRequest({ task, text: job.text, lang: input.lang, count: job.count, notes, part: { index: job.index + 1, total: parts.length } }),
       studyValidator(task, { count: job.count, conceptIds, lang: input.lang }),
     );
+    partItems?.partSucceeded(job.index, value.questions);
     done += 1;
     run.progress(task, done, jobs.length);
     return value;
@@ -408,7 +453,14 @@ async function generateQuestions(run: StudyRun, task: 'mcq' | 'fill', notes: Not
       attempts: [],
     });
   }
+  const answered = run.answered;
+  if (answered !== undefined) run.items?.settle(itemsOfResult(task, combined.value), answered.provider);
   return combined.value;
+}
+
+/** The step items of a step that writes the task's own result (grounding notes of mcq/fill are not streamed). */
+function ownItems(run: StudyRun, task: Task, context?: QualityContext): StepItems | undefined {
+  return run.input.task === task ? run.stepItems(context) : undefined;
 }
 
 async function runTask(run: StudyRun): Promise<StudyResult> {
@@ -448,7 +500,10 @@ function cachedOutcome(run: StudyRun): StudyTaskOutcome | undefined {
 export async function generateStudyTask(gateway: Gateway, input: StudyTaskInput): Promise<StudyTaskOutcome> {
   const run = new StudyRun(gateway, input);
   const cached = cachedOutcome(run);
-  if (cached !== undefined) return cached;
+  if (cached !== undefined) {
+    if (cached.status === 'succeeded') run.items?.settle(itemsOfResult(input.task, cached.value), cached.provider);
+    return cached;
+  }
   if (input.signal?.aborted) return { status: 'aborted', attempts: [] };
   // A provider's SDK imported on first use (Claude's) is loaded before the first call's deadline starts.
   const loading = loadProviderSdks(input.chain);
@@ -460,6 +515,8 @@ export async function generateStudyTask(gateway: Gateway, input: StudyTaskInput)
     const value = await runTask(run);
     const answered = run.answered;
     if (answered === undefined) throw new Error('study task finished without a provider answer');
+    // Whatever path the result took (a cached step, parts), the items sent are its elements.
+    run.items?.settle(itemsOfResult(input.task, value), answered.provider);
     return { status: 'succeeded', value, provider: answered.provider, model: answered.model, fallback: run.fallback, attempts: run.attempts, usage: sumUsage(run.usages) };
   } catch (error) {
     if (input.signal?.aborted) return { status: 'aborted', attempts: run.attempts };

@@ -22,3 +22,7 @@ export type { TokenCounter, TokenCounterOptions } from './token-counter.js';
 export { buildNotesRequest, buildMergeNotesRequest, buildQuestionsRequest, maxAnswerChars, taskMarker } from './prompts.js';
 export { checkLanguage, detectLang, resolveLang } from './language.js';
 export type { LangSource } from './language.js';
+export { StudyItemExtractor, itemsOfResult } from './stream-items.js';
+export type { StudyItem, StudyItemKind, ContinuationPoint } from './stream-items.js';
+export type { StudyReset, StudyStreamSink } from './item-stream.js';
+export { continuationPointOf, continuationRequest, mergeContinuation, continuationMarker } from './continuation.js';

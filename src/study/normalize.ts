@@ -87,46 +87,59 @@ function unwrap(root: unknown, expectedKeys: readonly string[]): unknown {
   return root;
 }
 
-export function normalizeNotes(raw: unknown): unknown {
-  const root = unwrap(raw, ['keyConcepts', 'key_concepts', 'concepts', 'sections', 'glossary']);
-  if (!isRecord(root)) return root;
-  const concepts = asArray(pick(root, 'keyConcepts', 'key_concepts', 'concepts'));
-  const sections = asArray(pick(root, 'sections'));
-  const glossary = asArray(pick(root, 'glossary', 'terms'));
+/** One key concept as the notes' normalizer repairs it; `index` (0-based) names a missing id `c{index+1}`. */
+export function normalizeKeyConcept(concept: unknown, index: number): unknown {
+  if (!isRecord(concept)) return concept;
   return {
-    keyConcepts: Array.isArray(concepts)
-      ? concepts.map((concept, index) =>
-          isRecord(concept)
-            ? {
-                id: asTextOr(pick(concept, 'id', 'conceptId', 'concept_id'), `c${index + 1}`),
-                term: asText(pick(concept, 'term', 'name', 'concept', 'title')),
-                definition: asText(pick(concept, 'definition', 'description', 'brief_def', 'explanation')),
-                importance: asImportance(pick(concept, 'importance', 'priority')),
-              }
-            : concept,
-        )
-      : concepts,
-    sections: Array.isArray(sections)
-      ? sections.map((section) =>
-          isRecord(section)
-            ? {
-                title: asText(pick(section, 'title', 'heading', 'name')),
-                summary: asTextOr(pick(section, 'summary', 'content', 'description'), ''),
-                bullets: asTextArray(pick(section, 'bullets', 'points', 'key_points', 'keyPoints')),
-              }
-            : section,
-        )
-      : sections,
-    glossary: Array.isArray(glossary)
-      ? glossary.map((entry) =>
-          isRecord(entry)
-            ? {
-                term: asText(pick(entry, 'term', 'word', 'name')),
-                definition: asTextOr(pick(entry, 'definition', 'brief_def', 'meaning', 'description'), ''),
-              }
-            : entry,
-        )
-      : glossary,
+    id: asTextOr(pick(concept, 'id', 'conceptId', 'concept_id'), `c${index + 1}`),
+    term: asText(pick(concept, 'term', 'name', 'concept', 'title')),
+    definition: asText(pick(concept, 'definition', 'description', 'brief_def', 'explanation')),
+    importance: asImportance(pick(concept, 'importance', 'priority')),
+  };
+}
+
+/** One notes section as the notes' normalizer repairs it. */
+export function normalizeSection(section: unknown): unknown {
+  if (!isRecord(section)) return section;
+  return {
+    title: asText(pick(section, 'title', 'heading', 'name')),
+    summary: asTextOr(pick(section, 'summary', 'content', 'description'), ''),
+    bullets: asTextArray(pick(section, 'bullets', 'points', 'key_points', 'keyPoints')),
+  };
+}
+
+/** One glossary entry as the notes' normalizer repairs it. */
+export function normalizeGlossaryEntry(entry: unknown): unknown {
+  if (!isRecord(entry)) return entry;
+  return {
+    term: asText(pick(entry, 'term', 'word', 'name')),
+    definition: asTextOr(pick(entry, 'definition', 'brief_def', 'meaning', 'description'), ''),
+  };
+}
+
+/**
+ * Field names under which each list of the notes may come, in the order `pick` prefers them; the
+ * streaming extractor (stream-items.ts) finds the lists by the same names.
+ */
+export const notesListNames = {
+  keyConcepts: ['keyConcepts', 'key_concepts', 'concepts'],
+  sections: ['sections'],
+  glossary: ['glossary', 'terms'],
+} as const;
+
+/** Field names under which the list of questions may come (mcq and fill), in the order `pick` prefers them. */
+export const questionListNames = ['questions', 'items', 'mcq', 'fill', 'quiz'] as const;
+
+export function normalizeNotes(raw: unknown): unknown {
+  const root = unwrap(raw, [...notesListNames.keyConcepts, ...notesListNames.sections, ...notesListNames.glossary]);
+  if (!isRecord(root)) return root;
+  const concepts = asArray(pick(root, ...notesListNames.keyConcepts));
+  const sections = asArray(pick(root, ...notesListNames.sections));
+  const glossary = asArray(pick(root, ...notesListNames.glossary));
+  return {
+    keyConcepts: Array.isArray(concepts) ? concepts.map(normalizeKeyConcept) : concepts,
+    sections: Array.isArray(sections) ? sections.map(normalizeSection) : sections,
+    glossary: Array.isArray(glossary) ? glossary.map(normalizeGlossaryEntry) : glossary,
   };
 }
 
@@ -183,54 +196,56 @@ function normalizeBlanks(value: unknown): unknown {
 }
 
 function questionList(raw: unknown): { root: unknown; questions: unknown } {
-  const root = Array.isArray(raw) ? { questions: raw } : unwrap(raw, ['questions', 'items', 'mcq', 'fill', 'quiz']);
+  const root = Array.isArray(raw) ? { questions: raw } : unwrap(raw, questionListNames);
   if (!isRecord(root)) return { root, questions: undefined };
-  return { root, questions: asArray(pick(root, 'questions', 'items', 'mcq', 'fill', 'quiz')) };
+  return { root, questions: asArray(pick(root, ...questionListNames)) };
+}
+
+/** One multiple-choice question as the mcq normalizer repairs it; `index` (0-based) names a missing id `q{index+1}`. */
+export function normalizeMcqQuestion(question: unknown, index: number): unknown {
+  if (!isRecord(question)) return question;
+  const options = normalizeOptions(pick(question, 'options', 'choices'));
+  return {
+    id: asTextOr(pick(question, 'id', 'questionId', 'question_id'), `q${index + 1}`),
+    question: asText(pick(question, 'question', 'stem', 'prompt')),
+    options,
+    answer: normalizeAnswerLetter(asText(pick(question, 'answer', 'correctAnswer', 'correct_answer', 'correct')), options),
+    explanation: asTextOr(pick(question, 'explanation', 'rationale', 'reason'), ''),
+    conceptId: asText(pick(question, 'conceptId', 'concept_id', 'concept')),
+    level: asLevel(pick(question, 'level', 'difficulty')),
+    questionType: asQuestionType(pick(question, 'questionType', 'question_type', 'type')),
+  };
+}
+
+/** One fill-in-the-blank question as the fill normalizer repairs it; `index` (0-based) names a missing id. */
+export function normalizeFillQuestion(question: unknown, index: number): unknown {
+  if (!isRecord(question)) return question;
+  const answer = asText(pick(question, 'answer', 'correctAnswer', 'correct_answer'));
+  const acceptable = asTextArray(pick(question, 'acceptableAnswers', 'acceptable_answers', 'acceptable_variants', 'alternatives', 'variants'));
+  return {
+    id: asTextOr(pick(question, 'id', 'questionId', 'question_id'), `q${index + 1}`),
+    sentence: normalizeBlanks(asText(pick(question, 'sentence', 'sentenceWithBlank', 'sentence_with_blank', 'question', 'text'))),
+    answer,
+    acceptableAnswers: withAnswerFirst(answer, acceptable),
+    hint: asTextOr(pick(question, 'hint'), ''),
+    conceptId: asText(pick(question, 'conceptId', 'concept_id', 'concept')),
+    level: asLevel(pick(question, 'level', 'difficulty')),
+    questionType: asQuestionType(pick(question, 'questionType', 'question_type', 'type')),
+  };
 }
 
 export function normalizeMcq(raw: unknown): unknown {
   const { root, questions } = questionList(raw);
   if (!isRecord(root)) return root;
   if (!Array.isArray(questions)) return { questions };
-  return {
-    questions: questions.map((question, index) => {
-      if (!isRecord(question)) return question;
-      const options = normalizeOptions(pick(question, 'options', 'choices'));
-      return {
-        id: asTextOr(pick(question, 'id', 'questionId', 'question_id'), `q${index + 1}`),
-        question: asText(pick(question, 'question', 'stem', 'prompt')),
-        options,
-        answer: normalizeAnswerLetter(asText(pick(question, 'answer', 'correctAnswer', 'correct_answer', 'correct')), options),
-        explanation: asTextOr(pick(question, 'explanation', 'rationale', 'reason'), ''),
-        conceptId: asText(pick(question, 'conceptId', 'concept_id', 'concept')),
-        level: asLevel(pick(question, 'level', 'difficulty')),
-        questionType: asQuestionType(pick(question, 'questionType', 'question_type', 'type')),
-      };
-    }),
-  };
+  return { questions: questions.map(normalizeMcqQuestion) };
 }
 
 export function normalizeFill(raw: unknown): unknown {
   const { root, questions } = questionList(raw);
   if (!isRecord(root)) return root;
   if (!Array.isArray(questions)) return { questions };
-  return {
-    questions: questions.map((question, index) => {
-      if (!isRecord(question)) return question;
-      const answer = asText(pick(question, 'answer', 'correctAnswer', 'correct_answer'));
-      const acceptable = asTextArray(pick(question, 'acceptableAnswers', 'acceptable_answers', 'acceptable_variants', 'alternatives', 'variants'));
-      return {
-        id: asTextOr(pick(question, 'id', 'questionId', 'question_id'), `q${index + 1}`),
-        sentence: normalizeBlanks(asText(pick(question, 'sentence', 'sentenceWithBlank', 'sentence_with_blank', 'question', 'text'))),
-        answer,
-        acceptableAnswers: withAnswerFirst(answer, acceptable),
-        hint: asTextOr(pick(question, 'hint'), ''),
-        conceptId: asText(pick(question, 'conceptId', 'concept_id', 'concept')),
-        level: asLevel(pick(question, 'level', 'difficulty')),
-        questionType: asQuestionType(pick(question, 'questionType', 'question_type', 'type')),
-      };
-    }),
-  };
+  return { questions: questions.map(normalizeFillQuestion) };
 }
 
 /** The answer itself is always acceptable; variants are kept once each, in order. */

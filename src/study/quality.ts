@@ -34,7 +34,8 @@ export function checkNotes(notes: NotesResult): Validation<NotesResult> {
   return errors.length > 0 ? { ok: false, errors } : { ok: true, value: notes };
 }
 
-function mcqProblem(question: McqQuestion): string | undefined {
+/** Why a multiple-choice question is dropped (options not distinct, answer not A–D), or undefined. */
+export function mcqProblem(question: McqQuestion): string | undefined {
   const texts = optionLetters.map((letter) => caseFold(question.options[letter]));
   const repeated = texts.find((text, index) => texts.indexOf(text) !== index);
   if (repeated !== undefined) return `${question.id}: options must be 4 distinct texts ("${repeated}" repeats)`;
@@ -42,11 +43,63 @@ function mcqProblem(question: McqQuestion): string | undefined {
   return undefined;
 }
 
-function fillProblem(question: FillQuestion): string | undefined {
+/** Why a fill-in-the-blank question is dropped (not exactly one blank, empty answer), or undefined. */
+export function fillProblem(question: FillQuestion): string | undefined {
   const blanks = question.sentence.split('___').length - 1;
   if (blanks !== 1) return `${question.id}: sentence must contain exactly one "___" (found ${blanks})`;
   if (question.answer.trim() === '') return `${question.id}: answer is empty`;
   return undefined;
+}
+
+/** The text two questions are compared by for near-duplicates. */
+export const mcqText = (question: McqQuestion): string => question.question;
+export const fillText = (question: FillQuestion): string => question.sentence;
+
+/** What `QuestionKeeper.offer` decided about one question. */
+export type QuestionVerdict<Q> = { readonly kept: true; readonly question: Q } | { readonly kept: false; readonly reason: string };
+
+/**
+ * The per-question checks, one question at a time in answer order: the whole answer's check runs every
+ * question through one keeper, and the streaming extractor (stream-items.ts) runs each question through
+ * its own keeper the moment it is complete, so an item it sends is the very question the answer keeps.
+ */
+export class QuestionKeeper<Q extends McqQuestion | FillQuestion> {
+  private readonly known: ReadonlySet<string>;
+  private readonly threshold: number;
+  private readonly kept: { question: Q; tokens: Set<string> }[] = [];
+  private readonly usedIds = new Set<string>();
+
+  constructor(
+    options: QuestionCheckOptions,
+    private readonly problemOf: (question: Q) => string | undefined,
+    private readonly textOf: (question: Q) => string,
+  ) {
+    this.known = new Set(options.conceptIds);
+    this.threshold = options.similarityThreshold ?? nearDuplicateThreshold;
+  }
+
+  /** Questions kept so far, in order. */
+  get questions(): Q[] {
+    return this.kept.map((entry) => entry.question);
+  }
+
+  /** Keeps `question` (its id renamed when repeated) or says why it is dropped. */
+  offer(question: Q): QuestionVerdict<Q> {
+    const problem = this.problemOf(question);
+    if (problem !== undefined) return { kept: false, reason: problem };
+    if (!this.known.has(question.conceptId)) {
+      return { kept: false, reason: `${question.id}: conceptId "${question.conceptId}" is not a notes concept (use one of ${[...this.known].slice(0, 12).join(', ')})` };
+    }
+    const tokens = similarityTokens(this.textOf(question));
+    const twin = this.kept.find((other) => jaccard(tokens, other.tokens) >= this.threshold);
+    if (twin !== undefined) return { kept: false, reason: `${question.id}: near-duplicate of ${twin.question.id}` };
+    // Repeated ids would make answers ambiguous for the client; rename rather than drop.
+    const id = this.usedIds.has(question.id) ? `${question.id}-${this.kept.length + 1}` : question.id;
+    this.usedIds.add(id);
+    const kept = id === question.id ? question : { ...question, id };
+    this.kept.push({ question: kept, tokens });
+    return { kept: true, question: kept };
+  }
 }
 
 function checkQuestions<Q extends McqQuestion | FillQuestion>(
@@ -55,32 +108,13 @@ function checkQuestions<Q extends McqQuestion | FillQuestion>(
   problemOf: (question: Q) => string | undefined,
   textOf: (question: Q) => string,
 ): Validation<Q[]> {
-  const known = new Set(options.conceptIds);
-  const threshold = options.similarityThreshold ?? nearDuplicateThreshold;
+  const keeper = new QuestionKeeper(options, problemOf, textOf);
   const reasons: string[] = [];
-  const kept: { question: Q; tokens: Set<string> }[] = [];
-  const usedIds = new Set<string>();
   for (const question of questions) {
-    const problem = problemOf(question);
-    if (problem !== undefined) {
-      reasons.push(problem);
-      continue;
-    }
-    if (!known.has(question.conceptId)) {
-      reasons.push(`${question.id}: conceptId "${question.conceptId}" is not a notes concept (use one of ${[...known].slice(0, 12).join(', ')})`);
-      continue;
-    }
-    const tokens = similarityTokens(textOf(question));
-    const twin = kept.find((other) => jaccard(tokens, other.tokens) >= threshold);
-    if (twin !== undefined) {
-      reasons.push(`${question.id}: near-duplicate of ${twin.question.id}`);
-      continue;
-    }
-    // Repeated ids would make answers ambiguous for the client; rename rather than drop.
-    const id = usedIds.has(question.id) ? `${question.id}-${kept.length + 1}` : question.id;
-    usedIds.add(id);
-    kept.push({ question: id === question.id ? question : { ...question, id }, tokens });
+    const verdict = keeper.offer(question);
+    if (!verdict.kept) reasons.push(verdict.reason);
   }
+  const kept = keeper.questions;
   const needed = minimumQuestions(options.count);
   if (kept.length < needed) {
     return {
@@ -91,15 +125,15 @@ function checkQuestions<Q extends McqQuestion | FillQuestion>(
       ],
     };
   }
-  return { ok: true, value: kept.slice(0, options.count).map((entry) => entry.question) };
+  return { ok: true, value: kept.slice(0, options.count) };
 }
 
 export function checkMcq(result: McqResult, options: QuestionCheckOptions): Validation<McqResult> {
-  const checked = checkQuestions(result.questions, options, mcqProblem, (question) => question.question);
+  const checked = checkQuestions(result.questions, options, mcqProblem, mcqText);
   return checked.ok ? { ok: true, value: { questions: checked.value } } : checked;
 }
 
 export function checkFill(result: FillResult, options: QuestionCheckOptions): Validation<FillResult> {
-  const checked = checkQuestions(result.questions, options, fillProblem, (question) => question.sentence);
+  const checked = checkQuestions(result.questions, options, fillProblem, fillText);
   return checked.ok ? { ok: true, value: { questions: checked.value } } : checked;
 }

@@ -29,10 +29,14 @@ export const keyConceptSchema = z.object({
   importance: z.enum(['high', 'medium', 'low']),
 });
 
+export const notesSectionSchema = z.object({ title: text, summary: z.string(), bullets: z.array(z.string()) });
+
+export const glossaryEntrySchema = z.object({ term: text, definition: z.string() });
+
 export const notesResultSchema = z.object({
   keyConcepts: z.array(keyConceptSchema).min(1),
-  sections: z.array(z.object({ title: text, summary: z.string(), bullets: z.array(z.string()) })),
-  glossary: z.array(z.object({ term: text, definition: z.string() })),
+  sections: z.array(notesSectionSchema),
+  glossary: z.array(glossaryEntrySchema),
 });
 
 export const questionLevelSchema = z.int().min(1).max(5);

@@ -147,6 +147,22 @@ describe('a job over a 60-page PDF', () => {
         expect(typeof job.body.meta.stages[stage].usage.inputTokens).toBe('number');
       }
       expect(job.body.meta.attempts).toHaveLength(attempts.length);
+      // Each stage's items (after its last reset) are exactly its result's elements, in order.
+      for (const stage of ['notes', 'mcq', 'fill']) {
+        const stageEvents = events.filter((event) => (event.event === 'item' || event.event === 'reset') && dataOf<{ task: string }>(event).task === stage);
+        const lastReset = stageEvents.map((event) => event.event).lastIndexOf('reset');
+        const items = stageEvents.slice(lastReset + 1).map((event) => dataOf<{ kind: string; value: unknown }>(event));
+        const result = job.body.result[stage];
+        const expected =
+          stage === 'notes'
+            ? [
+                ...result.keyConcepts.map((value: unknown) => ({ kind: 'keyConcept', value })),
+                ...result.sections.map((value: unknown) => ({ kind: 'section', value })),
+                ...result.glossary.map((value: unknown) => ({ kind: 'glossaryEntry', value })),
+              ]
+            : result.questions.map((value: unknown) => ({ kind: 'question', value }));
+        expect(items.map(({ kind, value }) => ({ kind, value }))).toEqual(expected);
+      }
 
       expectNoKeys(stream.raw());
       expectNoKeys(job.text);

@@ -17,7 +17,11 @@ const notImplemented = (): never => {
   throw new Error('not used by the study layer');
 };
 
-export function createFakeGateway(respond: Responder, options: { model?: string; usage?: ProviderAnswer['usage'] } = {}): FakeGateway {
+/**
+ * `deltaChars`: the answer's text is also handed to `input.onDelta` in pieces of this many characters before
+ * it is validated, as a streaming provider would.
+ */
+export function createFakeGateway(respond: Responder, options: { model?: string; usage?: ProviderAnswer['usage']; deltaChars?: number } = {}): FakeGateway {
   const requests: GenerationRequest[] = [];
   const model = options.model ?? 'fake-model-1';
   return {
@@ -44,6 +48,8 @@ export function createFakeGateway(respond: Responder, options: { model?: string;
           truncated: false,
           ...(typeof raw === 'string' ? { text: raw } : raw),
         };
+        const pieceChars = options.deltaChars;
+        if (pieceChars !== undefined) for (let at = 0; at < answer.text.length; at += pieceChars) input.onDelta?.(link.provider, answer.text.slice(at, at + pieceChars));
         const checked = input.validate(answer);
         const attempt: Attempt = checked.ok
           ? { provider: link.provider, model, outcome: 'succeeded', countedByBreaker: false, retry, durationMs: 1 }

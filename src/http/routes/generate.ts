@@ -26,6 +26,8 @@ import type { ErrorCode } from '../errors.js';
 import type { ApiKey } from '../../machines/types.js';
 import { redactKeysDeep, scrubSecrets } from '../../security/redact.js';
 import { buildChain, keyHeaders, readProviderKeys } from '../keys.js';
+import { GenerationStream } from '../generation-stream.js';
+import { defaultSseMaxBufferBytes } from '../sse.js';
 import {
   alreadyValidated,
   attemptSchema,
@@ -52,6 +54,16 @@ export interface GenerateRoutesOptions {
   readonly rateLimit?: Pick<RouteRateLimit, 'max' | 'windowSeconds' | 'salt'>;
   /** The origin handed to the gateway for a client address (client-address.ts). */
   readonly originOf: (ip: string) => string;
+  /** Most bytes queued for a streaming client before it is dropped (SSE_MAX_BUFFER_BYTES). */
+  readonly sseMaxBufferBytes?: number;
+  /** SSE comment lines this often on a quiet generation stream (default 15 s). */
+  readonly heartbeatMs?: number;
+}
+
+/** The client asked for the answer as an event stream (docs/api.md "Streaming"). */
+function wantsEventStream(headers: IncomingHttpHeaders): boolean {
+  const accept = headers.accept;
+  return typeof accept === 'string' && accept.toLowerCase().includes('text/event-stream');
 }
 
 export const generateBodySchema = z
@@ -242,6 +254,20 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
           if (!reply.raw.writableFinished) controller.abort();
         };
         reply.raw.on('close', onClose);
+        // Streaming: committed (200, headers) when generation starts; a client that stops reading is dropped,
+        // which aborts its run like a client that went away.
+        const stream = wantsEventStream(request.headers)
+          ? new GenerationStream(reply, {
+              task: body.task,
+              keys: secrets,
+              maxBufferBytes: options.sseMaxBufferBytes ?? defaultSseMaxBufferBytes,
+              heartbeatMs: options.heartbeatMs ?? 15_000,
+              onDrop: () => {
+                request.log.info('generation stream: client not reading, dropped');
+                controller.abort();
+              },
+            })
+          : undefined;
         let outcome;
         try {
           outcome = await generateStudyTask(gateway, {
@@ -255,7 +281,22 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
             signal: controller.signal,
             origin: options.originOf(request.ip),
             maxParts: options.maxTextParts,
+            ...(stream === undefined
+              ? {}
+              : {
+                  onStart: () => void stream.commit(),
+                  onItem: (item) => stream.item(item),
+                  onReset: (reset) => stream.reset(reset),
+                  onAttempt: (attempt) => stream.attempt(scrubAttempt(attempt, secrets)),
+                  onDelta: (provider, delta) => stream.delta(provider, delta),
+                }),
           });
+        } catch (error) {
+          if (stream?.committed !== true) throw error;
+          // The 200 is written: the failure goes as the stream's `error` event, as the JSON API would answer it.
+          request.log.error({ err: error }, 'generation stream failed unexpectedly');
+          stream.end('error', { status: 500, error: { code: 'INTERNAL_ERROR', message: 'The service failed unexpectedly. This is a bug; it has been logged.' } });
+          return reply;
         } finally {
           reply.raw.off('close', onClose);
           // Kept only if it never aborted and the run let go of its signal (abort-controllers.ts).
@@ -264,7 +305,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
 
         const attempts = outcome.attempts.map((attempt) => scrubAttempt(attempt, secrets));
         if (outcome.status === 'succeeded') {
-          return reply.code(200).send({
+          const answer = {
             task: body.task,
             // A model can echo the key it was called with: the answer is scrubbed like any message (issue 12).
             result: redactKeysDeep(outcome.value, secrets),
@@ -277,10 +318,20 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
               lang: language.lang,
               langSource: language.langSource,
             },
-          });
+          };
+          if (stream !== undefined) {
+            stream.end('done', answer);
+            return reply;
+          }
+          return reply.code(200).send(answer);
         }
         if (outcome.status === 'aborted') {
           request.log.info({ attempts: attempts.length }, 'client went away: generation aborted');
+          // A streaming client is gone (or dropped): there is nobody to answer.
+          if (stream?.committed === true) {
+            stream.end('error', { status: errorCodes.REQUEST_ABORTED.status, error: new ApiError('REQUEST_ABORTED', 'The client went away before the answer.', { attempts }).toBody().error });
+            return reply;
+          }
           throw new ApiError('REQUEST_ABORTED', 'The client went away before the answer.', { attempts });
         }
         const code: ErrorCode = isErrorCode(outcome.code) ? outcome.code : 'PROVIDERS_UNAVAILABLE';
@@ -290,6 +341,10 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
             ? {}
             : { retryAfterSeconds: Math.ceil(outcome.retryAfterSeconds) }),
         });
+        if (stream?.committed === true) {
+          stream.end('error', { status: error.statusCode, ...error.toBody() });
+          return reply;
+        }
         // The error handler renders the body; headers set on the reply survive it.
         if (outcome.retryAfterSeconds !== undefined)
           void reply.header('retry-after', String(Math.ceil(outcome.retryAfterSeconds)));

@@ -390,7 +390,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
         tags: ['jobs'],
         summary: "A job's events as text/event-stream: progress, attempt, and one terminal done.",
         description:
-          'Events: `progress` ({progress, stage, part?, parts?}), `attempt` (an Attempt), `done` ({status}). ' +
+          'Events: `progress` ({progress, stage, part?, parts?}), `attempt` (an Attempt), `item` ({task, kind, value}: an element of a stage\'s result as soon as it is complete), `reset` ({task, provider, reason}), `done` ({status}). ' +
           'The current progress comes first; a job already finished sends its progress and done at once. ' +
           'Comment lines keep the stream alive. A client (remote address) holds at most SSE_MAX_STREAMS_PER_CLIENT ' +
           'event streams at once (429 TOO_MANY_REQUESTS), the instance SSE_MAX_STREAMS (503 SERVER_BUSY).',

@@ -306,6 +306,20 @@ function followJob(jobId, run) {
     addAttempts(run, [attempt]);
     setRunState(attempt.outcome === 'succeeded' ? 'succeeded' : 'deciding');
   });
+  // The study material as it is written: each stage's items render as they arrive (notes forming, questions
+  // appearing); a reset voids that stage's items (its answer starts over on the next attempt or provider).
+  const live = emptyLiveResult();
+  document.getElementById('stream-note')?.remove();
+  events.addEventListener('item', (message) => {
+    addLiveItem(live, JSON.parse(message.data));
+    renderLiveResult(live);
+  });
+  events.addEventListener('reset', (message) => {
+    const reset = JSON.parse(message.data);
+    clearLiveStage(live, reset.task);
+    renderLiveResult(live);
+    setStreamNote(`${reset.task}: ${reset.reason}.`);
+  });
   events.addEventListener('done', () => {
     finished = true;
     events.close();
@@ -393,8 +407,42 @@ async function onCancel() {
 
 // ------------------------------------------------------------------ results: notes, quiz, fill
 
+/** What a job's event stream has shown of each stage's result so far. */
+function emptyLiveResult() {
+  return { notes: { keyConcepts: [], sections: [], glossary: [] }, mcq: { questions: [] }, fill: { questions: [] }, items: 0 };
+}
+
+function addLiveItem(live, item) {
+  const lists = { keyConcept: 'keyConcepts', section: 'sections', glossaryEntry: 'glossary' };
+  if (item.task === 'notes' && lists[item.kind]) live.notes[lists[item.kind]].push(item.value);
+  else if ((item.task === 'mcq' || item.task === 'fill') && item.kind === 'question') live[item.task].questions.push(item.value);
+  live.items += 1;
+}
+
+function clearLiveStage(live, task) {
+  if (task === 'notes') live.notes = { keyConcepts: [], sections: [], glossary: [] };
+  else if (task === 'mcq' || task === 'fill') live[task] = { questions: [] };
+}
+
+/** The material so far; `data-live` marks it as still being written (the final result replaces it). */
+function renderLiveResult(live) {
+  renderResult(live);
+  $('results').setAttribute('data-live', 'true');
+}
+
+/** One line under the results' title: what happened to the material while it was written. */
+function setStreamNote(text) {
+  let note = document.getElementById('stream-note');
+  if (note === null) {
+    note = element('p', { id: 'stream-note', class: 'hint', role: 'status' });
+    $('results-title').after(note);
+  }
+  note.textContent = text;
+}
+
 function renderResult(result) {
   $('results').hidden = false;
+  $('results').removeAttribute('data-live');
   renderNotes(result.notes ?? {});
   renderQuiz((result.mcq && result.mcq.questions) ?? []);
   renderFill((result.fill && result.fill.questions) ?? []);
