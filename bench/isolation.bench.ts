@@ -21,7 +21,7 @@ import {
 import type { LoadResult } from './support/load.child.js';
 import { benchText, gptKey, postJson, setFault, startEmulatorChild, startLoadChild, startServiceChild } from './support/index.js';
 import { mebibytes } from './support/stats.js';
-import { loadAverage, machineInfo, median, round, writeBenchmarkSection } from './report.js';
+import { loadAverage, median, round, runContext, writeBenchmarkSection } from './report.js';
 import { englishTextPdf } from '../test/fixtures/pdf/generate.js';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -152,23 +152,14 @@ async function main(): Promise<void> {
 function report(rows: readonly Row[], loadAtStart: string): string {
   const verdict = (ok: boolean): string => (ok ? 'yes' : '**no**');
   const lines = [
-    '## Isolation: a steady client while a hostile one attacks (bench/isolation.bench.ts)',
+    '## isolation: a steady client while a hostile one attacks',
     '',
-    `\`npm run bench -- isolation\` (BENCH_SECONDS=${windowSeconds} per window, BENCH_ROUNDS=${rounds} baseline-then-attack pairs per attack; BENCH_ATTACKS=unspaced,huge,… runs some). ${machineInfo()}.`,
-    `Measured ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC; load average (1/5/15 min) ${loadAtStart} at the start, ${loadAverage()} at the end (2 shared cores:`,
-    'with the load far above 2, event-loop delay includes the time the OS does not schedule the process at all; compare each attack with its own baseline window).',
-    'The service runs with its shipped defaults (docs/configuration.md) in its own process; the emulator answers',
-    'after 50 ms; the steady client is autocannon with 2 connections making `POST /v1/generate` notes requests with',
-    'its own key. Before each attack window a window of the same length without it is the baseline; each attack runs',
-    `${rounds} such pairs. The rise is the median of the ${rounds} rounds' rises (each round's in the next column); p99, loop`,
-    "delay (the service's `monitorEventLoopDelay` p99, 5 ms resolution) and service CPU (the whole service process, event",
-    "loop and worker threads) are medians of the windows; errors and requests are counted over every round; peak RSS",
-    "(the service's, sampled every 100 ms) is the highest of any window.",
-    'The hostile PDFs are built at run time (bench/support/attacks.ts).',
-    `Goals: p99 rise ≤ ${goals.p99RiseMs} ms, error rate 0, loop delay p99 ≤ ${goals.loopDelayP99Ms} ms, peak RSS during PDF attacks ≤ ${goals.pdfPeakRssMb} MB.`,
+    runContext('isolation', `\`BENCH_SECONDS\`=${windowSeconds} per window, \`BENCH_ROUNDS\`=${rounds}; \`BENCH_ATTACKS=unspaced,huge,…\` runs some`, loadAtStart),
+    'The service on its defaults, the emulator answering after 50 ms, a steady client (2 connections of `POST /v1/generate`); each attack window ' +
+      'follows a baseline window of the same length; rise = median over the rounds; loop delay = the service\'s p99; peak RSS = the service\'s.',
     '',
-    '| attack | steady p99 baseline → attack (ms) | rise (ms), median | rises per round (ms) | steady requests | steady errors | loop delay p99 baseline → attack (ms) | peak RSS baseline → attack (MiB) | service CPU s baseline → attack | goals met |',
-    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+    '| attack | steady p99 ms, baseline → attack | rise ms | steady errors | loop delay p99 ms | peak RSS MiB | the hostile client got | goals met |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |',
   ];
   const signed = (value: number): string => `${value >= 0 ? '+' : ''}${round(value, 1)}`;
   for (const { attack, baselines, attacks } of rows) {
@@ -185,19 +176,20 @@ function report(rows: readonly Row[], loadAtStart: string): string {
       rate <= goals.errorRate &&
       loopDelay <= goals.loopDelayP99Ms &&
       (attack.pdf !== true || peak(attacks) * 1.048576 <= goals.pdfPeakRssMb);
-    lines.push(
-      `| ${attack.label} | ${round(of(baselines, (w) => w.steady.p99), 1)} → ${round(of(attacks, (w) => w.steady.p99), 1)} | ${signed(rise)} | ${rises.map(signed).join(', ')} | ${requests} | ${round(rate * 100, 2)} % | ${round(of(baselines, (w) => w.loopDelayP99Ms), 1)} → ${round(loopDelay, 1)} | ${round(peak(baselines), 0)} → ${round(peak(attacks), 0)} | ${round(of(baselines, (w) => w.cpuSeconds.service), 1)} → ${round(of(attacks, (w) => w.cpuSeconds.service), 1)} | ${verdict(met)} |`,
-    );
-  }
-  lines.push('', 'What the hostile client got back, all rounds together:', '');
-  for (const { attack, attacks } of rows) {
     const total: Outcomes = {};
     for (const window of attacks) for (const [label, times] of Object.entries(window.hostile)) total[label] = (total[label] ?? 0) + times;
     const outcomes = Object.entries(total)
+      .filter(([, times]) => times > 0)
       .map(([label, times]) => `${label} ×${times}`)
       .join(', ');
-    lines.push(`- ${attack.label}: ${outcomes === '' ? 'nothing' : outcomes}`);
+    lines.push(
+      `| ${attack.label} | ${round(of(baselines, (w) => w.steady.p99), 1)} → ${round(of(attacks, (w) => w.steady.p99), 1)} | ${signed(rise)} | ${round(rate * 100, 2)} % | ${round(loopDelay, 1)} | ${round(peak(attacks), 0)} | ${outcomes === '' ? 'nothing' : outcomes} | ${verdict(met)} |`,
+    );
   }
+  lines.push(
+    '',
+    `Goals, each attack: steady p99 rise ≤ ${goals.p99RiseMs} ms, error rate 0, loop delay p99 ≤ ${goals.loopDelayP99Ms} ms, peak RSS during PDF attacks ≤ ${goals.pdfPeakRssMb} MB.`,
+  );
   return lines.join('\n');
 }
 
