@@ -153,7 +153,6 @@ function report(rows: readonly Row[], loadAtStart: string): string {
   const verdict = (ok: boolean): string => (ok ? 'yes' : '**no**');
   const lines = [
     '## isolation: a steady client while a hostile one attacks',
-    '',
     runContext('isolation', `\`BENCH_SECONDS\`=${windowSeconds} per window, \`BENCH_ROUNDS\`=${rounds}; \`BENCH_ATTACKS=unspaced,huge,…\` runs some`, loadAtStart),
     'The service on its defaults, the emulator answering after 50 ms, a steady client (2 connections of `POST /v1/generate`); each attack window ' +
       'follows a baseline window of the same length; rise = median over the rounds; loop delay = the service\'s p99; peak RSS = the service\'s.',

@@ -405,7 +405,6 @@ function report(
   ];
 
   return `## overhead: \`POST /v1/generate\` against the SDK called directly
-
 ${runContext('overhead', `\`BENCH_ROUNDS\`=${rounds}, \`BENCH_SECONDS\`=${seconds}, warm-up ${warmUpSeconds} s`, loadAtStart)}
 Servers on loopback under autocannon, the emulator's gpt answering: floor (Fastify + \`fetch\`), A (Fastify + \`openai\` SDK),
 A′ (A on the service's transport), B (the service); per-round B-vs-A figures, medians; CPU of the server process per request.

@@ -114,7 +114,6 @@ async function main(): Promise<void> {
   writeBenchmarkSection(
     'pdf',
     `## pdf: extraction pages per second against pdftotext
-
 ${runContext('pdf', `\`BENCH_ROUNDS\`=${rounds}`)} · ${version === undefined ? 'pdftotext not installed' : version}
 Generated English text PDFs extracted ${repeats[10]}× (10 pages) or ${repeats[50]}× (50 pages) in a row per variant, alternating; \`pdftotext\` is a
 process per file (start-up included); loop delay = the bench's own event loop while the variant runs. Medians.

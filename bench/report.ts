@@ -131,7 +131,6 @@ export function renderBenchSection(section: BenchSection): string {
   );
   return [
     `## ${section.title}`,
-    '',
     runContext(section.bench, section.settings, section.loadAtStart),
     section.measures,
     '',
