@@ -374,8 +374,8 @@ async function main(): Promise<void> {
         measured: `${round(fullMedian)} µs, ${multiple(fullMedian)}`,
       },
     ],
-    note: `Diagnostics, same rounds (µs per call): ${diagnostics.map(([name, value]) => `${name} ${round(value)}`).join('; ')}.`,
   });
+  process.stdout.write(`Diagnostics, same rounds (µs per call): ${diagnostics.map(([name, value]) => `${name} ${round(value)}`).join('; ')}.\n`);
   process.stdout.write(`\n${markdown}`);
   await gateway.stop();
   provider.stop();

@@ -50,7 +50,7 @@ export function round(value: number, digits = 2): string {
 const header = `# Benchmarks
 
 What each bench measures, its latest results and the goals it guards: \`npm run bench -- <name>\` runs one and
-rewrites its section (\`npm run bench\` runs all). Each section's first line says when (these: 2026-11-30 to 12-02),
+rewrites its section (\`npm run bench\` runs all). Each section's first line says when,
 under what load average (start → end) and where; on 2 shared CPUs the benches alternate variants per round and
 report medians, so compare ratios within a run, not across runs. What the figures mean: [performance.md](performance.md).
 `;
