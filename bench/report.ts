@@ -59,7 +59,7 @@ report medians, so compare ratios within a run, not across runs. What the figure
  * A section should fit on one screen: a heading, one line of context, one results table, its goals.
  * Longer sections are still written, with a warning, so a bench's analysis goes to docs/performance.md.
  */
-export const sectionLineBudget = 24;
+const sectionLineBudget = 24;
 
 /** Replaces (or appends) the section of \`name\` in docs/benchmarks.md. */
 export function writeBenchmarkSection(name: string, markdown: string): void {
@@ -119,7 +119,7 @@ export function runContext(bench: string, settings?: string, loadAtStart?: strin
 }
 
 /** A markdown table; every column after the first right-aligned. */
-export function markdownTable(columns: readonly string[], rows: ReadonlyArray<ReadonlyArray<string | number>>): string {
+function markdownTable(columns: readonly string[], rows: ReadonlyArray<ReadonlyArray<string | number>>): string {
   const line = (cells: ReadonlyArray<string | number>): string => `| ${cells.join(' | ')} |`;
   const align = columns.map((_, index) => (index === 0 ? '---' : '---:'));
   return [line(columns), line(align), ...rows.map(line)].join('\n');
