@@ -89,7 +89,11 @@ export interface Config {
     readonly maxJobsPerAddress: number;
     /** Most running jobs of one client (JOB_CONCURRENCY_PER_CLIENT). */
     readonly concurrencyPerClient: number;
+    /** A job's runner renews its lease every third of this; a lapsed lease reads interrupted (JOB_LEASE_MS). */
+    readonly leaseMs: number;
   };
+  /** On SIGTERM, running jobs may finish for this long before the rest are interrupted (SHUTDOWN_GRACE_MS). */
+  readonly shutdownGraceMs: number;
   /** Socket and stream limits of the HTTP server (docs/operations.md). */
   readonly server: {
     /** The whole request, headers and body, must arrive within this (REQUEST_TIMEOUT_MS). */
@@ -272,6 +276,8 @@ const variables = {
   JOB_MAX_JOBS_PER_CLIENT: { schema: integer(1, 1_000_000), fallback: '20' },
   JOB_MAX_JOBS_PER_ADDRESS: { schema: integer(1, 1_000_000), fallback: '100' },
   JOB_CONCURRENCY_PER_CLIENT: { schema: integer(1, 1000), fallback: '2' },
+  JOB_LEASE_MS: { schema: integer(300, 600_000), fallback: '15000' },
+  SHUTDOWN_GRACE_MS: { schema: integer(0, 3_600_000), fallback: '25000' },
   MAX_INFLIGHT_GENERATIONS: { schema: integer(1, 100_000), fallback: '64' },
   MAX_INFLIGHT_GENERATIONS_PER_CLIENT: { schema: integer(1, 100_000), fallback: '8' },
   MAX_INFLIGHT_GENERATIONS_PER_ADDRESS: { schema: integer(1, 100_000), fallback: '32' },
@@ -414,7 +420,9 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       maxJobsPerClient: read(env, 'JOB_MAX_JOBS_PER_CLIENT'),
       maxJobsPerAddress: read(env, 'JOB_MAX_JOBS_PER_ADDRESS'),
       concurrencyPerClient: read(env, 'JOB_CONCURRENCY_PER_CLIENT'),
+      leaseMs: read(env, 'JOB_LEASE_MS'),
     },
+    shutdownGraceMs: read(env, 'SHUTDOWN_GRACE_MS'),
     server: readServer(env),
     admission: {
       maxInFlight: read(env, 'MAX_INFLIGHT_GENERATIONS'),

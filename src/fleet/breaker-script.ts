@@ -23,7 +23,9 @@ import {
  * streak goes on closed; each instance's machine trips the failing key on its own side.
  *
  * KEYS[1] the breaker hash (state, failures, openedAt, retryAt, opens, version, changedAt, period, keys)
- * KEYS[2] the probe lease (SET NX PX: one probe per recovery window; a crashed prober's lease expires)
+ * KEYS[2] the probe lease (SET NX PX: one probe per recovery window). It is short (seconds) and the
+ *         prober renews it (`renew`, only while it still holds it) while its call runs, so a dead prober's
+ *         lease lapses within a few seconds and another instance may probe
  * ARGV    op, now, threshold, recoveryMs, callId, leaseMs, channel, maxRecoveryMs, quorum, then for
  *         `merge`: state, failures, openedAt, retryAt, changedAt, period, keys of the local breaker; for
  *         `failed` / `ignored`: the error class, which (when given) decides between the two by the
@@ -142,6 +144,11 @@ elseif op == 'acquire' then
     granted = 1
   elseif s.state == 'halfOpen' then
     if redis.call('SET', KEYS[2], callId, 'NX', 'PX', leaseMs) then granted = 1 end
+  end
+elseif op == 'renew' then
+  if isProbe then
+    redis.call('PEXPIRE', KEYS[2], leaseMs)
+    granted = 1
   end
 elseif op == 'reset' or op == 'release' then
   close()

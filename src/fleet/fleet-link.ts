@@ -6,6 +6,14 @@ import type { FleetBreakerOperation, SharedBreakerStore } from './redis-state-st
 export interface FleetLinkOptions {
   /** How often the link re-reads the fleet state (a lost pub/sub message heals within this). */
   readonly syncIntervalMs?: number;
+  /**
+   * The probe lease's lifetime without renewal (the store's `probeLeaseMs`): while this instance's probe
+   * call runs, the link renews its lease every third of it, so the lease outlives the call but lapses
+   * within this of the instance's death. Without it, no renewal (the lease must outlive the longest call).
+   */
+  readonly probeLeaseMs?: number;
+  /** Renewal stops after this even if the probe's outcome was never seen (PROVIDER_TIMEOUT_MS + margin). */
+  readonly probeMaxMs?: number;
   readonly now?: () => number;
 }
 
@@ -55,6 +63,29 @@ export function createFleetLink(store: SharedBreakerStore, options: FleetLinkOpt
     let lastChangedAt = 0;
     let inFlight = 0;
     let stopped = false;
+    /** This instance's probes in flight whose fleet lease it renews, by call id. */
+    const renewals = new Map<string, ReturnType<typeof setInterval>>();
+    const stopRenewing = (callId: string): void => {
+      const timer = renewals.get(callId);
+      if (timer === undefined) return;
+      clearInterval(timer);
+      renewals.delete(callId);
+    };
+    const renewWhileRunning = (callId: string): void => {
+      const leaseMs = options.probeLeaseMs;
+      if (leaseMs === undefined || renewals.has(callId)) return;
+      const until = now() + (options.probeMaxMs ?? 120_000);
+      const timer = setInterval(() => {
+        if (stopped || now() > until) return stopRenewing(callId);
+        if (!store.isUp()) return;
+        void run({ op: 'renew', callId }, now()).then((held) => {
+          // false: the lease is no longer this call's (it ended, or lapsed and another instance probes).
+          if (held === false) stopRenewing(callId);
+        });
+      }, Math.max(10, Math.floor(leaseMs / 3)));
+      timer.unref?.();
+      renewals.set(callId, timer);
+    };
     /** When the local breaker last changed state on its own (while unshared). */
     let localChangedAt: number | null = null;
     let lastLocalState = localStateName(breaker.getSnapshot());
@@ -146,11 +177,14 @@ export function createFleetLink(store: SharedBreakerStore, options: FleetLinkOpt
           : Promise.resolve(undefined);
         // Unreachable store: the local breaker alone decides this window's probe.
         void ask.then((granted) => {
-          if (!stopped)
-            sendBack({ type: 'probe.leased', callId: event.callId, granted: granted ?? true, at: now() });
+          if (stopped) return;
+          if (granted === true) renewWhileRunning(event.callId);
+          sendBack({ type: 'probe.leased', callId: event.callId, granted: granted ?? true, at: now() });
         });
         return;
       }
+      // The probe's outcome (or any end of that call): its lease needs no more renewal.
+      if ('callId' in event.event) stopRenewing(event.event.callId);
       const operation = operationFor(event.event);
       if (operation === undefined || !store.isUp()) return;
       void run(operation, event.event.at);
@@ -158,6 +192,7 @@ export function createFleetLink(store: SharedBreakerStore, options: FleetLinkOpt
 
     return () => {
       stopped = true;
+      for (const callId of [...renewals.keys()]) stopRenewing(callId);
       clearInterval(poll);
       watchLocal.unsubscribe();
       unsubscribe();

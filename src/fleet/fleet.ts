@@ -1,7 +1,7 @@
 import { Gauge, type Registry } from 'prom-client';
 import { createMemoryDocumentStore, type DocumentStore } from '../documents/index.js';
 import { createRedisDocumentStore } from '../documents/redis-store.js';
-import { createMemoryJobStatusStore, type JobStatusStore } from '../jobs/status-store.js';
+import type { JobStatusStore } from '../jobs/status-store.js';
 import { createRedisJobCancelBus, type JobCancelBus } from '../jobs/cancel-bus.js';
 import { createRedisJobStatusStore } from '../jobs/redis-status-store.js';
 import { createFleetLink } from './fleet-link.js';
@@ -15,9 +15,13 @@ export interface FleetOptions {
   /** REDIS_PREFIX. */
   readonly prefix: string;
   readonly breaker: BreakerSettings;
-  /** PROVIDER_TIMEOUT_MS: the probe lease outlives the longest probe by `probeLeaseMarginMs`. */
+  /** PROVIDER_TIMEOUT_MS: the longest a probe call runs, so the longest its lease is renewed (plus 2 s). */
   readonly providerTimeoutMs: number;
-  readonly probeLeaseMarginMs?: number;
+  /**
+   * The half-open probe lease's lifetime without renewal (default 3000): the prober renews it every third
+   * while its call runs, so a dead prober blocks the other instances' probes for at most this.
+   */
+  readonly probeLeaseMs?: number;
   readonly commandTimeoutMs?: number;
   readonly syncIntervalMs?: number;
   /** How long start-up waits for the first connection before serving degraded (default 1000). */
@@ -67,16 +71,19 @@ export interface Fleet {
  * down the service serves with per-process breakers and reconnects in the background.
  */
 export async function connectFleet(options: FleetOptions): Promise<Fleet> {
+  const probeLeaseMs = options.probeLeaseMs ?? 3000;
   const store = createRedisStateStore({
     url: options.url,
     prefix: options.prefix,
     breaker: options.breaker,
-    probeLeaseMs: options.providerTimeoutMs + (options.probeLeaseMarginMs ?? 2000),
+    probeLeaseMs,
     ...(options.commandTimeoutMs === undefined ? {} : { commandTimeoutMs: options.commandTimeoutMs }),
   });
   await store.ready(options.connectTimeoutMs ?? 1000);
   const fleetLink = createFleetLink(store.breakers, {
     ...(options.syncIntervalMs === undefined ? {} : { syncIntervalMs: options.syncIntervalMs }),
+    probeLeaseMs,
+    probeMaxMs: options.providerTimeoutMs + 2000,
   });
   const keyStore = createKeyHealthStore({
     url: options.url,
@@ -103,7 +110,9 @@ export async function connectFleet(options: FleetOptions): Promise<Fleet> {
         client: store.client,
         prefix: options.prefix,
         liveTtlMs: Math.max(ttlSeconds * 1000, 3_600_000),
-        fallback: createMemoryJobStatusStore({ maxEntries: maxJobs }),
+        interruptedTtlMs: ttlSeconds * 1000,
+        maxPending: maxJobs,
+        onAvailability: (listener) => store.breakers.onAvailability(listener),
       }),
     jobCancelBus: () => createRedisJobCancelBus({ url: options.url, prefix: options.prefix, client: store.client }),
     readiness: async () => ({ store: 'redis', storeReachable: store.isUp() }),

@@ -12,6 +12,8 @@ import { breakerScriptFor } from './breaker-script.js';
 /** One update of a provider's fleet breaker, applied atomically by the breaker script. */
 export type FleetBreakerOperation =
   | { readonly op: 'succeeded' | 'acquire'; readonly callId: string }
+  /** The prober extends its own probe lease while its call runs (`granted`: it still held it). */
+  | { readonly op: 'renew'; readonly callId: string }
   /**
    * A call's failure; its class, when given, decides counted or not in the script (column B); its key
    * id (a salted fingerprint), when given, joins the streak's distinct keys (the quorum).
@@ -61,7 +63,10 @@ export interface RedisStateStoreOptions {
   /** REDIS_PREFIX: every key and channel starts with it. */
   readonly prefix: string;
   readonly breaker: BreakerSettings;
-  /** How long the half-open probe lease lives: a crashed prober frees the window after it. */
+  /**
+   * How long the half-open probe lease lives without renewal: the prober renews it while its call runs,
+   * so a crashed prober frees the window after at most this.
+   */
   readonly probeLeaseMs: number;
   /** Redis commands fail after this long, so a hung Redis never holds a request (default 250). */
   readonly commandTimeoutMs?: number;

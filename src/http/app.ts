@@ -13,7 +13,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Gateway } from '../actors/types.js';
 import type { Config } from '../config.js';
 import type { DocumentStore } from '../documents/index.js';
-import type { JobCancelBus, JobStatusStore } from '../jobs/index.js';
+import type { JobCancelBus, JobRegistry, JobStatusStore } from '../jobs/index.js';
 import type { Registry } from 'prom-client';
 import { createProviderMetrics } from '../metrics/index.js';
 import { createResultCache, setTokenWorkerNice } from '../study/index.js';
@@ -92,6 +92,25 @@ function generateBodyLimit(config: Config): number {
   return Math.min(Math.ceil(config.maxUploadMb * mebibyte), config.maxTextChars * 6 + mebibyte);
 }
 
+/** What a drain did: jobs that finished within the grace, and jobs left interrupted. */
+export interface DrainOutcome {
+  readonly finished: number;
+  readonly interrupted: number;
+}
+
+const drains = new WeakMap<FastifyInstance, (graceMs: number) => Promise<DrainOutcome>>();
+
+/**
+ * The first step of a shutdown (SIGTERM), before `app.close()`: from now on every new request gets 503
+ * `SHUTTING_DOWN` (the server still listens, so no client meets a reset connection), running jobs may
+ * finish for up to `graceMs`, and the rest are left `interrupted` (resumable on another instance), their
+ * records written. Open event streams of jobs that finish get their `done`.
+ */
+export function drainApp(app: FastifyInstance, graceMs: number): Promise<DrainOutcome> {
+  const drain = drains.get(app);
+  return drain === undefined ? Promise.resolve({ finished: 0, interrupted: 0 }) : drain(graceMs);
+}
+
 /**
  * The service. `app.close()` is the graceful shutdown: from its start new requests get 503
  * `SHUTTING_DOWN`, in-flight ones finish, then the gateway stops and the document store closes.
@@ -127,6 +146,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     },
   }).withTypeProvider<ZodTypeProvider>();
 
+  // A client that sent its whole request and half-closed (shutdown(SHUT_WR)) still gets its answer: by
+  // default Node ends such a socket on the client's FIN, and a refusal held back by REFUSAL_DELAY_MS (a 413
+  // for a body over its limit) was then never written. With this flag Node answers the request in flight and
+  // ends the socket after that answer (`_http_server.js` socketOnEnd); request deadlines still bound it.
+  (app.server as typeof app.server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
+
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler<Parameters<typeof serializerCompiler>[0]['schema']>(responseSerializerCompiler);
   app.setErrorHandler(createErrorHandler({ refusalDelayMs: config.admission.refusalDelayMs }));
@@ -137,6 +162,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   let shuttingDown = false;
   app.addHook('preClose', async () => {
     shuttingDown = true;
+  });
+  let jobRegistry: JobRegistry | undefined;
+  drains.set(app, async (graceMs) => {
+    shuttingDown = true;
+    return jobRegistry === undefined ? { finished: 0, interrupted: 0 } : jobRegistry.drain(graceMs);
   });
   // Both hooks run on every request: callback style, so the common case (not shutting down) settles
   // without a promise and a microtask each.
@@ -232,6 +262,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     streams,
     ...(options.jobStatusStore === undefined ? {} : { statusStore: options.jobStatusStore }),
     ...(options.jobCancelBus === undefined ? {} : { cancelBus: options.jobCancelBus }),
+    onRegistry: (registry) => {
+      jobRegistry = registry;
+    },
   });
 
   app.addHook('onClose', async () => {

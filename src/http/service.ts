@@ -10,15 +10,22 @@ import { createMemoryDocumentStore } from '../documents/index.js';
 import type { Fleet } from '../fleet/index.js';
 import { createKeyIdentity, randomKeySalt } from '../security/key-id.js';
 import { createAdapters } from '../providers/index.js';
-import { buildApp } from './app.js';
+import { buildApp, drainApp, type DrainOutcome } from './app.js';
 import type { LogOptions } from './logger.js';
 
 export interface Service {
   readonly app: FastifyInstance;
   /** `http://host:port` the service listens on. */
   readonly url: string;
-  /** Graceful: in-flight requests finish, then the actors stop. */
+  /** Graceful: in-flight requests finish, then the actors stop. Live jobs are interrupted at once. */
   close(): Promise<void>;
+  /**
+   * SIGTERM's shutdown: new requests get 503 `SHUTTING_DOWN` while the server still listens, running jobs
+   * finish for up to `graceMs` (default SHUTDOWN_GRACE_MS), the rest are left `interrupted`, then `close()`.
+   */
+  shutdown(graceMs?: number): Promise<DrainOutcome>;
+  /** SHUTDOWN_GRACE_MS. */
+  readonly shutdownGraceMs: number;
 }
 
 export interface ServiceOptions {
@@ -118,12 +125,24 @@ export async function startService(config: Config, options: ServiceOptions = {})
     app.addHook('onClose', async () => fleet.close());
   }
   const address = await app.listen({ port: config.port, host: config.host });
-  return { app, url: address, close: () => app.close() };
+  return {
+    app,
+    url: address,
+    close: () => app.close(),
+    shutdownGraceMs: config.shutdownGraceMs,
+    async shutdown(graceMs = config.shutdownGraceMs) {
+      const outcome = await drainApp(app, graceMs);
+      app.log.info(outcome, 'shutdown: jobs finished within the grace, the rest left interrupted');
+      await app.close();
+      return outcome;
+    },
+  };
 }
 
 /**
- * SIGINT/SIGTERM: graceful shutdown, bounded by `deadlineMs`; a second signal exits at once.
- * `onClosed` runs after the service closed (the demo stops its emulator there).
+ * SIGINT/SIGTERM: graceful shutdown (`service.shutdown()`: new requests 503, running jobs finish within
+ * SHUTDOWN_GRACE_MS, the rest interrupted), bounded by `deadlineMs` (default the grace plus 10 s); a
+ * second signal exits at once. `onClosed` runs after the service closed (the demo stops its emulator there).
  */
 export function closeOnSignals(service: Service, options: { deadlineMs?: number; onClosed?: () => Promise<void> } = {}): void {
   let closing = false;
@@ -133,14 +152,14 @@ export function closeOnSignals(service: Service, options: { deadlineMs?: number;
       process.exit(1);
     }
     closing = true;
-    service.app.log.info({ signal }, 'shutting down: finishing in-flight requests');
+    service.app.log.info({ signal, graceMs: service.shutdownGraceMs }, 'shutting down: finishing running jobs and in-flight requests');
     const deadline = setTimeout(() => {
       service.app.log.error('shutdown deadline passed: exiting with requests still in flight');
       process.exit(1);
-    }, options.deadlineMs ?? 30_000);
+    }, options.deadlineMs ?? service.shutdownGraceMs + 10_000);
     deadline.unref();
     service
-      .close()
+      .shutdown()
       .then(() => options.onClosed?.())
       .then(
         () => process.exit(0),

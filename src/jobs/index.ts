@@ -1,7 +1,14 @@
-export { createJobRegistry, jobView, JobCapacityError } from './registry.js';
+export { createJobRegistry, jobView, JobCapacityError, JobNotResumableError } from './registry.js';
+export { interruptedRecord, keysMatch, publicView } from './record.js';
 export type { JobRegistry, JobRegistryOptions, JobSpec, JobListener } from './registry.js';
-export { createMemoryJobStatusStore } from './status-store.js';
-export type { JobStatusStore, MemoryJobStatusStore, MemoryJobStatusStoreOptions } from './status-store.js';
+export { createMemoryJobStatusStore, JobStoreUnavailableError } from './status-store.js';
+export type {
+  JobStatusStore,
+  JobPutOptions,
+  JobPutResult,
+  MemoryJobStatusStore,
+  MemoryJobStatusStoreOptions,
+} from './status-store.js';
 export { jobStatuses, jobStages, isFinalStatus } from './types.js';
 export type {
   JobStatus,
@@ -13,6 +20,9 @@ export type {
   JobMeta,
   JobError,
   JobView,
+  JobRecord,
+  JobResumeData,
+  FinishedPart,
   ProgressEvent,
   JobStreamEvent,
 } from './types.js';

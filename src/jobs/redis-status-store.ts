@@ -1,95 +1,258 @@
 import type { Redis } from 'ioredis';
-import type { JobStatusStore } from './status-store.js';
-import { jobStatuses, type JobView } from './types.js';
+import { interruptedRecord, isLiveStatus } from './record.js';
+import {
+  JobStoreUnavailableError,
+  type JobPutOptions,
+  type JobPutResult,
+  type JobStatusStore,
+} from './status-store.js';
+import { isFinalStatus, jobStatuses, type JobRecord } from './types.js';
 
 export interface RedisJobStatusStoreOptions {
   /** A connection with short command timeouts (src/fleet `createRedisStateStore(...).client`). */
   readonly client: Redis;
-  /** REDIS_PREFIX; views live under `<prefix>job:<jobId>`. */
+  /** REDIS_PREFIX; records live under `<prefix>job:<jobId>`, leases under `<prefix>job:<jobId>:lease`. */
   readonly prefix: string;
   /**
-   * How long the view of a job still queued or running lives after each write (Redis `PX`). Every
-   * status change rewrites it, so this only bounds what a crashed instance leaves behind. A finished
-   * job's view gets the registry's `ttlMs` (JOB_TTL_SECONDS) instead.
+   * How long the record of a job still queued or running lives after each write (Redis `PX`). Every
+   * write renews it, so this only bounds what is left behind. A finished job's record gets the
+   * registry's `ttlMs` (JOB_TTL_SECONDS) instead, and so does an interrupted one (`interruptedTtlMs`).
    */
   readonly liveTtlMs: number;
-  /**
-   * Where views go while Redis is unreachable (the memory store; such a view is seen by this process
-   * only). A write never fails because Redis did.
-   */
-  readonly fallback: JobStatusStore;
+  /** How long an interrupted record stays readable (JOB_TTL_SECONDS). */
+  readonly interruptedTtlMs: number;
+  /** Most records held in memory while Redis is unreachable (JOB_MAX_JOBS); past it the oldest final one goes. */
+  readonly maxPending: number;
+  /** Tells when Redis is reachable again, so the records held meanwhile are written back at once. */
+  readonly onAvailability?: (listener: (up: boolean) => void) => () => void;
+  readonly now?: () => number;
+}
+
+/** A runner's write: fenced by its lease (docs/fleet.md "Job leases"). KEYS: record, lease. */
+const writeScript = `
+local lease = redis.call('GET', KEYS[2])
+if lease and lease ~= ARGV[1] then return 0 end
+if not lease and ARGV[5] == '0' then
+  local current = redis.call('GET', KEYS[1])
+  if current then
+    local ok, decoded = pcall(cjson.decode, current)
+    if ok and type(decoded) == 'table' and decoded.status ~= 'queued' and decoded.status ~= 'running' then return 0 end
+  end
+end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+if ARGV[5] == '1' then redis.call('DEL', KEYS[2]) else redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[4]) end
+return 1`;
+
+/** 1 held, 0 lost (another holder, or the job is no longer live), 2 the record is gone. */
+const renewScript = `
+local lease = redis.call('GET', KEYS[2])
+if lease == ARGV[1] then redis.call('PEXPIRE', KEYS[2], ARGV[2]) return 1 end
+if lease then return 0 end
+local current = redis.call('GET', KEYS[1])
+if not current then return 2 end
+local ok, decoded = pcall(cjson.decode, current)
+if ok and type(decoded) == 'table' and (decoded.status == 'queued' or decoded.status == 'running') then
+  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+return 0`;
+
+/** Replaces the record only if no lease is held and it is still exactly ARGV[1]; ARGV[4], ARGV[5]: a lease to take. */
+const swapScript = `
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+if ARGV[4] ~= '' then redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5]) end
+return 1`;
+
+interface Pending {
+  readonly record: JobRecord;
+  readonly options: JobPutOptions;
 }
 
 /**
- * Job views shared by every instance through Redis, each with a TTL: `GET /v1/jobs/:id` answers on any
- * instance. Only the plain JSON view goes to Redis, field by field (`JobView` holds no key; the job's
- * keys stay in its actor, in the process that runs it).
+ * Job records shared by every instance through Redis, each with a TTL, and the leases of the jobs that
+ * run (docs/fleet.md "Job records and leases"). Only the plain JSON record goes to Redis, field by field
+ * (it holds no key; the job's keys stay in its actor, in the process that runs it).
  *
- * The fallback holds a view only while this process's latest write of it did not reach Redis, so a
- * read looks there first (it is newer than what Redis has), then in Redis.
+ * While Redis is unreachable a write is held in memory (`deferred`) and written back when Redis returns,
+ * so a job that finished meanwhile is not lost to the other instances; a read this process holds no copy
+ * for rejects with `JobStoreUnavailableError` (the route answers 503, not 404).
  */
-export function createRedisJobStatusStore(options: RedisJobStatusStoreOptions): JobStatusStore {
-  const { client, fallback } = options;
+export function createRedisJobStatusStore(options: RedisJobStatusStoreOptions): JobStatusStore & {
+  /** Writes back the records held while Redis was unreachable. */
+  flush(): Promise<void>;
+} {
+  const { client } = options;
+  const now = options.now ?? (() => Date.now());
   const key = (jobId: string) => `${options.prefix}job:${jobId}`;
-  return {
-    async put(view, ttlMs) {
-      const ttl = Math.max(1, Math.round(ttlMs ?? options.liveTtlMs));
-      try {
-        await client.set(key(view.jobId), JSON.stringify(plainView(view)), 'PX', ttl);
-      } catch {
-        await fallback.put(view, ttlMs);
-        return;
+  const leaseKey = (jobId: string) => `${options.prefix}job:${jobId}:lease`;
+  const pending = new Map<string, Pending>();
+  let flushing: Promise<void> | undefined;
+
+  function hold(record: JobRecord, putOptions: JobPutOptions): void {
+    pending.delete(record.jobId);
+    pending.set(record.jobId, { record, options: putOptions });
+    if (pending.size <= options.maxPending) return;
+    for (const [jobId, entry] of pending) {
+      if (isFinalStatus(entry.record.status)) {
+        pending.delete(jobId);
+        if (pending.size <= options.maxPending) return;
       }
-      await fallback.delete(view.jobId);
+    }
+  }
+
+  async function write(record: JobRecord, putOptions: JobPutOptions): Promise<'written' | 'lost'> {
+    const final = isFinalStatus(record.status);
+    const ttl = Math.max(1, Math.round(putOptions.ttlMs ?? options.liveTtlMs));
+    const reply = await client.eval(
+      writeScript,
+      2,
+      key(record.jobId),
+      leaseKey(record.jobId),
+      putOptions.holder,
+      JSON.stringify(plainRecord(record)),
+      ttl,
+      Math.max(1, Math.round(putOptions.leaseMs)),
+      final ? '1' : '0',
+    );
+    return Number(reply) === 1 ? 'written' : 'lost';
+  }
+
+  async function flush(): Promise<void> {
+    flushing ??= (async () => {
+      try {
+        for (const [jobId, entry] of [...pending]) {
+          await write(entry.record, entry.options);
+          // A newer write may have been held meanwhile: only the one written back leaves.
+          if (pending.get(jobId) === entry) pending.delete(jobId);
+        }
+      } catch {
+        // Still unreachable: the next return (or the registry's next renewal) tries again.
+      } finally {
+        flushing = undefined;
+      }
+    })();
+    return flushing;
+  }
+
+  const unwatch = options.onAvailability?.((up) => {
+    if (up) void flush();
+  });
+
+  /** Reads the raw record and whether its lease is held, in one round trip. */
+  async function readRaw(jobId: string): Promise<{ text: string | null; leased: boolean }> {
+    const [text, lease] = await client.mget(key(jobId), leaseKey(jobId));
+    return { text: text ?? null, leased: lease !== null && lease !== undefined };
+  }
+
+  async function swap(expectedText: string, next: JobRecord, ttlMs: number, holder = '', leaseMs = 0): Promise<boolean> {
+    const reply = await client.eval(
+      swapScript,
+      2,
+      key(next.jobId),
+      leaseKey(next.jobId),
+      expectedText,
+      JSON.stringify(plainRecord(next)),
+      Math.max(1, Math.round(ttlMs)),
+      holder,
+      Math.max(1, Math.round(leaseMs)),
+    );
+    return Number(reply) === 1;
+  }
+
+  return {
+    flush,
+    async put(record, putOptions): Promise<JobPutResult> {
+      if (pending.size > 0) await flush();
+      try {
+        const result = await write(record, putOptions);
+        pending.delete(record.jobId);
+        return result;
+      } catch {
+        hold(record, putOptions);
+        return 'deferred';
+      }
     },
     async get(jobId) {
-      const local = await fallback.get(jobId);
-      if (local !== undefined) return local;
+      const held = pending.get(jobId);
+      if (held !== undefined) return held.record;
       try {
-        const text = await client.get(key(jobId));
-        return text === null ? undefined : parseView(text);
+        // A live record without a lease is marked interrupted; a race with its runner's renewal or a
+        // resume is settled by the swap (it only replaces what was read), then read again.
+        for (let round = 0; round < 3; round += 1) {
+          const { text, leased } = await readRaw(jobId);
+          if (text === null) return undefined;
+          const record = parseRecord(text);
+          if (record === undefined || leased || !isLiveStatus(record.status)) return record;
+          const interrupted = interruptedRecord(record, now());
+          if (await swap(text, interrupted, options.interruptedTtlMs)) return interrupted;
+        }
+        const { text } = await readRaw(jobId);
+        return text === null ? undefined : parseRecord(text);
       } catch {
-        // Unreachable: only this process's fallback views can be answered meanwhile.
-        return undefined;
+        throw new JobStoreUnavailableError();
       }
     },
-    async delete(jobId) {
-      await fallback.delete(jobId);
+    async renew(jobId, holder, leaseMs) {
       try {
-        await client.del(key(jobId));
+        const reply = Number(
+          await client.eval(renewScript, 2, key(jobId), leaseKey(jobId), holder, Math.max(1, Math.round(leaseMs))),
+        );
+        return reply === 1 ? 'held' : reply === 2 ? 'missing' : 'lost';
       } catch {
-        // Unreachable: the view expires with its TTL.
+        return 'unreachable';
+      }
+    },
+    async claim(expected, next, holder, leaseMs) {
+      const { text } = await readRaw(expected.jobId);
+      if (text === null) return false;
+      const current = parseRecord(text);
+      if (current === undefined || JSON.stringify(plainRecord(current)) !== JSON.stringify(plainRecord(expected)))
+        return false;
+      return swap(text, next, options.liveTtlMs, holder, leaseMs);
+    },
+    async delete(jobId) {
+      pending.delete(jobId);
+      try {
+        await client.del(key(jobId), leaseKey(jobId));
+      } catch {
+        // Unreachable: the record expires with its TTL.
       }
     },
     async close() {
-      // The client belongs to the fleet, which closes it.
-      await fallback.close?.();
+      // The client belongs to the fleet, which closes it. A last attempt to write back what is held.
+      unwatch?.();
+      if (pending.size > 0) await flush();
+      pending.clear();
     },
   };
 }
 
-/** The view's own fields only: whatever else an object might carry never reaches Redis. */
-function plainView(view: JobView): JobView {
+/** The record's own fields only: whatever else an object might carry never reaches Redis. */
+function plainRecord(record: JobRecord): JobRecord {
   return {
-    jobId: view.jobId,
-    status: view.status,
-    progress: view.progress,
-    stage: view.stage,
-    ...(view.result === undefined ? {} : { result: view.result }),
-    ...(view.error === undefined ? {} : { error: view.error }),
-    ...(view.meta === undefined ? {} : { meta: view.meta }),
-    createdAt: view.createdAt,
-    ...(view.finishedAt === undefined ? {} : { finishedAt: view.finishedAt }),
+    jobId: record.jobId,
+    status: record.status,
+    progress: record.progress,
+    stage: record.stage,
+    ...(record.result === undefined ? {} : { result: record.result }),
+    ...(record.error === undefined ? {} : { error: record.error }),
+    ...(record.meta === undefined ? {} : { meta: record.meta }),
+    createdAt: record.createdAt,
+    ...(record.finishedAt === undefined ? {} : { finishedAt: record.finishedAt }),
+    ...(record.resumable === undefined ? {} : { resumable: record.resumable }),
+    ...(record.resume === undefined ? {} : { resume: record.resume }),
   };
 }
 
-function parseView(text: string): JobView | undefined {
+function parseRecord(text: string): JobRecord | undefined {
   try {
-    const value = JSON.parse(text) as Partial<JobView> | null;
+    const value = JSON.parse(text) as Partial<JobRecord> | null;
     if (value === null || typeof value !== 'object') return undefined;
     const statusKnown = jobStatuses.some((status) => status === value.status);
     return typeof value.jobId === 'string' && statusKnown && typeof value.progress === 'number'
-      ? (value as JobView)
+      ? (value as JobRecord)
       : undefined;
   } catch {
     return undefined;

@@ -1,16 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import type { ChainLink, FallbackPolicy, Gateway } from '../actors/types.js';
-import { jobMachine } from '../machines/job.machine.js';
+import { jobMachine, type JobRestore } from '../machines/job.machine.js';
 import type { LangSource, ResultCache, StudyLang } from '../study/index.js';
 import { createStageActor } from './stage-actor.js';
 import type { JobCancelBus } from './cancel-bus.js';
+import { keyFingerprints, newKeySalt, publicView } from './record.js';
 import { createMemoryJobStatusStore, type JobStatusStore } from './status-store.js';
-import type { JobStatus, JobStreamEvent, JobView, ProgressEvent } from './types.js';
+import type { JobRecord, JobResumeData, JobStatus, JobStreamEvent, JobView, ProgressEvent } from './types.js';
 
 /** What `POST /v1/jobs` asks for, once the document is loaded and the chain built. */
 export interface JobSpec {
   readonly text: string;
+  /** The document's id in the document store: a resume reads the text again from there. */
+  readonly documentId: string;
   /** The document's identity for the results cache (its sha256). */
   readonly cacheKey: string;
   readonly lang: StudyLang;
@@ -58,6 +61,11 @@ export interface JobRegistryOptions {
   readonly cancelBus?: JobCancelBus;
   /** How long a remote cancel waits for the job's view to show it ended (default 2 s), polling every 25 ms. */
   readonly remoteCancelWaitMs?: number;
+  /**
+   * JOB_LEASE_MS (default 15 000): a job's runner holds a lease this long in the store and renews it every
+   * third of it; a job whose lease lapsed reads `interrupted` everywhere.
+   */
+  readonly leaseMs?: number;
 }
 
 export type JobListener = (event: JobStreamEvent) => void;
@@ -69,8 +77,26 @@ export interface JobRegistry {
    */
   create(spec: JobSpec): JobView;
   get(jobId: string): Promise<JobView | undefined>;
-  /** Cancels a queued or running job; a finished one is answered as it is. Undefined when unknown. */
+  /**
+   * Cancels a queued or running job; an interrupted one becomes `cancelled` (no longer resumable); a
+   * finished one is answered as it is. Undefined when unknown.
+   */
   cancel(jobId: string): Promise<JobView | undefined>;
+  /** The stored record (the view plus what a resume needs), for the resume route; undefined when unknown. */
+  record(jobId: string): Promise<JobRecord | undefined>;
+  /**
+   * Continues an interrupted job here from `record` (read by `record()`): a new actor with its finished
+   * stages and parts, queued until a slot frees. The caller checked the keys. Throws `JobNotResumableError`
+   * when the record is no longer the interrupted one (resumed elsewhere meanwhile), `JobCapacityError`
+   * like `create`.
+   */
+  resume(record: JobRecord, spec: JobSpec): Promise<JobView>;
+  /**
+   * Shutdown (SIGTERM): takes no new job, lets the live ones run for up to `graceMs`, then interrupts
+   * those still live (their records read `interrupted`, resumable on another instance). Resolves once
+   * every record is written.
+   */
+  drain(graceMs: number): Promise<{ readonly finished: number; readonly interrupted: number }>;
   /**
    * Streams a job's events: first its current progress, then what happens; a finished job gets its
    * progress and `done` at once. Returns the unsubscribe function, or undefined for an unknown job.
@@ -78,8 +104,16 @@ export interface JobRegistry {
   subscribe(jobId: string, listener: JobListener): Promise<(() => void) | undefined>;
   /** Jobs queued and running in this process, and the listeners on their events (open SSE streams). */
   counts(): { readonly queued: number; readonly running: number; readonly subscribers: number };
-  /** Cancels every live job (shutdown) and closes the store. */
+  /** Interrupts every live job (a stop without grace), writes their records and closes the store. */
   stop(): Promise<void>;
+}
+
+/** A resume that found the job no longer interrupted (resumed elsewhere meanwhile, or ended). */
+export class JobNotResumableError extends Error {
+  constructor(readonly status: JobStatus) {
+    super(`The job is ${status}, not interrupted: only an interrupted job can be resumed.`);
+    this.name = 'JobNotResumableError';
+  }
 }
 
 /** Every job slot is taken by a queued or running job (`instance`), or every slot of this client (`client`). */
@@ -102,11 +136,15 @@ export class JobCapacityError extends Error {
 type JobActor = ActorRefFrom<typeof jobMachine>;
 type JobSnapshot = SnapshotFrom<typeof jobMachine>;
 
+/** What a job's record keeps for a resume besides its results: where its text is, and who may resume it. */
+type ResumeBase = Pick<JobResumeData, 'documentId' | 'cacheKey' | 'providers' | 'keySalt' | 'keyFingerprints'>;
+
 interface LiveJob {
   readonly jobId: string;
   readonly clientId: string;
   readonly address: string;
   readonly actor: JobActor;
+  readonly resumeBase: ResumeBase;
   readonly listeners: Set<JobListener>;
   lastWritten: string;
   /** Epoch ms: when this registry saw the actor reach its final state (the machine reads no clock). */
@@ -115,7 +153,9 @@ interface LiveJob {
 
 function statusOf(snapshot: JobSnapshot): JobStatus {
   const value = snapshot.value;
-  return typeof value === 'string' ? value : 'running';
+  if (typeof value !== 'string') return 'running';
+  // A job just made, or resumed and waiting for its slot, reads queued.
+  return value === 'created' || value === 'resuming' ? 'queued' : value;
 }
 
 /** The plain JSON view of a job's snapshot (ended at `finishedAt`, epoch ms): no key, no document text. */
@@ -144,11 +184,39 @@ export function jobView(snapshot: JobSnapshot, finishedAt?: number): JobView {
     },
     createdAt: context.createdAt,
     ...(finishedAt === undefined ? {} : { finishedAt }),
+    ...(status === 'interrupted' ? { resumable: true as const } : {}),
   };
 }
 
-function isFinal(view: JobView): view is JobView & { status: 'succeeded' | 'failed' | 'cancelled' } {
-  return view.status === 'succeeded' || view.status === 'failed' || view.status === 'cancelled';
+/**
+ * The record a store keeps: the view, and while the job may still be resumed (queued, running,
+ * interrupted) its finished stages and parts and the resume base. Once it ended for good the resume
+ * data goes: a finished record holds no key fingerprint.
+ */
+function jobRecord(snapshot: JobSnapshot, base: ResumeBase, finishedAt?: number): JobRecord {
+  const view = jobView(snapshot, finishedAt);
+  if (view.status === 'succeeded' || view.status === 'failed' || view.status === 'cancelled') return view;
+  const { notes, mcq, fill, finishedParts } = snapshot.context;
+  return { ...view, resume: { ...base, notes, mcq, fill, finishedParts } };
+}
+
+function isFinal(view: JobView): view is JobView & { status: 'succeeded' | 'failed' | 'cancelled' | 'interrupted' } {
+  return (
+    view.status === 'succeeded' || view.status === 'failed' || view.status === 'cancelled' || view.status === 'interrupted'
+  );
+}
+
+/** What a resumed job's actor starts from: its record's stages, parts, attempts and progress. */
+function restoreOf(record: JobRecord, resume: JobResumeData): JobRestore {
+  return {
+    progress: Math.min(99, record.progress),
+    notes: resume.notes,
+    mcq: resume.mcq,
+    fill: resume.fill,
+    stages: record.meta?.stages ?? {},
+    attempts: record.meta?.attempts ?? [],
+    finishedParts: resume.finishedParts,
+  };
 }
 
 function progressOf(view: JobView): ProgressEvent {
@@ -161,13 +229,19 @@ function currentProgress(snapshot: JobSnapshot): ProgressEvent {
 }
 
 /**
- * Creates, finds and cancels job actors. At most `concurrency` run at once (the rest wait queued, in
- * order), at most `maxJobs` are live; a finished job's actor is dropped and its view kept in the
- * status store for `ttlSeconds`, so memory stays bounded.
+ * Creates, finds, cancels and resumes job actors. At most `concurrency` run at once (the rest wait
+ * queued, in order), at most `maxJobs` are live; a finished job's actor is dropped and its record kept
+ * in the status store for `ttlSeconds`, so memory stays bounded. Every live job's lease is renewed every
+ * third of `leaseMs`; every change of status, stage, progress, finished stage or finished part is
+ * written as it happens, so an interrupted job loses nothing it finished.
  */
 export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
-  const store = options.store ?? createMemoryJobStatusStore({ maxEntries: options.maxJobs });
   const ttlMs = options.ttlSeconds * 1000;
+  const store =
+    options.store ?? createMemoryJobStatusStore({ maxEntries: options.maxJobs, interruptedTtlMs: ttlMs });
+  const leaseMs = options.leaseMs ?? 15_000;
+  /** This registry's lease holder id: random, so a restarted process is another holder. */
+  const holder = randomUUID();
   const logic = jobMachine.provide({
     actors: {
       generateStage: createStageActor({
@@ -188,6 +262,8 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
   const maxJobsPerClient = options.maxJobsPerClient ?? options.maxJobs;
   const maxJobsPerAddress = options.maxJobsPerAddress ?? options.maxJobs;
   const concurrencyPerClient = options.concurrencyPerClient ?? options.concurrency;
+  /** Writes not yet settled: shutdown waits for them before the store closes. */
+  const writes = new Set<Promise<unknown>>();
   let stopped = false;
 
   const bump = (counts: Map<string, number>, clientId: string, by: number): void => {
@@ -212,15 +288,29 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
     return best?.job;
   }
 
-  function write(job: LiveJob, snapshot: JobSnapshot): void {
+  function track<T>(promise: Promise<T>): Promise<T> {
+    writes.add(promise);
+    void promise.finally(() => writes.delete(promise)).catch(() => undefined);
+    return promise;
+  }
+
+  function write(job: LiveJob, snapshot: JobSnapshot, force = false): void {
     const finished = snapshot.status === 'done';
     if (finished) job.finishedAt ??= Date.now();
-    const view = jobView(snapshot, job.finishedAt);
-    // Status-level changes only: a shared store is not written on every part.
-    const key = `${view.status}:${view.stage}:${view.progress}`;
-    if (!finished && key === job.lastWritten) return;
+    const record = jobRecord(snapshot, job.resumeBase, job.finishedAt);
+    // Changes that matter to a reader or a resume only: not every attempt or part report.
+    const { finishedParts, stages } = snapshot.context;
+    const key = `${record.status}:${record.stage}:${record.progress}:${finishedParts.length}:${Object.keys(stages).length}`;
+    if (!finished && !force && key === job.lastWritten) return;
     job.lastWritten = key;
-    void store.put(view, finished ? ttlMs : undefined);
+    const put = store.put(record, { holder, leaseMs, ...(finished ? { ttlMs } : {}) });
+    void track(put).then(
+      (result) => {
+        // Another instance resumed the job, or it was declared interrupted: it must not go on here.
+        if (result === 'lost' && !finished) job.actor.send({ type: 'job.interrupt' });
+      },
+      () => undefined,
+    );
   }
 
   function pump(): void {
@@ -243,14 +333,38 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
     const queued = queue.indexOf(job);
     if (queued >= 0) queue.splice(queued, 1);
     job.listeners.clear();
-    pump();
+    if (!stopped) pump();
   }
+
+  /**
+   * Renews the lease of every live job. A lost lease (the job was declared interrupted, or resumed
+   * elsewhere) interrupts the job here; a record the store lost (Redis restarted empty) is written again.
+   */
+  async function renewLeases(): Promise<void> {
+    await Promise.all(
+      [...live.values()].map(async (job) => {
+        const result = await store.renew(job.jobId, holder, leaseMs);
+        if (!live.has(job.jobId)) return;
+        if (result === 'lost') job.actor.send({ type: 'job.interrupt' });
+        else if (result === 'missing') write(job, job.actor.getSnapshot(), true);
+      }),
+    );
+  }
+  let renewing = false;
+  const renewTimer = setInterval(() => {
+    if (renewing || live.size === 0) return;
+    renewing = true;
+    void renewLeases().finally(() => {
+      renewing = false;
+    });
+  }, Math.max(10, Math.floor(leaseMs / 3)));
+  renewTimer.unref();
 
   const remoteFollowers = new Set<() => void>();
 
   /**
-   * A job another instance runs (shared store, REDIS_URL): its stream follows the stored view until
-   * the job ends, sending progress as it moves and then `done`.
+   * A job another instance runs (shared store, REDIS_URL): its stream follows the stored record until
+   * the job ends (or is found interrupted: its lease lapsed), sending progress as it moves and then `done`.
    */
   function followRemoteJob(jobId: string, first: JobView, listener: JobListener): () => void {
     let last = JSON.stringify(progressOf(first));
@@ -269,6 +383,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
             stopFollowing();
           }
         },
+        // The store is unreachable: the stream waits for it.
         () => undefined,
       );
     }, options.remotePollMs ?? 1000);
@@ -284,14 +399,29 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
   const unsubscribeCancels =
     options.cancelBus?.subscribe((jobId) => live.get(jobId)?.actor.send({ type: 'job.cancel' })) ?? (() => undefined);
 
+  /** An interrupted job nobody runs is cancelled in the store: it is no longer resumable. */
+  async function cancelInterrupted(record: JobRecord): Promise<JobView> {
+    const { resume: _resume, resumable: _resumable, error: _error, ...rest } = record;
+    const cancelled: JobRecord = { ...rest, status: 'cancelled', finishedAt: Date.now() };
+    if (!(await store.claim(record, cancelled, holder, leaseMs))) {
+      const now = await store.get(record.jobId);
+      return publicView(now ?? record);
+    }
+    await track(store.put(cancelled, { holder, leaseMs, ttlMs }));
+    return cancelled;
+  }
+
   /**
    * `DELETE` of a job this instance does not run: the cancel goes over the bus to the instance that
    * does, and the answer is the job's view once it shows the job ended (or, after
    * `remoteCancelWaitMs`, the view as it then is: the real state, never a guess).
    */
   async function cancelRemoteJob(jobId: string): Promise<JobView | undefined> {
-    const view = await store.get(jobId);
-    if (view === undefined || isFinal(view) || options.cancelBus === undefined) return view;
+    const record = await store.get(jobId);
+    if (record === undefined) return undefined;
+    if (record.status === 'interrupted') return cancelInterrupted(record);
+    const view = publicView(record);
+    if (isFinal(view) || options.cancelBus === undefined) return view;
     try {
       await options.cancelBus.publish(jobId);
     } catch {
@@ -303,63 +433,119 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
       await new Promise((resolve) => setTimeout(resolve, 25));
       const next = await store.get(jobId);
       if (next === undefined) return latest;
-      latest = next;
+      latest = publicView(next);
       if (isFinal(latest)) return latest;
     }
     return latest;
   }
 
+  function admit(clientId: string, address: string): void {
+    if (stopped) throw new Error('The job registry is stopped.');
+    if ((liveByClient.get(clientId) ?? 0) >= maxJobsPerClient) throw new JobCapacityError(maxJobsPerClient, 'client');
+    if ((liveByAddress.get(address) ?? 0) >= maxJobsPerAddress) throw new JobCapacityError(maxJobsPerAddress, 'address');
+    if (live.size >= options.maxJobs) throw new JobCapacityError(options.maxJobs);
+  }
+
+  function actorFor(jobId: string, spec: JobSpec, createdAt: number, restore?: JobRestore): JobActor {
+    return createActor(logic, {
+      id: `job.${jobId}`,
+      input: {
+        jobId,
+        text: spec.text,
+        cacheKey: spec.cacheKey,
+        lang: spec.lang,
+        ...(spec.langSource === undefined ? {} : { langSource: spec.langSource }),
+        mcqCount: spec.mcqCount,
+        fillCount: spec.fillCount,
+        chain: spec.chain.map((link) => ({ provider: link.provider, apiKey: link.apiKey })),
+        createdAt,
+        ...(restore === undefined ? {} : { restore }),
+      },
+    });
+  }
+
+  /** Makes a started actor a live job of this registry: its events fan out, its snapshots are written. */
+  function adopt(jobId: string, spec: JobSpec, actor: JobActor, resumeBase: ResumeBase): LiveJob {
+    const clientId = spec.clientId ?? 'anonymous';
+    const address = spec.address ?? 'unknown';
+    const job: LiveJob = { jobId, clientId, address, actor, resumeBase, listeners: new Set(), lastWritten: '' };
+    const fanOut = (event: JobStreamEvent): void => job.listeners.forEach((listener) => listener(event));
+    actor.on('progress', fanOut);
+    actor.on('attempt', fanOut);
+    actor.on('done', fanOut);
+    live.set(jobId, job);
+    bump(liveByClient, clientId, 1);
+    bump(liveByAddress, address, 1);
+    actor.subscribe({
+      next: (snapshot) => {
+        write(job, snapshot);
+        if (snapshot.status === 'done') finish(job);
+      },
+      error: () => finish(job),
+    });
+    queue.push(job);
+    // The caller answers `queued` first; the slot is granted right after.
+    queueMicrotask(pump);
+    return job;
+  }
+
   return {
     create(spec) {
-      if (stopped) throw new Error('The job registry is stopped.');
       const clientId = spec.clientId ?? 'anonymous';
-      const address = spec.address ?? 'unknown';
-      if ((liveByClient.get(clientId) ?? 0) >= maxJobsPerClient) throw new JobCapacityError(maxJobsPerClient, 'client');
-      if ((liveByAddress.get(address) ?? 0) >= maxJobsPerAddress) throw new JobCapacityError(maxJobsPerAddress, 'address');
-      if (live.size >= options.maxJobs) throw new JobCapacityError(options.maxJobs);
+      admit(clientId, spec.address ?? 'unknown');
       const jobId = randomUUID();
-      const actor = createActor(logic, {
-        id: `job.${jobId}`,
-        input: {
-          jobId,
-          text: spec.text,
-          cacheKey: spec.cacheKey,
-          lang: spec.lang,
-          ...(spec.langSource === undefined ? {} : { langSource: spec.langSource }),
-          mcqCount: spec.mcqCount,
-          fillCount: spec.fillCount,
-          chain: spec.chain.map((link) => ({ provider: link.provider, apiKey: link.apiKey })),
-          createdAt: Date.now(),
-        },
-      });
-      const job: LiveJob = { jobId, clientId, address, actor, listeners: new Set(), lastWritten: '' };
-      const fanOut = (event: JobStreamEvent): void => job.listeners.forEach((listener) => listener(event));
-      actor.on('progress', fanOut);
-      actor.on('attempt', fanOut);
-      actor.on('done', fanOut);
-      actor.subscribe({
-        next: (snapshot) => {
-          write(job, snapshot);
-          if (snapshot.status === 'done') finish(job);
-        },
-        error: () => finish(job),
-      });
-      live.set(jobId, job);
-      bump(liveByClient, clientId, 1);
-      bump(liveByAddress, address, 1);
+      const actor = actorFor(jobId, spec, Date.now());
+      const keySalt = newKeySalt();
+      const resumeBase: ResumeBase = {
+        documentId: spec.documentId,
+        cacheKey: spec.cacheKey,
+        providers: spec.chain.map((link) => link.provider),
+        keySalt,
+        keyFingerprints: keyFingerprints(keySalt, spec.chain),
+      };
       actor.start();
+      const job = adopt(jobId, spec, actor, resumeBase);
       write(job, actor.getSnapshot());
-      queue.push(job);
-      const view = jobView(actor.getSnapshot());
-      // The caller answers `queued` first; the slot is granted right after.
-      queueMicrotask(pump);
-      return view;
+      return jobView(actor.getSnapshot());
+    },
+
+    async record(jobId) {
+      const job = live.get(jobId);
+      if (job !== undefined) return jobRecord(job.actor.getSnapshot(), job.resumeBase, job.finishedAt);
+      return store.get(jobId);
+    },
+
+    async resume(record, spec) {
+      const resume = record.resume;
+      if (record.status !== 'interrupted' || resume === undefined || live.has(record.jobId))
+        throw new JobNotResumableError(record.status);
+      admit(spec.clientId ?? 'anonymous', spec.address ?? 'unknown');
+      const resumeBase: ResumeBase = {
+        documentId: resume.documentId,
+        cacheKey: resume.cacheKey,
+        providers: resume.providers,
+        keySalt: resume.keySalt,
+        keyFingerprints: resume.keyFingerprints,
+      };
+      const actor = actorFor(record.jobId, spec, record.createdAt, restoreOf(record, resume));
+      actor.start();
+      // The store decides between two resumes at once: only one takes the job's lease.
+      const claimed = await store.claim(record, jobRecord(actor.getSnapshot(), resumeBase), holder, leaseMs);
+      if (!claimed || stopped || live.has(record.jobId)) {
+        actor.stop();
+        const now = await store.get(record.jobId).catch(() => undefined);
+        throw new JobNotResumableError(now?.status ?? record.status);
+      }
+      const job = adopt(record.jobId, spec, actor, resumeBase);
+      job.lastWritten = '';
+      return jobView(actor.getSnapshot());
     },
 
     async get(jobId) {
       const job = live.get(jobId);
       if (job !== undefined) return jobView(job.actor.getSnapshot(), job.finishedAt);
-      return store.get(jobId);
+      const record = await store.get(jobId);
+      return record === undefined ? undefined : publicView(record);
     },
 
     async cancel(jobId) {
@@ -392,13 +578,31 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
       return { queued: live.size - running.size, running: running.size, subscribers };
     },
 
+    async drain(graceMs) {
+      stopped = true;
+      // Queued jobs never start now: only the running ones may finish within the grace.
+      const before = live.size;
+      for (const job of [...queue]) job.actor.send({ type: 'job.interrupt' });
+      const deadline = Date.now() + graceMs;
+      while (running.size > 0 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, Math.min(100, Math.max(1, deadline - Date.now()))));
+      }
+      const left = live.size;
+      for (const job of [...live.values()]) job.actor.send({ type: 'job.interrupt' });
+      await Promise.allSettled([...writes]);
+      return { finished: before - left, interrupted: left };
+    },
+
     async stop() {
       stopped = true;
+      clearInterval(renewTimer);
       unsubscribeCancels();
       await options.cancelBus?.close();
       for (const stopFollowing of [...remoteFollowers]) stopFollowing();
       queue.length = 0;
-      for (const job of [...live.values()]) job.actor.send({ type: 'job.cancel' });
+      // Not a cancel: the user asked for nothing; the job reads interrupted and can be resumed.
+      for (const job of [...live.values()]) job.actor.send({ type: 'job.interrupt' });
+      await Promise.allSettled([...writes]);
       await store.close?.();
     },
   };

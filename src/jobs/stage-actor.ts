@@ -69,6 +69,19 @@ export function createStageActor(dependencies: StageActorDependencies) {
       ...(dependencies.cache === undefined ? {} : { cache: dependencies.cache }),
       ...(dependencies.budgetTokens === undefined ? {} : { budgetTokens: dependencies.budgetTokens }),
       ...(dependencies.maxParts === undefined ? {} : { maxParts: dependencies.maxParts }),
+      finishedParts: input.finishedParts,
+      // Each finished step goes to the job (and so to its record) as it finishes, its keys scrubbed.
+      onPart: (part) => {
+        if (abort.aborted) return;
+        input.report({
+          type: 'stage.part',
+          part: {
+            ...part,
+            value: redactDeep(part.value, keyRedactor(keys)),
+            attempts: part.attempts.map((attempt) => scrubAttempt(attempt, keys)),
+          },
+        });
+      },
       // A cancelled job has left `running`: reports after the abort would go to a finished actor.
       onAttempt: (attempt) => {
         if (!abort.aborted) input.report({ type: 'stage.attempt', attempt: scrubAttempt(attempt, keys) });

@@ -4,9 +4,10 @@
  * The words the job machine speaks (stages, positions, stage meta, errors, stream events) are defined
  * with it in src/machines/job-types.ts and re-exported here.
  */
-import type { Attempt } from '../machines/types.js';
+import type { Attempt, ProviderId } from '../machines/types.js';
 import type {
   FillResult,
+  FinishedPart,
   JobError,
   JobPosition,
   JobStage,
@@ -23,6 +24,7 @@ export type {
   JobStage,
   JobPosition,
   FinalJobStatus,
+  FinishedPart,
   StageMeta,
   JobError,
   ProgressEvent,
@@ -61,4 +63,33 @@ export interface JobView {
   readonly createdAt: number;
   /** Epoch ms: when the registry saw the job's actor reach its final state. */
   readonly finishedAt?: number;
+  /** `true` on an `interrupted` job: `POST /v1/jobs/:id/resume` with the same key headers continues it. */
+  readonly resumable?: true;
+}
+
+/**
+ * What a resume needs beyond the view, kept in the job's record while the job may still be resumed
+ * (queued, running, interrupted) and dropped once it ended for good. No key: the keys are compared by
+ * salted fingerprints (HMAC-SHA256 under the job's own random salt), and the document is read again from
+ * the document store by its id.
+ */
+export interface JobResumeData {
+  readonly documentId: string;
+  /** The document's sha256: a resume refuses a document that is not the one the job started on. */
+  readonly cacheKey: string;
+  /** The chain's providers, in the job's order. */
+  readonly providers: readonly ProviderId[];
+  readonly keySalt: string;
+  /** Per provider of the chain: HMAC-SHA256(keySalt, key), hex. */
+  readonly keyFingerprints: Readonly<Partial<Record<ProviderId, string>>>;
+  readonly notes: NotesResult | null;
+  readonly mcq: McqResult | null;
+  readonly fill: FillResult | null;
+  /** Finished steps of the stage in progress. */
+  readonly finishedParts: readonly FinishedPart[];
+}
+
+/** What a status store holds: the view, and while the job may be resumed, what a resume needs. */
+export interface JobRecord extends JobView {
+  readonly resume?: JobResumeData;
 }

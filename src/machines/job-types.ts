@@ -14,7 +14,11 @@ import type {
   TokenUsage,
 } from './types.js';
 
-export const jobStatuses = ['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
+/**
+ * `interrupted`: the instance that ran the job stopped (crash, kill, shutdown past its grace) before the job
+ * ended; its finished stages and parts are kept and `POST /v1/jobs/:id/resume` continues it.
+ */
+export const jobStatuses = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'interrupted'] as const;
 export type JobStatus = (typeof jobStatuses)[number];
 
 export const jobStages = ['notes', 'mcq', 'fill'] as const;
@@ -24,11 +28,29 @@ export type JobStage = (typeof jobStages)[number];
 /** Where a job is: waiting for a slot, in one of its stages, or past the last one. */
 export type JobPosition = 'queued' | JobStage | 'done';
 
-export type FinalJobStatus = Extract<JobStatus, 'succeeded' | 'failed' | 'cancelled'>;
+/** The statuses a job actor ends in. `interrupted` is one (its actor is gone), though a resume can continue the job. */
+export type FinalJobStatus = Extract<JobStatus, 'succeeded' | 'failed' | 'cancelled' | 'interrupted'>;
 
 /** Whether a job with this status has ended (its actor is done). */
 export function isFinalStatus(status: JobStatus): status is FinalJobStatus {
-  return status === 'succeeded' || status === 'failed' || status === 'cancelled';
+  return status === 'succeeded' || status === 'failed' || status === 'cancelled' || status === 'interrupted';
+}
+
+/**
+ * One provider step of a stage that finished (a part's notes, a merge, a part's questions), kept in the
+ * job's record so that a resumed job never asks a provider for it again. `key` is the sha256 of the
+ * step's request (prompt, task, language, part): the same document and options rebuild the same key.
+ */
+export interface FinishedPart {
+  readonly key: string;
+  readonly stage: JobStage;
+  readonly value: unknown;
+  readonly provider: ProviderId;
+  readonly model: string;
+  readonly fallback: boolean;
+  readonly usage: TokenUsage;
+  /** This step's attempts (already in the job's `meta.attempts`). */
+  readonly attempts: readonly Attempt[];
 }
 
 /** The language study material is written in (docs/api.md `options.lang`). */

@@ -1,6 +1,7 @@
 import { assign, emit, fromPromise, setup } from 'xstate';
 import type {
   FillResult,
+  FinishedPart,
   JobError,
   JobPosition,
   JobStage,
@@ -33,6 +34,20 @@ export interface JobInput {
   readonly chain: readonly JobKey[];
   /** Epoch ms. */
   readonly createdAt: number;
+  /** A resumed job: what its record kept of the run that was interrupted. */
+  readonly restore?: JobRestore;
+}
+
+/** What an interrupted job's record keeps, for its resume: finished stages, finished parts, attempts. */
+export interface JobRestore {
+  readonly progress: number;
+  readonly notes: NotesResult | null;
+  readonly mcq: McqResult | null;
+  readonly fill: FillResult | null;
+  readonly stages: Partial<Record<JobStage, StageMeta>>;
+  readonly attempts: readonly Attempt[];
+  /** Finished steps of the stage that was in progress. */
+  readonly finishedParts: readonly FinishedPart[];
 }
 
 export interface JobContext extends JobInput {
@@ -50,14 +65,21 @@ export interface JobContext extends JobInput {
   readonly attempts: readonly Attempt[];
   readonly error: JobError | null;
   readonly failedStage: JobStage | null;
+  /** Finished steps of the stage in progress (the job's record keeps them; a resume skips them). */
+  readonly finishedParts: readonly FinishedPart[];
 }
 
 /** What a stage actor reports to its job while it works. */
 export type JobStageReport =
   | { type: 'stage.progress'; stage: JobStage; part: number; parts: number }
-  | { type: 'stage.attempt'; attempt: Attempt };
+  | { type: 'stage.attempt'; attempt: Attempt }
+  | { type: 'stage.part'; part: FinishedPart };
 
-export type JobEvent = { type: 'job.start' } | { type: 'job.cancel' } | JobStageReport;
+/**
+ * `job.interrupt`: the job must stop here without ending for good (this instance shuts down past its grace,
+ * or lost the job's lease): it is left `interrupted`, resumable elsewhere.
+ */
+export type JobEvent = { type: 'job.start' } | { type: 'job.cancel' } | { type: 'job.interrupt' } | JobStageReport;
 
 /** The job's emitted events are its SSE events, as they are. */
 export type JobEmitted = JobStreamEvent;
@@ -73,6 +95,8 @@ export interface StageActorInput {
   /** The job's notes: grounding for mcq and fill, so they never regenerate notes. */
   readonly notes?: NotesResult;
   readonly chain: readonly JobKey[];
+  /** Steps of this stage already finished (a resumed job): answered from here, never asked again. */
+  readonly finishedParts: readonly FinishedPart[];
   /** The job's abort signal (cancel). */
   readonly signal: AbortSignal;
   /** Sends progress and attempts to the job as they happen. */
@@ -119,6 +143,7 @@ function stageInput(
     // The notes stage starts before any notes exist; mcq and fill always find the job's notes here.
     ...(context.notes === null ? {} : { notes: context.notes }),
     chain: context.chain,
+    finishedParts: context.finishedParts.filter((part) => part.stage === stage),
     signal: context.abortController.signal,
     report,
   };
@@ -152,6 +177,10 @@ const jobSetup = setup({
     isStageSucceeded: (_, params: { outcome: StudyOutcome }) => params.outcome.status === 'succeeded',
     /** The stage stopped because the job was cancelled or the service is stopping. */
     isStageAborted: (_, params: { outcome: StudyOutcome }) => params.outcome.status === 'aborted',
+    /** The job was created by a resume (its record's stages and parts came with it). */
+    isResumed: ({ context }) => context.restore !== undefined,
+    /** The stage's result is already in (a resumed job): it is not run again. */
+    hasStageResult: ({ context }, params: { stage: JobStage }) => context[params.stage] !== null,
   },
   actions: {
     enterStage: assign(({ context }, params: { stage: JobStage }) => ({
@@ -178,6 +207,12 @@ const jobSetup = setup({
           : { part: context.part, parts: context.parts }),
       },
     })),
+    /** A finished step is kept (the registry stores it with the job's record as it comes). */
+    recordPart: assign(({ context, event }) =>
+      event.type === 'stage.part' && !context.finishedParts.some((part) => part.key === event.part.key)
+        ? { finishedParts: [...context.finishedParts, event.part] }
+        : {},
+    ),
     recordAttempt: assign(({ context, event }) =>
       event.type === 'stage.attempt' ? { attempts: [...context.attempts, event.attempt] } : {},
     ),
@@ -191,9 +226,11 @@ const jobSetup = setup({
       const end = stageSpans[stage].start + stageSpans[stage].weight;
       const stages = { ...context.stages, [stage]: stageMeta(outcome) };
       const progress = Math.max(context.progress, Math.min(99, end));
-      if (stage === 'notes') return { notes: outcome.value as NotesResult, stages, progress };
-      if (stage === 'mcq') return { mcq: outcome.value as McqResult, stages, progress };
-      return { fill: outcome.value as FillResult, stages, progress };
+      // The stage's result now stands for its steps: the record no longer needs them.
+      const finishedParts = context.finishedParts.filter((part) => part.stage !== stage);
+      if (stage === 'notes') return { notes: outcome.value as NotesResult, stages, progress, finishedParts };
+      if (stage === 'mcq') return { mcq: outcome.value as McqResult, stages, progress, finishedParts };
+      return { fill: outcome.value as FillResult, stages, progress, finishedParts };
     }),
     storeFailure: assign((_, params: { stage: JobStage; outcome: StudyOutcome }) => {
       const { outcome } = params;
@@ -218,13 +255,22 @@ const jobSetup = setup({
         attempts: context.attempts,
       },
     })),
+    storeInterruption: assign(({ context }) => ({
+      error: {
+        code: 'JOB_INTERRUPTED',
+        message:
+          'The instance running this job stopped before the job ended. Its finished stages and parts are kept: ' +
+          'POST /v1/jobs/:id/resume with the same key headers continues it.',
+        attempts: context.attempts,
+      },
+    })),
     abortInFlight: ({ context }) => {
       context.abortController.abort();
     },
     completeProgress: assign({ progress: 100, position: 'done' as const, part: null, parts: null }),
     /** Keys and the document text leave the actor's memory the moment the job ends. */
     dropSecrets: assign({ chain: [], text: '' }),
-    emitDone: emit((_, params: { status: 'succeeded' | 'failed' | 'cancelled' }): JobEmitted => ({
+    emitDone: emit((_, params: { status: 'succeeded' | 'failed' | 'cancelled' | 'interrupted' }): JobEmitted => ({
       type: 'done',
       data: { status: params.status },
     })),
@@ -273,34 +319,57 @@ export const jobMachine = jobSetup.createMachine({
   context: ({ input }) => ({
     ...input,
     abortController: new AbortController(),
-    progress: 0,
+    progress: input.restore?.progress ?? 0,
     position: 'queued',
     part: null,
     parts: null,
-    notes: null,
-    mcq: null,
-    fill: null,
-    stages: {},
-    attempts: [],
+    notes: input.restore?.notes ?? null,
+    mcq: input.restore?.mcq ?? null,
+    fill: input.restore?.fill ?? null,
+    stages: input.restore?.stages ?? {},
+    attempts: input.restore?.attempts ?? [],
     error: null,
     failedStage: null,
+    finishedParts: input.restore?.finishedParts ?? [],
   }),
-  initial: 'queued',
+  initial: 'created',
   states: {
+    /** A new job waits queued; one created by a resume waits `resuming` with what its record kept. */
+    created: {
+      always: [{ guard: 'isResumed', target: 'resuming' }, { target: 'queued' }],
+    },
     /** Waiting for a free slot; the registry sends `job.start` when one frees. */
     queued: {
       on: {
         'job.start': { target: 'running' },
         'job.cancel': { target: 'cancelled' },
+        'job.interrupt': { target: 'interrupted' },
       },
     },
-    /** Working through the stages; progress and attempts flow in from the stage actor. */
+    /**
+     * A resumed job waiting for a free slot (its view reads `queued`). On `job.start` it goes on at the
+     * first stage without a result: a finished stage is never run again.
+     */
+    resuming: {
+      on: {
+        'job.start': [
+          { guard: { type: 'hasStageResult', params: { stage: 'mcq' } }, target: 'running.fill' },
+          { guard: { type: 'hasStageResult', params: { stage: 'notes' } }, target: 'running.mcq' },
+          { target: 'running.notes' },
+        ],
+        'job.cancel': { target: 'cancelled' },
+        'job.interrupt': { target: 'interrupted' },
+      },
+    },
+    /** Working through the stages; progress, attempts and finished steps flow in from the stage actor. */
     running: {
       initial: 'notes',
       on: {
         'job.cancel': { target: 'cancelled' },
+        'job.interrupt': { target: 'interrupted' },
         'stage.progress': { guard: 'isProgressAhead', actions: ['recordProgress', 'emitProgress'] },
         'stage.attempt': { actions: ['recordAttempt', 'emitAttempt'] },
+        'stage.part': { actions: 'recordPart' },
       },
       states: {
         /** Notes for the whole document (map-reduce over parts when it is long). */
@@ -326,10 +395,24 @@ export const jobMachine = jobSetup.createMachine({
       type: 'final',
       entry: ['dropSecrets', { type: 'emitDone', params: { status: 'failed' } }],
     },
-    /** Cancelled by the user or by shutdown; calls in flight are aborted and counted nowhere. */
+    /** Cancelled by the user; calls in flight are aborted and counted nowhere. */
     cancelled: {
       type: 'final',
       entry: ['abortInFlight', 'dropSecrets', { type: 'emitDone', params: { status: 'cancelled' } }],
+    },
+    /**
+     * Stopped here without ending for good (shutdown past its grace, or the job's lease lost): calls in
+     * flight are aborted and counted nowhere; finished stages and parts stay in the context (and the
+     * record), so a resume — a new actor with them as `restore` — continues from the first unfinished part.
+     */
+    interrupted: {
+      type: 'final',
+      entry: [
+        'abortInFlight',
+        'storeInterruption',
+        'dropSecrets',
+        { type: 'emitDone', params: { status: 'interrupted' } },
+      ],
     },
   },
 });

@@ -1,5 +1,5 @@
 import { summarizeValidationErrors } from '../errors/index.js';
-import type { Expect, Identical, StudyOutcome } from '../machines/job-types.js';
+import type { Expect, FinishedPart, Identical, StudyOutcome } from '../machines/job-types.js';
 import type { Attempt, ChainLink, FallbackPolicy, Gateway, GenerateOutcome, Validation } from '../actors/types.js';
 import { loadProviderSdks } from '../providers/index.js';
 import type { GenerationRequest, ProviderAnswer, ProviderId, Task, TokenUsage } from '../providers/index.js';
@@ -51,6 +51,19 @@ export interface StudyTaskInput {
   readonly cache?: ResultCache;
   /** The document's identity for the cache (its sha256); default a hash of `text`. */
   readonly cacheKey?: string;
+  /**
+   * Steps of this task finished by an earlier run of the same job (a resumed job): a step whose request
+   * is one of these is answered from here, with no provider call. Their attempts count in the outcome
+   * but are not reported through `onAttempt` again.
+   */
+  readonly finishedParts?: readonly FinishedPart[];
+  /** Each provider step as it succeeds (the job stores it at once, so a resume never asks it again). */
+  readonly onPart?: (part: FinishedPart) => void;
+}
+
+/** A step's identity: the sha256 of its whole request, so the same document and options give the same key. */
+export function stepKey(request: GenerationRequest): string {
+  return sha256Hex(JSON.stringify(request));
 }
 
 type Succeeded<T> = Extract<GenerateOutcome<T>, { status: 'succeeded' }>;
@@ -124,11 +137,13 @@ class StudyRun {
   readonly budget: number;
   readonly concurrency: number;
   readonly maxParts: number;
+  private readonly finished: ReadonlyMap<string, FinishedPart>;
 
   constructor(
     private readonly gateway: Gateway,
     readonly input: StudyTaskInput,
   ) {
+    this.finished = new Map((input.finishedParts ?? []).map((part) => [part.key, part]));
     this.budget = Math.max(64, input.budgetTokens ?? defaultPartBudgetTokens);
     this.concurrency = Math.max(1, input.concurrency ?? defaultConcurrency);
     this.maxParts = Math.max(1, input.maxParts ?? defaultMaxParts);
@@ -152,6 +167,16 @@ class StudyRun {
   /** One `gateway.generate`; throws StepFailed when it did not succeed. */
   async step<T>(request: GenerationRequest, validate: (answer: ProviderAnswer) => Validation<T>): Promise<T> {
     const task = request.task;
+    const key = stepKey(request);
+    const done = this.finished.get(key);
+    if (done !== undefined) {
+      // Paid for by the run that was interrupted: its answer and attempts stand, no provider is asked.
+      this.attempts.push(...done.attempts);
+      this.usages.push(done.usage);
+      this.fallback ||= done.fallback;
+      this.answered = { provider: done.provider, model: done.model };
+      return done.value as T;
+    }
     const onAttempt = this.input.onAttempt;
     const outcome = await this.gateway.generate<T>({
       request,
@@ -161,11 +186,22 @@ class StudyRun {
       ...(this.signal === undefined ? {} : { signal: this.signal }),
       ...(onAttempt === undefined ? {} : { onAttempt: (attempt: Attempt) => onAttempt({ ...attempt, task }) }),
     });
-    this.attempts.push(...outcome.attempts.map((attempt) => ({ ...attempt, task })));
+    const attempts = outcome.attempts.map((attempt) => ({ ...attempt, task }));
+    this.attempts.push(...attempts);
     if (outcome.status !== 'succeeded') throw new StepFailed(outcome);
     this.usages.push(outcome.usage);
     this.fallback ||= outcome.fallback;
     this.answered = { provider: outcome.provider, model: outcome.model };
+    this.input.onPart?.({
+      key,
+      stage: this.input.task,
+      value: outcome.value,
+      provider: outcome.provider,
+      model: outcome.model,
+      fallback: outcome.fallback,
+      usage: outcome.usage,
+      attempts,
+    });
     return outcome.value;
   }
 

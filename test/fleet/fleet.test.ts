@@ -105,6 +105,43 @@ describe('one breaker per provider across the fleet (Redis)', () => {
     expect(a!.state()).toBe('closed');
   });
 
+  it("renews a live prober's short lease while its call runs, and lets another instance probe soon after the prober dies", async () => {
+    const prefix = uniquePrefix('probe-death');
+    const probeLeaseMs = 600;
+    const [a, b] = await Promise.all(
+      [0, 1].map(() =>
+        startInstance({ url: redisTestUrl, prefix, emulator: rig.emulator, threshold: 3, recoveryMs: 200, probeLeaseMs }),
+      ),
+    );
+    running.push(a!, b!);
+    rig.emulator.setFault({ provider: 'claude', fault: 'http500', count: 3 });
+    for (let i = 0; i < 3; i += 1) await a!.call();
+    await waitFor(() => a!.state() === 'open' && b!.state() === 'open', 2000);
+    await new Promise((resolve) => setTimeout(resolve, 220));
+    // A's probe hangs at the provider (it would time out after PROVIDER_TIMEOUT_MS, 5 s here).
+    rig.emulator.setFault({ provider: 'claude', fault: 'slow', ms: 20_000, count: 1 });
+    const probe = a!.call();
+    await waitFor(() => claudeCalls() === 4, 2000);
+    // Alive, A keeps its lease well past the lease's lifetime: B is still refused its own probe.
+    await new Promise((resolve) => setTimeout(resolve, probeLeaseMs * 3));
+    expect((await b!.call()).attempts[0]?.reason).toBe('circuit_open');
+    // A dies as far as the fleet can tell: its Redis connection is gone, nothing renews its lease.
+    await a!.fleet.close();
+    const diedAt = Date.now();
+    for (;;) {
+      const outcome = await b!.call();
+      if (outcome.attempts[0]?.reason !== 'circuit_open') {
+        expect(outcome.status).toBe('succeeded');
+        break;
+      }
+      expect(Date.now() - diedAt).toBeLessThan(5000);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(Date.now() - diedAt).toBeLessThan(5000);
+    await waitFor(() => b!.state() === 'closed', 2000);
+    await probe;
+  });
+
   it("a restarted instance joins with the fleet's state", async () => {
     const prefix = uniquePrefix('join');
     const [a, b] = await fleetOf(2, { prefix });

@@ -6,7 +6,7 @@
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { connectFleet } from '../../src/fleet/index.js';
-import type { JobView } from '../../src/jobs/index.js';
+import { JobStoreUnavailableError, type JobView } from '../../src/jobs/index.js';
 import { englishTextPdf } from '../fixtures/pdf/generate.js';
 import { postJson, request, startHarness, type Harness } from '../http/blackbox-support.js';
 import { openEvents } from '../jobs/support.js';
@@ -170,7 +170,7 @@ describe('job status shared through Redis', () => {
 });
 
 describe('job status while Redis is down', () => {
-  it('keeps views in this process (no write or read fails), and writes to Redis again once it is back', async () => {
+  it('answers a job this process holds, refuses (never 404s) one it does not, and writes back what it held once Redis is back', async () => {
     const redis = await ownRedis();
     await redis.start();
     const prefix = uniquePrefix('jobs-outage');
@@ -188,32 +188,36 @@ describe('job status while Redis is down', () => {
       stage: status === 'succeeded' ? 'done' : 'notes',
       createdAt: 1,
     });
+    const lease = { holder: 'holder-1', leaseMs: 60_000 };
     try {
-      await store.put(job('running'));
+      await expect(store.put(job('running'), lease)).resolves.toBe('written');
       await redis.stop();
       await waitFor(() => !fleet.store.isUp(), 2000);
-      await expect(store.put(job('succeeded'), 60_000)).resolves.toBeUndefined();
+      // The job finishes during the outage: held in memory, and this process still answers it.
+      await expect(store.put({ ...job('succeeded'), finishedAt: 2 }, { ...lease, ttlMs: 60_000 })).resolves.toBe('deferred');
       expect((await store.get('job-1'))?.status).toBe('succeeded');
-      expect(await store.get('job-2')).toBeUndefined();
+      // A job this process holds no copy of may exist: unavailable, not unknown.
+      await expect(store.get('job-2')).rejects.toBeInstanceOf(JobStoreUnavailableError);
 
-      // Redis back, empty (no persistence): the next write goes there, and is what is read.
+      // Redis back, empty (no persistence): the held record is written back without another write.
       await redis.start();
       await waitFor(() => fleet.store.isUp(), 5000);
-      await store.put({ ...job('succeeded'), progress: 100, finishedAt: 2 }, 60_000);
       const reader = new Redis(redis.url);
       try {
-        const text = await reader.get(`${prefix}job:job-1`);
-        expect(JSON.parse(text ?? '{}')).toMatchObject({
-          jobId: 'job-1',
-          status: 'succeeded',
-          finishedAt: 2,
-        });
+        const deadline = Date.now() + 5000;
+        let text: string | null = null;
+        while (text === null && Date.now() < deadline) {
+          text = await reader.get(`${prefix}job:job-1`);
+          if (text === null) await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        expect(JSON.parse(text ?? '{}')).toMatchObject({ jobId: 'job-1', status: 'succeeded', finishedAt: 2 });
         expect(await reader.pttl(`${prefix}job:job-1`)).toBeGreaterThan(0);
+        // A final record releases its lease.
+        expect(await reader.exists(`${prefix}job:job-1:lease`)).toBe(0);
         await reader.del(`${prefix}job:job-1`);
       } finally {
         reader.disconnect();
       }
-      // The fallback no longer holds it: Redis is the one place it lived.
       expect(await store.get('job-1')).toBeUndefined();
     } finally {
       await store.close?.();

@@ -51,6 +51,8 @@ export interface InstanceOptions {
   readonly syncIntervalMs?: number;
   /** KEY_QUARANTINE_MS: per-key health on, shared through the fleet (its salt and its key link). */
   readonly keyQuarantineMs?: number;
+  /** The half-open probe lease's lifetime without renewal (default the fleet's, 3000). */
+  readonly probeLeaseMs?: number;
 }
 
 /** One service instance in this process: its own gateway and its own Redis connections. */
@@ -67,6 +69,7 @@ export async function startInstance(options: InstanceOptions): Promise<Instance>
     providerTimeoutMs: 5000,
     connectTimeoutMs: 1000,
     ...(options.syncIntervalMs === undefined ? {} : { syncIntervalMs: options.syncIntervalMs }),
+    ...(options.probeLeaseMs === undefined ? {} : { probeLeaseMs: options.probeLeaseMs }),
   });
   const gateway = createGateway({
     adapters: createAdapters({
@@ -114,6 +117,8 @@ export async function startInstance(options: InstanceOptions): Promise<Instance>
 export interface ServiceProcess {
   readonly url: string;
   stop(): Promise<void>;
+  /** Sends `signal` (SIGKILL: the instance dies mid-work); resolves with the exit code or signal once it exited. */
+  kill(signal: NodeJS.Signals): Promise<number | NodeJS.Signals | null>;
 }
 
 /**
@@ -149,11 +154,18 @@ export async function startServiceProcess(
       child.once('exit', () => resolve());
       child.kill('SIGTERM');
     });
+  const exited = new Promise<number | NodeJS.Signals | null>((resolve) =>
+    child.once('exit', (code, signal) => resolve(signal ?? code)),
+  );
+  const kill = (signal: NodeJS.Signals): Promise<number | NodeJS.Signals | null> => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    return exited;
+  };
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 50_000; // tsx compiles on start: slow on a loaded machine
   for (;;) {
     try {
-      if ((await fetch(`${url}/healthz`)).ok) return { url, stop };
+      if ((await fetch(`${url}/healthz`)).ok) return { url, stop, kill };
     } catch {
       // Not listening yet.
     }

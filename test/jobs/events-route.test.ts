@@ -111,7 +111,7 @@ describe('GET /v1/jobs/:id/events', () => {
     expect(cancelled.body.status).toBe('cancelled');
   });
 
-  it('ends every open stream when the app closes (the jobs are cancelled)', async () => {
+  it('ends every open stream when the app closes (the jobs are interrupted, not cancelled)', async () => {
     emulator.setFault({ provider: 'claude', fault: 'slow', ms: 3_000 });
     const other = Fastify().withTypeProvider<ZodTypeProvider>();
     other.setValidatorCompiler(validatorCompiler);
@@ -133,6 +133,6 @@ describe('GET /v1/jobs/:id/events', () => {
     await stream.waitFor((event) => event.event === 'progress');
     await other.close();
     const events = await stream.events;
-    expect(events.at(-1)).toEqual({ event: 'done', data: '{"status":"cancelled"}' });
+    expect(events.at(-1)).toEqual({ event: 'done', data: '{"status":"interrupted"}' });
   });
 });

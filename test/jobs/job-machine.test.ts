@@ -210,3 +210,88 @@ describe('job machine', () => {
     },
   );
 });
+
+describe('job machine: interrupted and resuming (issue 26)', () => {
+  const mcq = { questions: [] };
+  /** A job created by a resume with `restore`; its stages wait for the test as in `startJob`. */
+  function resumeJob(restore: { notes: typeof notes | null; mcq: typeof mcq | null }) {
+    const stages: StageActorInput[] = [];
+    const machine = jobMachine.provide({
+      actors: {
+        generateStage: fromPromise<StudyTaskOutcome, StageActorInput>(({ input }) => {
+          stages.push(input);
+          return new Promise<StudyTaskOutcome>(() => undefined);
+        }),
+      },
+    }) as typeof jobMachine;
+    const finishedPart = {
+      key: 'step-1',
+      stage: restore.notes === null ? ('notes' as const) : restore.mcq === null ? ('mcq' as const) : ('fill' as const),
+      value: {},
+      provider: 'claude' as const,
+      model: 'claude-model',
+      fallback: false,
+      usage: { inputTokens: 1, outputTokens: 1 },
+      attempts: [attempt],
+    };
+    const actor = createActor(machine, {
+      input: {
+        jobId: 'job-1',
+        text: 'Photosynthesis turns light into sugar.',
+        cacheKey: 'sha',
+        lang: 'en',
+        mcqCount: 2,
+        fillCount: 2,
+        chain: [{ provider: 'claude', apiKey: new Secret(key) }],
+        createdAt: 1,
+        restore: {
+          progress: 50,
+          notes: restore.notes,
+          mcq: restore.mcq as never,
+          fill: null,
+          stages: {},
+          attempts: [attempt],
+          finishedParts: [finishedPart],
+        },
+      },
+    });
+    const emitted: JobStreamEvent[] = [];
+    actor.on('*', (event) => emitted.push(event));
+    actor.start();
+    return { actor, stages, emitted, finishedPart };
+  }
+
+  it.each([
+    ['nothing finished', { notes: null, mcq: null }, 'notes'],
+    ['notes finished', { notes, mcq: null }, 'mcq'],
+    ['notes and mcq finished', { notes, mcq }, 'fill'],
+  ] as const)('a resumed job with %s waits resuming, then runs only from the first unfinished stage (%s)', async (_, restore, first) => {
+    const { actor, stages, finishedPart } = resumeJob(restore);
+    expect(actor.getSnapshot().value).toBe('resuming');
+    actor.send({ type: 'job.start' });
+    await settle();
+    expect(actor.getSnapshot().value).toEqual({ running: first });
+    expect(stages.map((stage) => stage.stage)).toEqual([first]);
+    // The stage gets the finished steps of its own stage: they are answered from the record.
+    expect(stages[0]?.finishedParts).toEqual([finishedPart]);
+    // Nothing moves backwards: the progress and attempts the record kept stand.
+    expect(actor.getSnapshot().context.progress).toBeGreaterThanOrEqual(50);
+    expect(actor.getSnapshot().context.attempts).toEqual([attempt]);
+  });
+
+  it('job.interrupt leaves running for interrupted: final, JOB_INTERRUPTED, keys dropped, done interrupted', async () => {
+    const { actor, emitted } = resumeJob({ notes, mcq: null });
+    actor.send({ type: 'job.start' });
+    await settle();
+    actor.send({ type: 'job.interrupt' });
+    const snapshot = actor.getSnapshot();
+    expect(snapshot.value).toBe('interrupted');
+    expect(snapshot.status).toBe('done');
+    expect(snapshot.context.error?.code).toBe('JOB_INTERRUPTED');
+    expect(snapshot.context.chain).toEqual([]);
+    // The finished work stays for the record.
+    expect(snapshot.context.notes).toEqual(notes);
+    expect(snapshot.context.finishedParts).toHaveLength(1);
+    expect(emitted.at(-1)).toEqual({ type: 'done', data: { status: 'interrupted' } });
+  });
+});

@@ -319,13 +319,14 @@ describe('job machine rules', () => {
     expect(actor.getSnapshot().status).toBe('done');
   });
 
-  it('calls succeeded, failed and cancelled final, queued and running not', () => {
+  it('calls succeeded, failed, cancelled and interrupted final, queued and running not', () => {
     expect(jobStatuses.map((status) => [status, isFinalStatus(status)])).toEqual([
       ['queued', false],
       ['running', false],
       ['succeeded', true],
       ['failed', true],
       ['cancelled', true],
+      ['interrupted', true],
     ]);
   });
 });

@@ -73,6 +73,7 @@ function spec(): JobSpec {
   return {
     text: `Document ${documentNumber}. Photosynthesis converts light energy into chemical energy stored in glucose. Chlorophyll absorbs red and blue light.`,
     cacheKey: `document-${documentNumber}`,
+    documentId: `document-${documentNumber}`,
     lang: 'en',
     mcqCount: 1,
     fillCount: 1,
@@ -147,7 +148,7 @@ describe('job registry', () => {
     }
   });
 
-  it('cancels every live job on stop', async () => {
+  it('interrupts (never cancels) every live job on stop', async () => {
     emulator.setFault({ provider: 'gpt', fault: 'slow', ms: 2_000 });
     const jobs = registry({ concurrency: 1 });
     const running = jobs.create(spec());
@@ -155,7 +156,7 @@ describe('job registry', () => {
     await Promise.resolve();
     const endings = Promise.all([finished(jobs, running.jobId), finished(jobs, queued.jobId)]);
     await jobs.stop();
-    await expect(endings).resolves.toEqual(['cancelled', 'cancelled']);
+    await expect(endings).resolves.toEqual(['interrupted', 'interrupted']);
     expect(() => jobs.create(spec())).toThrow(/stopped/);
   });
 
@@ -182,5 +183,64 @@ describe('job registry', () => {
     const view = (await jobs.get(second.jobId)) as JobView;
     expect(view.meta?.stages.notes?.cached).toBe(true);
     expect(view.result).toEqual((await jobs.get(first.jobId))?.result);
+  });
+});
+
+describe('interrupted jobs and their resume (issue 26)', () => {
+  /** A long text: many parts under a 64-token budget, so the job is many provider steps. */
+  function longSpec(tag: string): JobSpec {
+    const sentences = Array.from(
+      { length: 12 },
+      (_, index) => `Section ${index + 1} (${tag}). Photosynthesis converts light energy into chemical energy stored in glucose; chlorophyll absorbs red and blue light.`,
+    );
+    return { ...spec(), text: sentences.join('\n\n'), cacheKey: `long-${tag}`, documentId: `long-${tag}` };
+  }
+
+  async function callsOf(run: () => Promise<unknown>): Promise<number> {
+    const before = emulator.stats().gpt.calls;
+    await run();
+    return emulator.stats().gpt.calls - before;
+  }
+
+  it('a drained job reads interrupted; resumed in another registry on the same store, it asks no finished part again', async () => {
+    const { createMemoryJobStatusStore } = await import('../../src/jobs/index.js');
+    // The whole job uninterrupted, on a text of its own: how many provider steps it takes.
+    const reference = registry({ budgetTokens: 64 });
+    const referenceJob = reference.create(longSpec('reference'));
+    const total = await callsOf(() => finished(reference, referenceJob.jobId));
+    expect(total).toBeGreaterThan(6);
+
+    const store = createMemoryJobStatusStore({ maxEntries: 10 });
+    const first = registry({ budgetTokens: 64, store });
+    const job = first.create(longSpec('interrupted'));
+    const kept = 3;
+    const beforeFirst = emulator.stats().gpt.calls;
+    // Stopped once `kept` notes parts have reported done (each is stored before its progress is reported).
+    await new Promise<void>((resolve) => {
+      void first.subscribe(job.jobId, (event) => {
+        if (event.type === 'progress' && event.data.stage === 'notes' && (event.data.part ?? 0) >= kept) resolve();
+      });
+    });
+    await first.drain(0);
+    const askedOfFirst = emulator.stats().gpt.calls - beforeFirst;
+    const interrupted = await first.get(job.jobId);
+    expect(interrupted).toMatchObject({ status: 'interrupted', resumable: true, error: { code: 'JOB_INTERRUPTED' } });
+
+    const second = registry({ budgetTokens: 64, store });
+    const record = await second.record(job.jobId);
+    expect(record?.status).toBe('interrupted');
+    const askedOfSecond = await callsOf(async () => {
+      await expect(second.resume(record!, longSpec('interrupted'))).resolves.toMatchObject({ status: 'queued' });
+      await expect(finished(second, job.jobId)).resolves.toBe('succeeded');
+    });
+    // At least `kept` steps were kept: the resume asks at most the rest of the job's steps.
+    expect(askedOfSecond).toBeLessThanOrEqual(total - kept);
+    expect(askedOfFirst).toBeGreaterThanOrEqual(kept);
+    const done = await second.get(job.jobId);
+    expect(done?.status).toBe('succeeded');
+    // The first run's attempts stay in the record, before the resumer's.
+    expect(done?.meta?.attempts.length).toBeGreaterThanOrEqual(askedOfSecond + kept);
+    // A second resume of a job that is no longer interrupted is refused.
+    await expect(second.resume(record!, longSpec('interrupted'))).rejects.toThrow(/not interrupted/);
   });
 });

@@ -139,6 +139,8 @@ beforeAll(async () => {
         // walk is breaker.model.test.ts).
         BREAKER_FAILURE_THRESHOLD: '100',
         KEY_QUARANTINE_MS: '60000',
+        // No answer of a loaded machine times out (a timeout would be a step the path does not have).
+        PROVIDER_TIMEOUT_MS: '5000',
       }),
     );
   }

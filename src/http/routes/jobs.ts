@@ -8,8 +8,16 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { FallbackPolicy, Gateway } from '../../actors/types.js';
 import type { DocumentStore } from '../../documents/index.js';
-import { createJobRegistry, JobCapacityError, jobStages, jobStatuses } from '../../jobs/index.js';
-import type { JobCancelBus, JobRegistry, JobStatusStore, JobStreamEvent } from '../../jobs/index.js';
+import {
+  createJobRegistry,
+  JobCapacityError,
+  JobNotResumableError,
+  jobStages,
+  jobStatuses,
+  JobStoreUnavailableError,
+  keysMatch,
+} from '../../jobs/index.js';
+import type { JobCancelBus, JobRegistry, JobSpec, JobStatusStore, JobStreamEvent } from '../../jobs/index.js';
 import type { ProviderId } from '../../providers/index.js';
 import {
   defaultQuestionCount,
@@ -43,6 +51,8 @@ export interface JobsRoutesOptions {
     readonly maxJobsPerClient?: number;
     readonly maxJobsPerAddress?: number;
     readonly concurrencyPerClient?: number;
+    /** JOB_LEASE_MS: how long a job's lease lives without renewal (default 15 000). */
+    readonly leaseMs?: number;
   };
   /** Job creations per client per window (RATE_LIMIT_JOBS); none when absent. */
   readonly rateLimit?: Pick<RouteRateLimit, 'max' | 'windowSeconds' | 'salt'>;
@@ -60,7 +70,7 @@ export interface JobsRoutesOptions {
   readonly statusStore?: JobStatusStore;
   /** Carries a cancel to the instance that runs the job (REDIS_URL); without it only local jobs cancel. */
   readonly cancelBus?: JobCancelBus;
-  /** Receives the registry the plugin creates (tests and metrics read it). */
+  /** Receives the registry the plugin creates (tests, metrics and the shutdown's drain use it). */
   readonly onRegistry?: (registry: JobRegistry) => void;
 }
 
@@ -143,6 +153,10 @@ export const jobViewSchema = z
       .optional(),
     createdAt: z.number(),
     finishedAt: z.number().optional(),
+    resumable: z
+      .literal(true)
+      .optional()
+      .describe('On an interrupted job: POST /v1/jobs/:id/resume with the same key headers continues it.'),
   })
   .describe('Job');
 
@@ -151,6 +165,34 @@ function notFound(id: string): ApiError {
     'JOB_NOT_FOUND',
     `No job ${JSON.stringify(id.slice(0, 100))}: it is unknown or has expired (JOB_TTL_SECONDS).`,
   );
+}
+
+function notResumable(status: string): ApiError {
+  return new ApiError('JOB_NOT_RESUMABLE', `The job is ${status}: only an interrupted job can be resumed.`);
+}
+
+/** Seconds a client waits before reading a job again while the shared store is unreachable. */
+const storeRetryAfterSeconds = 2;
+
+/**
+ * A job read that the shared store could not answer is 503 `JOB_STORE_UNAVAILABLE` with `Retry-After`,
+ * never 404: the job may well exist (docs/fleet.md "Redis outages").
+ */
+async function fromStore<T>(read: () => Promise<T>): Promise<T> {
+  try {
+    return await read();
+  } catch (error) {
+    if (!(error instanceof JobStoreUnavailableError)) throw error;
+    throw new ApiError('JOB_STORE_UNAVAILABLE', `${error.message} Retry shortly.`, {
+      retryAfterSeconds: storeRetryAfterSeconds,
+    });
+  }
+}
+
+function capacityRefusal(error: JobCapacityError, retryAfterSeconds: number): ApiError {
+  return new ApiError(error.scope === 'instance' ? 'TOO_MANY_JOBS' : 'TOO_MANY_REQUESTS', error.message, {
+    retryAfterSeconds,
+  });
 }
 
 
@@ -169,8 +211,14 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
     ttlSeconds: options.jobs.ttlSeconds,
     ...(options.statusStore === undefined ? {} : { store: options.statusStore }),
     ...(options.cancelBus === undefined ? {} : { cancelBus: options.cancelBus }),
+    ...(options.jobs.leaseMs === undefined ? {} : { leaseMs: options.jobs.leaseMs }),
   });
   options.onRegistry?.(registry);
+  const retryAfterSeconds = options.retryAfterSeconds ?? 5;
+  const creationLimit =
+    options.rateLimit === undefined
+      ? false
+      : routeRateLimit({ ...options.rateLimit, what: 'job creations', variable: 'RATE_LIMIT_JOBS', client: 'byKeys' });
   const heartbeatMs = options.heartbeatMs ?? 15_000;
 
   // Before the server waits for open connections: cancelling every job ends every event stream.
@@ -181,12 +229,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
   app.post(
     '/v1/jobs',
     {
-      config: {
-        rateLimit:
-          options.rateLimit === undefined
-            ? false
-            : routeRateLimit({ ...options.rateLimit, what: 'job creations', variable: 'RATE_LIMIT_JOBS', client: 'byKeys' }),
-      },
+      config: { rateLimit: creationLimit },
       schema: {
         tags: ['jobs'],
         summary: 'Start a background job: notes, then MCQ and fill-in-the-blank questions grounded on them.',
@@ -218,6 +261,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
       try {
         view = registry.create({
           text: document.text,
+          documentId: body.documentId,
           cacheKey: document.sha256,
           ...resolveLang(body.options?.lang, document.text),
           mcqCount: body.options?.mcqCount ?? defaultQuestionCount,
@@ -227,10 +271,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
           address: request.ip,
         });
       } catch (error) {
-        if (error instanceof JobCapacityError) {
-          const retryAfterSeconds = options.retryAfterSeconds ?? 5;
-          throw new ApiError(error.scope === 'instance' ? 'TOO_MANY_JOBS' : 'TOO_MANY_REQUESTS', error.message, { retryAfterSeconds });
-        }
+        if (error instanceof JobCapacityError) throw capacityRefusal(error, retryAfterSeconds);
         throw error;
       }
       return reply.code(202).send({ jobId: view.jobId, status: 'queued' as const });
@@ -244,11 +285,11 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
         tags: ['jobs'],
         summary: "A job's status, progress, and when finished its result or error.",
         params: jobParamsSchema,
-        response: { 200: jobViewSchema, 404: errorBodySchema },
+        response: { 200: jobViewSchema, 404: errorBodySchema, 503: errorBodySchema },
       },
     },
     async (request) => {
-      const view = await registry.get(request.params.id);
+      const view = await fromStore(() => registry.get(request.params.id));
       if (view === undefined) throw notFound(request.params.id);
       return view;
     },
@@ -260,15 +301,81 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
       schema: {
         tags: ['jobs'],
         summary: 'Cancel a job: calls in flight are aborted and never count toward a breaker.',
-        description: 'Answers the job as it is after the cancel; a finished job is left as it is.',
+        description:
+          'Answers the job as it is after the cancel; an interrupted job becomes cancelled (no longer resumable); ' +
+          'a finished job is left as it is.',
         params: jobParamsSchema,
-        response: { 200: jobViewSchema, 404: errorBodySchema },
+        response: { 200: jobViewSchema, 404: errorBodySchema, 503: errorBodySchema },
       },
     },
     async (request) => {
-      const view = await registry.cancel(request.params.id);
+      const view = await fromStore(() => registry.cancel(request.params.id));
       if (view === undefined) throw notFound(request.params.id);
       return view;
+    },
+  );
+
+  app.post(
+    '/v1/jobs/:id/resume',
+    {
+      config: { rateLimit: creationLimit },
+      schema: {
+        tags: ['jobs'],
+        summary: 'Continue an interrupted job on this instance, from its first unfinished part.',
+        description:
+          `Send the key headers the job was created with (${Object.values(keyHeaders).join(', ')}); they are ` +
+          "compared with the job's salted fingerprints, never stored. Finished stages and parts are kept and " +
+          'never asked of a provider again. 403 JOB_FORBIDDEN with other keys; 409 JOB_NOT_RESUMABLE when the ' +
+          'job is not interrupted.',
+        params: jobParamsSchema,
+        response: {
+          202: z.object({ jobId: z.string(), status: z.literal('queued') }),
+          403: errorBodySchema,
+          404: errorBodySchema,
+          409: errorBodySchema,
+          429: errorBodySchema,
+          503: errorBodySchema,
+        },
+      },
+    },
+    async (request, reply) => {
+      const jobId = request.params.id;
+      const record = await fromStore(() => registry.record(jobId));
+      if (record === undefined) throw notFound(jobId);
+      const resume = record.resume;
+      // A job that ended for good keeps no fingerprints: nothing to compare, nothing to resume.
+      if (resume === undefined) throw notResumable(record.status);
+      const keys = readProviderKeys(request.headers);
+      if (!keysMatch(resume, keys))
+        throw new ApiError(
+          'JOB_FORBIDDEN',
+          `A job is resumed only with the key headers it was created with (${resume.providers.map((id) => keyHeaders[id]).join(', ')}).`,
+        );
+      if (record.status !== 'interrupted') throw notResumable(record.status);
+      const document = await loadDocumentOrThrow(options.documentStore, resume.documentId);
+      if (document.sha256 !== resume.cacheKey) throw notResumable('bound to a document that changed');
+      const meta = record.meta;
+      const spec: JobSpec = {
+        text: document.text,
+        documentId: resume.documentId,
+        cacheKey: resume.cacheKey,
+        ...(meta === undefined
+          ? resolveLang(undefined, document.text)
+          : { lang: meta.lang, ...(meta.langSource === undefined ? {} : { langSource: meta.langSource }) }),
+        mcqCount: meta?.mcqCount ?? defaultQuestionCount,
+        fillCount: meta?.fillCount ?? defaultQuestionCount,
+        chain: buildChain(resume.providers, keys),
+        clientId: clientIdOf(keys, request.ip),
+        address: request.ip,
+      };
+      try {
+        await registry.resume(record, spec);
+      } catch (error) {
+        if (error instanceof JobCapacityError) throw capacityRefusal(error, retryAfterSeconds);
+        if (error instanceof JobNotResumableError) throw notResumable(error.status);
+        throw error;
+      }
+      return reply.code(202).send({ jobId, status: 'queued' as const });
     },
   );
 
@@ -289,7 +396,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
     },
     async (request, reply) => {
       const jobId = request.params.id;
-      if ((await registry.get(jobId)) === undefined) throw notFound(jobId);
+      if ((await fromStore(() => registry.get(jobId))) === undefined) throw notFound(jobId);
       // Refused before the stream starts, as a JSON error with Retry-After (src/http/sse.ts).
       const release = enterStream(options.streams, request.ip);
 
@@ -330,7 +437,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
           raw.end();
         }
       };
-      const unsubscribe = await registry.subscribe(jobId, onEvent);
+      const unsubscribe = await registry.subscribe(jobId, onEvent).catch(() => undefined);
       if (unsubscribe === undefined) {
         // Expired between the check and the subscription.
         cleanUp();

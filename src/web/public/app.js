@@ -322,6 +322,11 @@ async function finishJob(jobId, run) {
   if (page.jobId !== jobId) return;
   const response = await fetch(`/v1/jobs/${encodeURIComponent(jobId)}`);
   const job = await readJson(response);
+  if (response.status === 503) {
+    // The job store is briefly unreachable (JOB_STORE_UNAVAILABLE): the job may well exist, read it again.
+    setTimeout(() => void finishJob(jobId, run), 1000 * Number(response.headers.get('retry-after') ?? 2));
+    return;
+  }
   if (!response.ok) {
     showJobError(describeError(job, response.status));
     return;
@@ -331,6 +336,7 @@ async function finishJob(jobId, run) {
     setTimeout(() => void finishJob(jobId, run), 1000);
     return;
   }
+  if (job.status === 'interrupted' && job.resumable && (await resumeInterrupted(jobId, run))) return;
   page.jobId = null;
   /** @type {HTMLButtonElement} */ ($('cancel-button')).disabled = true;
   void refreshKeyHealth();
@@ -353,6 +359,31 @@ async function finishJob(jobId, run) {
     showJobError(`${error.code ?? 'FAILED'}: ${error.message ?? 'the job failed'}${error.retryAfterSeconds ? ` (retry after ${error.retryAfterSeconds} s)` : ''}`);
     if (tableEmpty && Array.isArray(error.attempts)) addAttempts(run, error.attempts);
   }
+}
+
+/** How often this page resumed each job: an instance that keeps dying is not retried forever. */
+const resumesByJob = new Map();
+
+/**
+ * Issue 26: the instance running the job stopped (restart, crash) and the job reads `interrupted`. The page
+ * holds the keys the job was created with, so it resumes the job itself (POST /v1/jobs/:id/resume, at most
+ * three times), says so, and follows it again; finished parts are not paid again. False when it could not.
+ */
+async function resumeInterrupted(jobId, run) {
+  const resumes = (resumesByJob.get(jobId) ?? 0) + 1;
+  if (resumes > 3) return false;
+  resumesByJob.set(jobId, resumes);
+  setProgress(/** @type {HTMLProgressElement} */ ($('progress')).value, 'The service instance running this job stopped; resuming it where it left off…');
+  const response = await fetch(`/v1/jobs/${encodeURIComponent(jobId)}/resume`, { method: 'POST', headers: keyHeadersFor() });
+  const body = await readJson(response);
+  if (!response.ok) {
+    showJobError(`The interrupted job could not be resumed: ${describeError(body, response.status)}`);
+    return false;
+  }
+  setProgress(/** @type {HTMLProgressElement} */ ($('progress')).value, 'Resumed after an interruption: finished parts are kept.');
+  setRunState('calling');
+  followJob(jobId, run);
+  return true;
 }
 
 async function onCancel() {
