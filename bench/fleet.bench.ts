@@ -13,7 +13,7 @@ import type { Gateway } from '../src/actors/types.js';
 import { startEmulator, type Emulator } from '../src/emulator/index.js';
 import { connectFleet, type Fleet } from '../src/fleet/index.js';
 import { createAdapters, type GenerationRequest } from '../src/providers/index.js';
-import { machineInfo, median, round, writeBenchmarkSection } from './report.js';
+import { median, round, writeBenchSection } from './report.js';
 import { Secret } from '../src/security/secret.js';
 
 const redisUrl = process.env.REDIS_URL ?? process.env.REDIS_TEST_URL ?? 'redis://127.0.0.1:6379';
@@ -148,33 +148,31 @@ try {
 
 const value = (instances: number, mode: string, field: keyof Measurement): number =>
   median((results.get(`${instances}:${mode}`) ?? []).map((measurement) => measurement[field]));
-const rows = instanceCounts.map((instances) =>
-  [
-    instances,
-    ...(['process', 'redis'] as const).flatMap((mode) => [
-      round(value(instances, mode, 'perWindow')),
-      round(value(instances, mode, 'toOpen'), 0),
-      round(value(instances, mode, 'probesPerWindow')),
-    ]),
-  ].join(' | '),
-).map((row) => `| ${row} |`);
+const rows = instanceCounts.map((instances) => [
+  instances,
+  ...(['process', 'redis'] as const).flatMap((mode) => [
+    round(value(instances, mode, 'perWindow')),
+    round(value(instances, mode, 'toOpen'), 0),
+    round(value(instances, mode, 'probesPerWindow')),
+  ]),
+]);
 const redisValues = instanceCounts.map((instances) => value(instances, 'redis', 'perWindow'));
 const withinGoal = redisValues.every((perWindow) => perWindow <= threshold + 1);
-const markdown = `## Fleet: calls reaching a dead provider per recovery window (bench/fleet.bench.ts)
-
-Threshold ${threshold}, recovery ${recoveryMs} ms, ${windows} windows per run, each instance sending
-requests from two loops the whole time; the provider answers 500 throughout. Median of ${rounds} rounds
-(per-process and Redis-shared alternate). Each instance is its own gateway with its own Redis connections.
-The first window holds the calls that open the breaker ("to open": the threshold plus the calls already
-in flight when the last instance saw it open); every later window holds only the half-open probes
-("probes/window", counted from ${settleMs} ms after every instance saw the breaker open).
-
-| instances | per-process: calls/window | to open | probes/window | Redis: calls/window | to open | probes/window |
-| --- | --- | --- | --- | --- | --- | --- |
-${rows.join('\n')}
-
-Goal (issue 7): with Redis at most threshold + 1 = ${threshold + 1} per window, flat in the number of
-instances: ${withinGoal ? 'met' : 'NOT met'}. Measured on ${machineInfo()}.
-`;
-process.stdout.write(`\n${markdown}`);
-writeBenchmarkSection('fleet', markdown);
+const markdown = writeBenchSection({
+  bench: 'fleet',
+  title: 'fleet: calls reaching a dead provider per recovery window',
+  settings: `threshold ${threshold}, recovery ${recoveryMs} ms, ${windows} windows, ${rounds} rounds`,
+  measures:
+    'Instances (each its own gateway) send from two loops to a provider answering 500 throughout, with per-process ' +
+    '(1 breaker per instance) or Redis-shared breakers; "to open" = calls before every instance saw it open, then half-open probes per window.',
+  columns: ['instances', 'per-process calls/window', 'to open', 'probes/window', 'Redis calls/window', 'to open', 'probes/window'],
+  rows,
+  goals: [
+    {
+      rule: `with Redis at most threshold + 1 = ${threshold + 1} calls per window, flat in the number of instances`,
+      met: withinGoal,
+      measured: redisValues.map((perWindow) => round(perWindow)).join(', '),
+    },
+  ],
+});
+process.stdout.write(`\n${markdown}\n`);

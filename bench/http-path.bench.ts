@@ -25,7 +25,7 @@ import { buildApp } from '../src/http/app.js';
 import { adaptersFromConfig, startService } from '../src/http/service.js';
 import { upstreamFetch } from '../src/providers/upstream-fetch.js';
 import { buildNotesRequest } from '../src/study/prompts.js';
-import { loadAverage, machineInfo, median, round, writeBenchmarkSection } from './report.js';
+import { loadAverage, median, round, writeBenchSection } from './report.js';
 import { benchText, gptKey, serviceEnv, startEmulatorChild } from './support/index.js';
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 7);
@@ -238,26 +238,21 @@ async function main(): Promise<void> {
   const rows = variants.map((variant) => {
     const over = (base: string): string =>
       variant.key === base ? '—' : round(median(differences(variant.key, base)), 0);
-    return `| ${variant.label} | ${round(median(of(variant.key)), 0)} | ${over('sdk')} | ${over('transport')} |`;
+    return [variant.label, round(median(of(variant.key)), 0), over('sdk'), over('transport')];
   });
-  const markdown = `## HTTP path: the service's CPU outside the actors, in one process
-
-Command: \`npm run bench -- http-path\` (bench/http-path.bench.ts; \`BENCH_ROUNDS\`=${rounds}, \`BENCH_REQUESTS\`=${requestsPerRun} per run, ${inFlight} in flight).
-Machine: ${machineInfo()}. Measured ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC; load average (1/5/15 min) ${loadAtStart} at the start, ${loadAverage()} at the end.
-
-Four apps in one process through \`app.inject()\` (no sockets), the emulator answering at once from its own process:
-A (Fastify + the \`openai\` SDK on its default \`fetch\`, as in the overhead bench), A′ (the same on the service's
-upstream transport, src/providers/upstream-fetch.ts), the **HTTP path** (the service's app, \`buildApp\`, over a
-gateway that calls the gpt adapter directly: everything outside src/machines and src/actors) and B (the whole service).
-CPU of this process per request, medians of ${rounds} alternating rounds; differences are per round against A and A′.
-
-| variant | CPU µs / request | over A, µs | over A′, µs |
-| --- | ---: | ---: | ---: |
-${rows.join('\n')}
-
-B − HTTP path is what the actors add (median of per-round differences: ${round(median(differences('service', 'http')), 0)} µs).
-`;
-  writeBenchmarkSection('http-path', markdown);
+  const markdown = writeBenchSection({
+    bench: 'http-path',
+    title: 'http-path: the service\'s CPU outside the actors, in one process',
+    settings: `\`BENCH_ROUNDS\`=${rounds}, \`BENCH_REQUESTS\`=${requestsPerRun}, ${inFlight} in flight`,
+    loadAtStart,
+    measures:
+      'Four apps in one process through `app.inject()`, the emulator answering at once: A (Fastify + `openai` SDK), A′ (A on the ' +
+      'service\'s transport), the HTTP path (the service\'s app over a gateway calling the adapter directly), B (the whole service); ' +
+      'CPU per request, medians of alternating rounds, differences per round.',
+    columns: ['variant', 'CPU µs / request', 'over A, µs', 'over A′, µs'],
+    rows,
+    note: `B − HTTP path is what the actors add: ${round(median(differences('service', 'http')), 0)} µs per request.`,
+  });
   process.stdout.write(markdown);
   await Promise.all([service.close(), httpPath.close(), sdk.close(), sdkTransport.close()]);
   await emulator.stop();

@@ -7,7 +7,7 @@
  */
 import { createActor } from 'xstate';
 import { keyAdmission, keyBookMachine, refusedKeyCounts } from '../src/machines/key-book.machine.js';
-import { loadAverage, machineInfo, median, round, writeBenchmarkSection } from './report.js';
+import { median, round, writeBenchSection } from './report.js';
 
 const rounds = Number(process.env['BENCH_ROUNDS'] ?? 5);
 const events = Number(process.env['BENCH_EVENTS'] ?? 2000);
@@ -69,31 +69,28 @@ for (let round_ = 0; round_ < rounds; round_ += 1) {
 }
 const medianOf = (size: number, field: keyof Sample): number =>
   median((samples.get(size) ?? []).map((s) => s[field]));
-const rows = sizes.map(
-  (size) =>
-    `| ${size.toLocaleString('en')} | ${round(medianOf(size, 'refusalUs'), 1)} | ${round(medianOf(size, 'admissionUs'), 3)} | ${round(medianOf(size, 'countsMs'), 3)} |`,
-);
+const rows = sizes.map((size) => [
+  size.toLocaleString('en'),
+  round(medianOf(size, 'refusalUs'), 1),
+  round(medianOf(size, 'admissionUs'), 3),
+  round(medianOf(size, 'countsMs'), 3),
+]);
 const ratio = medianOf(10_000, 'refusalUs') / medianOf(100, 'refusalUs');
-const markdown = `## Keys: per-key health on the event loop (bench/keys.bench.ts)
-
-Command: \`npm run bench -- keys\` (\`BENCH_ROUNDS\`=${rounds}, \`BENCH_EVENTS\`=${events}).
-Machine: ${machineInfo()}. Load average ${loadAverage()}. Measured ${new Date().toISOString().slice(0, 10)}.
-
-One provider's key book filled with 100 or 10 000 refused keys (sizes alternating per round, medians of
-${rounds} rounds, a warm-up discarded). A refusal: a new key's \`key.failed\` (auth) stepped into the book,
-which at the bound also forgets the least recently touched key. An admission: the \`isKeyRefused\` look-up
-of every \`call.requested\`. Counts: what \`GET /v1/providers\` and \`/metrics\` read per provider.
-
-| refused keys | µs per refusal | µs per admission look-up | ms per count read |
-| ---: | ---: | ---: | ---: |
-${rows.join('\n')}
-
-A refusal at 10 000 keys costs ${round(ratio, 2)}× one at 100: constant, as the LRU map (lru-cache,
-updated in place) makes it. The first version copied a plain record per event and measured 41 ms per
-refusal at 10 000 keys (and 180 s to fill the book): a client spraying bad keys would have stalled the event
-loop. A refusal needs an upstream answer (401, 402, 403, 429) first, so it is bounded by the client's
-admission share too. The counts are kept as entries come and go (they walked the map at first: 47 ms at
-10 000 keys, read every second by each page's provider stream).
-`;
-writeBenchmarkSection('keys', markdown);
+const markdown = writeBenchSection({
+  bench: 'keys',
+  title: 'keys: per-key health on the event loop',
+  settings: `\`BENCH_ROUNDS\`=${rounds}, \`BENCH_EVENTS\`=${events}`,
+  measures:
+    'One provider\'s key book holding 100 or 10,000 refused keys: a refusal (a new key\'s `key.failed` stepped in, the least ' +
+    'recently touched key forgotten at the bound), the admission look-up of every call, the counts `GET /v1/providers` reads.',
+  columns: ['refused keys', 'µs per refusal', 'µs per admission look-up', 'ms per count read'],
+  rows,
+  goals: [
+    {
+      rule: 'a refusal costs the same at 10,000 keys as at 100 (≤ 2×: a hostile client spraying bad keys cannot stall the loop)',
+      met: ratio <= 2,
+      measured: `${round(ratio, 2)}×`,
+    },
+  ],
+});
 process.stdout.write(`${markdown}\n`);

@@ -19,7 +19,7 @@ import type { Child } from './support/children.js';
 import type { LoadResult } from './support/load.child.js';
 import { percentile, signed } from './support/stats.js';
 import { benchText, claudeKey, gptKey, keyCalls, keyIds, providerCalls, resetFaults, resetStats, setFault, startEmulatorChild, startLoadChild, startServiceChild } from './support/index.js';
-import { benchmarksFile, loadAverage, machineInfo, median, round, writeBenchmarkSection } from './report.js';
+import { benchmarksFile, renderBenchSection, round, writeBenchmarkSection, type BenchGoal } from './report.js';
 import { timelineSvg } from './support/plot.js';
 
 const threshold = 5;
@@ -167,58 +167,46 @@ function phaseStats(run: OutageRun, phase: Phase): { count: number; success: num
 }
 
 function report(runs: readonly OutageRun[], plots: readonly string[]): string {
-  const rows: string[] = [];
-  const goals: string[] = [];
   const budget = threshold * (1 + retryMax);
+  const rows: Array<Array<string | number>> = [];
+  const judged: Array<{ run: string; success: number; p99Delta: number; before: number; whileOpen: number; windows: number }> = [];
   for (const run of runs) {
     const stats = phases(run).map((phase) => ({ phase, ...phaseStats(run, phase) }));
     const cells = stats.map((s) => (s.count === 0 ? '—' : `${round((100 * s.success) / s.count, 1)}% · ${round(s.p50, 1)} / ${round(s.p99, 1)}`));
     const { events } = run;
     const openDelay = events.opened === undefined ? 'never' : `${round(events.opened - events.faultOn, 0)} ms`;
     const closeDelay = events.closed === undefined ? 'not within the window' : `${round(events.closed - events.recovered, 0)} ms`;
-    rows.push(
-      `| ${run.policy} | ${run.fault} | ${round(run.baseline.p50, 1)} / ${round(run.baseline.p99, 1)} | ${cells.join(' | ')} | ${openDelay} | ${events.callsBeforeOpen} | ${events.callsWhileOpen} | ${closeDelay} |`,
-    );
+    rows.push([run.policy, run.fault, `${round(run.baseline.p50, 1)} / ${round(run.baseline.p99, 1)}`, ...cells, openDelay, events.callsBeforeOpen, events.callsWhileOpen, closeDelay]);
     const all = run.load.timeline ?? [];
-    const successRate = all.length === 0 ? 0 : all.filter(([, , status]) => status >= 200 && status < 300).length / all.length;
+    const success = all.length === 0 ? 0 : all.filter(([, , status]) => status >= 200 && status < 300).length / all.length;
     const open = stats[2];
-    const p99Delta = open === undefined ? Number.NaN : open.p99 - run.baseline.p99;
-    const windows = Math.ceil((events.recovered - (events.opened ?? events.recovered)) / recoveryMs);
-    goals.push(
-      `- ${run.policy} / ${run.fault}: success ${round(successRate * 100, 2)}% — ${successRate === 1 ? '**met**' : '**missed**'}; ` +
-        `open-breaker p99 ${signed(p99Delta)} ms vs the healthy provider alone — ${p99Delta <= 1 ? '**met**' : '**missed**'}; ` +
-        `${events.callsBeforeOpen} calls reached the dead provider before it opened (budget ${threshold} × (1 + ${retryMax}) = ${budget}) — ${events.callsBeforeOpen <= budget ? '**met**' : '**missed**'}; ` +
-        `${events.callsWhileOpen} while open over ~${windows} recovery windows of ${recoveryMs} ms (goal ≤ 1 each) — ${events.callsWhileOpen <= windows ? '**met**' : '**missed**'}; ` +
-        `back to closed ${closeDelay} after recovery.`,
-    );
+    judged.push({
+      run: `${run.policy}/${run.fault}`,
+      success,
+      p99Delta: open === undefined ? Number.NaN : open.p99 - run.baseline.p99,
+      before: events.callsBeforeOpen,
+      whileOpen: events.callsWhileOpen,
+      windows: Math.ceil((events.recovered - (events.opened ?? events.recovered)) / recoveryMs),
+    });
   }
-  const medianBaselineP99 = median(runs.map((run) => run.baseline.p99));
-  return `## Outage: one provider dead, a second healthy
-
-Command: \`npm run bench -- outage\` (bench/outage.bench.ts). Machine: ${machineInfo()}.
-Measured ${new Date().toISOString().slice(0, 10)}.
-
-A fresh service process per run (\`PROVIDERS_DEFAULT_ORDER=claude,gpt\`, \`BREAKER_FAILURE_THRESHOLD=${threshold}\`,
-\`BREAKER_RECOVERY_MS=${recoveryMs}\`, \`RETRY_MAX=${retryMax}\`, \`RETRY_BACKOFF_MS=20,40\`, \`PROVIDER_TIMEOUT_MS=${timeoutMs}\`),
-the emulator and autocannon in their own processes, ${connections} connections of \`POST /v1/generate\` (notes, both keys).
-Baseline A, right before each run on the same service: the healthy provider alone (\`providers: ["gpt"]\`, median
-p99 ${round(medianBaselineP99, 1)} ms). Then ${healthyMs / 1000} s healthy, ${deadMs / 1000} s with claude dead
-(\`http500\`: every call 500; \`hang\`: no answer until the ${timeoutMs} ms deadline), ${recoveredMs / 1000} s recovered.
-The breaker is polled every 20 ms on \`GET /v1/providers\`; calls that reached claude come from the emulator's
-\`GET /_emulator/stats\`. Each request is placed in the phase in which it started.
-
-Cells: success rate · p50 / p99 ms.
-
-| policy | fault | A: gpt alone p50 / p99 | before | dead, breaker closed | dead, breaker open | after recovery | opened after | dead calls before open | dead calls while open | closed after recovery |
-| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
-${rows.join('\n')}
-
-${plots.map((plot) => `![${plot}](${plot})`).join('\n')}
-
-Goals (issue 8):
-
-${goals.join('\n')}
-`;
+  const each = (text: (j: (typeof judged)[number]) => string): string => judged.map((j) => `${j.run} ${text(j)}`).join(', ');
+  return renderBenchSection({
+    bench: 'outage',
+    title: 'outage: one provider dead, a second healthy',
+    settings: `threshold ${threshold}, recovery ${recoveryMs} ms, \`RETRY_MAX\`=${retryMax}, timeout ${timeoutMs} ms, ${connections} connections`,
+    measures:
+      `A fresh service per run under \`POST /v1/generate\` (claude then gpt): ${healthyMs / 1000} s healthy, ${deadMs / 1000} s claude dead ` +
+      `(\`http500\` or \`hang\`), ${recoveredMs / 1000} s recovered; A = gpt alone just before. Cells: success · p50 / p99 ms, by the phase a request started in.`,
+    columns: ['policy', 'fault', 'A p50 / p99', 'before', 'dead, closed', 'dead, open', 'after recovery', 'opened after', 'dead calls before open', 'while open', 'closed after recovery'],
+    rows,
+    goals: [
+      { rule: 'every request succeeds', met: judged.every((j) => j.success === 1), measured: each((j) => `${round(j.success * 100, 2)}%`) },
+      { rule: 'p99 with the breaker open ≤ gpt alone + 1 ms', met: judged.every((j) => j.p99Delta <= 1), measured: each((j) => `${signed(j.p99Delta)} ms`) },
+      { rule: `≤ ${threshold} × (1 + ${retryMax}) = ${budget} calls reach the dead provider before it opens`, met: judged.every((j) => j.before <= budget), measured: each((j) => String(j.before)) },
+      { rule: `≤ 1 call per ${recoveryMs} ms recovery window while open`, met: judged.every((j) => j.whileOpen <= j.windows), measured: each((j) => `${j.whileOpen} in ${j.windows}`) },
+    ],
+    note: plots.map((plot) => `![${plot}](${plot})`).join(' '),
+  });
 }
 
 /** One bad user: ten healthy clients and one whose requests all hang, claude only. */
@@ -354,51 +342,42 @@ function badUserReport(runs: readonly BadUserRun[]): string {
     const healthyRate = run.healthy.requests === 0 ? 0 : (100 * run.healthy.ok) / run.healthy.requests;
     const windows = run.badCallsPerWindow;
     const mean = windows.length === 0 ? 0 : windows.reduce((sum, value) => sum + value, 0) / windows.length;
-    return `| ${run.quorum} | ${run.opens}${run.seenOpen && run.opens === 0 ? ' (seen open)' : ''} | ${round(healthyRate, 2)}% (${run.healthy.ok}/${run.healthy.requests}) | ${round(run.healthy.p50, 1)} / ${round(run.healthy.p99, 1)} | ${run.bad.requests} (${run.bad.ok} ok) | ${windows.join(', ')} | ${round(mean, 1)} / ${Math.max(0, ...windows)} |`;
+    return [
+      run.quorum,
+      `${run.opens}${run.seenOpen && run.opens === 0 ? ' (seen open)' : ''}`,
+      `${round(healthyRate, 2)}% (${run.healthy.ok}/${run.healthy.requests})`,
+      `${round(run.healthy.p50, 1)} / ${round(run.healthy.p99, 1)}`,
+      `${run.bad.requests} (${run.bad.ok} ok)`,
+      `${round(mean, 1)} / ${Math.max(0, ...windows)}`,
+    ];
   });
   const withQuorum = runs.find((run) => run.quorum === 2);
-  const goals: string[] = [];
+  const goals: BenchGoal[] = [];
   if (withQuorum !== undefined) {
     const rate = withQuorum.healthy.requests === 0 ? 0 : withQuorum.healthy.ok / withQuorum.healthy.requests;
     const peak = Math.max(0, ...withQuorum.badCallsPerWindow);
     const bound = Math.ceil((badConnections * (recoveryMs + badUserTimeoutMs)) / badUserTimeoutMs);
     goals.push(
-      `- the provider breaker stays closed: ${withQuorum.opens === 0 && !withQuorum.seenOpen ? '**met**' : '**missed**'} (${withQuorum.opens} openings);`,
-      `- the healthy clients' success rate: ${round(rate * 100, 2)}% — ${rate === 1 ? '**met**' : '**missed**'};`,
-      `- the bad client's calls reaching claude per ${recoveryMs} ms window: at most ${peak} — bounded by its own admission share ` +
-        `(${badConnections} in flight, each call ending at the ${badUserTimeoutMs} ms deadline: ≤ ${bound} per window) — ${peak <= bound ? '**met**' : '**missed**'}.`,
+      { rule: 'with the quorum (=2) the breaker stays closed', met: withQuorum.opens === 0 && !withQuorum.seenOpen, measured: `${withQuorum.opens} openings` },
+      { rule: 'every healthy request succeeds', met: rate === 1, measured: `${round(rate * 100, 2)}%` },
+      {
+        rule: `the bad client's calls per window stay within its admission share (${badConnections} in flight, ${badUserTimeoutMs} ms deadline: ≤ ${bound})`,
+        met: peak <= bound,
+        measured: `at most ${peak}`,
+      },
     );
   }
-  return `## Outage: one bad user beside ten healthy ones (bench/outage.bench.ts)
-
-Command: \`npm run bench -- outage\` (or \`BENCH_OUTAGE_ONLY=bad-user npm run bench -- outage\` for this part alone).
-Machine: ${machineInfo()}, load average ${loadAverage()} when it ended (shared machine). Measured ${new Date().toISOString().slice(0, 10)}.
-
-A fresh service process per run (\`BREAKER_FAILURE_THRESHOLD=${threshold}\`, \`BREAKER_RECOVERY_MS=${recoveryMs}\`,
-\`RETRY_MAX=${retryMax}\`, \`RETRY_BACKOFF_MS=20,40\`, \`PROVIDER_TIMEOUT_MS=${badUserTimeoutMs}\`), the emulator and two autocannon
-processes: ${healthyClients} healthy clients (${healthyClients} connections, each request with the next of ${healthyClients} claude keys) and one bad
-client (${badConnections} connections, one \`emu-hang-\` key: the emulator never answers it, so every call ends at the deadline and is
-retried), ${badUserSeconds} s, \`POST /v1/generate\` with \`providers: ["claude"]\` (no fallback hides an open breaker). First
-without the quorum (\`BREAKER_MIN_DISTINCT_KEYS=1\`, the old rule), then with it (=2), in the same script. Openings come from
-\`GET /v1/providers\` (\`stats.opens\`, and the state polled every 50 ms); the bad key's calls from the emulator's counters by key,
-sampled every 50 ms and cut into recovery windows.
-
-| BREAKER_MIN_DISTINCT_KEYS | breaker openings | healthy success | healthy p50 / p99 ms | bad requests | bad calls reaching claude per ${recoveryMs} ms window | mean / max |
-| ---: | ---: | ---: | ---: | ---: | --- | ---: |
-${rows.join('\n')}
-
-Goals (issue 14):
-
-${goals.join('\n')}
-
-What bounds the bad client: its admission share (\`MAX_INFLIGHT_GENERATIONS_PER_CLIENT\`, 8 in flight) and the deadline, and
-its key's own circuit: when ${threshold} counted failures arrive with no success between them and from fewer keys than the quorum,
-the breaker stays closed and reports \`breaker.keyStreak\`; the provider actor trips that key (a quarantine of
-\`KEY_QUARANTINE_MS\`, default 10 min), and its later requests are skipped (\`key_quarantined\`) without reaching claude — the
-windows where its calls fall to 0. Beside healthy clients whose successes end every streak, that takes a burst of
-the bad client's timeouts with no healthy answer between them, so when it trips varies from run to run. Without the
-quorum (=1) the same burst opens claude for everyone, and each half-open probe the bad client happens to take re-opens it.
-`;
+  return renderBenchSection({
+    bench: 'outage',
+    title: 'outage-bad-user: one bad key beside ten healthy clients',
+    settings: '`BENCH_OUTAGE_ONLY=bad-user` runs this part alone',
+    measures:
+      `${healthyClients} healthy clients (one claude key each) and one client whose key the emulator never answers (${badConnections} connections), ` +
+      `${badUserSeconds} s of claude-only \`POST /v1/generate\`, without then with the distinct-key quorum (\`BREAKER_MIN_DISTINCT_KEYS\`).`,
+    columns: ['quorum', 'breaker openings', 'healthy success', 'healthy p50 / p99 ms', 'bad requests', `bad calls per ${recoveryMs} ms window, mean / max`],
+    rows,
+    goals,
+  });
 }
 
 async function main(): Promise<void> {

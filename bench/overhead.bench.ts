@@ -21,7 +21,7 @@ import {
   startLoadChild,
   startServiceChild,
 } from './support/index.js';
-import { loadAverage, machineInfo, median, round, writeBenchmarkSection } from './report.js';
+import { loadAverage, median, round, runContext, writeBenchmarkSection } from './report.js';
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 4);
 const seconds = Number(process.env.BENCH_SECONDS ?? 2);
@@ -272,37 +272,6 @@ interface Growth {
   readonly growthSeconds: number;
 }
 
-/**
- * Where B's time goes, from BENCH_PROFILE=1 (in-process inspector profiles of A's and B's servers over
- * the same 5 s of 50-connection instant-upstream load; self time per request, B − A, this machine).
- */
-const analysis = `
-What changed for issue 15 and what limits these figures (details in docs/performance.md):
-
-- **The upstream transport (2026-12-02):** the service's adapters call upstream through undici's \`request\` on
-  one pool (src/providers/upstream-fetch.ts, the SDKs' \`fetch\` option) instead of Node 20's global \`fetch\`,
-  whose WHATWG request, two \`ReadableStream\`s and extra abort controller per call cost more than everything
-  else the service does. That is why B now costs about what A does; A′ (the same SDK on the same transport) is
-  the honest baseline for the resilience layer itself, and B − A′ is what is left to cut.
-- **Applied before** (the HTTP path and the actors): gpt-tokenizer, ioredis, the Anthropic SDK and pdf.js load
-  only when used; the answer is validated once and redacted in one allocation-free scan; the fallback run is
-  stepped by the machine's own \`transition\` (no actor per request); a call's start and a valid answer reach only
-  the actors they change; upstream calls and requests reuse their abort controllers (a signal costs ~5 µs to
-  make on Node 20).
-- **What remains in B − A′** (\`BENCH_PROFILE=1\` writes \`dist/bench-profiles/{sdk,transport,service}.cpuprofile\`;
-  \`bench/support/profile-summary.ts\` summarises one; 2026-12-02 07:13 UTC, per request at saturation, B − A′):
-  XState's own transition work ~100 µs and the actors' runtime ~50 µs (the fallback run's initial and answer
-  steps, the provider's two steps), GC ~60 µs more (B's garbage: XState's snapshots most of it), the HTTP path
-  ~130 µs (the answer's redaction ~22, the route ~19, zod ~16, the key id's HMAC ~12, the study run ~10, the 200
-  body ~10, prom-client ~10, the answer's JSON ~8, its language check ~6, admission ~6), Fastify's hooks ~25.
-- **The rig:** the emulator, autocannon and the four servers share 2 vCPUs with other engineers' work; the
-  load average printed above is the context of every figure. The B/A ratios and B − A differences of the same
-  rounds are the comparable figures, not absolute req/s across runs.
-- **Memory:** idle RSS is measured after start-up, one request and a forced GC; the heap-after-GC slope over the
-  growth run's requests, reported as run (the goal asks for 100,000 run in full; under a heavy load the
-  \`BENCH_GROWTH_MS\` budget may end it earlier, which the goal line then says).
-`;
-
 function verdict(met: boolean): string {
   return met ? '**met**' : '**missed**';
 }
@@ -435,44 +404,19 @@ function report(
     `A′ against A (the transport alone): saturation CPU per request ${signed(transportOverA, 0)} µs, B/A ${round(transportRatio)}×`,
   ];
 
-  return `## Overhead: \`POST /v1/generate\` against the SDK called directly
-
-Command: \`npm run bench -- overhead\` (bench/overhead.bench.ts; \`BENCH_ROUNDS\`=${rounds}, \`BENCH_SECONDS\`=${seconds} per run).
-Machine: ${machineInfo()}. Measured ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC; load average (1/5/15 min) ${loadAtStart} at the start, ${loadAverage()} at the end
-(the machine is shared with other work: compare B with A in the same rounds, not with other runs).
-
-Six processes on loopback: the emulator (gpt answering fixed notes), autocannon (load), and the four
-variants, each a server of its own: **floor** = Fastify forwarding the body to the emulator with \`fetch\`
-(no SDK); **A** = Fastify calling the emulator through the \`openai\` SDK (one client, the same prompt and
-\`json_schema\` the gpt adapter sends, the content parsed as JSON, the SDK's default \`fetch\`); **A′** = A with
-the SDK's \`fetch\` option set to the service's upstream transport (undici's \`request\`,
-src/providers/upstream-fetch.ts), so B − A′ is what the resilience layer itself costs; **B** = the service,
-\`POST /v1/generate\` (\`task: notes\`, short English text, \`providers: ["gpt"]\`, breaker closed,
-\`LOG_LEVEL=silent\`; the one client's admission shares raised to 256 in flight,
-\`MAX_INFLIGHT_GENERATIONS_PER_CLIENT\` and \`_PER_ADDRESS\`). The goals are judged against A, as issue 15 sets them.
-Each round runs floor, A, A′, B (then B, A′, A, floor) for ${seconds} s each; B-vs-A figures are per-round
-differences/ratios, median of ${rounds} rounds (after a warm-up of ${warmUpSeconds} s per variant, discarded). Latencies are exact
-(per-response hrtime from autocannon, not its millisecond histogram). CPU is \`process.cpuUsage()\`
-of the server process only, divided by the requests it answered. The children run as compiled JavaScript
-(dist/bench-build, built by the bench with tsc when sources change), as \`npm start\` runs the service.
-The bench's emulator keeps connections alive for 65 s: its own \`keepAliveTimeout\` of 1 s made undici (both SDKs,
-\`fetch\`) open a new TCP connection for every call, which dwarfed everything measured here (see bench/support/emulator.child.ts).
+  return `## overhead: \`POST /v1/generate\` against the SDK called directly
+${runContext('overhead', `\`BENCH_ROUNDS\`=${rounds}, \`BENCH_SECONDS\`=${seconds}, warm-up ${warmUpSeconds} s`, loadAtStart)}
+Servers on loopback under autocannon, the emulator's gpt answering: floor (Fastify + \`fetch\`), A (Fastify + \`openai\` SDK),
+A′ (A on the service's transport), B (the service); per-round B-vs-A figures, medians; CPU of the server process per request.
 
 | scenario | floor req/s | A req/s | A′ req/s | B req/s | B/A | p50 ms A → B (Δ) | p99 ms A → B (Δ) | CPU µs/req floor / A / A′ / B (Δ B−A; B−A′) | peak RSS MiB A / B |
 | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
 ${rows.join('\n')}
 
-Garbage collection at saturation (50 connections, upstream at once; the main thread's GC pauses, from
-\`perf_hooks\` \`gc\` entries, medians over the rounds): ${gcLine}. The pauses are wall time (under load they
-include time the process waited for a CPU); the collector's helper threads are in the CPU column, not here.
-
-Goals (issue 15; ratios and differences against A in the same rounds):
-
 ${goals.join('\n')}
 
-The resilience layer alone, against A′ (the same SDK on the service's transport, same rounds): ${overTransport[0]}.
-${overTransport[1]}.
-${analysis}`;
+Against A′ (the resilience layer alone): ${overTransport[0]}. ${overTransport[1]}. GC at saturation: ${gcLine}.
+`;
 }
 
 await main();

@@ -12,7 +12,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { createPdfExtractor, type PdfExtractor } from '../src/documents/index.js';
 import { englishTextPdf } from '../test/fixtures/pdf/generate.js';
-import { machineInfo, median, round, writeBenchmarkSection } from './report.js';
+import { median, round, runContext, writeBenchmarkSection } from './report.js';
 
 const execFileAsync = promisify(execFile);
 const rounds = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -113,33 +113,16 @@ async function main(): Promise<void> {
 
   writeBenchmarkSection(
     'pdf',
-    `## PDF extraction: pages per second against pdftotext
-
-Command: \`npm run bench -- pdf\` (bench/pdf.bench.ts; \`BENCH_ROUNDS\`=${rounds}). Machine: ${machineInfo()}.
-${version === undefined ? 'pdftotext: not installed.' : `Reference: ${version}.`} Measured ${new Date().toISOString().slice(0, 10)}.
-
-English text PDFs generated with pdf-lib (test/fixtures/pdf/generate.ts, 6 lines per page, Helvetica).
-Each measurement extracts the same file ${repeats[10]}× (10 pages) or ${repeats[50]}× (50 pages) in a row; variants alternate
-(pdftotext, worker, inline, then reversed) over ${rounds} rounds after a warm-up; medians. \`pdftotext\` is a new
-process per file, as a server shelling out to it would run it; its pages/s include that start-up.
-Event-loop delay: \`monitorEventLoopDelay\` (1 ms resolution) of the bench's own loop while the variant runs.
+    `## pdf: extraction pages per second against pdftotext
+${runContext('pdf', `\`BENCH_ROUNDS\`=${rounds}`)} · ${version === undefined ? 'pdftotext not installed' : version}
+Generated English text PDFs extracted ${repeats[10]}× (10 pages) or ${repeats[50]}× (50 pages) in a row per variant, alternating; \`pdftotext\` is a
+process per file (start-up included); loop delay = the bench's own event loop while the variant runs. Medians.
 
 | pages | variant | pages/s | loop delay p99 / max ms | worker vs pdftotext |
 | --- | --- | ---: | ---: | ---: |
 ${rows.join('\n')}
 
-Goals (issue 8):
-
 ${goals.join('\n')}
-
-What limits it: \`pdftotext\` pays a process start per file, so on 10 pages the two are level; on 50 pages poppler's
-C++ parser pulls ahead. A CPU profile of 10 inline extractions of the 50-page file (in-process inspector) puts
-~34 % of the extractor's time in \`countWords\` (src/documents/text-stats.ts: \`Intl.Segmenter\` word segmentation,
-~42 ms per 50-page text; a \`/[\\p{L}\\p{N}]+/gu\` count takes ~0.1 ms and differs by ~2 % on hyphenated words),
-~33 % in pdf.js (\`getTextContent\`, its message plumbing) and ~30 % in GC / native work. A cheaper word count alone
-would lift the 50-page figure to roughly 0.4× (not applied: src/documents is outside this bench's remit; reported).
-The worker keeps the service's event loop free (p99 delay a few ms, the same as with no extraction at all on this
-shared machine); on these light text pages inline extraction does not block for long either, because pdf.js yields between pages.
 `,
   );
 }

@@ -12,7 +12,7 @@ import { spawnSync } from 'node:child_process';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { createPdfExtractor } from '../src/documents/index.js';
 import { sharedContentPdf } from './support/attacks.js';
-import { loadAverage, machineInfo, median, round, writeBenchmarkSection } from './report.js';
+import { loadAverage, median, round, writeBenchSection } from './report.js';
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
 const seconds = Number(process.env.BENCH_SECONDS ?? 6);
@@ -82,28 +82,28 @@ async function main(): Promise<void> {
       process.stdout.write(`round ${index + 1} nice ${nice}: loop p99 ${round(sample.loopP99Ms, 1)} ms, max ${round(sample.loopMaxMs, 1)} ms, work done ${sample.ticks}\n`);
     }
   }
-  const row = (nice: number): string => {
+  const row = (nice: number): Array<string | number> => {
     const list = samples.get(nice) ?? [];
-    return `| ${nice} | ${round(median(list.map((s) => s.loopP99Ms)), 1)} | ${round(median(list.map((s) => s.loopMaxMs)), 1)} | ${median(list.map((s) => s.ticks))} |`;
+    return [
+      nice,
+      round(median(list.map((s) => s.loopP99Ms)), 1),
+      round(median(list.map((s) => s.loopMaxMs)), 1),
+      median(list.map((s) => s.ticks)),
+    ];
   };
   const ideal = Math.floor((seconds * 1000) / 10);
-  writeBenchmarkSection(
-    'priority',
-    [
-      '## Worker priority: the event loop beside a PDF worker on a hostile PDF (bench/priority.bench.ts)',
-      '',
-      `Command: \`npm run bench -- priority\` (\`BENCH_ROUNDS\`=${rounds}, \`BENCH_SECONDS\`=${seconds}). ${machineInfo()}.`,
-      `Measured ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC; load average ${loadAtStart} at the start, ${loadAverage()} at the end.`,
-      `${pinned ? 'Each run pinned to one CPU (`taskset -c 0`)' : 'Not pinned (no `taskset`)'}: the extract worker (one, on the 50-pages-sharing-one-stream PDF`,
-      'again and again) and the event loop (2 ms of work every 10 ms) compete for it. Medians of the rounds, nice values alternating.',
-      `Work done: 2 ms units the event loop got through in ${seconds} s (at most ${ideal} if it never waited).`,
-      '',
-      '| worker nice (WORKER_NICE) | event-loop delay p99 (ms) | delay max (ms) | work done |',
-      '| ---: | ---: | ---: | ---: |',
-      row(0),
-      row(19),
-    ].join('\n'),
-  );
+  const markdown = writeBenchSection({
+    bench: 'priority',
+    title: 'priority: the event loop beside a PDF worker on a hostile PDF',
+    settings: `\`BENCH_ROUNDS\`=${rounds}, \`BENCH_SECONDS\`=${seconds}`,
+    loadAtStart,
+    measures:
+      `${pinned ? 'Pinned to one CPU (`taskset -c 0`)' : 'Not pinned (no `taskset`)'}, an extract worker on the shared-stream PDF and an ` +
+      `event loop doing 2 ms of work every 10 ms compete; work done = 2 ms units done in ${seconds} s (at most ${ideal}).`,
+    columns: ['worker nice (`WORKER_NICE`)', 'event-loop delay p99 ms', 'delay max ms', 'work done'],
+    rows: [row(0), row(19)],
+  });
+  process.stdout.write(`${markdown}\n`);
 }
 
 if (process.env.BENCH_PRIORITY_NICE !== undefined) await child();

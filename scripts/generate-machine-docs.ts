@@ -4,7 +4,7 @@
  * stateDiagram-v2) for every machine in `machineSources`, and docs/machines/README.md. `--check` writes
  * nothing and exits 1 when a committed file is stale (test/core/machine-docs.test.ts runs the same
  * comparison). It also rewrites the diagrams embedded between markers in `embeddingDocuments`
- * (docs/architecture.md). test/core/machine-json.test.ts runs every JSON file with stub implementations.
+ * (docs/architecture.md), and its request-path diagram (scripts/request-path.ts). test/core/machine-json.test.ts runs every JSON file with stub implementations.
  *
  * The diagram comes from `toDirectedGraph` (xstate/graph), which omits `always` transitions: they are
  * added from `stateNode.always`. Delayed transitions are labelled `after <delay>`; guards label edges.
@@ -15,6 +15,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { StateMachine, type AnyStateMachine, type AnyStateNode, type AnyTransitionDefinition } from 'xstate';
 import { toDirectedGraph } from 'xstate/graph';
+import { embedRequestPath } from './request-path.js';
 
 const scriptDirectory = dirname(fileURLToPath(import.meta.url));
 export const projectRoot = resolve(scriptDirectory, '..');
@@ -430,7 +431,7 @@ export async function renderMachineDocs(): Promise<Map<string, string>> {
   files.set('docs/machines/README.md', readme(documented));
   for (const path of embeddingDocuments) {
     const full = join(projectRoot, path);
-    if (existsSync(full)) files.set(path, embedDiagrams(await readFile(full, 'utf8'), diagrams, path));
+    if (existsSync(full)) files.set(path, embedRequestPath(embedDiagrams(await readFile(full, 'utf8'), diagrams, path)));
   }
   return files;
 }
