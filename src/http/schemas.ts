@@ -52,6 +52,10 @@ export const attemptSchema = z
     durationMs: z.number().min(0),
     task: taskSchema.optional(),
     message: z.string().optional(),
+    streamed: z
+      .object({ chunks: z.number().int().min(0), firstTokenMs: z.number().min(0) })
+      .optional()
+      .describe('Present when the call streamed: pieces received, and ms from the call to the first.'),
   })
   .describe('One upstream generation call, or one provider skipped.');
 

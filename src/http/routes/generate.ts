@@ -254,6 +254,10 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
           if (!reply.raw.writableFinished) controller.abort();
         };
         reply.raw.on('close', onClose);
+        // The server keeps half-closed sockets open (so a refusal still reaches a client that finished
+        // sending, app.ts); a client that half-closes while its generation runs has gone away all the same.
+        const socket = request.raw.socket;
+        socket.on('end', onClose);
         // Streaming: committed (200, headers) when generation starts; a client that stops reading is dropped,
         // which aborts its run like a client that went away.
         const stream = wantsEventStream(request.headers)
@@ -299,6 +303,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
           return reply;
         } finally {
           reply.raw.off('close', onClose);
+          socket.off('end', onClose);
           // Kept only if it never aborted and the run let go of its signal (abort-controllers.ts).
           controllers.giveBack(controller);
         }
