@@ -18,7 +18,13 @@ const env = {
   PROVIDER_TIMEOUT_MS: '300',
   RETRY_MAX: '0',
   KEY_FINGERPRINT_SALT: 'fleet-test-salt-not-a-secret-0001',
+  // Each key's user on an address of its own (the quorum counts distinct client addresses): the loopback
+  // peer is a trusted proxy, and X-Forwarded-For names the user.
+  TRUST_PROXY: '1',
 };
+
+/** A distinct public address per key (a hash of the key's characters). */
+const addressOf = (key: string): string => `203.0.113.${[...key].reduce((sum, char) => sum + char.charCodeAt(0), 0) % 250}`;
 
 beforeAll(async () => {
   emulator = await startEmulator();
@@ -33,7 +39,7 @@ afterAll(async () => {
 async function claudeWith(instance: ServiceProcess, key: string): Promise<number> {
   const response = await fetch(`${instance.url}/v1/generate`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-claude-key': key },
+    headers: { 'content-type': 'application/json', 'x-claude-key': key, 'x-forwarded-for': addressOf(key) },
     body: JSON.stringify({
       task: 'notes',
       text: 'Cells divide by mitosis into two daughter cells.',

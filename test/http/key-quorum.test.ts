@@ -16,6 +16,9 @@ beforeAll(async () => {
     BREAKER_FAILURE_THRESHOLD: '2',
     PROVIDER_TIMEOUT_MS: '300',
     RETRY_MAX: '0',
+    // Each key's user on an address of its own (the quorum counts distinct client addresses): the
+    // loopback peer is a trusted proxy, and X-Forwarded-For names the user.
+    TRUST_PROXY: '1',
   });
 });
 
@@ -34,8 +37,11 @@ const claudeWith = (key: string) =>
   postJson(
     `${harness.url}/v1/generate`,
     { task: 'notes', text: studyText, providers: ['claude'], options: { lang: 'en' } },
-    { 'x-claude-key': key },
+    { 'x-claude-key': key, 'x-forwarded-for': addressOf(key) },
   );
+
+/** A distinct public address per key, derived from the key's last digits. */
+const addressOf = (key: string): string => `203.0.113.${Number(key.slice(-4)) % 250}`;
 
 interface BreakerItem {
   readonly state: string;
