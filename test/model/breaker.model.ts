@@ -16,7 +16,7 @@ import { assign, setup } from 'xstate';
 export const modelThreshold = 2;
 
 export type BreakerModelEvent =
-  | { type: 'call.started' }
+  | { type: 'breaker.admit' }
   | { type: 'call.succeeded' }
   | { type: 'call.failed' }
   | { type: 'call.ignored' }
@@ -64,14 +64,14 @@ export const breakerModel = setup({
       on: {
         'time.recoveryElapsed': { target: 'halfOpen' },
         // A call started once `retryAt` has passed is the probe, whether or not the timer fired first.
-        'call.started': { target: 'halfOpen.probing' },
+        'breaker.admit': { target: 'halfOpen.probing' },
       },
     },
     forcedOpen: {},
     halfOpen: {
       initial: 'awaitingProbe',
       states: {
-        awaitingProbe: { on: { 'call.started': { target: 'probing' } } },
+        awaitingProbe: { on: { 'breaker.admit': { target: 'probing' } } },
         probing: {
           on: {
             'call.succeeded': { target: '#breakerModel.closed', actions: 'clearFailures' },
