@@ -17,7 +17,7 @@ import { withJsonInstruction } from './json-instruction.js';
 import { rememberKeyOf } from './scrub.js';
 import { sdkTimeoutMs } from './sdk-options.js';
 import type { ProviderAdapter, ProviderAnswer, UpstreamStreamObserver } from './types.js';
-import { StreamedText, throwIfAborted } from './streamed-text.js';
+import { numberOrNull, StreamedText, throwIfAborted } from './streamed-text.js';
 import { IncompleteStreamError, upstreamFailure } from './upstream-errors.js';
 import { eventStream, upstreamFetch } from './upstream-fetch.js';
 
@@ -175,10 +175,6 @@ export function createClaudeAdapter(options: ClaudeAdapterOptions): ProviderAdap
     },
     classify: classifyClaudeError,
   };
-}
-
-function numberOrNull(value: unknown): number | null {
-  return typeof value === 'number' && Number.isFinite(value) ? value : null;
 }
 
 /**

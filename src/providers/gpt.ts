@@ -13,7 +13,7 @@ import {
 } from './classify-common.js';
 import { rememberKeyOf } from './scrub.js';
 import { sdkTimeoutMs } from './sdk-options.js';
-import { StreamedText, throwIfAborted } from './streamed-text.js';
+import { numberOrNull, StreamedText, throwIfAborted } from './streamed-text.js';
 import { eventStream, upstreamFetch } from './upstream-fetch.js';
 import type { ProviderAdapter, ProviderAnswer, UpstreamStreamObserver } from './types.js';
 import { IncompleteStreamError, upstreamFailure } from './upstream-errors.js';
@@ -157,10 +157,6 @@ export function createGptAdapter(options: GptAdapterOptions): ProviderAdapter {
     },
     classify: classifyGptError,
   };
-}
-
-function numberOrNull(value: unknown): number | null {
-  return typeof value === 'number' && Number.isFinite(value) ? value : null;
 }
 
 /**

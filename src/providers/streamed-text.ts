@@ -48,3 +48,8 @@ export class StreamedText {
 export function throwIfAborted(signal: AbortSignal): void {
   if (signal.aborted) throw new UpstreamAbortError(signal.reason);
 }
+
+/** A token count a stream event reported, or null when it reported none (or not a finite number). */
+export function numberOrNull(value: unknown): number | null {
+  return typeof value === 'number' && Number.isFinite(value) ? value : null;
+}
