@@ -1,8 +1,9 @@
 /**
  * The baselines the service is measured against, each a Fastify server in its own process:
  * - `sdk` (A): what a client calling the provider directly through the same SDK does: the same
- *   request the gpt adapter sends (same prompt, same json_schema), one `openai` client for the process,
- *   the answer's content parsed as JSON and returned.
+ *   request the gpt adapter sends (same prompt, same json_schema, streamed with usage, as the adapter
+ *   streams every call), one `openai` client for the process, the streamed content joined, parsed as
+ *   JSON and returned.
  * - `sdk-transport` (A′): A with the `fetch` the service's adapters send through (undici's `request`,
  *   src/providers/upstream-fetch.ts) instead of the global `fetch`: what calling the SDK yourself costs
  *   on the service's transport, so B − A′ is the resilience layer's own cost (issue 15).
@@ -52,8 +53,13 @@ if (mode === 'sdk' || mode === 'sdk-transport') {
     ...(mode === 'sdk-transport' ? { fetch: upstreamFetch } : {}),
   });
   app.post<{ Body: Body }>('/direct', async (request) => {
-    const completion = await client.chat.completions.create(chatBody(request.body.text));
-    const content = completion.choices[0]?.message.content ?? '';
+    const stream = await client.chat.completions.create({
+      ...chatBody(request.body.text),
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    let content = '';
+    for await (const chunk of stream) content += chunk.choices[0]?.delta.content ?? '';
     return { task: 'notes', result: JSON.parse(content) as unknown };
   });
 } else if (mode === 'passthrough') {

@@ -1,11 +1,12 @@
-import { fromPromise } from 'xstate';
+import { fromPromise, type AnyActorRef } from 'xstate';
 import type { ProviderFailure } from '../errors/index.js';
 import {
-  streamObserver,
   UpstreamFailure,
+  type CallEvent,
   type UpstreamAnswer,
   type UpstreamInput,
 } from '../machines/call.machine.js';
+import type { UpstreamStreamObserver } from '../machines/types.js';
 import type { ProviderAdapter, ProviderId } from '../providers/index.js';
 
 /**
@@ -13,7 +14,7 @@ import type { ProviderAdapter, ProviderId } from '../providers/index.js';
  * actor. XState hands it the `signal` it aborts when the call leaves `calling` (a clock ran out, or the
  * caller cancelled), so the SDK call is aborted by the actor's own stop. It resolves with the answer
  * and its time, or rejects with the failure as the adapter classified it (`UpstreamFailure`); a stream's
- * pieces go to the call actor as `upstream.delta`.
+ * text goes to the call actor as `upstream.delta` (`turnObserver`).
  */
 export function createUpstreamLogic(
   adapters: Readonly<Record<ProviderId, ProviderAdapter>>,
@@ -21,13 +22,55 @@ export function createUpstreamLogic(
 ) {
   return fromPromise<UpstreamAnswer, UpstreamInput>(({ input, signal }) => {
     const adapter = adapters[input.providerId];
-    return adapter.generate(input.request, input.apiKey, signal, streamObserver(input.call, now)).then(
-      (answer) => ({ answer, at: now() }),
+    const stream = turnObserver(input.call, signal, now);
+    return adapter.generate(input.request, input.apiKey, signal, stream.observer).then(
+      (answer) => {
+        stream.flush();
+        return { answer, at: now() };
+      },
       (error: unknown) => {
+        stream.flush();
         throw new UpstreamFailure(classifySafely(adapter, error), now());
       },
     );
   });
+}
+
+/**
+ * The stream's text goes to the call actor once per turn of the event loop: the pieces the SDK parsed
+ * from one network read (a provider answering at once sends hundreds in one read) become one
+ * `upstream.delta` that says how many it joins, so the call's idle clock is re-armed once per read, not
+ * once per token. A real provider's pieces arrive tens of milliseconds apart, one read each: nothing
+ * is held back. `flush` hands on what is left before the call's answer or failure is reported, so the
+ * call always hears its whole text first; nothing is sent once the call has stopped (`signal`).
+ */
+function turnObserver(
+  call: AnyActorRef,
+  signal: AbortSignal,
+  now: () => number,
+): { observer: UpstreamStreamObserver; flush: () => void } {
+  let text = '';
+  let pieces = 0;
+  let scheduled: NodeJS.Immediate | undefined;
+  const flush = (): void => {
+    if (scheduled !== undefined) clearImmediate(scheduled);
+    scheduled = undefined;
+    if (pieces === 0 || signal.aborted) return;
+    const event: CallEvent = { type: 'upstream.delta', text, pieces, at: now() };
+    text = '';
+    pieces = 0;
+    call.send(event);
+  };
+  return {
+    observer: {
+      onDelta: (piece) => {
+        text += piece;
+        pieces += 1;
+        scheduled ??= setImmediate(flush);
+      },
+    },
+    flush,
+  };
 }
 
 /**

@@ -6,7 +6,6 @@ import type {
   GenerationRequest,
   ProviderAnswer,
   ProviderId,
-  UpstreamStreamObserver,
   Validation,
 } from './types.js';
 
@@ -37,7 +36,7 @@ export interface CallInput extends CallTicket {
   readonly timings: CallTimings;
 }
 
-/** What the `upstream` actor (the adapter's call) is given; it sends `upstream.delta` to `call` per piece. */
+/** What the `upstream` actor (the adapter's call) is given; it sends the answer's text to `call` as `upstream.delta`. */
 export interface UpstreamInput {
   readonly providerId: ProviderId;
   readonly request: GenerationRequest;
@@ -71,9 +70,12 @@ export class UpstreamFailure extends Error {
   }
 }
 
-/** What the adapter's stream sends the call: one piece of the answer (`at`: epoch ms). */
+/**
+ * What the adapter's stream sends the call: the answer's next text (`at`: epoch ms), joining the `pieces`
+ * (the SDK's stream chunks) that arrived in one turn of the event loop.
+ */
 export type CallEvent =
-  | { type: 'upstream.delta'; text: string; at: number }
+  | { type: 'upstream.delta'; text: string; pieces: number; at: number }
   | { type: 'call.cancelled'; at: number };
 
 /**
@@ -149,11 +151,6 @@ function streamedOf(context: CallContext): { chunks: number; firstTokenMs: numbe
   return context.firstTokenMs === null ? null : { chunks: context.chunks, firstTokenMs: context.firstTokenMs };
 }
 
-/** The adapter's stream sends `upstream.delta` to the call actor for each piece it reads. */
-export function streamObserver(call: AnyActorRef, now: () => number = Date.now): UpstreamStreamObserver {
-  return { onDelta: (text) => call.send({ type: 'upstream.delta', text, at: now() } satisfies CallEvent) };
-}
-
 /** Why a clock ended a call, in the `timeout` failure's message. */
 const timeoutMessages = {
   deadline: (ms: number) => `The provider did not answer within ${ms} ms.`,
@@ -188,13 +185,13 @@ export const callMachine = setup({
   actions: {
     /** The first piece of the answer: when it came (from `at`: the machine reads no clock). */
     markFirstToken: assign({
-      chunks: 1,
+      chunks: ({ event }) => (event.type === 'upstream.delta' ? event.pieces : 0),
       firstTokenMs: ({ context, event }) =>
         event.type === 'upstream.delta' ? Math.max(0, event.at - context.input.startedAt) : null,
       lastDeltaAt: ({ context, event }) => (event.type === 'upstream.delta' ? event.at : context.lastDeltaAt),
     }),
     countChunk: assign({
-      chunks: ({ context }) => context.chunks + 1,
+      chunks: ({ context, event }) => context.chunks + (event.type === 'upstream.delta' ? event.pieces : 0),
       lastDeltaAt: ({ context, event }) => (event.type === 'upstream.delta' ? event.at : context.lastDeltaAt),
     }),
     /** The piece goes on to whoever asked to see it (GenerateInput.onDelta); nothing else hears it. */

@@ -53,7 +53,7 @@ const errorEvent = 'xstate.error.actor.upstream';
 function payloadsFor(type: string): CallEvent[] {
   switch (type) {
     case 'upstream.delta':
-      return [{ type, text: 'piece', at: t0 + 10 }];
+      return [{ type, text: 'two pieces', pieces: 2, at: t0 + 10 }];
     case 'call.cancelled':
       return [{ type, at: t0 + 10 }];
     case doneEvent:
@@ -116,9 +116,9 @@ describe('call machine, over every edge of its graph', () => {
       expect(actions.map((action) => action.type).filter(own)).toEqual(expected?.does);
       expect(stateName(nextState.value)).toBe(expected?.to);
       if (!expected?.to.startsWith('calling')) expect(nextState.status).toBe('done');
-      // Each piece is counted (the first one with its time: 10 ms after the start).
+      // Each piece is counted, two in this delta (the first one with its time: 10 ms after the start).
       if (event.type === 'upstream.delta') {
-        expect(nextState.context.chunks).toBe(state.context.chunks + 1);
+        expect(nextState.context.chunks).toBe(state.context.chunks + 2);
         expect(nextState.context.firstTokenMs).toBe(10);
       }
       checked += 1;
@@ -157,6 +157,8 @@ function handUpstream() {
 const settle = async () => {
   for (let i = 0; i < 5; i += 1) await Promise.resolve();
 };
+/** One turn of the event loop: the pieces read in the last one reach the call actor. */
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 describe('a call as the actor it is in production (a child of its parent, on the actor clock)', () => {
   function start(overrides: Partial<CallInput> = {}) {
@@ -242,10 +244,12 @@ describe('a call as the actor it is in production (a child of its parent, on the
     const { clock, reported, call } = start({ onDelta: (provider, text) => deltas.push(`${provider}:${text}`) });
     clock.increment(50);
     call.observer?.onDelta('a');
+    await nextTurn();
     // 3 pieces, 90 ms apart: each within the 100 ms idle clock, together past it.
     for (const text of ['b', 'c']) {
       clock.increment(90);
       call.observer?.onDelta(text);
+      await nextTurn();
     }
     clock.increment(99);
     expect(reported).toEqual([]);
@@ -266,11 +270,32 @@ describe('a call as the actor it is in production (a child of its parent, on the
     const { clock, reported, call } = start();
     clock.increment(30);
     call.observer?.onDelta('x');
+    await nextTurn();
     clock.increment(20);
     call.observer?.onDelta('y');
     call.resolve(answer);
     await settle();
     expect(reported).toEqual([expect.objectContaining({ type: 'upstream.succeeded', streamed: { chunks: 2, firstTokenMs: 30 }, durationMs: 50 })]);
+  });
+
+  it('hands on the pieces read in one turn of the event loop as one delta, each piece still counted, before the answer', async () => {
+    const deltas: string[] = [];
+    const { clock, reported, call, child } = start({ onDelta: (provider, text) => deltas.push(`${provider}:${text}`) });
+    clock.increment(30);
+    for (const text of ['x', 'y', 'z']) call.observer?.onDelta(text);
+    // Nothing reaches the call within the turn that read the pieces …
+    expect(deltas).toEqual([]);
+    expect((child.getSnapshot() as { value: unknown }).value).toEqual({ calling: 'waitingFirstToken' });
+    await nextTurn();
+    // … then all three at once: one message, three pieces.
+    expect(deltas).toEqual(['claude:xyz']);
+    expect((child.getSnapshot() as { value: unknown }).value).toEqual({ calling: 'streaming' });
+    call.observer?.onDelta('!');
+    // The answer right after a piece: the piece is handed on first.
+    call.resolve(answer);
+    await settle();
+    expect(deltas).toEqual(['claude:xyz', 'claude:!']);
+    expect(reported).toEqual([expect.objectContaining({ type: 'upstream.succeeded', streamed: { chunks: 4, firstTokenMs: 30 } })]);
   });
 
   it('reports a cancel in flight as cancelled (aborted, counted nowhere), aborts the call; a late answer and the clocks add nothing', async () => {
