@@ -14,7 +14,7 @@ import Fastify from 'fastify';
 import OpenAI from 'openai';
 // The prompt module alone (and zod through its JSON schema): not the study module's tokenizer and checks.
 import { buildNotesRequest } from '../../src/study/prompts.js';
-import { upstreamFetch } from '../../src/providers/upstream-fetch.js';
+import { eventStream, upstreamFetch } from '../../src/providers/upstream-fetch.js';
 import { serveParent } from './child-ipc.js';
 
 const mode = process.env['BASELINE_MODE'];
@@ -53,11 +53,11 @@ if (mode === 'sdk' || mode === 'sdk-transport') {
     ...(mode === 'sdk-transport' ? { fetch: upstreamFetch } : {}),
   });
   app.post<{ Body: Body }>('/direct', async (request) => {
-    const stream = await client.chat.completions.create({
-      ...chatBody(request.body.text),
-      stream: true,
-      stream_options: { include_usage: true },
-    });
+    const stream = await client.chat.completions.create(
+      { ...chatBody(request.body.text), stream: true, stream_options: { include_usage: true } },
+      // As the adapter asks: the service's transport then hands the body on as it arrives.
+      { headers: { accept: eventStream } },
+    );
     let content = '';
     for await (const chunk of stream) content += chunk.choices[0]?.delta.content ?? '';
     return { task: 'notes', result: JSON.parse(content) as unknown };

@@ -229,9 +229,13 @@ export function createGateway(options: GatewayOptions): Gateway {
     }
     const runId = `run.${runIdPrefix}.${(runCount += 1).toString(36)}`;
     // A real actor per request, in the gateway's actor system (its parent is the root), so the
-    // inspector sees it and the system's clock drives its backoff; watched before it starts.
+    // inspector sees it and the system's clock drives its backoff; watched before it starts. Its name
+    // is its system id: its actor id stays `run`, so the `xstate.done.actor.run` its end sends the root
+    // is one event type, not a new one per request (XState keeps a state node's transition candidates
+    // per event type for the life of the process).
     const run = createActor(fallbackMachine, {
-      id: runId,
+      id: 'run',
+      systemId: runId,
       parent: root,
       input: {
         runId,

@@ -13,9 +13,10 @@ export interface GatewayContext {
 /**
  * The root of the actor system: it spawns one provider actor per provider (each spawning its own
  * breaker), under system ids `provider.<id>` and `breaker.<id>`. The fallback runs (one actor per
- * request, ids `run.…`) live in the same system with the root as their parent: their end comes back to
- * it as `xstate.done.actor.run.…`, which changes nothing here, and a run that failed (a bug) rejects its
- * own request only — `xstate.error.actor.run.…` is taken here so that it does not stop the root.
+ * request, actor id `run`, system ids `run.…`) live in the same system with the root as their parent:
+ * their end comes back to it as `xstate.done.actor.run`, which changes nothing here, and a run that
+ * failed (a bug) rejects its own request only — `xstate.error.actor.run` is taken here so that it does
+ * not stop the root.
  */
 export const gatewayMachine = setup({
   types: {
@@ -41,7 +42,7 @@ export const gatewayMachine = setup({
   states: {
     /** Serving; the provider actors live as long as the gateway. */
     running: {
-      on: { 'xstate.error.actor.run.*': {} },
+      on: { 'xstate.error.actor.run': {} },
     },
   },
 });

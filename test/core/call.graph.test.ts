@@ -115,7 +115,11 @@ describe('call machine, over every edge of its graph', () => {
       const [, actions] = transition(walked, state, event);
       expect(actions.map((action) => action.type).filter(own)).toEqual(expected?.does);
       expect(stateName(nextState.value)).toBe(expected?.to);
-      if (!expected?.to.startsWith('calling')) expect(nextState.status).toBe('done');
+      if (!expected?.to.startsWith('calling')) {
+        // Over: nothing moves it any more (its provider stops it), and it is not final (no done event).
+        expect(nextState.hasTag('over')).toBe(true);
+        expect(nextState.status).toBe('active');
+      }
       // Each piece is counted, two in this delta (the first one with its time: 10 ms after the start).
       if (event.type === 'upstream.delta') {
         expect(nextState.context.chunks).toBe(state.context.chunks + 2);

@@ -6,7 +6,7 @@
  * the runtime it shows is the one that serves.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { AnyActorRef, InspectionEvent } from 'xstate';
+import type { AnyActor, InspectionEvent } from 'xstate';
 import { fail, type Step } from './scripted-adapter.js';
 import { input, startHarness, type Harness, type HarnessOptions } from './gateway-harness.js';
 import type { ProviderId } from '../../src/providers/index.js';
@@ -120,16 +120,19 @@ describe('the same runtime with and without an inspector', () => {
     async (_name, script) => {
       const plain = await observe(script);
       vi.setSystemTime(1_800_000_000_000);
-      const actors = new Set<string>();
+      const refs: AnyActor[] = [];
       const inspected = await observe(script, (event) => {
-        if (event.type === '@xstate.actor') actors.add((event.actorRef as AnyActorRef).id);
+        if (event.type === '@xstate.actor') refs.push(event.actorRef as AnyActor);
       });
+      const actors = new Set(refs.map((actor) => actor.id));
+      // A run is named by its system id (its actor id is `run` for every request).
+      const runs = refs.filter((actor) => actor.id === 'run').map((actor) => actor.systemId);
       for (const pattern of script.shows) expect(plain.join('\n')).toMatch(pattern);
       expect(inspected).toEqual(plain);
       // The inspector saw the actors that served: the request's run and its upstream calls.
-      const runs = [...actors].filter((id) => id.startsWith('run.') && !id.includes(':'));
       const calls = [...actors].filter((id) => /^run\..+:\d+$/.test(id));
-      expect(runs).toHaveLength(script.requests.length);
+      expect(new Set(runs).size).toBe(script.requests.length);
+      for (const run of runs) expect(run).toMatch(/^run\./);
       const upstreamCalls = plain.filter(
         (line) => / call /.test(line) && !/"outcome":"(skipped|rejected)"/.test(line),
       ).length;
