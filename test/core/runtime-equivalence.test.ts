@@ -140,3 +140,29 @@ describe('the same runtime with and without an inspector', () => {
     },
   );
 });
+
+/**
+ * XState keeps each state node's transition candidates per event type for the life of the process, so an
+ * event type that names a request (a run's or a call's id: `xstate.done.actor.run.3f.7:1`) grows the heap
+ * with every request. Every script's events, whoever receives them, come from a set that does not.
+ */
+describe('no event type names a request', () => {
+  beforeEach(() => {
+    vi.useFakeTimers();
+    vi.setSystemTime(1_800_000_000_000);
+  });
+  afterEach(() => vi.useRealTimers());
+
+  it('every event any actor receives has a type free of run and call ids', async () => {
+    const types = new Set<string>();
+    for (const script of scripts) {
+      await observe(script, (event) => {
+        if (event.type === '@xstate.event') types.add(event.event.type);
+      });
+    }
+    // The walk saw the ends of runs and calls (so it would have seen their ids, had they been in the types).
+    expect([...types]).toEqual(expect.arrayContaining(['xstate.done.actor.run', 'upstream.succeeded', 'upstream.failed']));
+    const naming = [...types].filter((type) => /run\.[^.]+\.|:\d/.test(type));
+    expect(naming).toEqual([]);
+  });
+});
