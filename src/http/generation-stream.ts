@@ -18,7 +18,7 @@ export interface GenerationStreamOptions {
   readonly task: Task;
   /** The request's keys: nothing written may hold them. */
   readonly keys: readonly KeyLike[];
-  /** SSE_MAX_BUFFER_BYTES: a client that does not read is dropped (and its run aborted by the route). */
+  /** The SSE buffer bound (64 KiB): a client that does not read is dropped (and its run aborted by the route). */
   readonly maxBufferBytes: number;
   /** Comment lines this often keep proxies from closing a quiet stream (a first token can take 30 s). */
   readonly heartbeatMs: number;

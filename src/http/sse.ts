@@ -1,14 +1,14 @@
 /**
  * Server-Sent Events written with backpressure in mind (issue 12). Node queues whatever a socket cannot
  * take yet in user space, without bound: a client that never reads would make the service hold every
- * event ever sent to it. Each stream here has a bounded buffer (`SSE_MAX_BUFFER_BYTES`): when what is
+ * event ever sent to it. Each stream here has a bounded buffer (64 KiB: `derivedLimits` in src/config.ts): when what is
  * queued for the client passes it, the client is not keeping up and is dropped (its socket destroyed);
  * it can reconnect and start again from the current state. Other streams are never affected.
  */
 import type { ServerResponse } from 'node:http';
 import { clientIdOf, createAdmission, type Admission } from './admission.js';
 
-/** Default bound on the bytes queued for one SSE client (SSE_MAX_BUFFER_BYTES). */
+/** Default bound on the bytes queued for one SSE client (64 KiB in the service). */
 export const defaultSseMaxBufferBytes = 64 * 1024;
 
 export interface SseWriter {
@@ -48,7 +48,7 @@ export function renderEvent(name: string, data: unknown): string {
 
 /**
  * The event streams of one instance are bounded like generations (issue 12): each holds a socket, a
- * timer's share and up to SSE_MAX_BUFFER_BYTES of memory, so one client opening thousands would take
+ * timer's share and up to its buffer bound of memory, so one client opening thousands would take
  * them from everyone. A client is its remote address (a browser's event stream carries no key).
  */
 export function createStreamAdmission(limits: { maxStreams: number; maxStreamsPerClient: number; retryAfterSeconds: number }): Admission {

@@ -119,3 +119,22 @@ export function logCapture(): { stream: Writable; lines: string[] } {
   });
   return { stream, lines };
 }
+
+/** The limits a scenario may set beyond the environment: those derived in src/config.ts (`derivedLimits`). */
+export interface LimitOverrides {
+  readonly admission?: Partial<Config['admission']>;
+  readonly server?: Partial<Config['server']>;
+  readonly pdf?: Partial<Config['pdf']>;
+  readonly jobs?: Partial<Config['jobs']>;
+}
+
+/** `config` with some derived limits set for a scenario (smaller queues, shares, buffers, deadlines). */
+export function withLimits(config: Config, limits: LimitOverrides): Config {
+  return {
+    ...config,
+    admission: { ...config.admission, ...limits.admission },
+    server: { ...config.server, ...limits.server },
+    pdf: { ...config.pdf, ...limits.pdf },
+    jobs: { ...config.jobs, ...limits.jobs },
+  };
+}

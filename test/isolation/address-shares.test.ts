@@ -69,7 +69,7 @@ describe('job scheduling by address', () => {
 
 describe('generation slots by address', () => {
   it('gives an address holding more than 4 key sets one client\'s slots (MAX_INFLIGHT_GENERATIONS_PER_CLIENT)', async () => {
-    const { app, gateway } = await start({ MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '2', MAX_INFLIGHT_GENERATIONS_PER_ADDRESS: '32', RATE_LIMIT_GENERATIONS: '0' });
+    const { app, gateway } = await start({ MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '2', RATE_LIMIT_GENERATIONS: '0' });
     const generate = (remoteAddress: string, key: string) =>
       app.inject({ method: 'POST', url: '/v1/generate', remoteAddress, headers: { 'content-type': 'application/json', 'x-gpt-key': key }, payload: { task: 'notes', text: 'Photosynthesis.' } });
     const held = [];

@@ -54,7 +54,7 @@ export interface GenerateRoutesOptions {
   readonly rateLimit?: Pick<RouteRateLimit, 'max' | 'windowSeconds' | 'salt'>;
   /** The origin handed to the gateway for a client address (client-address.ts). */
   readonly originOf: (ip: string) => string;
-  /** Most bytes queued for a streaming client before it is dropped (SSE_MAX_BUFFER_BYTES). */
+  /** Most bytes queued for a streaming client before it is dropped (64 KiB in the service). */
   readonly sseMaxBufferBytes?: number;
   /** SSE comment lines this often on a quiet generation stream (default 15 s). */
   readonly heartbeatMs?: number;
@@ -245,7 +245,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
       const language = resolveLang(body.options?.lang, text);
 
       // Held from here to the answer: the text's split and every provider call count against the slots,
-      // one per GENERATION_SLOT_CHARS characters of the text.
+      // one per 25 000 characters of the text.
       const release = options.admission.enter(clientId, text.length, address);
       try {
         // The client going away (socket closed before the answer was written) aborts the run.

@@ -59,13 +59,13 @@ export interface JobsRoutesOptions {
   readonly rateLimit?: Pick<RouteRateLimit, 'max' | 'windowSeconds' | 'salt'>;
   /** The origin handed to the gateway for a client address (client-address.ts); none when absent. */
   readonly originOf?: (ip: string) => string;
-  /** `Retry-After` of a refused job (ADMISSION_RETRY_AFTER_SECONDS; default 5). */
+  /** `Retry-After` of a refused job (5 in the service). */
   readonly retryAfterSeconds?: number;
   /** Most parts a stage may split the document into (MAX_TEXT_PARTS). */
   readonly maxTextParts?: number;
   /** SSE comment lines this often keep proxies from closing a quiet stream (default 15 s). */
   readonly heartbeatMs?: number;
-  /** Most bytes queued for one event stream's client before it is dropped (SSE_MAX_BUFFER_BYTES). */
+  /** Most bytes queued for one event stream's client before it is dropped (64 KiB in the service). */
   readonly sseMaxBufferBytes?: number;
   /** The instance's event-stream slots, shared with the providers stream (SSE_MAX_STREAMS[_PER_CLIENT]); unbounded when absent. */
   readonly streams?: Admission;

@@ -30,7 +30,7 @@ export interface WebRoutesOptions {
   readonly demo?: { readonly emulatorUrl: string };
   /** How often the providers stream repeats the full snapshot (default 1000 ms). */
   readonly snapshotIntervalMs?: number;
-  /** Most bytes queued for one stream's client before it is dropped (SSE_MAX_BUFFER_BYTES). */
+  /** Most bytes queued for one stream's client before it is dropped (64 KiB in the service). */
   readonly sseMaxBufferBytes?: number;
   /** The instance's event-stream slots, shared with the job streams (SSE_MAX_STREAMS[_PER_CLIENT]); unbounded when absent. */
   readonly streams?: Admission;
