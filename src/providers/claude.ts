@@ -14,7 +14,6 @@ import {
   retryAfterMsOf,
 } from './classify-common.js';
 import { withJsonInstruction } from './json-instruction.js';
-import { rememberKeyOf } from './scrub.js';
 import { sdkTimeoutMs } from './sdk-options.js';
 import type { ProviderAdapter, ProviderAnswer, UpstreamStreamObserver } from './types.js';
 import { readEvents, StreamedText } from './streamed-text.js';
@@ -168,9 +167,7 @@ export function createClaudeAdapter(options: ClaudeAdapterOptions): ProviderAdap
         );
         return await readMessageStream(stream, model, signal, observer);
       } catch (error) {
-        const wrapped = upstreamFailure(error, signal);
-        rememberKeyOf(wrapped, apiKey);
-        throw wrapped;
+        throw upstreamFailure(error, signal, apiKey);
       }
     },
     classify: classifyClaudeError,

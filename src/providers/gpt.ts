@@ -11,7 +11,6 @@ import {
   failure,
   retryAfterMsOf,
 } from './classify-common.js';
-import { rememberKeyOf } from './scrub.js';
 import { sdkTimeoutMs } from './sdk-options.js';
 import { readEvents, StreamedText } from './streamed-text.js';
 import { eventStream, upstreamFetch } from './upstream-fetch.js';
@@ -150,9 +149,7 @@ export function createGptAdapter(options: GptAdapterOptions): ProviderAdapter {
         );
         return await readChunkStream(stream, model, signal, observer);
       } catch (error) {
-        const wrapped = upstreamFailure(error, signal);
-        rememberKeyOf(wrapped, apiKey);
-        throw wrapped;
+        throw upstreamFailure(error, signal, apiKey);
       }
     },
     classify: classifyGptError,
