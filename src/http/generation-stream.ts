@@ -12,7 +12,7 @@ import type { Attempt } from '../actors/types.js';
 import type { ProviderId, Task } from '../providers/index.js';
 import { keyRedactor, redactDeep, type KeyLike } from '../security/redact.js';
 import type { StudyItem, StudyReset } from '../study/index.js';
-import { sseWriter, type SseWriter } from './sse.js';
+import { openEventStream, type SseWriter } from './sse.js';
 
 export interface GenerationStreamOptions {
   readonly task: Task;
@@ -61,16 +61,7 @@ export class GenerationStream {
   /** Writes the 200 and the headers (once): generation has started. */
   commit(): SseWriter {
     if (this.sse !== undefined) return this.sse;
-    this.reply.hijack();
-    const raw = this.reply.raw;
-    raw.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache, no-transform',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-    });
-    raw.flushHeaders();
-    const sse = sseWriter(raw, this.options.maxBufferBytes, this.options.onDrop);
+    const sse = openEventStream(this.reply, this.options.maxBufferBytes, this.options.onDrop);
     this.sse = sse;
     this.heartbeat = setInterval(() => sse.raw(': heartbeat\n\n'), this.options.heartbeatMs);
     this.heartbeat.unref();

@@ -6,6 +6,7 @@
  * it can reconnect and start again from the current state. Other streams are never affected.
  */
 import type { ServerResponse } from 'node:http';
+import type { FastifyReply } from 'fastify';
 import { clientIdOf, createAdmission, type Admission } from './admission.js';
 
 /** Default bound on the bytes queued for one SSE client (64 KiB in the service). */
@@ -39,6 +40,23 @@ export function sseWriter(response: ServerResponse, maxBufferedBytes: number, on
     raw,
     event: (name, data) => raw(renderEvent(name, data)),
   };
+}
+
+/**
+ * Takes `reply` over from Fastify and starts an event stream on it: the 200 and its headers (no caching,
+ * no proxy buffering) sent at once, and a bounded writer (`sseWriter`) for what follows.
+ */
+export function openEventStream(reply: FastifyReply, maxBufferedBytes: number, onDrop?: () => void): SseWriter {
+  reply.hijack();
+  const raw = reply.raw;
+  raw.writeHead(200, {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache, no-transform',
+    connection: 'keep-alive',
+    'x-accel-buffering': 'no',
+  });
+  raw.flushHeaders();
+  return sseWriter(raw, maxBufferedBytes, onDrop);
 }
 
 /** One event as it goes on the wire; render once, `raw` it to every stream that gets the same event. */

@@ -25,7 +25,7 @@ import { ApiError, errorCodes } from '../errors.js';
 import type { ErrorCode } from '../errors.js';
 import type { ApiKey } from '../../machines/types.js';
 import { redactKeysDeep, scrubSecrets } from '../../security/redact.js';
-import { buildChain, keyHeaders, readProviderKeys } from '../keys.js';
+import { keyHeaders, readProviderKeys, requireChain } from '../keys.js';
 import { GenerationStream } from '../generation-stream.js';
 import { defaultSseMaxBufferBytes } from '../sse.js';
 import {
@@ -33,7 +33,9 @@ import {
   attemptSchema,
   errorBodySchema,
   generationErrorBodySchema,
+  outputLanguageSchema,
   providerIdSchema,
+  providerOrderSchema,
   taskSchema,
 } from '../schemas.js';
 
@@ -76,21 +78,10 @@ export const generateBodySchema = z
       .optional()
       .describe('An id from POST /v1/documents. Exactly one of documentId / text.'),
     text: z.string().trim().min(1).optional().describe('The source text. Exactly one of documentId / text.'),
-    providers: z
-      .array(providerIdSchema)
-      .min(1)
-      .max(3)
-      .refine((ids) => new Set(ids).size === ids.length, 'Provider ids must be unique.')
-      .optional()
-      .describe(
-        'Priority order; the configured default order without it. Providers without a key header are left out.',
-      ),
+    providers: providerOrderSchema,
     options: z
       .strictObject({
-        lang: z
-          .enum(['ko', 'en'])
-          .optional()
-          .describe('Output language; detected from the text when absent.'),
+        lang: outputLanguageSchema,
         count: z.int().min(1).max(50).optional().describe('Questions asked for (mcq, fill).'),
         notes: notesResultSchema
           .optional()
@@ -219,14 +210,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
       const body = request.body;
       const { keys, clientId, address } = callerOf(request);
       const order = body.providers ?? options.defaultOrder;
-      const chain = buildChain(order, keys);
-      if (chain.length === 0) {
-        const wanted = order.map((id) => keyHeaders[id]).join(', ');
-        throw new ApiError(
-          'NO_PROVIDER_KEY',
-          `No requested provider has a key: send one of the headers ${wanted}.`,
-        );
-      }
+      const chain = requireChain(order, keys);
       const secrets = chain.map((link) => link.apiKey);
       let text = body.text;
       if (text !== undefined && text.length > options.maxTextChars) {

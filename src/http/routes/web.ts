@@ -21,7 +21,7 @@ import type { WebPaths } from '../../web/assets.js';
 import { machineDrawings } from '../../web/machine-drawings.js';
 import { ApiError } from '../errors.js';
 import type { Admission } from '../admission.js';
-import { defaultSseMaxBufferBytes, enterStream, renderEvent, sseWriter, type SseWriter } from '../sse.js';
+import { defaultSseMaxBufferBytes, enterStream, openEventStream, renderEvent, type SseWriter } from '../sse.js';
 import { errorBodySchema, providerIdSchema } from '../schemas.js';
 
 export interface WebRoutesOptions {
@@ -161,18 +161,11 @@ export const webRoutes: FastifyPluginAsyncZod<WebRoutesOptions> = async (app, op
     async (request, reply) => {
       // Refused before the stream starts, as a JSON error with Retry-After.
       const release = enterStream(options.streams, request.ip);
-      reply.hijack();
-      const response = reply.raw;
-      response.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache, no-transform',
-        connection: 'keep-alive',
-        'x-accel-buffering': 'no',
-      });
       // A client that does not read is dropped once its buffer is full (src/http/sse.ts).
-      const sse = sseWriter(response, options.sseMaxBufferBytes ?? defaultSseMaxBufferBytes, () =>
+      const sse = openEventStream(reply, options.sseMaxBufferBytes ?? defaultSseMaxBufferBytes, () =>
         request.log.info('providers stream: client not reading, dropped'),
       );
+      const response = reply.raw;
       let closed = false;
       const close = (): void => {
         if (closed) return;
