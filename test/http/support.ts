@@ -14,6 +14,7 @@ import type {
 } from '../../src/actors/types.js';
 import { loadConfig } from '../../src/config.js';
 import type { Config } from '../../src/config.js';
+import type { StoredDocument } from '../../src/documents/index.js';
 import { providerIds } from '../../src/providers/index.js';
 import type { ProviderId } from '../../src/providers/index.js';
 
@@ -137,4 +138,21 @@ export function withLimits(config: Config, limits: LimitOverrides): Config {
     pdf: { ...config.pdf, ...limits.pdf },
     jobs: { ...config.jobs, ...limits.jobs },
   };
+}
+
+/** Puts a one-page document (`doc-1`, a sentence on photosynthesis) into `store`, for the job routes; returns its id. */
+export async function putTestDocument(store: { put(doc: StoredDocument): Promise<void> }, sha256 = 'e'.repeat(64)): Promise<string> {
+  await store.put({
+    documentId: 'doc-1',
+    sha256,
+    fileName: 'a.pdf',
+    pageCount: 1,
+    pagesUsed: 1,
+    wordCount: 5,
+    charCount: 40,
+    warnings: [],
+    text: 'Photosynthesis turns light into glucose.',
+    createdAt: Date.now(),
+  });
+  return 'doc-1';
 }

@@ -4,7 +4,7 @@ import { createMemoryDocumentStore } from '../../src/documents/index.js';
 import type { DocumentStore } from '../../src/documents/index.js';
 import { buildApp } from '../../src/http/app.js';
 import { loadAnthropicSdk } from '../../src/providers/claude-sdk.js';
-import { staticGateway, testConfig, withLimits } from '../http/support.js';
+import { putTestDocument, staticGateway, testConfig, withLimits } from '../http/support.js';
 import type { LimitOverrides, StaticGateway } from '../http/support.js';
 
 const apps: FastifyInstance[] = [];
@@ -194,21 +194,7 @@ describe('slots weighted by the size of the text (one per 25 000 characters, iss
 });
 
 describe('admission of POST /v1/jobs (issue 12)', () => {
-  async function withDocument(store: DocumentStore): Promise<string> {
-    await store.put({
-      documentId: 'doc-1',
-      sha256: 'f'.repeat(64),
-      fileName: 'a.pdf',
-      pageCount: 1,
-      pagesUsed: 1,
-      wordCount: 5,
-      charCount: 40,
-      warnings: [],
-      text: 'Photosynthesis turns light into glucose.',
-      createdAt: Date.now(),
-    });
-    return 'doc-1';
-  }
+  const withDocument = (store: DocumentStore): Promise<string> => putTestDocument(store, 'f'.repeat(64));
 
   it('answers a full instance with 503 TOO_MANY_JOBS and Retry-After', async () => {
     const { app, store } = await start({ JOB_MAX_JOBS: '2', JOB_MAX_JOBS_PER_CLIENT: '5' });
