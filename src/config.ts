@@ -197,7 +197,7 @@ export const defaultMaxConnections = (() => {
  * from the machine, with its reason (docs/configuration.md "Derived limits"). Tests that need another value
  * for a scenario override the field of the loaded `Config`, not the environment.
  */
-export const derivedLimits = {
+const derivedLimits = {
   /** `Retry-After` of every refusal for lack of room (a slot, a job, a stream): long enough for a short run to end. */
   retryAfterSeconds: 5,
   /** One generation slot per 25 000 characters: a client's 8 slots hold 8 short runs, or one of the longest default text (200 000). */
