@@ -394,6 +394,27 @@ function read<K extends VariableName>(env: NodeJS.ProcessEnv, name: K): Parsed[K
   return result.data as Parsed[K];
 }
 
+/** Variables earlier versions read, now derived limits: set, each gets a start-up warning saying what replaced it. */
+const retiredVariables: Readonly<Record<string, string>> = {
+  ADMISSION_RETRY_AFTER_SECONDS: 'Retry-After is 5 s',
+  GENERATION_SLOT_CHARS: 'a slot is 25 000 characters',
+  MAX_INFLIGHT_GENERATIONS_PER_ADDRESS: 'an address holds max(4 × MAX_INFLIGHT_GENERATIONS_PER_CLIENT, MAX_INFLIGHT_GENERATIONS / 2) slots',
+  JOB_MAX_JOBS_PER_ADDRESS: 'an address holds max(5 × JOB_MAX_JOBS_PER_CLIENT, JOB_MAX_JOBS / 10) live jobs',
+  PDF_QUEUE_MAX: '16 uploads may wait per PDF_WORKERS',
+  PDF_MAX_TOTAL_PAGES: 'a PDF may declare 10 000 pages',
+  KEY_HEALTH_MAX_KEYS: 'each provider remembers 10 000 refused keys',
+  SSE_MAX_BUFFER_BYTES: 'an event-stream client may have 64 KiB queued',
+  HEADERS_TIMEOUT_MS: 'headers are due within min(10 s, REQUEST_TIMEOUT_MS)',
+  CONNECTION_TIMEOUT_MS: 'a silent socket closes after 10 min or the longest chain of provider calls',
+  KEEP_ALIVE_TIMEOUT_MS: 'an idle keep-alive socket closes after 72 s',
+};
+
+function warnRetired(env: NodeJS.ProcessEnv, warnings: string[]): void {
+  for (const [name, now] of Object.entries(retiredVariables)) {
+    if ((env[name] ?? '') !== '') warnings.push(`${name} is no longer read and is ignored: ${now} (docs/configuration.md "Derived limits")`);
+  }
+}
+
 /** PROVIDERS_DEFAULT_ORDER: known ids in the given order; unknown names are dropped with a warning. */
 function readProviderOrder(env: NodeJS.ProcessEnv, warnings: string[]): readonly ProviderId[] {
   const raw = env.PROVIDERS_DEFAULT_ORDER;
@@ -442,6 +463,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   const maxJobsPerClient = read(env, 'JOB_MAX_JOBS_PER_CLIENT');
   const maxInFlight = read(env, 'MAX_INFLIGHT_GENERATIONS');
   const maxPerClient = read(env, 'MAX_INFLIGHT_GENERATIONS_PER_CLIENT');
+  warnRetired(env, warnings);
   return {
     port: read(env, 'PORT'),
     host: read(env, 'HOST'),

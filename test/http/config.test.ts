@@ -200,6 +200,12 @@ describe('the derived limits (no variable of their own)', () => {
     expect(config.pdf.queueMax).toBeGreaterThan(0);
     expect(config.admission).toMatchObject({ maxPerAddress: 32, retryAfterSeconds: 5 });
     expect(config.server.sseMaxBufferBytes).toBe(65_536);
+    // Each one set is named in a start-up warning, so an operator who set it learns it is ignored.
+    expect(config.warnings).toHaveLength(4);
+    for (const name of ['PDF_QUEUE_MAX', 'MAX_INFLIGHT_GENERATIONS_PER_ADDRESS', 'ADMISSION_RETRY_AFTER_SECONDS', 'SSE_MAX_BUFFER_BYTES']) {
+      expect(config.warnings.some((warning) => warning.startsWith(`${name} is no longer read`))).toBe(true);
+    }
+    expect(loadConfig({ PDF_QUEUE_MAX: '' }).warnings).toEqual([]);
   });
 });
 
