@@ -96,7 +96,6 @@ async function main(): Promise<void> {
     PROVIDERS_DEFAULT_ORDER: 'gpt',
     MAX_INFLIGHT_GENERATIONS: '256',
     MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '256',
-    MAX_INFLIGHT_GENERATIONS_PER_ADDRESS: '256',
   });
   const config = loadConfig(env);
   const service = await startService(config, { log: { level: 'silent' } });

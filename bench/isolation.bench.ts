@@ -55,7 +55,7 @@ interface Attack {
   readonly key: string;
   readonly label: string;
   readonly pdf?: boolean;
-  /** Longer windows where a deadline must pass to be seen (slowloris: HEADERS_TIMEOUT_MS is 10 s). */
+  /** Longer windows where a deadline must pass to be seen (slowloris: the headers are due within 10 s). */
   readonly seconds?: number;
   run(context: { url: string; deadline: number; hostileKey: string }): Promise<Outcomes>;
 }

@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- keys`: what per-key health costs on the event loop, at 100 and at 10 000 refused keys
- * (KEY_HEALTH_MAX_KEYS' default), alternating the two sizes over rounds (medians): one refusal (a new key's
+ * (the most refused keys a provider remembers), alternating the two sizes over rounds (medians): one refusal (a new key's
  * `key.failed` stepped into the book), one admission look-up (the provider's `isKeyRefused` guard), and the
  * counts `GET /v1/providers` and `/metrics` read. The figure that matters is the ratio: a hostile client
  * spraying bad keys must not make each refusal slower as the book fills.

@@ -115,7 +115,6 @@ async function runOutage(emulator: Child & { url: string }, load: Awaited<Return
     // outage, not the share's 429s, as the overhead bench does.
     MAX_INFLIGHT_GENERATIONS: '256',
     MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '256',
-    MAX_INFLIGHT_GENERATIONS_PER_ADDRESS: '256',
   });
   try {
     const url = `${service.url}/v1/generate`;

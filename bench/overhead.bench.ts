@@ -91,7 +91,6 @@ async function main(): Promise<void> {
       RATE_LIMIT_GENERATIONS: '0',
       MAX_INFLIGHT_GENERATIONS: '256',
       MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '256',
-      MAX_INFLIGHT_GENERATIONS_PER_ADDRESS: '256',
     }),
     startChild('sdk', {
       entry: 'baseline.child.ts',

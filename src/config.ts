@@ -33,7 +33,7 @@ export interface Config {
   /**
    * Per-key health (docs/api.md "key health"): how long auth, permission and quota failures refuse a key
    * (`quarantineMs`, 0 turns per-key health off), how long a rate limit without `Retry-After` cools it,
-   * how many refused keys each provider remembers, and the fingerprint salt (unset: shared through Redis).
+   * how many refused keys each provider remembers (derived), and the fingerprint salt (unset: shared through Redis).
    */
   readonly keyHealth: {
     readonly quarantineMs: number;
@@ -63,7 +63,7 @@ export interface Config {
   readonly pdf: {
     /** Worker threads extracting at once (PDF_WORKERS). */
     readonly workers: number;
-    /** Extractions waiting for a worker; past it 503 PDF_EXTRACTOR_BUSY (PDF_QUEUE_MAX). */
+    /** Extractions waiting for a worker; past it 503 PDF_EXTRACTOR_BUSY (derived: `derivedLimits`). */
     readonly queueMax: number;
     /** One extraction's deadline (PDF_TIMEOUT_MS). */
     readonly timeoutMs: number;
@@ -71,7 +71,7 @@ export interface Config {
     readonly workerMemoryMb: number;
     /** Most bytes a PDF's streams may decompress to, in MB (PDF_MAX_DECODED_MB). */
     readonly maxDecodedMb: number;
-    /** A PDF declaring or holding more pages is refused (PDF_MAX_TOTAL_PAGES). */
+    /** A PDF declaring or holding more pages is refused (derived: `derivedLimits`). */
     readonly maxTotalPages: number;
   };
   /** The nice value of the PDF and token-count worker threads (WORKER_NICE, 0–19; Linux only). */
@@ -90,7 +90,7 @@ export interface Config {
     readonly partBudgetTokens: number;
     /** Most live jobs (queued and running) of one client (JOB_MAX_JOBS_PER_CLIENT). */
     readonly maxJobsPerClient: number;
-    /** Live jobs the clients of one remote address may hold together (JOB_MAX_JOBS_PER_ADDRESS). */
+    /** Live jobs the clients of one remote address may hold together (derived: `derivedLimits`). */
     readonly maxJobsPerAddress: number;
     /** Most running jobs of one client (JOB_CONCURRENCY_PER_CLIENT). */
     readonly concurrencyPerClient: number;
@@ -103,13 +103,13 @@ export interface Config {
   readonly server: {
     /** The whole request, headers and body, must arrive within this (REQUEST_TIMEOUT_MS). */
     readonly requestTimeoutMs: number;
-    /** The request headers must arrive within this (HEADERS_TIMEOUT_MS). */
+    /** The request headers must arrive within this (derived: `derivedLimits`). */
     readonly headersTimeoutMs: number;
-    /** A socket with no byte either way for this long is closed (CONNECTION_TIMEOUT_MS). */
+    /** A socket with no byte either way for this long is closed (derived: `derivedLimits`). */
     readonly connectionTimeoutMs: number;
-    /** An idle keep-alive socket is closed after this (KEEP_ALIVE_TIMEOUT_MS). */
+    /** An idle keep-alive socket is closed after this (derived: `derivedLimits`). */
     readonly keepAliveTimeoutMs: number;
-    /** Most bytes queued for one SSE client before it is dropped (SSE_MAX_BUFFER_BYTES). */
+    /** Most bytes queued for one SSE client before it is dropped (derived: `derivedLimits`). */
     readonly sseMaxBufferBytes: number;
     /** Whose address is the client's (TRUST_PROXY, Fastify's `trustProxy`): false, proxy hops, or proxy addresses. */
     readonly trustProxy: boolean | number | readonly string[];
@@ -128,11 +128,11 @@ export interface Config {
     readonly maxInFlight: number;
     /** Runs one client may have in flight (MAX_INFLIGHT_GENERATIONS_PER_CLIENT). */
     readonly maxPerClient: number;
-    /** Slots the clients of one remote address may hold together (MAX_INFLIGHT_GENERATIONS_PER_ADDRESS). */
+    /** Slots the clients of one remote address may hold together (derived: `derivedLimits`). */
     readonly maxPerAddress: number;
-    /** `Retry-After` of a refusal for lack of a slot (ADMISSION_RETRY_AFTER_SECONDS). */
+    /** `Retry-After` of a refusal for lack of a slot or a stream (derived: `derivedLimits`). */
     readonly retryAfterSeconds: number;
-    /** A run takes one slot per this many characters of its text, at least one (GENERATION_SLOT_CHARS). */
+    /** A run takes one slot per this many characters of its text, at least one (derived: `derivedLimits`). */
     readonly slotChars: number;
     /** A 429 TOO_MANY_REQUESTS is sent after this long (REFUSAL_DELAY_MS; 0: at once). */
     readonly refusalDelayMs: number;
@@ -191,6 +191,47 @@ export const defaultMaxConnections = (() => {
     return 8192;
   }
 })();
+
+/**
+ * The limits no operator needs to set, each fixed or derived from the variables an operator does set and
+ * from the machine, with its reason (docs/configuration.md "Derived limits"). Tests that need another value
+ * for a scenario override the field of the loaded `Config`, not the environment.
+ */
+const derivedLimits = {
+  /** `Retry-After` of every refusal for lack of room (a slot, a job, a stream): long enough for a short run to end. */
+  retryAfterSeconds: 5,
+  /** One generation slot per 25 000 characters: a client's 8 slots hold 8 short runs, or one of the longest default text (200 000). */
+  slotChars: 25_000,
+  /** Refused keys each provider remembers: about 2 MB of fingerprints; beyond it the least recently touched is forgotten (its next call goes out). */
+  keyHealthMaxKeys: 10_000,
+  /** Bytes queued for one event-stream client before it is dropped: a few hundred events, beyond what the kernel already holds. */
+  sseMaxBufferBytes: 65_536,
+  /** An idle keep-alive socket closes after 72 s: above the 60 s idle timeout of common load balancers, so they close first. */
+  keepAliveTimeoutMs: 72_000,
+  /** A page tree declaring more pages is refused as a bomb: the most MAX_PDF_PAGES itself may be. */
+  pdfMaxTotalPages: 10_000,
+  /** Uploads waiting per PDF worker: a waiting upload is at most 16 extractions away from a worker. */
+  pdfQueuePerWorker: 16,
+  /** Headers are due within 10 s (header slowloris), and never after the whole request. */
+  headersTimeoutMs: (requestTimeoutMs: number): number => Math.min(10_000, requestTimeoutMs),
+  /**
+   * A socket silent both ways is closed after 10 minutes, or after the longest chain of calls a generation
+   * may wait on without sending a byte (every provider, every retry, every backoff), whichever is longer.
+   */
+  connectionTimeoutMs: (providerTimeoutMs: number, retry: Config['retry']): number => {
+    const backoffs = Array.from({ length: retry.max }, (_, index) => retry.backoffMs[Math.min(index, retry.backoffMs.length - 1)] ?? 0);
+    const perProvider = (retry.max + 1) * providerTimeoutMs + backoffs.reduce((sum, delay) => sum + delay, 0);
+    return Math.max(600_000, providerIds.length * perProvider);
+  },
+  /**
+   * Generation slots the clients of one address hold together: half the instance, but at least four clients'
+   * shares (the four key sets an address may hold before they count as one client), so users behind one NAT
+   * keep working while a client inventing keys cannot take the instance.
+   */
+  maxGenerationsPerAddress: (maxInFlight: number, maxPerClient: number): number => Math.max(4 * maxPerClient, Math.floor(maxInFlight / 2)),
+  /** Live jobs the clients of one address hold together: a tenth of the instance, but at least five clients' shares. */
+  maxJobsPerAddress: (maxJobs: number, maxJobsPerClient: number): number => Math.max(5 * maxJobsPerClient, Math.floor(maxJobs / 10)),
+} as const;
 
 export const defaultBaseUrls: Readonly<Record<ProviderId, string>> = {
   claude: 'https://api.anthropic.com',
@@ -276,7 +317,6 @@ const variables = {
   RETRY_MAX: { schema: integer(0, 10), fallback: '2' },
   KEY_QUARANTINE_MS: { schema: integer(0, 86_400_000), fallback: '600000' },
   KEY_COOLING_MS: { schema: integer(1, 86_400_000), fallback: '30000' },
-  KEY_HEALTH_MAX_KEYS: { schema: integer(1, 1_000_000), fallback: '10000' },
   KEY_FINGERPRINT_SALT: { schema: z.string().min(16).optional(), fallback: undefined },
   RETRY_BACKOFF_MS: { schema: backoffList, fallback: '1000,2000' },
   FALLBACK_MODE: { schema: z.enum(fallbackPolicies), fallback: 'retry-then-fallback' },
@@ -292,11 +332,9 @@ const variables = {
   MAX_TEXT_PARTS: { schema: integer(1, 10_000), fallback: '40' },
   DOCUMENT_TTL_SECONDS: { schema: integer(1, 31_536_000), fallback: '7200' },
   PDF_WORKERS: { schema: integer(1, 64), fallback: String(defaultPdfWorkers) },
-  PDF_QUEUE_MAX: { schema: integer(0, 10_000), fallback: '16' },
   PDF_TIMEOUT_MS: { schema: integer(100, 600_000), fallback: '30000' },
   PDF_WORKER_MEMORY_MB: { schema: integer(32, 8192), fallback: '48' },
   PDF_MAX_DECODED_MB: { schema: integer(1, 4096), fallback: '64' },
-  PDF_MAX_TOTAL_PAGES: { schema: integer(1, 1_000_000), fallback: '10000' },
   WORKER_NICE: { schema: integer(0, 19), fallback: String(defaultWorkerNice) },
   ADMIN_TOKEN: { schema: z.string().min(1).optional(), fallback: undefined },
   JOB_TTL_SECONDS: { schema: integer(1, 31_536_000), fallback: '3600' },
@@ -304,24 +342,16 @@ const variables = {
   JOB_MAX_JOBS: { schema: integer(1, 1_000_000), fallback: '1000' },
   JOB_PART_BUDGET_TOKENS: { schema: integer(64, 1_000_000), fallback: '6000' },
   JOB_MAX_JOBS_PER_CLIENT: { schema: integer(1, 1_000_000), fallback: '20' },
-  JOB_MAX_JOBS_PER_ADDRESS: { schema: integer(1, 1_000_000), fallback: '100' },
   JOB_CONCURRENCY_PER_CLIENT: { schema: integer(1, 1000), fallback: '2' },
   JOB_LEASE_MS: { schema: integer(300, 600_000), fallback: '15000' },
   SHUTDOWN_GRACE_MS: { schema: integer(0, 3_600_000), fallback: '25000' },
   MAX_INFLIGHT_GENERATIONS: { schema: integer(1, 100_000), fallback: '64' },
   MAX_INFLIGHT_GENERATIONS_PER_CLIENT: { schema: integer(1, 100_000), fallback: '8' },
-  MAX_INFLIGHT_GENERATIONS_PER_ADDRESS: { schema: integer(1, 100_000), fallback: '32' },
-  ADMISSION_RETRY_AFTER_SECONDS: { schema: integer(1, 3600), fallback: '5' },
-  GENERATION_SLOT_CHARS: { schema: integer(1, 10_000_000), fallback: '25000' },
   REFUSAL_DELAY_MS: { schema: integer(0, 60_000), fallback: '500' },
   RATE_LIMIT_WINDOW_SECONDS: { schema: integer(1, 86_400), fallback: '60' },
   RATE_LIMIT_UPLOADS: { schema: integer(0, 1_000_000), fallback: '30' },
   RATE_LIMIT_JOBS: { schema: integer(0, 1_000_000), fallback: '30' },
   REQUEST_TIMEOUT_MS: { schema: integer(1, 3_600_000), fallback: '90000' },
-  HEADERS_TIMEOUT_MS: { schema: integer(1, 3_600_000), fallback: '10000' },
-  CONNECTION_TIMEOUT_MS: { schema: integer(1, 86_400_000), fallback: '600000' },
-  KEEP_ALIVE_TIMEOUT_MS: { schema: integer(1, 3_600_000), fallback: '72000' },
-  SSE_MAX_BUFFER_BYTES: { schema: integer(1024, 1_073_741_824), fallback: '65536' },
   TRUST_PROXY: { schema: trustProxy, fallback: 'false' },
   SSE_MAX_STREAMS: { schema: integer(1, 1_000_000), fallback: '1000' },
   SSE_MAX_STREAMS_PER_CLIENT: { schema: integer(1, 1_000_000), fallback: '8' },
@@ -364,6 +394,27 @@ function read<K extends VariableName>(env: NodeJS.ProcessEnv, name: K): Parsed[K
   return result.data as Parsed[K];
 }
 
+/** Variables earlier versions read, now derived limits: set, each gets a start-up warning saying what replaced it. */
+const retiredVariables: Readonly<Record<string, string>> = {
+  ADMISSION_RETRY_AFTER_SECONDS: 'Retry-After is 5 s',
+  GENERATION_SLOT_CHARS: 'a slot is 25 000 characters',
+  MAX_INFLIGHT_GENERATIONS_PER_ADDRESS: 'an address holds max(4 × MAX_INFLIGHT_GENERATIONS_PER_CLIENT, MAX_INFLIGHT_GENERATIONS / 2) slots',
+  JOB_MAX_JOBS_PER_ADDRESS: 'an address holds max(5 × JOB_MAX_JOBS_PER_CLIENT, JOB_MAX_JOBS / 10) live jobs',
+  PDF_QUEUE_MAX: '16 uploads may wait per PDF_WORKERS',
+  PDF_MAX_TOTAL_PAGES: 'a PDF may declare 10 000 pages',
+  KEY_HEALTH_MAX_KEYS: 'each provider remembers 10 000 refused keys',
+  SSE_MAX_BUFFER_BYTES: 'an event-stream client may have 64 KiB queued',
+  HEADERS_TIMEOUT_MS: 'headers are due within min(10 s, REQUEST_TIMEOUT_MS)',
+  CONNECTION_TIMEOUT_MS: 'a silent socket closes after 10 min or the longest chain of provider calls',
+  KEEP_ALIVE_TIMEOUT_MS: 'an idle keep-alive socket closes after 72 s',
+};
+
+function warnRetired(env: NodeJS.ProcessEnv, warnings: string[]): void {
+  for (const [name, now] of Object.entries(retiredVariables)) {
+    if ((env[name] ?? '') !== '') warnings.push(`${name} is no longer read and is ignored: ${now} (docs/configuration.md "Derived limits")`);
+  }
+}
+
 /** PROVIDERS_DEFAULT_ORDER: known ids in the given order; unknown names are dropped with a warning. */
 function readProviderOrder(env: NodeJS.ProcessEnv, warnings: string[]): readonly ProviderId[] {
   const raw = env.PROVIDERS_DEFAULT_ORDER;
@@ -385,19 +436,15 @@ function readProviderOrder(env: NodeJS.ProcessEnv, warnings: string[]): readonly
   return order;
 }
 
-/** The server's timeouts: the headers must be due no later than the whole request (Node refuses otherwise). */
-function readServer(env: NodeJS.ProcessEnv): Config['server'] {
+/** The server's socket limits: REQUEST_TIMEOUT_MS, the rest derived (`derivedLimits`). */
+function readServer(env: NodeJS.ProcessEnv, providerTimeoutMs: number, retry: Config['retry']): Config['server'] {
   const requestTimeoutMs = read(env, 'REQUEST_TIMEOUT_MS');
-  const headersTimeoutMs = read(env, 'HEADERS_TIMEOUT_MS');
-  if (headersTimeoutMs > requestTimeoutMs) {
-    throw new ConfigError('HEADERS_TIMEOUT_MS', `must not exceed REQUEST_TIMEOUT_MS (${requestTimeoutMs}) (got ${headersTimeoutMs})`);
-  }
   return {
     requestTimeoutMs,
-    headersTimeoutMs,
-    connectionTimeoutMs: read(env, 'CONNECTION_TIMEOUT_MS'),
-    keepAliveTimeoutMs: read(env, 'KEEP_ALIVE_TIMEOUT_MS'),
-    sseMaxBufferBytes: read(env, 'SSE_MAX_BUFFER_BYTES'),
+    headersTimeoutMs: derivedLimits.headersTimeoutMs(requestTimeoutMs),
+    connectionTimeoutMs: derivedLimits.connectionTimeoutMs(providerTimeoutMs, retry),
+    keepAliveTimeoutMs: derivedLimits.keepAliveTimeoutMs,
+    sseMaxBufferBytes: derivedLimits.sseMaxBufferBytes,
     trustProxy: read(env, 'TRUST_PROXY'),
     sseMaxStreams: read(env, 'SSE_MAX_STREAMS'),
     sseMaxStreamsPerClient: read(env, 'SSE_MAX_STREAMS_PER_CLIENT'),
@@ -409,6 +456,14 @@ function readServer(env: NodeJS.ProcessEnv): Config['server'] {
 /** Reads and validates every variable; throws `ConfigError` naming the first bad one. */
 export function loadConfig(env: NodeJS.ProcessEnv): Config {
   const warnings: string[] = [];
+  const retry = { max: read(env, 'RETRY_MAX'), backoffMs: read(env, 'RETRY_BACKOFF_MS') };
+  const providerTimeoutMs = read(env, 'PROVIDER_TIMEOUT_MS');
+  const pdfWorkers = read(env, 'PDF_WORKERS');
+  const maxJobs = read(env, 'JOB_MAX_JOBS');
+  const maxJobsPerClient = read(env, 'JOB_MAX_JOBS_PER_CLIENT');
+  const maxInFlight = read(env, 'MAX_INFLIGHT_GENERATIONS');
+  const maxPerClient = read(env, 'MAX_INFLIGHT_GENERATIONS_PER_CLIENT');
+  warnRetired(env, warnings);
   return {
     port: read(env, 'PORT'),
     host: read(env, 'HOST'),
@@ -420,15 +475,15 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       // below the quorum, so the quorum is off: one key's streak opens the provider, as before.
       minDistinctKeys: read(env, 'KEY_QUARANTINE_MS') === 0 ? 1 : read(env, 'BREAKER_MIN_DISTINCT_KEYS'),
     },
-    retry: { max: read(env, 'RETRY_MAX'), backoffMs: read(env, 'RETRY_BACKOFF_MS') },
+    retry,
     keyHealth: {
       quarantineMs: read(env, 'KEY_QUARANTINE_MS'),
       coolingMs: read(env, 'KEY_COOLING_MS'),
-      maxKeys: read(env, 'KEY_HEALTH_MAX_KEYS'),
+      maxKeys: derivedLimits.keyHealthMaxKeys,
       fingerprintSalt: read(env, 'KEY_FINGERPRINT_SALT'),
     },
     fallbackMode: read(env, 'FALLBACK_MODE'),
-    providerTimeoutMs: read(env, 'PROVIDER_TIMEOUT_MS'),
+    providerTimeoutMs,
     firstTokenTimeoutMs: read(env, 'FIRST_TOKEN_TIMEOUT_MS'),
     streamIdleTimeoutMs: read(env, 'STREAM_IDLE_TIMEOUT_MS'),
     providersDefaultOrder: readProviderOrder(env, warnings),
@@ -441,33 +496,33 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     maxTextParts: read(env, 'MAX_TEXT_PARTS'),
     documentTtlSeconds: read(env, 'DOCUMENT_TTL_SECONDS'),
     pdf: {
-      workers: read(env, 'PDF_WORKERS'),
-      queueMax: read(env, 'PDF_QUEUE_MAX'),
+      workers: pdfWorkers,
+      queueMax: derivedLimits.pdfQueuePerWorker * pdfWorkers,
       timeoutMs: read(env, 'PDF_TIMEOUT_MS'),
       workerMemoryMb: read(env, 'PDF_WORKER_MEMORY_MB'),
       maxDecodedMb: read(env, 'PDF_MAX_DECODED_MB'),
-      maxTotalPages: read(env, 'PDF_MAX_TOTAL_PAGES'),
+      maxTotalPages: derivedLimits.pdfMaxTotalPages,
     },
     workerNice: read(env, 'WORKER_NICE'),
     adminToken: read(env, 'ADMIN_TOKEN'),
     jobs: {
       ttlSeconds: read(env, 'JOB_TTL_SECONDS'),
       concurrency: read(env, 'JOB_CONCURRENCY'),
-      maxJobs: read(env, 'JOB_MAX_JOBS'),
+      maxJobs,
       partBudgetTokens: read(env, 'JOB_PART_BUDGET_TOKENS'),
-      maxJobsPerClient: read(env, 'JOB_MAX_JOBS_PER_CLIENT'),
-      maxJobsPerAddress: read(env, 'JOB_MAX_JOBS_PER_ADDRESS'),
+      maxJobsPerClient,
+      maxJobsPerAddress: derivedLimits.maxJobsPerAddress(maxJobs, maxJobsPerClient),
       concurrencyPerClient: read(env, 'JOB_CONCURRENCY_PER_CLIENT'),
       leaseMs: read(env, 'JOB_LEASE_MS'),
     },
     shutdownGraceMs: read(env, 'SHUTDOWN_GRACE_MS'),
-    server: readServer(env),
+    server: readServer(env, providerTimeoutMs, retry),
     admission: {
-      maxInFlight: read(env, 'MAX_INFLIGHT_GENERATIONS'),
-      maxPerClient: read(env, 'MAX_INFLIGHT_GENERATIONS_PER_CLIENT'),
-      maxPerAddress: read(env, 'MAX_INFLIGHT_GENERATIONS_PER_ADDRESS'),
-      retryAfterSeconds: read(env, 'ADMISSION_RETRY_AFTER_SECONDS'),
-      slotChars: read(env, 'GENERATION_SLOT_CHARS'),
+      maxInFlight,
+      maxPerClient,
+      maxPerAddress: derivedLimits.maxGenerationsPerAddress(maxInFlight, maxPerClient),
+      retryAfterSeconds: derivedLimits.retryAfterSeconds,
+      slotChars: derivedLimits.slotChars,
       refusalDelayMs: read(env, 'REFUSAL_DELAY_MS'),
     },
     rateLimit: {
@@ -494,3 +549,30 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
 
 /** The names of every variable `loadConfig` reads (docs/configuration.md is checked against it). */
 export const configVariableNames: readonly string[] = [...Object.keys(variables), 'PROVIDERS_DEFAULT_ORDER'].sort();
+
+/** REDIS_URL with its password (if any) replaced by `***`: the form start-up may log. */
+function maskedRedisUrl(url: string | undefined): string | undefined {
+  if (url === undefined) return undefined;
+  try {
+    const parsed = new URL(url);
+    if (parsed.password !== '') parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return 'redis://***';
+  }
+}
+
+/**
+ * The effective configuration as start-up logs it, once: every value `loadConfig` settled on, set or
+ * derived, without a secret (ADMIN_TOKEN and KEY_FINGERPRINT_SALT read only `set`/`unset`; REDIS_URL's
+ * password is masked). The warnings are logged on their own, at warn level.
+ */
+export function loggableConfig(config: Config): Record<string, unknown> {
+  const { warnings: _warnings, adminToken, redisUrl, keyHealth, ...rest } = config;
+  return {
+    ...rest,
+    adminToken: adminToken === undefined ? 'unset' : 'set',
+    redisUrl: maskedRedisUrl(redisUrl) ?? 'unset',
+    keyHealth: { ...keyHealth, fingerprintSalt: keyHealth.fingerprintSalt === undefined ? 'unset' : 'set' },
+  };
+}

@@ -65,7 +65,7 @@ export interface GatewayOptions {
    * (src/fleet). Absent: each breaker lives in this process only (the embedded default).
    */
   readonly fleetLink?: typeof embeddedFleetLink;
-  /** Per-key health (KEY_QUARANTINE_MS, KEY_COOLING_MS, KEY_HEALTH_MAX_KEYS); absent: off. */
+  /** Per-key health (KEY_QUARANTINE_MS, KEY_COOLING_MS; at most 10 000 refused keys); absent: off. */
   readonly keyHealth?: KeyHealthSettings;
   /** What keys are known by (salted fingerprints); the fleet's shared salt when REDIS_URL is set. */
   readonly keyIdentity?: KeyIdentity;

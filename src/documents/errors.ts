@@ -44,7 +44,7 @@ export function isPdfRejectionCode(value: unknown): value is PdfRejectionCode {
   return pdfRejectionCodes.some((code) => code === value);
 }
 
-/** Every extraction worker is busy and the wait queue (PDF_QUEUE_MAX) is full: retry later. */
+/** Every extraction worker is busy and the wait queue (16 per worker) is full: retry later. */
 export class PdfExtractorBusyError extends Error {
   /** A hint for the Retry-After header. */
   readonly retryAfterSeconds: number;

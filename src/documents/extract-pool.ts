@@ -22,7 +22,7 @@ export type ExtractWorkerEntry = WorkerEntry;
 export interface ExtractPoolLimits {
   /** Workers at most (PDF_WORKERS). */
   workers: number;
-  /** Extractions waiting for a worker at most (PDF_QUEUE_MAX); 0 refuses whenever all are busy. */
+  /** Extractions waiting for a worker at most (16 per worker in the service); 0 refuses whenever all are busy. */
   queueMax: number;
   /** One extraction's deadline, counted from when a ready worker takes it (PDF_TIMEOUT_MS). */
   timeoutMs: number;
@@ -125,7 +125,7 @@ export class ExtractPool {
         ? `${own} upload(s) from your address are already waiting`
         : `${this.queue.size} upload(s) are waiting`;
     return new PdfExtractorBusyError(
-      `Every PDF extraction worker is busy and ${why} (PDF_WORKERS=${this.limits.workers}, PDF_QUEUE_MAX=${this.limits.queueMax}); retry shortly.`,
+      `Every PDF extraction worker is busy and ${why} (PDF_WORKERS=${this.limits.workers}, ${this.limits.queueMax} may wait); retry shortly.`,
       this.limits.retryAfterSeconds,
     );
   }

@@ -57,13 +57,13 @@ export interface ExtractOptions {
   maxPdfPages: number;
   /** Most bytes the PDF's streams may decompress to (PDF_MAX_DECODED_MB); default 64 MiB. */
   maxDecodedBytes?: number;
-  /** A PDF declaring or holding more pages is refused (PDF_MAX_TOTAL_PAGES); default 10000. */
+  /** A PDF declaring or holding more pages is refused; default 10000. */
   maxTotalPages?: number;
 }
 
 /** Default of `ExtractOptions.maxDecodedBytes` (PDF_MAX_DECODED_MB=64). */
 export const defaultMaxDecodedBytes = 64 * 1024 * 1024;
-/** Default of `ExtractOptions.maxTotalPages` (PDF_MAX_TOTAL_PAGES). */
+/** Default of `ExtractOptions.maxTotalPages` (the service's too). */
 export const defaultMaxTotalPages = 10_000;
 
 /**
@@ -145,7 +145,7 @@ function realPageCount(declared: number, scan: StreamScan, maxTotalPages: number
     const holds = held < declared ? ` (it holds ${held} page object${held === 1 ? '' : 's'})` : '';
     throw new PdfRejectedError(
       'PDF_TOO_MANY_PAGES',
-      `The PDF declares ${declared} pages${holds}; more than ${maxTotalPages} (PDF_MAX_TOTAL_PAGES) are refused.`,
+      `The PDF declares ${declared} pages${holds}; more than ${maxTotalPages} are refused.`,
     );
   }
   if (held < declared) {

@@ -19,7 +19,7 @@ export class FairQueue<T> {
   private count = 0;
 
   /**
-   * @param max items waiting at most (PDF_QUEUE_MAX)
+   * @param max items waiting at most (16 per worker in the service)
    * @param perClientMax items one client may have waiting at most
    */
   constructor(

@@ -24,7 +24,7 @@ export interface PdfExtractorOptions {
   timeoutMs?: number;
   /** PDF_WORKERS: extractions running at once, one worker (child process) each. Default 2. */
   workers?: number;
-  /** PDF_QUEUE_MAX: extractions waiting for a worker; past it PdfExtractorBusyError. Default 16. */
+  /** Extractions waiting for a worker; past it PdfExtractorBusyError. Default 16. */
   queueMax?: number;
   /** PDF_WORKER_MEMORY_MB: one worker's V8 heap; past it PDF_MEMORY_LIMIT. Default 48. */
   memoryMb?: number;

@@ -1,9 +1,5 @@
-/** A document as the service keeps it after upload: its extracted text plus what the client is told. */
-export interface StoredDocument {
-  documentId: string;
-  /** Hex SHA-256 of the uploaded bytes. */
-  sha256: string;
-  fileName: string;
+/** What text extraction produced from one PDF. */
+export interface ExtractedPdf {
   /** Pages in the PDF. */
   pageCount: number;
   /** Pages whose text was kept (at most `maxPdfPages`). */
@@ -13,6 +9,14 @@ export interface StoredDocument {
   warnings: string[];
   /** Extracted text; pages are separated by a blank line so a splitter can cut there. */
   text: string;
+}
+
+/** A document as the service keeps it after upload: its extracted text plus what the client is told. */
+export interface StoredDocument extends ExtractedPdf {
+  documentId: string;
+  /** Hex SHA-256 of the uploaded bytes. */
+  sha256: string;
+  fileName: string;
   /** Epoch milliseconds. */
   createdAt: number;
 }
@@ -26,14 +30,4 @@ export interface DocumentStore {
    */
   get(documentId: string): Promise<StoredDocument | undefined>;
   close?(): Promise<void>;
-}
-
-/** What text extraction produced from one PDF. */
-export interface ExtractedPdf {
-  pageCount: number;
-  pagesUsed: number;
-  wordCount: number;
-  charCount: number;
-  warnings: string[];
-  text: string;
 }

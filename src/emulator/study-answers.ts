@@ -315,12 +315,16 @@ function discriminator(lang: Lang, index: number): string {
 
 const letters = ['A', 'B', 'C', 'D'] as const;
 
+/** What a question answer is built from: the prompt's variation and the terms of the concepts it asks about. */
+function questionGround(userText: string, marker: TaskMarker): { variation: ReturnType<typeof variationOf>; terms: Map<string, string>; ids: string[] } {
+  const prompt = readPromptText(userText);
+  const terms = termsForConcepts(prompt, userText, marker.lang, marker.conceptIds);
+  return { variation: variationOf(prompt), terms, ids: [...terms.keys()] };
+}
+
 export function mcqAnswer(userText: string, marker: TaskMarker): JsonRecord {
   const { lang, count } = marker;
-  const prompt = readPromptText(userText);
-  const variation = variationOf(prompt);
-  const terms = termsForConcepts(prompt, userText, lang, marker.conceptIds);
-  const ids = [...terms.keys()];
+  const { variation, terms, ids } = questionGround(userText, marker);
   const templates = mcqTemplates[lang];
   const questions = Array.from({ length: count }, (_, index) => {
     const conceptId = ids[shifted(variation, index, 1) % ids.length] ?? 'c1';
@@ -376,10 +380,7 @@ const fillTemplates: Readonly<Record<Lang, readonly ((first: string, second: str
 
 export function fillAnswer(userText: string, marker: TaskMarker): JsonRecord {
   const { lang, count } = marker;
-  const prompt = readPromptText(userText);
-  const variation = variationOf(prompt);
-  const terms = termsForConcepts(prompt, userText, lang, marker.conceptIds);
-  const ids = [...terms.keys()];
+  const { variation, terms, ids } = questionGround(userText, marker);
   const words = fillerWords[lang];
   const questions = Array.from({ length: count }, (_, index) => {
     const conceptId = ids[shifted(variation, index, 1) % ids.length] ?? 'c1';

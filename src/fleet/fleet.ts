@@ -26,7 +26,7 @@ export interface FleetOptions {
   readonly syncIntervalMs?: number;
   /** How long start-up waits for the first connection before serving degraded (default 1000). */
   readonly connectTimeoutMs?: number;
-  /** KEY_HEALTH_MAX_KEYS: the most refused keys per provider read back from the fleet (default 10 000). */
+  /** The most refused keys per provider read back from the fleet (default 10 000). */
   readonly maxKeys?: number;
 }
 

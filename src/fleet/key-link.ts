@@ -3,7 +3,7 @@ import type { KeyLinkEvent, KeyLinkInput, KeyLinkReply } from '../machines/key-l
 import type { SharedKeyStore } from './key-health-store.js';
 
 export interface KeyLinkOptions {
-  /** The most refused keys read back from the fleet at (re)connection (KEY_HEALTH_MAX_KEYS). */
+  /** The most refused keys read back from the fleet at (re)connection (10 000 in the service). */
   readonly maxKeys: number;
   readonly now?: () => number;
 }

@@ -42,12 +42,12 @@ export interface AdmissionOptions {
   readonly maxInFlight: number;
   /** Runs one client may have in flight at once (MAX_INFLIGHT_GENERATIONS_PER_CLIENT). */
   readonly maxPerClient: number;
-  /** What `Retry-After` says on a refusal (ADMISSION_RETRY_AFTER_SECONDS). */
+  /** What `Retry-After` says on a refusal (5 s in the service: `derivedLimits`). */
   readonly retryAfterSeconds: number;
-  /** Characters of text per slot (GENERATION_SLOT_CHARS); every run takes one slot when absent. */
+  /** Characters of text per slot (25 000 in the service: `derivedLimits`); every run takes one slot when absent. */
   readonly slotChars?: number;
   /**
-   * Slots the clients of one remote address may hold together (MAX_INFLIGHT_GENERATIONS_PER_ADDRESS): a
+   * Slots the clients of one remote address may hold together (derived from the instance's and a client's): a
    * client is its key set, so one that invents a new key per request would otherwise count as many
    * clients and could take every slot of the instance. Unbounded when absent.
    */
@@ -113,7 +113,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
       const needs =
         slots === 1
           ? ''
-          : ` and this text needs ${slots} (one per ${options.slotChars} characters, GENERATION_SLOT_CHARS)`;
+          : ` and this text needs ${slots} (one per ${options.slotChars} characters)`;
       throw new ApiError(
         'TOO_MANY_REQUESTS',
         `This client's ${labels.what} in flight hold ${mine} of its ${options.maxPerClient} slots (${labels.perClientSetting})${needs}; retry when one has finished.`,
@@ -124,7 +124,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
     if (fromAddress + slots > maxPerAddress) {
       throw new ApiError(
         'TOO_MANY_REQUESTS',
-        `The clients of this address hold ${fromAddress} of its ${maxPerAddress} slots for ${labels.what} (MAX_INFLIGHT_GENERATIONS_PER_ADDRESS); retry when one has finished.`,
+        `The clients of this address hold ${fromAddress} of its ${maxPerAddress} slots for ${labels.what} (the per-address share); retry when one has finished.`,
         refusal,
       );
     }

@@ -12,13 +12,13 @@ import type { Attempt } from '../actors/types.js';
 import type { ProviderId, Task } from '../providers/index.js';
 import { keyRedactor, redactDeep, type KeyLike } from '../security/redact.js';
 import type { StudyItem, StudyReset } from '../study/index.js';
-import { sseWriter, type SseWriter } from './sse.js';
+import { openEventStream, type SseWriter } from './sse.js';
 
 export interface GenerationStreamOptions {
   readonly task: Task;
   /** The request's keys: nothing written may hold them. */
   readonly keys: readonly KeyLike[];
-  /** SSE_MAX_BUFFER_BYTES: a client that does not read is dropped (and its run aborted by the route). */
+  /** The SSE buffer bound (64 KiB): a client that does not read is dropped (and its run aborted by the route). */
   readonly maxBufferBytes: number;
   /** Comment lines this often keep proxies from closing a quiet stream (a first token can take 30 s). */
   readonly heartbeatMs: number;
@@ -61,16 +61,7 @@ export class GenerationStream {
   /** Writes the 200 and the headers (once): generation has started. */
   commit(): SseWriter {
     if (this.sse !== undefined) return this.sse;
-    this.reply.hijack();
-    const raw = this.reply.raw;
-    raw.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache, no-transform',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-    });
-    raw.flushHeaders();
-    const sse = sseWriter(raw, this.options.maxBufferBytes, this.options.onDrop);
+    const sse = openEventStream(this.reply, this.options.maxBufferBytes, this.options.onDrop);
     this.sse = sse;
     this.heartbeat = setInterval(() => sse.raw(': heartbeat\n\n'), this.options.heartbeatMs);
     this.heartbeat.unref();

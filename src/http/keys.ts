@@ -8,6 +8,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ChainLink } from '../actors/types.js';
 import { Secret } from '../security/secret.js';
+import { ApiError } from './errors.js';
 import { providerIds } from '../providers/index.js';
 import type { ProviderId } from '../providers/index.js';
 
@@ -43,6 +44,16 @@ export function buildChain(order: readonly ProviderId[], keys: Partial<Record<Pr
   for (const provider of order) {
     const apiKey = keys[provider];
     if (apiKey !== undefined) chain.push({ provider, apiKey });
+  }
+  return chain;
+}
+
+/** `buildChain` for a new generation or job: a chain with no provider is 400 NO_PROVIDER_KEY naming the headers to send. */
+export function requireChain(order: readonly ProviderId[], keys: Partial<Record<ProviderId, Secret>>): ChainLink[] {
+  const chain = buildChain(order, keys);
+  if (chain.length === 0) {
+    const wanted = order.map((id) => keyHeaders[id]).join(', ');
+    throw new ApiError('NO_PROVIDER_KEY', `No requested provider has a key: send one of the headers ${wanted}.`);
   }
   return chain;
 }

@@ -23,7 +23,7 @@ const cachedClients = 10_000;
  * prefix, and the fleet's salt, so that one client has one id on every instance. The counts are then
  * fleet-wide: a client gets its rate once, not once per instance behind the load balancer. While Redis
  * cannot answer (its commands fail fast), requests are let through (`skipOnError`): the per-instance
- * bounds on work in flight (admission, JOB_MAX_JOBS_PER_CLIENT, PDF_QUEUE_MAX) still hold.
+ * bounds on work in flight (admission, JOB_MAX_JOBS_PER_CLIENT, the PDF queue) still hold.
  */
 export interface SharedRateLimitStore {
   /** An ioredis client (the fleet's). */

@@ -29,6 +29,18 @@ export function isAlreadyValidated(schema: unknown): boolean {
 export const providerIdSchema = z.enum(providerIds).describe('A provider id.');
 export const taskSchema = z.enum(tasks);
 
+/** The `providers` of a generation or a job: a priority order of distinct ids. */
+export const providerOrderSchema = z
+  .array(providerIdSchema)
+  .min(1)
+  .max(3)
+  .refine((ids) => new Set(ids).size === ids.length, 'Provider ids must be unique.')
+  .optional()
+  .describe('Priority order; the configured default order without it. Providers without a key header are left out.');
+
+/** `options.lang` of a generation or a job. */
+export const outputLanguageSchema = z.enum(['ko', 'en']).optional().describe('Output language; detected from the text when absent.');
+
 /** `{"error":{"code","message",…}}`: the body of every error response. */
 export const errorBodySchema = z
   .object({

@@ -5,6 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Inspection } from '../inspect/index.js';
 import { createGateway } from '../actors/index.js';
+import { loggableConfig } from '../config.js';
 import type { Config } from '../config.js';
 import { createMemoryDocumentStore } from '../documents/index.js';
 import type { Fleet } from '../fleet/index.js';
@@ -121,6 +122,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
       : { sharedRateLimits: { redis: fleet.store.client, prefix: `${config.redisPrefix}rate:`, salt: `${fleetSalt ?? randomKeySalt()}:rate` } }),
   });
   if (inspection !== undefined) app.addHook('onClose', async () => inspection.stop());
+  app.log.info({ config: loggableConfig(config) }, 'effective configuration');
   for (const warning of config.warnings) app.log.warn(warning);
   if (fleet !== undefined) {
     fleet.reportTo(app.log);

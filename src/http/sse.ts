@@ -1,14 +1,15 @@
 /**
  * Server-Sent Events written with backpressure in mind (issue 12). Node queues whatever a socket cannot
  * take yet in user space, without bound: a client that never reads would make the service hold every
- * event ever sent to it. Each stream here has a bounded buffer (`SSE_MAX_BUFFER_BYTES`): when what is
+ * event ever sent to it. Each stream here has a bounded buffer (64 KiB: `derivedLimits` in src/config.ts): when what is
  * queued for the client passes it, the client is not keeping up and is dropped (its socket destroyed);
  * it can reconnect and start again from the current state. Other streams are never affected.
  */
 import type { ServerResponse } from 'node:http';
+import type { FastifyReply } from 'fastify';
 import { clientIdOf, createAdmission, type Admission } from './admission.js';
 
-/** Default bound on the bytes queued for one SSE client (SSE_MAX_BUFFER_BYTES). */
+/** Default bound on the bytes queued for one SSE client (64 KiB in the service). */
 export const defaultSseMaxBufferBytes = 64 * 1024;
 
 export interface SseWriter {
@@ -41,6 +42,23 @@ export function sseWriter(response: ServerResponse, maxBufferedBytes: number, on
   };
 }
 
+/**
+ * Takes `reply` over from Fastify and starts an event stream on it: the 200 and its headers (no caching,
+ * no proxy buffering) sent at once, and a bounded writer (`sseWriter`) for what follows.
+ */
+export function openEventStream(reply: FastifyReply, maxBufferedBytes: number, onDrop?: () => void): SseWriter {
+  reply.hijack();
+  const raw = reply.raw;
+  raw.writeHead(200, {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache, no-transform',
+    connection: 'keep-alive',
+    'x-accel-buffering': 'no',
+  });
+  raw.flushHeaders();
+  return sseWriter(raw, maxBufferedBytes, onDrop);
+}
+
 /** One event as it goes on the wire; render once, `raw` it to every stream that gets the same event. */
 export function renderEvent(name: string, data: unknown): string {
   return `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
@@ -48,7 +66,7 @@ export function renderEvent(name: string, data: unknown): string {
 
 /**
  * The event streams of one instance are bounded like generations (issue 12): each holds a socket, a
- * timer's share and up to SSE_MAX_BUFFER_BYTES of memory, so one client opening thousands would take
+ * timer's share and up to its buffer bound of memory, so one client opening thousands would take
  * them from everyone. A client is its remote address (a browser's event stream carries no key).
  */
 export function createStreamAdmission(limits: { maxStreams: number; maxStreamsPerClient: number; retryAfterSeconds: number }): Admission {

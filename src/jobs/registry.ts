@@ -47,7 +47,7 @@ export interface JobRegistryOptions {
   readonly maxJobs: number;
   /** Most live jobs of one client (JOB_MAX_JOBS_PER_CLIENT); default `maxJobs`. */
   readonly maxJobsPerClient?: number;
-  /** Most live jobs of the clients of one address together (JOB_MAX_JOBS_PER_ADDRESS); default `maxJobs`. */
+  /** Most live jobs of the clients of one address together (derived from JOB_MAX_JOBS and JOB_MAX_JOBS_PER_CLIENT); default `maxJobs`. */
   readonly maxJobsPerAddress?: number;
   /** Most running jobs of one client (JOB_CONCURRENCY_PER_CLIENT); default `concurrency`. */
   readonly concurrencyPerClient?: number;
@@ -130,7 +130,7 @@ export class JobCapacityError extends Error {
         ? `Too many jobs at once (at most ${maxJobs}); retry when one has finished.`
         : scope === 'client'
           ? `This client already has ${maxJobs} live jobs (JOB_MAX_JOBS_PER_CLIENT); retry when one has finished.`
-          : `The clients of this address already have ${maxJobs} live jobs (JOB_MAX_JOBS_PER_ADDRESS); retry when one has finished.`,
+          : `The clients of this address already have ${maxJobs} live jobs (the per-address share); retry when one has finished.`,
     );
     this.name = 'JobCapacityError';
   }

@@ -158,6 +158,11 @@ const timeoutMessages = {
   streamIdle: (ms: number) => `The provider's answer stalled for ${ms} ms.`,
 } as const;
 
+/** One of the call's clocks ran out `at`: a `timeout` failure (counted), saying which clock in its message. */
+function timedOutBy(message: string, at: number): { failure: ProviderFailure; at: number } {
+  return { failure: { errorClass: ownClasses.deadlineFired, message }, at };
+}
+
 /**
  * The life of one upstream call, a child actor of its provider actor from the moment the breaker admits
  * it: `calling` (the adapter's call runs as the invoked `upstream` actor) until the first of its answer
@@ -276,13 +281,11 @@ export const callMachine = setup({
           target: 'timedOut',
           actions: {
             type: 'reportFailure',
-            params: ({ context }) => ({
-              failure: {
-                errorClass: ownClasses.deadlineFired,
-                message: timeoutMessages.deadline(context.input.timings.deadlineMs),
-              },
-              at: context.input.startedAt + context.input.timings.deadlineMs,
-            }),
+            params: ({ context }) =>
+              timedOutBy(
+                timeoutMessages.deadline(context.input.timings.deadlineMs),
+                context.input.startedAt + context.input.timings.deadlineMs,
+              ),
           },
         },
       },
@@ -296,13 +299,11 @@ export const callMachine = setup({
               target: '#call.timedOut',
               actions: {
                 type: 'reportFailure',
-                params: ({ context }) => ({
-                  failure: {
-                    errorClass: ownClasses.deadlineFired,
-                    message: timeoutMessages.firstToken(context.input.timings.firstTokenTimeoutMs),
-                  },
-                  at: context.input.startedAt + context.input.timings.firstTokenTimeoutMs,
-                }),
+                params: ({ context }) =>
+                  timedOutBy(
+                    timeoutMessages.firstToken(context.input.timings.firstTokenTimeoutMs),
+                    context.input.startedAt + context.input.timings.firstTokenTimeoutMs,
+                  ),
               },
             },
           },
@@ -315,13 +316,11 @@ export const callMachine = setup({
               target: '#call.timedOut',
               actions: {
                 type: 'reportFailure',
-                params: ({ context }) => ({
-                  failure: {
-                    errorClass: ownClasses.deadlineFired,
-                    message: timeoutMessages.streamIdle(context.input.timings.streamIdleTimeoutMs),
-                  },
-                  at: context.lastDeltaAt + context.input.timings.streamIdleTimeoutMs,
-                }),
+                params: ({ context }) =>
+                  timedOutBy(
+                    timeoutMessages.streamIdle(context.input.timings.streamIdleTimeoutMs),
+                    context.lastDeltaAt + context.input.timings.streamIdleTimeoutMs,
+                  ),
               },
             },
           },

@@ -202,6 +202,22 @@ function withAnswerUsage(usage: FallbackContext['usage'], answer: ProviderAnswer
 
 type SucceededReply = Extract<ProviderReply, { type: 'provider.succeeded' }>;
 
+/** A provider passed over without a call: its breaker refused (`circuit_open`), or the caller's key is refused. */
+function skippedAttempt(context: FallbackContext, errorClass: ErrorClass, reason: NonNullable<Attempt['reason']>): Attempt {
+  const link = currentLink(context);
+  return {
+    provider: link.provider,
+    retry: context.calls,
+    task: context.run.request.task,
+    model: link.model,
+    outcome: 'skipped',
+    errorClass,
+    reason,
+    countedByBreaker: false,
+    durationMs: 0,
+  };
+}
+
 /** The attempt of the call that answered valid material. */
 function answeredAttempt(context: FallbackContext, event: SucceededReply): Attempt {
   return {
@@ -323,18 +339,7 @@ export function createFallbackMachine(table: ErrorTable) {
       /** The breaker refused the call: a skip, with the time to its half-open as a `retry-after` hint. */
       recordSkip: assign(({ context, event }) => {
         if (event.type !== 'provider.rejected') return {};
-        const link = currentLink(context);
-        const attempt: Attempt = {
-          provider: link.provider,
-          retry: context.calls,
-          task: context.run.request.task,
-          model: link.model,
-          outcome: 'skipped',
-          errorClass: ownClasses.breakerRefused,
-          reason: ownClasses.breakerRefused,
-          countedByBreaker: false,
-          durationMs: 0,
-        };
+        const attempt = skippedAttempt(context, ownClasses.breakerRefused, ownClasses.breakerRefused);
         // A half-open breaker whose probe is in flight is past `retryAt`: try again in a moment.
         const hint = event.retryAt === null ? undefined : Math.max(minRetryAfterMs, event.retryAt - event.at);
         return appendAttempt(context, attempt, { errorClass: ownClasses.breakerRefused }, hint, event.at);
@@ -345,18 +350,7 @@ export function createFallbackMachine(table: ErrorTable) {
        */
       recordKeySkip: assign(({ context, event }) => {
         if (event.type !== 'provider.keySkipped') return {};
-        const link = currentLink(context);
-        const attempt: Attempt = {
-          provider: link.provider,
-          retry: context.calls,
-          task: context.run.request.task,
-          model: link.model,
-          outcome: 'skipped',
-          errorClass: event.errorClass,
-          reason: event.reason,
-          countedByBreaker: false,
-          durationMs: 0,
-        };
+        const attempt = skippedAttempt(context, event.errorClass, event.reason);
         const lastFailure = { errorClass: event.errorClass, keySkipped: true };
         return appendAttempt(context, attempt, lastFailure, Math.max(0, event.until - event.at), event.at);
       }),

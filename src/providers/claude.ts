@@ -14,10 +14,9 @@ import {
   retryAfterMsOf,
 } from './classify-common.js';
 import { withJsonInstruction } from './json-instruction.js';
-import { rememberKeyOf } from './scrub.js';
 import { sdkTimeoutMs } from './sdk-options.js';
 import type { ProviderAdapter, ProviderAnswer, UpstreamStreamObserver } from './types.js';
-import { numberOrNull, StreamedText, throwIfAborted } from './streamed-text.js';
+import { readEvents, StreamedText } from './streamed-text.js';
 import { IncompleteStreamError, upstreamFailure } from './upstream-errors.js';
 import { eventStream, upstreamFetch } from './upstream-fetch.js';
 
@@ -168,9 +167,7 @@ export function createClaudeAdapter(options: ClaudeAdapterOptions): ProviderAdap
         );
         return await readMessageStream(stream, model, signal, observer);
       } catch (error) {
-        const wrapped = upstreamFailure(error, signal);
-        rememberKeyOf(wrapped, apiKey);
-        throw wrapped;
+        throw upstreamFailure(error, signal, apiKey);
       }
     },
     classify: classifyClaudeError,
@@ -189,33 +186,23 @@ async function readMessageStream(
   signal: AbortSignal,
   observer: UpstreamStreamObserver | undefined,
 ): Promise<ProviderAnswer> {
-  const text = new StreamedText(observer);
-  let answeredModel: string | undefined;
-  let inputTokens: number | null = null;
-  let outputTokens: number | null = null;
+  const answer = new StreamedText(observer);
   let stopReason: unknown;
   let stopped = false;
-  for await (const event of stream) {
-    // The SDK still yields the events it had parsed when the signal fired: read none of them.
-    if (signal.aborted) break;
-    const record = (typeof event === 'object' && event !== null ? event : {}) as StreamEventFields;
+  await readEvents<StreamEventFields>(stream, signal, (record) => {
     switch (record.type) {
-      case 'message_start': {
-        const message = record.message;
-        if (typeof message?.model === 'string' && message.model) answeredModel = message.model;
-        inputTokens = numberOrNull(message?.usage?.input_tokens) ?? inputTokens;
-        outputTokens = numberOrNull(message?.usage?.output_tokens) ?? outputTokens;
+      case 'message_start':
+        answer.noteModel(record.message?.model);
+        answer.noteUsage(record.message?.usage?.input_tokens, record.message?.usage?.output_tokens);
         break;
-      }
       case 'content_block_delta':
         if (record.delta?.type === 'text_delta' && typeof record.delta.text === 'string')
-          text.add(record.delta.text);
+          answer.add(record.delta.text);
         break;
       case 'message_delta':
         // Usage here is cumulative: the last one is the call's.
         if (record.delta?.stop_reason !== undefined) stopReason = record.delta.stop_reason;
-        inputTokens = numberOrNull(record.usage?.input_tokens) ?? inputTokens;
-        outputTokens = numberOrNull(record.usage?.output_tokens) ?? outputTokens;
+        answer.noteUsage(record.usage?.input_tokens, record.usage?.output_tokens);
         break;
       case 'message_stop':
         stopped = true;
@@ -223,15 +210,9 @@ async function readMessageStream(
       default:
         break;
     }
-  }
-  throwIfAborted(signal);
+  });
   if (!stopped) throw new IncompleteStreamError('The Anthropic stream ended before message_stop');
-  return {
-    text: text.text,
-    model: answeredModel ?? requestedModel,
-    usage: { inputTokens, outputTokens },
-    truncated: stopReason === 'max_tokens',
-  };
+  return answer.answer(requestedModel, stopReason === 'max_tokens');
 }
 
 /** The fields of a stream event the adapter reads, all unchecked until read. */

@@ -11,9 +11,8 @@ import {
   failure,
   retryAfterMsOf,
 } from './classify-common.js';
-import { rememberKeyOf } from './scrub.js';
 import { sdkTimeoutMs } from './sdk-options.js';
-import { numberOrNull, StreamedText, throwIfAborted } from './streamed-text.js';
+import { readEvents, StreamedText } from './streamed-text.js';
 import { eventStream, upstreamFetch } from './upstream-fetch.js';
 import type { ProviderAdapter, ProviderAnswer, UpstreamStreamObserver } from './types.js';
 import { IncompleteStreamError, upstreamFailure } from './upstream-errors.js';
@@ -150,9 +149,7 @@ export function createGptAdapter(options: GptAdapterOptions): ProviderAdapter {
         );
         return await readChunkStream(stream, model, signal, observer);
       } catch (error) {
-        const wrapped = upstreamFailure(error, signal);
-        rememberKeyOf(wrapped, apiKey);
-        throw wrapped;
+        throw upstreamFailure(error, signal, apiKey);
       }
     },
     classify: classifyGptError,
@@ -171,33 +168,18 @@ async function readChunkStream(
   signal: AbortSignal,
   observer: UpstreamStreamObserver | undefined,
 ): Promise<ProviderAnswer> {
-  const text = new StreamedText(observer);
-  let answeredModel: string | undefined;
+  const answer = new StreamedText(observer);
   let finishReason: unknown;
-  let inputTokens: number | null = null;
-  let outputTokens: number | null = null;
-  for await (const chunk of stream) {
-    // The SDK still yields the chunks it had parsed when the signal fired: read none of them.
-    if (signal.aborted) break;
-    const record = (typeof chunk === 'object' && chunk !== null ? chunk : {}) as ChunkFields;
-    if (typeof record.model === 'string' && record.model) answeredModel = record.model;
+  await readEvents<ChunkFields>(stream, signal, (record) => {
+    answer.noteModel(record.model);
     const choice = Array.isArray(record.choices) ? record.choices[0] : undefined;
-    if (typeof choice?.delta?.content === 'string') text.add(choice.delta.content);
+    if (typeof choice?.delta?.content === 'string') answer.add(choice.delta.content);
     if (typeof choice?.finish_reason === 'string') finishReason = choice.finish_reason;
-    if (typeof record.usage === 'object' && record.usage !== null) {
-      inputTokens = numberOrNull(record.usage.prompt_tokens);
-      outputTokens = numberOrNull(record.usage.completion_tokens);
-    }
-  }
-  throwIfAborted(signal);
+    answer.noteUsage(record.usage?.prompt_tokens, record.usage?.completion_tokens);
+  });
   if (finishReason === undefined)
     throw new IncompleteStreamError('The OpenAI stream ended before a finish_reason');
-  return {
-    text: text.text,
-    model: answeredModel ?? requestedModel,
-    usage: { inputTokens, outputTokens },
-    truncated: finishReason === 'length',
-  };
+  return answer.answer(requestedModel, finishReason === 'length');
 }
 
 /** The fields of a chunk the adapter reads, all unchecked until read. */

@@ -2,6 +2,8 @@
  * Errors the adapters raise themselves, for failures the SDKs pass through untyped or not at all.
  * The classifiers read these with `instanceof`, like the SDKs' own classes.
  */
+import type { ApiKey } from '../machines/types.js';
+import { rememberKeyOf } from './scrub.js';
 
 /** A 2xx whose body is not a valid API response (HTML from a proxy, broken JSON, a missing envelope). */
 export class UnexpectedResponseError extends Error {
@@ -36,13 +38,14 @@ export function isTimeoutReason(reason: unknown): boolean {
 }
 
 /**
- * Wraps a rejection of an upstream call: when the call's signal fired, the SDK or fetch error is
- * replaced by one that says which kind of abort it was (the SDKs report both as "user abort").
+ * What a failed upstream call throws: when the call's signal fired, the SDK or fetch error is replaced
+ * by one that says which kind of abort it was (the SDKs report both as "user abort"); the call's key is
+ * remembered with it for the scrubber (scrub.ts).
  */
-export function upstreamFailure(error: unknown, signal: AbortSignal): unknown {
-  if (signal.aborted && !(error instanceof UpstreamAbortError))
-    return new UpstreamAbortError(signal.reason, { cause: error });
-  return error;
+export function upstreamFailure(error: unknown, signal: AbortSignal, apiKey: ApiKey): unknown {
+  const failure = signal.aborted && !(error instanceof UpstreamAbortError) ? new UpstreamAbortError(signal.reason, { cause: error }) : error;
+  rememberKeyOf(failure, apiKey);
+  return failure;
 }
 
 /**

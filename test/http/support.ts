@@ -14,6 +14,7 @@ import type {
 } from '../../src/actors/types.js';
 import { loadConfig } from '../../src/config.js';
 import type { Config } from '../../src/config.js';
+import type { StoredDocument } from '../../src/documents/index.js';
 import { providerIds } from '../../src/providers/index.js';
 import type { ProviderId } from '../../src/providers/index.js';
 
@@ -118,4 +119,40 @@ export function logCapture(): { stream: Writable; lines: string[] } {
     },
   });
   return { stream, lines };
+}
+
+/** The limits a scenario may set beyond the environment: those derived in src/config.ts (`derivedLimits`). */
+export interface LimitOverrides {
+  readonly admission?: Partial<Config['admission']>;
+  readonly server?: Partial<Config['server']>;
+  readonly pdf?: Partial<Config['pdf']>;
+  readonly jobs?: Partial<Config['jobs']>;
+}
+
+/** `config` with some derived limits set for a scenario (smaller queues, shares, buffers, deadlines). */
+export function withLimits(config: Config, limits: LimitOverrides): Config {
+  return {
+    ...config,
+    admission: { ...config.admission, ...limits.admission },
+    server: { ...config.server, ...limits.server },
+    pdf: { ...config.pdf, ...limits.pdf },
+    jobs: { ...config.jobs, ...limits.jobs },
+  };
+}
+
+/** Puts a one-page document (`doc-1`, a sentence on photosynthesis) into `store`, for the job routes; returns its id. */
+export async function putTestDocument(store: { put(doc: StoredDocument): Promise<void> }, sha256 = 'e'.repeat(64)): Promise<string> {
+  await store.put({
+    documentId: 'doc-1',
+    sha256,
+    fileName: 'a.pdf',
+    pageCount: 1,
+    pagesUsed: 1,
+    wordCount: 5,
+    charCount: 40,
+    warnings: [],
+    text: 'Photosynthesis turns light into glucose.',
+    createdAt: Date.now(),
+  });
+  return 'doc-1';
 }

@@ -10,7 +10,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMemoryDocumentStore, type DocumentStore } from '../../src/documents/index.js';
 import { buildApp } from '../../src/http/app.js';
-import { staticGateway, testConfig, type StaticGateway } from '../http/support.js';
+import { putTestDocument, staticGateway, testConfig, type StaticGateway } from '../http/support.js';
 
 const apps: FastifyInstance[] = [];
 const releases: (() => void)[] = [];
@@ -25,18 +25,7 @@ async function start(env: NodeJS.ProcessEnv): Promise<{ app: FastifyInstance; ga
   const store = createMemoryDocumentStore({ ttlSeconds: 60 });
   const app = await buildApp({ config: testConfig({ REFUSAL_DELAY_MS: '0', ...env }), gateway, documentStore: store, processMetrics: false });
   apps.push(app);
-  await store.put({
-    documentId: 'doc-1',
-    sha256: 'e'.repeat(64),
-    fileName: 'a.pdf',
-    pageCount: 1,
-    pagesUsed: 1,
-    wordCount: 5,
-    charCount: 40,
-    warnings: [],
-    text: 'Photosynthesis turns light into glucose.',
-    createdAt: Date.now(),
-  });
+  await putTestDocument(store);
   return { app, gateway, store };
 }
 
@@ -69,7 +58,7 @@ describe('job scheduling by address', () => {
 
 describe('generation slots by address', () => {
   it('gives an address holding more than 4 key sets one client\'s slots (MAX_INFLIGHT_GENERATIONS_PER_CLIENT)', async () => {
-    const { app, gateway } = await start({ MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '2', MAX_INFLIGHT_GENERATIONS_PER_ADDRESS: '32', RATE_LIMIT_GENERATIONS: '0' });
+    const { app, gateway } = await start({ MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '2', RATE_LIMIT_GENERATIONS: '0' });
     const generate = (remoteAddress: string, key: string) =>
       app.inject({ method: 'POST', url: '/v1/generate', remoteAddress, headers: { 'content-type': 'application/json', 'x-gpt-key': key }, payload: { task: 'notes', text: 'Photosynthesis.' } });
     const held = [];

@@ -4,8 +4,8 @@ import { createMemoryDocumentStore } from '../../src/documents/index.js';
 import type { DocumentStore } from '../../src/documents/index.js';
 import { buildApp } from '../../src/http/app.js';
 import { loadAnthropicSdk } from '../../src/providers/claude-sdk.js';
-import { staticGateway, testConfig } from '../http/support.js';
-import type { StaticGateway } from '../http/support.js';
+import { putTestDocument, staticGateway, testConfig, withLimits } from '../http/support.js';
+import type { LimitOverrides, StaticGateway } from '../http/support.js';
 
 const apps: FastifyInstance[] = [];
 
@@ -16,15 +16,18 @@ interface Started {
   releaseHold: () => void;
 }
 
-/** An app whose gateway holds every provider call until `releaseHold()` (then fails it: 503). */
-async function start(env: NodeJS.ProcessEnv): Promise<Started> {
+/**
+ * An app whose gateway holds every provider call until `releaseHold()` (then fails it: 503); `limits` sets
+ * derived limits (no variable of their own) smaller for a scenario.
+ */
+async function start(env: NodeJS.ProcessEnv, limits: LimitOverrides = {}): Promise<Started> {
   const gateway = staticGateway();
   let releaseHold = (): void => undefined;
   gateway.hold = new Promise<void>((resolve) => {
     releaseHold = resolve;
   });
   const store = createMemoryDocumentStore({ ttlSeconds: 60 });
-  const app = await buildApp({ config: testConfig(env), gateway, documentStore: store, processMetrics: false });
+  const app = await buildApp({ config: withLimits(testConfig(env), limits), gateway, documentStore: store, processMetrics: false });
   apps.push(app);
   return { app, gateway, store, releaseHold };
 }
@@ -53,7 +56,6 @@ describe('admission of POST /v1/generate (issue 12)', () => {
     const { app, gateway, releaseHold } = await start({
       MAX_INFLIGHT_GENERATIONS: '3',
       MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '2',
-      ADMISSION_RETRY_AFTER_SECONDS: '7',
     });
     const generate = (headers: Record<string, string>, n: number) =>
       app.inject({ method: 'POST', url: '/v1/generate', headers, payload: { task: 'notes', text: `Photosynthesis, request ${n}.` } });
@@ -64,8 +66,9 @@ describe('admission of POST /v1/generate (issue 12)', () => {
     const third = await generate(clientA, 3);
     expect(third.statusCode).toBe(429);
     expect(third.json().error.code).toBe('TOO_MANY_REQUESTS');
-    expect(third.headers['retry-after']).toBe('7');
-    expect(third.json().error.retryAfterSeconds).toBe(7);
+    // Every refusal for lack of room says 5 s (docs/configuration.md "Derived limits").
+    expect(third.headers['retry-after']).toBe('5');
+    expect(third.json().error.retryAfterSeconds).toBe(5);
 
     // The same keys in another header order are the same client; another client still gets in.
     held.push(generate(clientB, 4));
@@ -75,7 +78,7 @@ describe('admission of POST /v1/generate (issue 12)', () => {
     const full = await generate(clientC, 5);
     expect(full.statusCode).toBe(503);
     expect(full.json().error.code).toBe('SERVER_BUSY');
-    expect(full.headers['retry-after']).toBe('7');
+    expect(full.headers['retry-after']).toBe('5');
     expect(gateway.generateCalls).toHaveLength(3);
 
     // Nothing lost: every admitted request gets its own answer once the provider answers.
@@ -97,15 +100,12 @@ describe('admission of POST /v1/generate (issue 12)', () => {
   });
 });
 
-describe('slots per remote address (MAX_INFLIGHT_GENERATIONS_PER_ADDRESS, issue 12)', () => {
+describe('slots per remote address (the per-address share, issue 12)', () => {
   it('bounds a client that invents a new key per request by its address; other addresses still get in', async () => {
-    const { app, gateway, releaseHold } = await start({
-      MAX_INFLIGHT_GENERATIONS: '10',
-      MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '2',
-      MAX_INFLIGHT_GENERATIONS_PER_ADDRESS: '3',
-      ADMISSION_RETRY_AFTER_SECONDS: '6',
-      REFUSAL_DELAY_MS: '0',
-    });
+    const { app, gateway, releaseHold } = await start(
+      { MAX_INFLIGHT_GENERATIONS: '10', MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '2', REFUSAL_DELAY_MS: '0' },
+      { admission: { maxPerAddress: 3 } },
+    );
     const generate = (remoteAddress: string, n: number) =>
       app.inject({
         method: 'POST',
@@ -120,8 +120,8 @@ describe('slots per remote address (MAX_INFLIGHT_GENERATIONS_PER_ADDRESS, issue 
     const fourth = await generate('203.0.113.7', 4);
     expect(fourth.statusCode).toBe(429);
     expect(fourth.json().error.code).toBe('TOO_MANY_REQUESTS');
-    expect(fourth.json().error.message).toContain('MAX_INFLIGHT_GENERATIONS_PER_ADDRESS');
-    expect(fourth.headers['retry-after']).toBe('6');
+    expect(fourth.json().error.message).toContain('per-address share');
+    expect(fourth.headers['retry-after']).toBe('5');
     expect(gateway.generateCalls).toHaveLength(3);
     // Another address is not held back by it.
     held.push(generate('198.51.100.9', 5));
@@ -132,20 +132,23 @@ describe('slots per remote address (MAX_INFLIGHT_GENERATIONS_PER_ADDRESS, issue 
     expect((await generate('203.0.113.7', 6)).json().error.code).toBe('PROVIDERS_UNAVAILABLE');
   });
 
-  it('reads the bound from the environment: 32 by default', () => {
+  it('derives the bound: half the instance, at least four clients\' shares (32 by default)', () => {
     expect(testConfig({}).admission.maxPerAddress).toBe(32);
+    expect(testConfig({ MAX_INFLIGHT_GENERATIONS: '100' }).admission.maxPerAddress).toBe(50);
+    expect(testConfig({ MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '10' }).admission.maxPerAddress).toBe(40);
   });
 });
 
-describe('slots weighted by the size of the text (GENERATION_SLOT_CHARS, issue 12)', () => {
-  // The rule, written out: a run takes ceil(characters / GENERATION_SLOT_CHARS) slots, at least 1 and at
-  // most MAX_INFLIGHT_GENERATIONS_PER_CLIENT; a client holds at most that share, the instance at most
-  // MAX_INFLIGHT_GENERATIONS.
-  const env = { MAX_INFLIGHT_GENERATIONS: '6', MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '4', GENERATION_SLOT_CHARS: '100', ADMISSION_RETRY_AFTER_SECONDS: '3' };
+describe('slots weighted by the size of the text (one per 25 000 characters, issue 12)', () => {
+  // The rule, written out: a run takes ceil(characters / slot characters) slots, at least 1 and at most
+  // MAX_INFLIGHT_GENERATIONS_PER_CLIENT; a client holds at most that share, the instance at most
+  // MAX_INFLIGHT_GENERATIONS. Here a slot is 100 characters, so the texts stay short.
+  const env = { MAX_INFLIGHT_GENERATIONS: '6', MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '4' };
+  const limits = { admission: { slotChars: 100 } };
   const text = (chars: number): string => 'Chlorophyll absorbs light. '.repeat(Math.ceil(chars / 27)).slice(0, chars).trim().padEnd(chars, 'x');
 
   it('a long text takes several of its client\'s slots: fewer long texts than short ones run at once', async () => {
-    const { app, gateway, releaseHold } = await start(env);
+    const { app, gateway, releaseHold } = await start(env, limits);
     const generate = (headers: Record<string, string>, chars: number) =>
       app.inject({ method: 'POST', url: '/v1/generate', headers, payload: { task: 'notes', text: text(chars) } });
     // 250 characters: 3 of client A's 4 slots.
@@ -157,7 +160,7 @@ describe('slots weighted by the size of the text (GENERATION_SLOT_CHARS, issue 1
     expect(long.json().error.code).toBe('TOO_MANY_REQUESTS');
     expect(long.json().error.message).toContain('hold 3 of its 4 slots');
     expect(long.json().error.message).toContain('needs 3');
-    expect(long.headers['retry-after']).toBe('3');
+    expect(long.headers['retry-after']).toBe('5');
     // 100 characters take one slot: it fits.
     held.push(generate(clientA, 100));
     await until(() => gateway.generateCalls.length === 2);
@@ -169,19 +172,19 @@ describe('slots weighted by the size of the text (GENERATION_SLOT_CHARS, issue 1
     // Nothing lost: each admitted run gets its own answer, and every slot is free again after.
     releaseHold();
     for (const response of await Promise.all(held)) expect(response.json().error.code).toBe('PROVIDERS_UNAVAILABLE');
-    // A text past share × GENERATION_SLOT_CHARS takes the whole share (4), not more: it still runs, alone.
+    // A text past share × slot characters takes the whole share (4), not more: it still runs, alone.
     const longest = await generate(clientA, 10_000);
     expect(longest.json().error.code).toBe('PROVIDERS_UNAVAILABLE');
   });
 
   it('refuses a client whose share is taken before reading its body (a malformed body gets 429, not 400)', async () => {
-    const { app, gateway, releaseHold } = await start(env);
+    const { app, gateway, releaseHold } = await start(env, limits);
     const held = app.inject({ method: 'POST', url: '/v1/generate', headers: clientA, payload: { task: 'notes', text: text(400) } });
     await until(() => gateway.generateCalls.length === 1);
     const refused = await app.inject({ method: 'POST', url: '/v1/generate', headers: clientA, payload: '{"task": "notes", "text": ' });
     expect(refused.statusCode).toBe(429);
     expect(refused.json().error.code).toBe('TOO_MANY_REQUESTS');
-    expect(refused.headers['retry-after']).toBe('3');
+    expect(refused.headers['retry-after']).toBe('5');
     // Another client's malformed body is read and refused as such.
     const other = await app.inject({ method: 'POST', url: '/v1/generate', headers: clientB, payload: '{"task": "notes", "text": ' });
     expect([other.statusCode, other.json().error.code]).toEqual([400, 'INVALID_REQUEST']);
@@ -191,24 +194,10 @@ describe('slots weighted by the size of the text (GENERATION_SLOT_CHARS, issue 1
 });
 
 describe('admission of POST /v1/jobs (issue 12)', () => {
-  async function withDocument(store: DocumentStore): Promise<string> {
-    await store.put({
-      documentId: 'doc-1',
-      sha256: 'f'.repeat(64),
-      fileName: 'a.pdf',
-      pageCount: 1,
-      pagesUsed: 1,
-      wordCount: 5,
-      charCount: 40,
-      warnings: [],
-      text: 'Photosynthesis turns light into glucose.',
-      createdAt: Date.now(),
-    });
-    return 'doc-1';
-  }
+  const withDocument = (store: DocumentStore): Promise<string> => putTestDocument(store, 'f'.repeat(64));
 
   it('answers a full instance with 503 TOO_MANY_JOBS and Retry-After', async () => {
-    const { app, store } = await start({ JOB_MAX_JOBS: '2', JOB_MAX_JOBS_PER_CLIENT: '5', ADMISSION_RETRY_AFTER_SECONDS: '9' });
+    const { app, store } = await start({ JOB_MAX_JOBS: '2', JOB_MAX_JOBS_PER_CLIENT: '5' });
     const documentId = await withDocument(store);
     const create = (headers: Record<string, string>) => app.inject({ method: 'POST', url: '/v1/jobs', headers, payload: { documentId } });
     expect((await create(clientA)).statusCode).toBe(202);
@@ -216,11 +205,14 @@ describe('admission of POST /v1/jobs (issue 12)', () => {
     const refused = await create(clientC);
     expect(refused.statusCode).toBe(503);
     expect(refused.json().error.code).toBe('TOO_MANY_JOBS');
-    expect(refused.headers['retry-after']).toBe('9');
+    expect(refused.headers['retry-after']).toBe('5');
   });
 
-  it('caps the live jobs of one address whatever keys its clients invent (JOB_MAX_JOBS_PER_ADDRESS), and no other address', async () => {
-    const { app, store } = await start({ JOB_MAX_JOBS: '50', JOB_MAX_JOBS_PER_CLIENT: '20', JOB_MAX_JOBS_PER_ADDRESS: '2', RATE_LIMIT_JOBS: '0', REFUSAL_DELAY_MS: '0' });
+  it('caps the live jobs of one address whatever keys its clients invent (the per-address share), and no other address', async () => {
+    const { app, store } = await start(
+      { JOB_MAX_JOBS: '50', JOB_MAX_JOBS_PER_CLIENT: '20', RATE_LIMIT_JOBS: '0', REFUSAL_DELAY_MS: '0' },
+      { jobs: { maxJobsPerAddress: 2 } },
+    );
     const documentId = await withDocument(store);
     const create = (remoteAddress: string, n: number) =>
       app.inject({
@@ -235,9 +227,10 @@ describe('admission of POST /v1/jobs (issue 12)', () => {
     const third = await create('203.0.113.7', 3);
     expect(third.statusCode).toBe(429);
     expect(third.json().error.code).toBe('TOO_MANY_REQUESTS');
-    expect(third.json().error.message).toContain('JOB_MAX_JOBS_PER_ADDRESS');
+    expect(third.json().error.message).toContain('per-address share');
     expect(third.headers['retry-after']).toBe('5');
     expect((await create('198.51.100.9', 4)).statusCode).toBe(202);
+    // Derived: a tenth of JOB_MAX_JOBS, at least five clients' shares (100 by default).
     expect(testConfig({}).jobs.maxJobsPerAddress).toBe(100);
   });
 

@@ -14,7 +14,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createMemoryDocumentStore } from '../../src/documents/index.js';
 import { buildApp } from '../../src/http/app.js';
 import { shareAddress } from '../../src/http/client-address.js';
-import { staticGateway, testConfig } from '../http/support.js';
+import { staticGateway, testConfig, withLimits } from '../http/support.js';
 
 const apps: FastifyInstance[] = [];
 const children: ChildProcess[] = [];
@@ -27,7 +27,7 @@ afterEach(async () => {
 
 async function listen(env: NodeJS.ProcessEnv): Promise<{ app: FastifyInstance; port: number }> {
   const app = await buildApp({
-    config: testConfig({ REQUEST_TIMEOUT_MS: '120000', HEADERS_TIMEOUT_MS: '60000', ...env }),
+    config: withLimits(testConfig({ REQUEST_TIMEOUT_MS: '120000', ...env }), { server: { headersTimeoutMs: 60_000 } }),
     gateway: staticGateway(),
     documentStore: createMemoryDocumentStore({ ttlSeconds: 60 }),
     processMetrics: false,

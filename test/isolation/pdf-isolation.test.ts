@@ -4,7 +4,8 @@ import { createMemoryDocumentStore } from '../../src/documents/index.js';
 import { buildApp } from '../../src/http/app.js';
 import { englishTextPdf } from '../fixtures/pdf/generate.js';
 import { flateBombPdf, lyingPageTreePdf, nestedFlateBombPdf, sharedContentStreamPdf } from '../fixtures/pdf/hostile.js';
-import { staticGateway, testConfig } from '../http/support.js';
+import { staticGateway, testConfig, withLimits } from '../http/support.js';
+import type { LimitOverrides } from '../http/support.js';
 
 const apps: FastifyInstance[] = [];
 
@@ -12,9 +13,9 @@ afterEach(async () => {
   await Promise.all(apps.splice(0).map((app) => app.close()));
 });
 
-async function start(env: NodeJS.ProcessEnv): Promise<FastifyInstance> {
+async function start(env: NodeJS.ProcessEnv, limits: LimitOverrides = {}): Promise<FastifyInstance> {
   const store = createMemoryDocumentStore({ ttlSeconds: 60 });
-  const app = await buildApp({ config: testConfig(env), gateway: staticGateway(), documentStore: store, processMetrics: false });
+  const app = await buildApp({ config: withLimits(testConfig(env), limits), gateway: staticGateway(), documentStore: store, processMetrics: false });
   apps.push(app);
   return app;
 }
@@ -59,7 +60,8 @@ describe('hostile PDFs through POST /v1/documents (issue 12)', () => {
   }, 180_000);
 
   it('answers 503 PDF_EXTRACTOR_BUSY with Retry-After when every worker is busy and the queue is full', async () => {
-    const app = await start({ PDF_WORKERS: '1', PDF_QUEUE_MAX: '0', PDF_TIMEOUT_MS: '3000' });
+    // No upload may wait: the second is refused while the first holds the one worker.
+    const app = await start({ PDF_WORKERS: '1', PDF_TIMEOUT_MS: '3000' }, { pdf: { queueMax: 0 } });
     const slow = sharedContentStreamPdf(50, 150_000);
     const answers = await Promise.all([upload(app, slow, 'one.pdf'), upload(app, slow, 'two.pdf')]);
     const busy = answers.find((response) => response.statusCode === 503);

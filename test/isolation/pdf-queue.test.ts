@@ -39,7 +39,8 @@ describe('the PDF queue is shared by address (issue 28)', () => {
   ] as const) {
     it(`serves another address's upload while one address (${family}) floods the queue with 18 slow PDFs`, async () => {
       const app = await buildApp({
-        config: testConfig({ PDF_WORKERS: '1', PDF_QUEUE_MAX: '16', PDF_TIMEOUT_MS: '120000', RATE_LIMIT_UPLOADS: '1000' }),
+        // One worker: 16 uploads may wait for it.
+        config: testConfig({ PDF_WORKERS: '1', PDF_TIMEOUT_MS: '120000', RATE_LIMIT_UPLOADS: '1000' }),
         gateway: staticGateway(),
         documentStore: createMemoryDocumentStore({ ttlSeconds: 60 }),
         processMetrics: false,

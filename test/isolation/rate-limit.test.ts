@@ -12,7 +12,7 @@ import { createMemoryDocumentStore } from '../../src/documents/index.js';
 import type { DocumentStore } from '../../src/documents/index.js';
 import { buildApp } from '../../src/http/app.js';
 import { englishTextPdf } from '../fixtures/pdf/generate.js';
-import { staticGateway, testConfig } from '../http/support.js';
+import { putTestDocument, staticGateway, testConfig } from '../http/support.js';
 
 const apps: FastifyInstance[] = [];
 
@@ -88,18 +88,7 @@ describe('per-client rate of uploads (RATE_LIMIT_UPLOADS)', () => {
 describe('per-client rate of job creations (RATE_LIMIT_JOBS)', () => {
   it('refuses the job past the rate with 429 and Retry-After; another client (keys) still starts jobs', async () => {
     const { app, store } = await start({ RATE_LIMIT_JOBS: '2', RATE_LIMIT_WINDOW_SECONDS: '45', JOB_MAX_JOBS_PER_CLIENT: '10' });
-    await store.put({
-      documentId: 'doc-1',
-      sha256: 'e'.repeat(64),
-      fileName: 'a.pdf',
-      pageCount: 1,
-      pagesUsed: 1,
-      wordCount: 5,
-      charCount: 40,
-      warnings: [],
-      text: 'Photosynthesis turns light into glucose.',
-      createdAt: Date.now(),
-    });
+    await putTestDocument(store);
     const create = (headers: Record<string, string>, payload: unknown = { documentId: 'doc-1' }) =>
       app.inject({ method: 'POST', url: '/v1/jobs', headers, payload: JSON.stringify(payload) });
     const accepted = [await create(clientA), await create(clientA)];

@@ -4,8 +4,8 @@ import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMemoryDocumentStore } from '../../src/documents/index.js';
 import { buildApp } from '../../src/http/app.js';
-import { staticGateway, testConfig } from '../http/support.js';
-import type { StaticGateway } from '../http/support.js';
+import { staticGateway, testConfig, withLimits } from '../http/support.js';
+import type { LimitOverrides, StaticGateway } from '../http/support.js';
 
 /**
  * Slow and non-reading clients against a listening server (real sockets): these deadlines are the
@@ -14,9 +14,9 @@ import type { StaticGateway } from '../http/support.js';
 const apps: FastifyInstance[] = [];
 const sockets: Socket[] = [];
 
-async function listen(env: NodeJS.ProcessEnv): Promise<{ app: FastifyInstance; gateway: StaticGateway; port: number }> {
+async function listen(env: NodeJS.ProcessEnv, limits: LimitOverrides = {}): Promise<{ app: FastifyInstance; gateway: StaticGateway; port: number }> {
   const gateway = staticGateway();
-  const app = await buildApp({ config: testConfig(env), gateway, documentStore: createMemoryDocumentStore({ ttlSeconds: 60 }), processMetrics: false });
+  const app = await buildApp({ config: withLimits(testConfig(env), limits), gateway, documentStore: createMemoryDocumentStore({ ttlSeconds: 60 }), processMetrics: false });
   apps.push(app);
   await app.listen({ port: 0, host: '127.0.0.1' });
   const address = app.server.address();
@@ -57,9 +57,9 @@ function trickle(socket: Socket, text: string, everyMs: number): { written: () =
   return { written: () => index };
 }
 
-describe('slow request bodies and headers are cut (REQUEST_TIMEOUT_MS, HEADERS_TIMEOUT_MS)', () => {
+describe('slow request bodies and headers are cut (REQUEST_TIMEOUT_MS, and the headers within 10 s)', () => {
   it('cuts a body trickled a byte at a time with 408 REQUEST_TIMEOUT, and serves another client meanwhile', async () => {
-    const { port } = await listen({ REQUEST_TIMEOUT_MS: '600', HEADERS_TIMEOUT_MS: '300' });
+    const { port } = await listen({ REQUEST_TIMEOUT_MS: '600' }, { server: { headersTimeoutMs: 300 } });
     const slow = rawClient(port);
     await new Promise<void>((resolve) => slow.socket.once('connect', () => resolve()));
     const body = JSON.stringify({ task: 'notes', text: 'x'.repeat(900) });
@@ -78,7 +78,7 @@ describe('slow request bodies and headers are cut (REQUEST_TIMEOUT_MS, HEADERS_T
   });
 
   it('cuts headers trickled a byte at a time (slowloris) with 408 REQUEST_TIMEOUT', async () => {
-    const { port } = await listen({ REQUEST_TIMEOUT_MS: '2000', HEADERS_TIMEOUT_MS: '300' });
+    const { port } = await listen({ REQUEST_TIMEOUT_MS: '2000' }, { server: { headersTimeoutMs: 300 } });
     const slow = rawClient(port);
     const headers = `GET /healthz HTTP/1.1\r\nHost: localhost\r\n${'x-padding: slowloris\r\n'.repeat(100)}\r\n`;
     const trickling = trickle(slow.socket, headers, 20);
@@ -88,9 +88,9 @@ describe('slow request bodies and headers are cut (REQUEST_TIMEOUT_MS, HEADERS_T
   });
 });
 
-describe('a server-sent events client that does not read is dropped (SSE_MAX_BUFFER_BYTES)', () => {
+describe('a server-sent events client that does not read is dropped (its buffer bound)', () => {
   it('drops the non-reading client of /v1/providers/events and keeps feeding the reading one', async () => {
-    const { app, gateway, port } = await listen({ SSE_MAX_BUFFER_BYTES: '131072' });
+    const { app, gateway, port } = await listen({}, { server: { sseMaxBufferBytes: 131_072 } });
     const baseline = gateway.listenerCount();
 
     // The reader: consumes everything and counts the transitions it saw.

@@ -1,6 +1,6 @@
 /**
  * Event streams are bounded per client and per instance (issue 12): each holds a socket and up to
- * SSE_MAX_BUFFER_BYTES, so one client opening hundreds would take them from everyone. Real sockets.
+ * its 64 KiB buffer, so one client opening hundreds would take them from everyone. Real sockets.
  */
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -33,13 +33,13 @@ async function open(url: string): Promise<{ status: number; retryAfter: string |
 
 describe('event streams per client and per instance (SSE_MAX_STREAMS_PER_CLIENT, SSE_MAX_STREAMS)', () => {
   it('refuses a client its streams past its share with 429 TOO_MANY_REQUESTS and Retry-After, and frees a slot when a stream closes', async () => {
-    const url = await listen({ SSE_MAX_STREAMS_PER_CLIENT: '2', SSE_MAX_STREAMS: '100', ADMISSION_RETRY_AFTER_SECONDS: '3' });
+    const url = await listen({ SSE_MAX_STREAMS_PER_CLIENT: '2', SSE_MAX_STREAMS: '100' });
     const first = await open(url);
     const second = await open(url);
     expect([first.status, second.status]).toEqual([200, 200]);
     const third = await open(url);
     expect(third.status).toBe(429);
-    expect(third.retryAfter).toBe('3');
+    expect(third.retryAfter).toBe('5');
     const body = JSON.parse(third.body) as { error: { code: string; message: string } };
     expect(body.error.code).toBe('TOO_MANY_REQUESTS');
     expect(body.error.message).toContain('SSE_MAX_STREAMS_PER_CLIENT');
@@ -54,12 +54,12 @@ describe('event streams per client and per instance (SSE_MAX_STREAMS_PER_CLIENT,
   });
 
   it('refuses every client past the instance bound with 503 SERVER_BUSY and Retry-After', async () => {
-    const url = await listen({ SSE_MAX_STREAMS_PER_CLIENT: '10', SSE_MAX_STREAMS: '2', ADMISSION_RETRY_AFTER_SECONDS: '4' });
+    const url = await listen({ SSE_MAX_STREAMS_PER_CLIENT: '10', SSE_MAX_STREAMS: '2' });
     expect((await open(url)).status).toBe(200);
     expect((await open(url)).status).toBe(200);
     const refused = await open(url);
     expect(refused.status).toBe(503);
-    expect(refused.retryAfter).toBe('4');
+    expect(refused.retryAfter).toBe('5');
     expect((JSON.parse(refused.body) as { error: { code: string } }).error.code).toBe('SERVER_BUSY');
     // Requests other than streams are served as before.
     expect((await fetch(`${url}/healthz`)).status).toBe(200);

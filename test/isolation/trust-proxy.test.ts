@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { createMemoryDocumentStore } from '../../src/documents/index.js';
 import { buildApp } from '../../src/http/app.js';
-import { staticGateway, testConfig, type StaticGateway } from '../http/support.js';
+import { staticGateway, testConfig, withLimits, type StaticGateway } from '../http/support.js';
 
 const apps: FastifyInstance[] = [];
 const releases: (() => void)[] = [];
@@ -23,7 +23,8 @@ async function start(trustProxy: string): Promise<{ app: FastifyInstance; gatewa
   const gateway = staticGateway();
   gateway.hold = new Promise<void>((resolve) => releases.push(resolve));
   const app = await buildApp({
-    config: testConfig({ TRUST_PROXY: trustProxy, MAX_INFLIGHT_GENERATIONS_PER_ADDRESS: '1', REFUSAL_DELAY_MS: '0' }),
+    // One slot per address: a second request from the same client address is refused.
+    config: withLimits(testConfig({ TRUST_PROXY: trustProxy, REFUSAL_DELAY_MS: '0' }), { admission: { maxPerAddress: 1 } }),
     gateway,
     documentStore: createMemoryDocumentStore({ ttlSeconds: 60 }),
     processMetrics: false,
@@ -59,7 +60,7 @@ describe('TRUST_PROXY', () => {
     await until(() => gateway.generateCalls.length === 1);
     const second = await generate(app, '10.0.0.1', '203.0.113.2', 2);
     expect(second.statusCode).toBe(429);
-    expect(second.json().error.message).toContain('MAX_INFLIGHT_GENERATIONS_PER_ADDRESS');
+    expect(second.json().error.message).toContain('per-address share');
   });
 
   it("naming the proxy: each client's own address from X-Forwarded-For, a share each", async () => {
@@ -96,7 +97,7 @@ describe('TRUST_PROXY', () => {
     await until(() => gateway.generateCalls.length === 1);
     const second = await generate(app, '198.51.100.7', '203.0.113.2', 2);
     expect(second.statusCode).toBe(429);
-    expect(second.json().error.message).toContain('MAX_INFLIGHT_GENERATIONS_PER_ADDRESS');
+    expect(second.json().error.message).toContain('per-address share');
     // A proxy on a private address is believed.
     void generate(app, '192.168.1.5', '203.0.113.3', 3);
     await until(() => gateway.generateCalls.length === 2);

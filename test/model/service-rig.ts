@@ -21,7 +21,6 @@ export function startModelService(env: NodeJS.ProcessEnv): Promise<Harness> {
     LOG_LEVEL: 'silent',
     RETRY_MAX: '0',
     MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '64',
-    MAX_INFLIGHT_GENERATIONS_PER_ADDRESS: '64',
     REFUSAL_DELAY_MS: '0',
     // The walks read key status and generate many times a minute from one address: the per-address rates are off.
     RATE_LIMIT_KEY_STATUS: '0',

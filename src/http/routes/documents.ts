@@ -28,9 +28,9 @@ export interface DocumentsRoutesOptions {
   maxUploadMb: number;
   /** MAX_PDF_PAGES: pages past it are left out with a warning. */
   maxPdfPages: number;
-  /** PDF_MAX_DECODED_MB and PDF_MAX_TOTAL_PAGES (defaults: src/documents/extract-text.ts). */
+  /** PDF_MAX_DECODED_MB and the page bound (defaults: src/documents/extract-text.ts). */
   pdfLimits?: Pick<ExtractOptions, 'maxDecodedBytes' | 'maxTotalPages'>;
-  /** The pool of the default extractor: PDF_WORKERS, PDF_QUEUE_MAX, PDF_TIMEOUT_MS, PDF_WORKER_MEMORY_MB. */
+  /** The pool of the default extractor: PDF_WORKERS, its queue, PDF_TIMEOUT_MS, PDF_WORKER_MEMORY_MB. */
   extractorOptions?: PdfExtractorOptions;
   /** Defaults to a worker-pool extractor owned (and closed) by the plugin. */
   extractor?: PdfExtractor;

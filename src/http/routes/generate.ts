@@ -25,7 +25,7 @@ import { ApiError, errorCodes } from '../errors.js';
 import type { ErrorCode } from '../errors.js';
 import type { ApiKey } from '../../machines/types.js';
 import { redactKeysDeep, scrubSecrets } from '../../security/redact.js';
-import { buildChain, keyHeaders, readProviderKeys } from '../keys.js';
+import { keyHeaders, readProviderKeys, requireChain } from '../keys.js';
 import { GenerationStream } from '../generation-stream.js';
 import { defaultSseMaxBufferBytes } from '../sse.js';
 import {
@@ -33,7 +33,9 @@ import {
   attemptSchema,
   errorBodySchema,
   generationErrorBodySchema,
+  outputLanguageSchema,
   providerIdSchema,
+  providerOrderSchema,
   taskSchema,
 } from '../schemas.js';
 
@@ -54,7 +56,7 @@ export interface GenerateRoutesOptions {
   readonly rateLimit?: Pick<RouteRateLimit, 'max' | 'windowSeconds' | 'salt'>;
   /** The origin handed to the gateway for a client address (client-address.ts). */
   readonly originOf: (ip: string) => string;
-  /** Most bytes queued for a streaming client before it is dropped (SSE_MAX_BUFFER_BYTES). */
+  /** Most bytes queued for a streaming client before it is dropped (64 KiB in the service). */
   readonly sseMaxBufferBytes?: number;
   /** SSE comment lines this often on a quiet generation stream (default 15 s). */
   readonly heartbeatMs?: number;
@@ -76,21 +78,10 @@ export const generateBodySchema = z
       .optional()
       .describe('An id from POST /v1/documents. Exactly one of documentId / text.'),
     text: z.string().trim().min(1).optional().describe('The source text. Exactly one of documentId / text.'),
-    providers: z
-      .array(providerIdSchema)
-      .min(1)
-      .max(3)
-      .refine((ids) => new Set(ids).size === ids.length, 'Provider ids must be unique.')
-      .optional()
-      .describe(
-        'Priority order; the configured default order without it. Providers without a key header are left out.',
-      ),
+    providers: providerOrderSchema,
     options: z
       .strictObject({
-        lang: z
-          .enum(['ko', 'en'])
-          .optional()
-          .describe('Output language; detected from the text when absent.'),
+        lang: outputLanguageSchema,
         count: z.int().min(1).max(50).optional().describe('Questions asked for (mcq, fill).'),
         notes: notesResultSchema
           .optional()
@@ -219,14 +210,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
       const body = request.body;
       const { keys, clientId, address } = callerOf(request);
       const order = body.providers ?? options.defaultOrder;
-      const chain = buildChain(order, keys);
-      if (chain.length === 0) {
-        const wanted = order.map((id) => keyHeaders[id]).join(', ');
-        throw new ApiError(
-          'NO_PROVIDER_KEY',
-          `No requested provider has a key: send one of the headers ${wanted}.`,
-        );
-      }
+      const chain = requireChain(order, keys);
       const secrets = chain.map((link) => link.apiKey);
       let text = body.text;
       if (text !== undefined && text.length > options.maxTextChars) {
@@ -245,7 +229,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
       const language = resolveLang(body.options?.lang, text);
 
       // Held from here to the answer: the text's split and every provider call count against the slots,
-      // one per GENERATION_SLOT_CHARS characters of the text.
+      // one per 25 000 characters of the text.
       const release = options.admission.enter(clientId, text.length, address);
       try {
         // The client going away (socket closed before the answer was written) aborts the run.

@@ -32,9 +32,9 @@ import { ApiError } from '../errors.js';
 import { routeRateLimit } from '../rate-limit.js';
 import { shareAddress } from '../client-address.js';
 import type { RouteRateLimit } from '../rate-limit.js';
-import { defaultSseMaxBufferBytes, enterStream, sseWriter } from '../sse.js';
-import { buildChain, keyHeaders, readProviderKeys } from '../keys.js';
-import { attemptSchema, errorBodySchema, providerIdSchema } from '../schemas.js';
+import { defaultSseMaxBufferBytes, enterStream, openEventStream } from '../sse.js';
+import { buildChain, keyHeaders, readProviderKeys, requireChain } from '../keys.js';
+import { attemptSchema, errorBodySchema, outputLanguageSchema, providerIdSchema, providerOrderSchema } from '../schemas.js';
 import { loadDocumentOrThrow } from './documents.js';
 
 export interface JobsRoutesOptions {
@@ -59,13 +59,13 @@ export interface JobsRoutesOptions {
   readonly rateLimit?: Pick<RouteRateLimit, 'max' | 'windowSeconds' | 'salt'>;
   /** The origin handed to the gateway for a client address (client-address.ts); none when absent. */
   readonly originOf?: (ip: string) => string;
-  /** `Retry-After` of a refused job (ADMISSION_RETRY_AFTER_SECONDS; default 5). */
+  /** `Retry-After` of a refused job (5 in the service). */
   readonly retryAfterSeconds?: number;
   /** Most parts a stage may split the document into (MAX_TEXT_PARTS). */
   readonly maxTextParts?: number;
   /** SSE comment lines this often keep proxies from closing a quiet stream (default 15 s). */
   readonly heartbeatMs?: number;
-  /** Most bytes queued for one event stream's client before it is dropped (SSE_MAX_BUFFER_BYTES). */
+  /** Most bytes queued for one event stream's client before it is dropped (64 KiB in the service). */
   readonly sseMaxBufferBytes?: number;
   /** The instance's event-stream slots, shared with the providers stream (SSE_MAX_STREAMS[_PER_CLIENT]); unbounded when absent. */
   readonly streams?: Admission;
@@ -81,18 +81,10 @@ const countSchema = z.int().min(1).max(50);
 
 export const createJobBodySchema = z.strictObject({
   documentId: z.string().min(1).max(200).describe('An id from POST /v1/documents.'),
-  providers: z
-    .array(providerIdSchema)
-    .min(1)
-    .max(3)
-    .refine((ids) => new Set(ids).size === ids.length, 'Provider ids must be unique.')
-    .optional()
-    .describe(
-      'Priority order; the configured default order without it. Providers without a key header are left out.',
-    ),
+  providers: providerOrderSchema,
   options: z
     .strictObject({
-      lang: z.enum(['ko', 'en']).optional().describe('Output language; detected from the text when absent.'),
+      lang: outputLanguageSchema,
       mcqCount: countSchema
         .optional()
         .describe(`Multiple-choice questions asked for (default ${defaultQuestionCount}).`),
@@ -251,14 +243,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
       const body = request.body;
       const order = body.providers ?? options.defaultOrder;
       const keys = readProviderKeys(request.headers);
-      const chain = buildChain(order, keys);
-      if (chain.length === 0) {
-        const wanted = order.map((id) => keyHeaders[id]).join(', ');
-        throw new ApiError(
-          'NO_PROVIDER_KEY',
-          `No requested provider has a key: send one of the headers ${wanted}.`,
-        );
-      }
+      const chain = requireChain(order, keys);
       const document = await loadDocumentOrThrow(options.documentStore, body.documentId);
       let view;
       try {
@@ -404,22 +389,13 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
       // Refused before the stream starts, as a JSON error with Retry-After (src/http/sse.ts).
       const release = enterStream(options.streams, request.ip);
 
-      reply.hijack();
-      const raw = reply.raw;
-      raw.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache, no-transform',
-        connection: 'keep-alive',
-        'x-accel-buffering': 'no',
-      });
-      raw.flushHeaders();
-
-      let ended = false;
-      const subscription: { unsubscribe?: () => void } = {};
       // A client that does not read is dropped once its buffer is full (src/http/sse.ts); the job goes on.
-      const sse = sseWriter(raw, options.sseMaxBufferBytes ?? defaultSseMaxBufferBytes, () =>
+      const sse = openEventStream(reply, options.sseMaxBufferBytes ?? defaultSseMaxBufferBytes, () =>
         request.log.info({ jobId }, 'job events: client not reading, dropped'),
       );
+      const raw = reply.raw;
+      let ended = false;
+      const subscription: { unsubscribe?: () => void } = {};
       const heartbeat = setInterval(() => sse.raw(': heartbeat\n\n'), heartbeatMs);
       heartbeat.unref();
       const cleanUp = (): void => {

@@ -21,7 +21,7 @@ import type { WebPaths } from '../../web/assets.js';
 import { machineDrawings } from '../../web/machine-drawings.js';
 import { ApiError } from '../errors.js';
 import type { Admission } from '../admission.js';
-import { defaultSseMaxBufferBytes, enterStream, renderEvent, sseWriter, type SseWriter } from '../sse.js';
+import { defaultSseMaxBufferBytes, enterStream, openEventStream, renderEvent, type SseWriter } from '../sse.js';
 import { errorBodySchema, providerIdSchema } from '../schemas.js';
 
 export interface WebRoutesOptions {
@@ -30,7 +30,7 @@ export interface WebRoutesOptions {
   readonly demo?: { readonly emulatorUrl: string };
   /** How often the providers stream repeats the full snapshot (default 1000 ms). */
   readonly snapshotIntervalMs?: number;
-  /** Most bytes queued for one stream's client before it is dropped (SSE_MAX_BUFFER_BYTES). */
+  /** Most bytes queued for one stream's client before it is dropped (64 KiB in the service). */
   readonly sseMaxBufferBytes?: number;
   /** The instance's event-stream slots, shared with the job streams (SSE_MAX_STREAMS[_PER_CLIENT]); unbounded when absent. */
   readonly streams?: Admission;
@@ -161,18 +161,11 @@ export const webRoutes: FastifyPluginAsyncZod<WebRoutesOptions> = async (app, op
     async (request, reply) => {
       // Refused before the stream starts, as a JSON error with Retry-After.
       const release = enterStream(options.streams, request.ip);
-      reply.hijack();
-      const response = reply.raw;
-      response.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache, no-transform',
-        connection: 'keep-alive',
-        'x-accel-buffering': 'no',
-      });
       // A client that does not read is dropped once its buffer is full (src/http/sse.ts).
-      const sse = sseWriter(response, options.sseMaxBufferBytes ?? defaultSseMaxBufferBytes, () =>
+      const sse = openEventStream(reply, options.sseMaxBufferBytes ?? defaultSseMaxBufferBytes, () =>
         request.log.info('providers stream: client not reading, dropped'),
       );
+      const response = reply.raw;
       let closed = false;
       const close = (): void => {
         if (closed) return;

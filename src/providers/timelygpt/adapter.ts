@@ -11,7 +11,6 @@ import {
   type CompleteChatInput,
 } from '../../machines/timelygpt-session.machine.js';
 import { withJsonInstruction } from '../json-instruction.js';
-import { rememberKeyOf } from '../scrub.js';
 import type { GenerationRequest, ProviderAdapter, ProviderAnswer } from '../types.js';
 import { upstreamFailure } from '../upstream-errors.js';
 import { classifyTimelyGptError } from './classify.js';
@@ -109,9 +108,7 @@ export function createTimelyGptAdapter(options: TimelyGptAdapterOptions): Timely
         if (answer.text.length > 0) observer?.onDelta(answer.text);
         return answer;
       }
-      const wrapped = upstreamFailure(output.error, signal);
-      rememberKeyOf(wrapped, apiKey);
-      throw wrapped;
+      throw upstreamFailure(output.error, signal, apiKey);
     },
     classify: classifyTimelyGptError,
   };

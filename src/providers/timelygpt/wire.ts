@@ -3,6 +3,7 @@
  * upstream `fetch` (../upstream-fetch.ts).
  * Default base: https://hello.timelygpt.co.kr/api/v2/chat
  */
+import { numberOrNull } from '../streamed-text.js';
 import { UnexpectedResponseError } from '../upstream-errors.js';
 import { upstreamFetch } from '../upstream-fetch.js';
 import type { TimelyCompletion } from '../../machines/timelygpt-session.machine.js';
@@ -57,10 +58,6 @@ export async function fetchAccessToken(
     );
   }
   return token;
-}
-
-function numberOrNull(value: unknown): number | null {
-  return typeof value === 'number' && Number.isFinite(value) ? value : null;
 }
 
 /** `POST {base}/llm-completion` with the bearer token. A 2xx `{"type":"error"}` is a provider failure. */
