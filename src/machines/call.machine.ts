@@ -94,6 +94,8 @@ export type UpstreamEvent =
       failure: ProviderFailure;
       durationMs: number;
       streamed: { chunks: number; firstTokenMs: number } | null;
+      /** The answer's text written before the failure (a failure mid-stream), for the next call to continue. */
+      partialText?: string;
       at: number;
     })
   /** The caller cancelled while the call was in flight: aborted, counted nowhere. */
@@ -107,6 +109,11 @@ export interface CallContext {
   readonly firstTokenMs: number | null;
   /** Epoch ms of the last piece (the idle clock runs from it). */
   readonly lastDeltaAt: number;
+  /**
+   * The pieces so far, joined: what a failure mid-stream leaves written (`partialText`). Bounded by the
+   * adapters' answer ceiling (src/providers/streamed-text.ts).
+   */
+  readonly text: string;
 }
 
 /**
@@ -189,12 +196,14 @@ export const callMachine = setup({
     /** The first piece of the answer: when it came (from `at`: the machine reads no clock). */
     markFirstToken: assign({
       chunks: 1,
+      text: ({ event }) => (event.type === 'upstream.delta' ? event.text : ''),
       firstTokenMs: ({ context, event }) =>
         event.type === 'upstream.delta' ? Math.max(0, event.at - context.input.startedAt) : null,
       lastDeltaAt: ({ context, event }) => (event.type === 'upstream.delta' ? event.at : context.lastDeltaAt),
     }),
     countChunk: assign({
       chunks: ({ context }) => context.chunks + 1,
+      text: ({ context, event }) => (event.type === 'upstream.delta' ? context.text + event.text : context.text),
       lastDeltaAt: ({ context, event }) => (event.type === 'upstream.delta' ? event.at : context.lastDeltaAt),
     }),
     /** The piece goes on to whoever asked to see it (GenerateInput.onDelta); nothing else hears it. */
@@ -227,6 +236,7 @@ export const callMachine = setup({
         failure: params.failure,
         durationMs: Math.max(0, params.at - input.startedAt),
         streamed: streamedOf(context),
+        ...(context.text === '' ? {} : { partialText: context.text }),
         at: params.at,
       };
     }),
@@ -251,7 +261,7 @@ export const callMachine = setup({
   },
 }).createMachine({
   id: 'call',
-  context: ({ input }) => ({ input, chunks: 0, firstTokenMs: null, lastDeltaAt: input.startedAt }),
+  context: ({ input }) => ({ input, chunks: 0, firstTokenMs: null, lastDeltaAt: input.startedAt, text: '' }),
   initial: 'calling',
   states: {
     /** The adapter's call runs; the first of its answer, its failure, a clock or a cancel ends it. */

@@ -189,4 +189,61 @@ describe('POST /v1/generate as an event stream', () => {
     expect(after.stats.failures).toBe(before.stats.failures);
     expect(harness.emulator.stats().claude.calls).toBeGreaterThan(0);
   });
+
+  it('a stream cut mid-answer: the fallback continues it (continuation: true), the items stand, the answer is the whole one', async () => {
+    const body = { task: 'notes', text: studyText, options: { lang: 'en' } };
+    // The emulator's answer is deterministic: the uncut answer is the oracle for the continued one.
+    const whole = await postJson(`${harness.url}/v1/generate`, body, keys);
+    expect(whole.status).toBe(200);
+    await harness.reset();
+    // 60 chunks of 4 characters: past the first key concept, well before the end.
+    harness.fault({ provider: 'claude', fault: 'cut', after: 60, count: 1 });
+    const stream = await postStream(harness.url, body);
+    const events = await stream.events;
+    const names = events.map((event) => event.event);
+    const attempts = events.filter((event) => event.event === 'attempt').map(data);
+    expect(attempts.map((attempt) => [attempt.provider, attempt.outcome, attempt.errorClass ?? null, attempt.continuation ?? false])).toEqual([
+      ['claude', 'failed', 'connection', false],
+      ['gpt', 'succeeded', null, true],
+    ]);
+    expect(attempts[0].streamed.chunks).toBeGreaterThan(0);
+    const done = data(events.at(-1) as SseEvent);
+    expect(done.meta.attempts).toEqual(attempts);
+    expect(done.result).toEqual(whole.body.result);
+    // Nothing was voided: items sent before the cut are the first of the result's elements.
+    expect(names).not.toContain('reset');
+    const firstAttempt = names.indexOf('attempt');
+    expect(names.slice(0, firstAttempt)).toContain('item');
+    expect(heldItems(events)).toEqual(elementsOf('notes', done.result));
+
+    // The JSON API goes through the same machines: the same story in meta.attempts.
+    await harness.reset();
+    harness.fault({ provider: 'claude', fault: 'cut', after: 60, count: 1 });
+    const json = await postJson(`${harness.url}/v1/generate`, body, keys);
+    expect(json.status).toBe(200);
+    expect(json.body.result).toEqual(whole.body.result);
+    expect(json.body.meta.attempts.map((attempt: Json) => [attempt.provider, attempt.continuation ?? false])).toEqual([
+      ['claude', false],
+      ['gpt', true],
+    ]);
+  });
+
+  it('a stream cut before any element is complete: a reset, then the fallback writes the whole answer', async () => {
+    harness.fault({ provider: 'claude', fault: 'cut', after: 3, count: 1 });
+    const stream = await postStream(harness.url, { task: 'notes', text: studyText, options: { lang: 'en' } });
+    const events = await stream.events;
+    const names = events.map((event) => event.event);
+    const attempts = events.filter((event) => event.event === 'attempt').map(data);
+    expect(attempts.map((attempt) => [attempt.provider, attempt.outcome, attempt.continuation ?? false])).toEqual([
+      ['claude', 'failed', false],
+      ['gpt', 'succeeded', false],
+    ]);
+    // The reset comes after the failed attempt and before anything of the next answer.
+    expect(names.filter((name) => name === 'reset')).toHaveLength(1);
+    expect(names.indexOf('reset')).toBeGreaterThan(names.indexOf('attempt'));
+    expect(names.slice(0, names.indexOf('reset'))).not.toContain('item');
+    expect(data(events[names.indexOf('reset')] as SseEvent)).toEqual({ provider: 'claude', reason: 'claude failed (connection); the next answer starts over' });
+    const done = data(events.at(-1) as SseEvent);
+    expect(heldItems(events)).toEqual(elementsOf('notes', done.result));
+  });
 });
