@@ -2,8 +2,8 @@
  * Anthropic Messages, as the emulator speaks it: `POST /v1/messages` with `x-api-key` (or
  * `Authorization: Bearer`, as SDK 1.x sends it) and `anthropic-version`; bodies as https://docs.anthropic.com/en/api/errors and docs/errors.md show them.
  */
-import { readContinuation } from './continuation.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { readContinuation } from './continuation.js';
 import type { FaultBoard } from './faults.js';
 import { serveGeneration, type GenerationOptions, type ProviderWire, type WireErrorKind } from './generation.js';
 import { countOf, sseEvent, type ReplayedAnswer, type StreamDetail } from './streaming.js';
