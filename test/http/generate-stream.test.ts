@@ -247,3 +247,50 @@ describe('POST /v1/generate as an event stream', () => {
     expect(heldItems(events)).toEqual(elementsOf('notes', done.result));
   });
 });
+
+/**
+ * The mid-stream faults the issue names, each answered by the fallback continuing the cut answer (docs/api.md
+ * "Streaming"): a stall caught by STREAM_IDLE_TIMEOUT_MS (not the call's deadline), and an in-band quota error
+ * on the first provider — its key quarantined, its breaker untouched (a user-side class never counts).
+ */
+describe('mid-stream faults answered by the fallback, continuing the answer', () => {
+  let faults: Harness;
+  const body = (providers: string[]) => ({ task: 'notes', text: studyText, providers, options: { lang: 'en' } });
+  beforeAll(async () => {
+    faults = await startHarness({ RETRY_MAX: '0', PROVIDER_TIMEOUT_MS: '20000', STREAM_IDLE_TIMEOUT_MS: '700' });
+  });
+  afterAll(async () => {
+    await faults.close();
+  });
+
+  it('a stall after 60 chunks: caught by the idle clock, continued by the fallback, the answer whole', async () => {
+    const whole = await postJson(`${faults.url}/v1/generate`, body(['claude', 'gpt']), keys);
+    faults.fault({ provider: 'claude', fault: 'stall', after: 60, count: 1 });
+    const stalled = await postJson(`${faults.url}/v1/generate`, body(['claude', 'gpt']), keys);
+    expect(stalled.status).toBe(200);
+    const [first, second] = stalled.body.meta.attempts as Json[];
+    // The idle clock's message, not the deadline's ("did not answer within 20000 ms").
+    expect(first).toMatchObject({ provider: 'claude', outcome: 'failed', errorClass: 'timeout', countedByBreaker: true, message: "The provider's answer stalled for 700 ms." });
+    expect(first.streamed.chunks).toBeGreaterThan(0);
+    expect(second).toMatchObject({ provider: 'gpt', outcome: 'succeeded', continuation: true });
+    expect(stalled.body.result).toEqual(whole.body.result);
+  });
+
+  it("an in-band quota error from GPT mid-answer: Claude continues it; GPT's key quarantined, its breaker untouched", async () => {
+    await faults.reset();
+    const whole = await postJson(`${faults.url}/v1/generate`, body(['gpt', 'claude']), keys);
+    faults.fault({ provider: 'gpt', fault: 'streamError', error: 'quota', after: 60, count: 1 });
+    const cut = await postJson(`${faults.url}/v1/generate`, body(['gpt', 'claude']), keys);
+    expect(cut.status).toBe(200);
+    expect(cut.body.meta.attempts.map((attempt: Json) => [attempt.provider, attempt.outcome, attempt.errorClass ?? null, attempt.countedByBreaker, attempt.continuation ?? false])).toEqual([
+      ['gpt', 'failed', 'quota_exhausted', false, false],
+      ['claude', 'succeeded', null, false, true],
+    ]);
+    expect(cut.body.result).toEqual(whole.body.result);
+    const status = await request(`${faults.url}/v1/keys/status`, { headers: { 'x-gpt-key': keys['x-gpt-key'] } });
+    expect(status.body.providers).toEqual([expect.objectContaining({ provider: 'gpt', state: 'quarantined', errorClass: 'quota_exhausted' })]);
+    const gpt = ((await request(`${faults.url}/v1/providers`)).body.providers as Json[]).find((provider) => provider.id === 'gpt');
+    expect(gpt.breaker).toMatchObject({ state: 'closed', consecutiveFailures: 0 });
+    expect(gpt.stats.failures).toBe(0);
+  });
+});
