@@ -289,7 +289,8 @@ describe('the page in Chromium: a provider fails in the middle of its answer', (
   let browser: Browser;
   let page: Page;
   const problems: string[] = [];
-  const idleMs = 2500;
+  // The stall window the page is watched in: long enough for a loaded machine to render the first items.
+  const idleMs = 4000;
 
   beforeAll(async () => {
     demo = await startDemo({ RETRY_MAX: '0', STREAM_IDLE_TIMEOUT_MS: String(idleMs) });
