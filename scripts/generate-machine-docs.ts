@@ -400,7 +400,7 @@ function readme(documented: readonly MachineSource[]): string {
 }
 
 /** Documents that embed diagrams between `<!-- machine-diagram:NAME -->` and `<!-- /machine-diagram:NAME -->`. */
-export const embeddingDocuments: readonly string[] = ['docs/architecture.md'];
+export const embeddingDocuments: readonly string[] = ['docs/architecture.md', 'docs/api.md'];
 
 /** Rewrites every marked block of `text` with the current diagram of its machine. */
 function embedDiagrams(text: string, diagrams: ReadonlyMap<string, string>, path: string): string {

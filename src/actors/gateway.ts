@@ -248,6 +248,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         startedAt: Date.now(),
         onDelta: input.onDelta,
         origin: input.origin,
+        continuation: input.continuation,
       },
     });
     return new Promise<GenerateOutcome<T>>((resolve, reject) => {
@@ -269,6 +270,8 @@ export function createGateway(options: GatewayOptions): Gateway {
       };
       const onAbort = () => handle.abort();
       run.on('attempt.recorded', (event) => input.onAttempt?.(event.attempt));
+      run.on('answer.continued', (event) => input.onContinued?.(event.provider, event.prefix));
+      run.on('answer.reset', (event) => input.onReset?.({ provider: event.provider, reason: event.reason }));
       run.on('fallback.taken', (event) => fallbackListeners.forEach((listener) => listener(event.from, event.to)));
       run.subscribe({
         complete: () => {

@@ -1,6 +1,7 @@
 import type { ErrorClass } from '../errors/index.js';
 import type {
   AbortedRunOutcome,
+  AnswerContinuation,
   ApiKey,
   Attempt,
   BreakerAction,
@@ -18,6 +19,7 @@ import type {
 export { fallbackPolicies } from '../machines/types.js';
 export type {
   AbortedRunOutcome,
+  AnswerContinuation,
   ApiKey,
   Attempt,
   BreakerAction,
@@ -50,6 +52,15 @@ export interface GenerateInput<T> {
    * by the next attempt's pieces, so a caller that shows them starts over on each `onAttempt`.
    */
   readonly onDelta?: (provider: ProviderId, text: string) => void;
+  /**
+   * How an answer cut mid-stream is continued by the next attempt (src/study/continuation.ts); absent: the
+   * next attempt always starts over.
+   */
+  readonly continuation?: AnswerContinuation;
+  /** The next attempt continues the answer from `prefix` (the text written so far, up to its last complete element). */
+  readonly onContinued?: (provider: ProviderId, prefix: string) => void;
+  /** The next attempt starts the answer over: the output streamed so far is void. */
+  readonly onReset?: (reset: { readonly provider: ProviderId; readonly reason: string }) => void;
   /**
    * An opaque, already salted id of the client's network address (the HTTP layer's). The breaker's
    * quorum counts distinct origins when calls carry one (distinct key ids otherwise), so one address

@@ -3,6 +3,7 @@
  * `Authorization: Bearer`, as SDK 1.x sends it) and `anthropic-version`; bodies as https://docs.anthropic.com/en/api/errors and docs/errors.md show them.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { readContinuation } from './continuation.js';
 import type { FaultBoard } from './faults.js';
 import { serveGeneration, type GenerationOptions, type ProviderWire, type WireErrorKind } from './generation.js';
 import { countOf, sseEvent, type ReplayedAnswer, type StreamDetail } from './streaming.js';
@@ -161,11 +162,15 @@ export async function handleAnthropicMessages(
   const missing = ['model', 'max_tokens', 'messages'].find((field) => body[field] === undefined);
   if (missing) return send(response, anthropicError(400, 'invalid_request_error', `${missing}: Field required`));
   const messages = Array.isArray(body['messages']) ? (body['messages'] as unknown[]) : [];
-  const userText = messages
-    .map((message) => textOfContent(typeof message === 'object' && message !== null ? (message as { content?: unknown }).content : ''))
-    .join('\n');
+  const wireMessages = messages.map((message) => {
+    const record = typeof message === 'object' && message !== null ? (message as { role?: unknown; content?: unknown }) : {};
+    return { role: typeof record.role === 'string' ? record.role : 'user', text: textOfContent(record.content) };
+  });
+  const userText = wireMessages.map((message) => message.text).join('\n');
+  const continuation = readContinuation(wireMessages);
   const call = {
     key,
+    ...(continuation === undefined ? {} : { continuation }),
     model: String(body['model']),
     system: textOfContent(body['system']),
     userText,

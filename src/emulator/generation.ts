@@ -6,6 +6,7 @@ import type { ServerResponse } from 'node:http';
 import type { EmulatedProvider, FaultBoard, FaultSpec, StreamErrorKind } from './faults.js';
 import { approximateTokens, cutMidBody, garbageBody, send, stallAfterHeaders, type WireHeaders, type WireResponse } from './http-io.js';
 import { invalidStudyAnswer, numbersAsStrings, studyAnswer } from './study-answers.js';
+import { restAfter, type ContinuationAsk } from './continuation.js';
 import { serveStream, type StreamWire } from './streaming.js';
 import { parseTaskMarker, type TaskMarker } from './task-marker.js';
 
@@ -48,6 +49,8 @@ export interface GenerationCall {
   readonly stream: boolean;
   /** OpenAI: the request asked for the usage chunk (`stream_options.include_usage`). */
   readonly includeUsage: boolean;
+  /** The request asks for the rest of an answer begun elsewhere (src/emulator/continuation.ts). */
+  readonly continuation?: ContinuationAsk;
 }
 
 export interface GenerationOptions {
@@ -82,8 +85,18 @@ function otherLanguage(marker: TaskMarker | undefined): TaskMarker {
   return { ...asked, lang: asked.lang === 'ko' ? 'en' : 'ko' };
 }
 
-/** The answer's text for a call and a content fault. */
+/**
+ * The answer's text for a call and a content fault; for a continuation request, the rest of the answer the
+ * original messages get after the prefix the request carries.
+ */
 function answerText(call: GenerationCall, fault: FaultSpec | undefined): string {
+  const { continuation } = call;
+  if (continuation === undefined) return wholeAnswerText(call, fault);
+  const whole = wholeAnswerText({ ...call, userText: continuation.userText }, fault);
+  return restAfter(whole, continuation.prefix);
+}
+
+function wholeAnswerText(call: GenerationCall, fault: FaultSpec | undefined): string {
   const marker = parseTaskMarker(call.system) ?? parseTaskMarker(call.userText);
   switch (fault?.fault) {
     case 'invalidOutput':

@@ -4,6 +4,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { textOfContent } from './anthropic.js';
+import { readContinuation } from './continuation.js';
 import type { FaultBoard } from './faults.js';
 import { serveGeneration, type GenerationOptions, type ProviderWire, type WireErrorKind } from './generation.js';
 import { bearerToken, parseJsonObject, readBody, send, type WireResponse } from './http-io.js';
@@ -176,13 +177,18 @@ export async function handleOpenaiChatCompletions(
   const messages = Array.isArray(body['messages']) ? (body['messages'] as { role?: unknown; content?: unknown }[]) : [];
   const isSystem = (message: { role?: unknown }): boolean => message.role === 'system' || message.role === 'developer';
   const system = messages.filter(isSystem).map((message) => textOfContent(message.content)).join('\n');
-  const userText = messages.filter((message) => !isSystem(message)).map((message) => textOfContent(message.content)).join('\n');
+  const wireMessages = messages
+    .filter((message) => !isSystem(message))
+    .map((message) => ({ role: typeof message.role === 'string' ? message.role : 'user', text: textOfContent(message.content) }));
+  const userText = wireMessages.map((message) => message.text).join('\n');
+  const continuation = readContinuation(wireMessages);
   const streamOptions = body['stream_options'];
   serveGeneration(openaiWire, board, options, response, {
     key,
     model: String(body['model']),
     system,
     userText,
+    ...(continuation === undefined ? {} : { continuation }),
     stream: body['stream'] === true,
     includeUsage:
       typeof streamOptions === 'object' &&

@@ -9,6 +9,7 @@ import type { FaultBoard } from './faults.js';
 import { keyFault, serveGeneration, type GenerationOptions, type ProviderWire, type WireErrorKind } from './generation.js';
 import { bearerToken, headerValue, parseJsonObject, readBody, send, type WireResponse } from './http-io.js';
 import { textOfContent } from './anthropic.js';
+import { readContinuation } from './continuation.js';
 
 function timelyError(statusCode: number, error: string, message: string): WireResponse {
   return { status: statusCode, body: { success: false, error, message, statusCode } };
@@ -106,10 +107,11 @@ export async function handleTimelyCompletion(
     typeof body['instructions'] === 'string' ? body['instructions'] : '',
     ...messages.filter((message) => message.role === 'system').map((message) => textOfContent(message.content)),
   ].join('\n');
-  const userText = messages
+  const wireMessages = messages
     .filter((message) => message.role !== 'system')
-    .map((message) => textOfContent(message.content))
-    .join('\n');
+    .map((message) => ({ role: typeof message.role === 'string' ? message.role : 'user', text: textOfContent(message.content) }));
+  const userText = wireMessages.map((message) => message.text).join('\n');
+  const continuation = readContinuation(wireMessages);
   const model = typeof body['model'] === 'string' ? body['model'] : 'timelygpt';
   // TimelyGPT's documented API answers whole (`stream: false`): no stream is served.
   serveGeneration(timelygptWire, board, options, response, {
@@ -117,6 +119,7 @@ export async function handleTimelyCompletion(
     model,
     system,
     userText,
+    ...(continuation === undefined ? {} : { continuation }),
     stream: false,
     includeUsage: false,
   });

@@ -68,6 +68,10 @@ export const attemptSchema = z
       .object({ chunks: z.number().int().min(0), firstTokenMs: z.number().min(0) })
       .optional()
       .describe('Present when the call streamed: pieces received, and ms from the call to the first.'),
+    continuation: z
+      .literal(true)
+      .optional()
+      .describe('Present when the call continued an answer a call before it had begun and failed in the middle of.'),
   })
   .describe('One upstream generation call, or one provider skipped.');
 

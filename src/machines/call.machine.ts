@@ -96,6 +96,8 @@ export type UpstreamEvent =
       failure: ProviderFailure;
       durationMs: number;
       streamed: { chunks: number; firstTokenMs: number } | null;
+      /** The answer's text written before the failure (a failure mid-stream), for the next call to continue. */
+      partialText?: string;
       at: number;
     })
   /** The caller cancelled while the call was in flight: aborted, counted nowhere. */
@@ -109,6 +111,11 @@ export interface CallContext {
   readonly firstTokenMs: number | null;
   /** Epoch ms of the last piece (the idle clock runs from it). */
   readonly lastDeltaAt: number;
+  /**
+   * The pieces so far, joined: what a failure mid-stream leaves written (`partialText`). Bounded by the
+   * adapters' answer ceiling (src/providers/streamed-text.ts).
+   */
+  readonly text: string;
 }
 
 /**
@@ -191,12 +198,14 @@ export const callMachine = setup({
     /** The first piece of the answer: when it came (from `at`: the machine reads no clock). */
     markFirstToken: assign({
       chunks: ({ event }) => (event.type === 'upstream.delta' ? event.pieces : 0),
+      text: ({ event }) => (event.type === 'upstream.delta' ? event.text : ''),
       firstTokenMs: ({ context, event }) =>
         event.type === 'upstream.delta' ? Math.max(0, event.at - context.input.startedAt) : null,
       lastDeltaAt: ({ context, event }) => (event.type === 'upstream.delta' ? event.at : context.lastDeltaAt),
     }),
     countChunk: assign({
       chunks: ({ context, event }) => context.chunks + (event.type === 'upstream.delta' ? event.pieces : 0),
+      text: ({ context, event }) => (event.type === 'upstream.delta' ? context.text + event.text : context.text),
       lastDeltaAt: ({ context, event }) => (event.type === 'upstream.delta' ? event.at : context.lastDeltaAt),
     }),
     /** The piece goes on to whoever asked to see it (GenerateInput.onDelta); nothing else hears it. */
@@ -229,6 +238,7 @@ export const callMachine = setup({
         failure: params.failure,
         durationMs: Math.max(0, params.at - input.startedAt),
         streamed: streamedOf(context),
+        ...(context.text === '' ? {} : { partialText: context.text }),
         at: params.at,
       };
     }),
@@ -253,7 +263,7 @@ export const callMachine = setup({
   },
 }).createMachine({
   id: 'call',
-  context: ({ input }) => ({ input, chunks: 0, firstTokenMs: null, lastDeltaAt: input.startedAt }),
+  context: ({ input }) => ({ input, chunks: 0, firstTokenMs: null, lastDeltaAt: input.startedAt, text: '' }),
   initial: 'calling',
   states: {
     /** The adapter's call runs; the first of its answer, its failure, a clock or a cancel ends it. */

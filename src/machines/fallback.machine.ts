@@ -10,6 +10,7 @@ import {
 import { failureVerdict, type FailureVerdict } from './failure-verdict.js';
 import type { ProviderReply } from './provider.machine.js';
 import type {
+  AnswerContinuation,
   ApiKey,
   Attempt,
   FallbackPolicy,
@@ -51,6 +52,20 @@ export interface FallbackInput {
   readonly onDelta?: ((provider: ProviderId, text: string) => void) | undefined;
   /** The caller's salted address id (GenerateInput.origin): the breaker's quorum counts distinct ones. */
   readonly origin?: string | undefined;
+  /**
+   * How an answer cut mid-stream is continued (GenerateInput.continuation, the study layer's); absent: the
+   * output of a call that failed mid-stream is never continued, the next attempt starts over.
+   */
+  readonly continuation?: AnswerContinuation | undefined;
+}
+
+/** Output a failed call left written (it streamed some text, or answered something invalid). */
+interface Written {
+  /** Who wrote it, and how its call ended (for the reset's reason). */
+  readonly provider: ProviderId;
+  readonly errorClass: ErrorClass;
+  /** Where the answer so far can be continued from (the study layer's cut); absent: it starts over. */
+  readonly prefix?: string;
 }
 
 interface LastFailure {
@@ -59,11 +74,13 @@ interface LastFailure {
   readonly keySkipped?: boolean;
   readonly answerText?: string;
   readonly validationErrors?: readonly string[];
+  /** The call left output behind: the next attempt continues it (`prefix`) or starts over. */
+  readonly written?: Written;
 }
 
 /**
  * The run's state. The input is kept whole under `run` (never copied) and the usage as one object, so
- * the context has 11 fields: V8 copies an object of 20 or more fields, as XState's `assign` does on
+ * the context has 12 fields: V8 copies an object of 20 or more fields, as XState's `assign` does on
  * every update (`Object.assign({}, context, update)`), through its slow dictionary path — ~7-10 µs per
  * assign against ~0.4 µs below 20 fields (measured on Node 20, docs/performance.md).
  */
@@ -79,6 +96,11 @@ export interface FallbackContext {
   readonly reasked: boolean;
   /** The request sent next: the original, or the re-ask carrying the validation errors. */
   readonly nextRequest: GenerationRequest;
+  /**
+   * The answer so far that the next call continues (a cut answer's prefix; `nextRequest` is then sent as its
+   * continuation request), or null: the next call writes a whole answer.
+   */
+  readonly continued: string | null;
   /** Every call and skip so far, in order (one per exit from `calling` but an abort: see `currentCallId`). */
   readonly attempts: readonly Attempt[];
   /** `retry-after` hints known so far, in ms: upstream values and times to the next half-open. */
@@ -98,7 +120,11 @@ export type FallbackEvent = ProviderReply | { type: 'request.aborted'; at: numbe
 
 export type FallbackEmitted =
   | { type: 'attempt.recorded'; attempt: Attempt }
-  | { type: 'fallback.taken'; from: ProviderId; to: ProviderId };
+  | { type: 'fallback.taken'; from: ProviderId; to: ProviderId }
+  /** The next call continues the answer from `prefix` (what was written so far stands, up to there). */
+  | { type: 'answer.continued'; provider: ProviderId; prefix: string }
+  /** The next call starts the answer over: what was written so far is void. */
+  | { type: 'answer.reset'; provider: ProviderId; reason: string };
 
 export type FallbackOutput =
   | {
@@ -229,6 +255,7 @@ function answeredAttempt(context: FallbackContext, event: SucceededReply): Attem
     outcome: 'succeeded',
     countedByBreaker: false,
     ...(event.streamed === null ? {} : { streamed: event.streamed }),
+    ...(context.continued === null ? {} : { continuation: true as const }),
   };
 }
 
@@ -251,6 +278,25 @@ function succeededOutput(context: FallbackContext, event: FallbackEvent): Succee
   };
 }
 
+/** The whole answer so far: `text` written by the call in flight, after the prefix it continued. */
+function writtenSoFar(context: FallbackContext, text: string): string {
+  const { continued } = context;
+  const continuation = context.run.continuation;
+  return continued === null || continuation === undefined ? text : continuation.merge(continued, text);
+}
+
+/**
+ * What a call that failed after streaming `partialText` leaves written: the answer so far and, when the
+ * study layer finds a sound cut in it, the prefix the next call continues from. A call that wrote nothing
+ * leaves the answer as it was (a continued prefix stays continued).
+ */
+function writtenBy(context: FallbackContext, errorClass: ErrorClass, partialText: string | undefined): Written | undefined {
+  if (partialText === undefined || partialText === '') return undefined;
+  const provider = currentLink(context).provider;
+  const prefix = context.run.continuation?.pointOf(writtenSoFar(context, partialText));
+  return prefix === undefined || prefix === '' ? { provider, errorClass } : { provider, errorClass, prefix };
+}
+
 /** The re-ask after `invalid_output`: the model sees its answer and what was wrong with it. */
 export function withValidationErrors(
   request: GenerationRequest,
@@ -268,6 +314,22 @@ export function withValidationErrors(
       },
     ],
   };
+}
+
+/** The request the next call sends: `nextRequest`, or its continuation request when an answer is being continued. */
+function requestOf(context: FallbackContext): GenerationRequest {
+  const { continued } = context;
+  const continuation = context.run.continuation;
+  if (continued === null || continuation === undefined) return context.nextRequest;
+  return continuation.request(context.nextRequest, continued);
+}
+
+/** A continuing call's answer is judged as the one answer it makes with the prefix (merged, validated whole). */
+function validateOf(context: FallbackContext): FallbackInput['validate'] {
+  const { continued } = context;
+  const { validate, continuation } = context.run;
+  if (continued === null || continuation === undefined) return validate;
+  return (answer) => validate({ ...answer, text: continuation.merge(continued, answer.text) });
 }
 
 /**
@@ -306,6 +368,10 @@ export function createFallbackMachine(table: ErrorTable) {
         isSameProviderRetryAllowed(context),
       /** The current provider's breaker refuses calls now (it just opened): a backoff would only delay the refusal. */
       isProviderRefusing: ({ context }) => currentLink(context).isAdmitting?.() === false,
+      /** The failed call left output with a sound cut: the next call continues from it. */
+      hasContinuationPoint: ({ context }) => context.lastFailure?.written?.prefix !== undefined,
+      /** The failed call left output that cannot be continued: the next call starts over. */
+      hasVoidOutput: ({ context }) => context.lastFailure?.written !== undefined,
       /** The class allows falling back, and a provider remains. */
       canFallBack: ({ context }) =>
         context.lastFailure !== null &&
@@ -318,12 +384,12 @@ export function createFallbackMachine(table: ErrorTable) {
         ({ context, self }) => ({
           type: 'call.requested' as const,
           callId: currentCallId(context),
-          request: context.nextRequest,
+          request: requestOf(context),
           apiKey: currentLink(context).apiKey,
           keyId: currentLink(context).keyId,
           origin: context.run.origin,
           replyTo: self,
-          validate: context.run.validate,
+          validate: validateOf(context),
           onDelta: context.run.onDelta,
           at: context.now,
         }),
@@ -370,8 +436,10 @@ export function createFallbackMachine(table: ErrorTable) {
           durationMs: event.durationMs,
           message: event.failure.message,
           ...(event.streamed === null ? {} : { streamed: event.streamed }),
+          ...(context.continued === null ? {} : { continuation: true as const }),
         };
-        const lastFailure = { errorClass: event.failure.errorClass };
+        const written = writtenBy(context, event.failure.errorClass, event.partialText);
+        const lastFailure = { errorClass: event.failure.errorClass, ...(written === undefined ? {} : { written }) };
         return appendAttempt(context, attempt, lastFailure, event.failure.retryAfterMs, event.at);
       }),
       /**
@@ -395,11 +463,16 @@ export function createFallbackMachine(table: ErrorTable) {
             countedByBreaker: countsInTable(table, ownClasses.invalidOutput),
             message: invalidOutputMessage(verdict.errors),
             ...(event.streamed === null ? {} : { streamed: event.streamed }),
+            ...(context.continued === null ? {} : { continuation: true as const }),
           },
           {
             errorClass: ownClasses.invalidOutput,
-            answerText: answer.text,
+            answerText: writtenSoFar(context, answer.text),
             validationErrors: verdict.errors,
+            // An invalid answer is never continued: the re-ask or the next provider writes a whole one.
+            ...(event.streamed === null && context.continued === null
+              ? {}
+              : { written: { provider: currentLink(context).provider, errorClass: ownClasses.invalidOutput } }),
           },
           undefined,
           event.at,
@@ -444,6 +517,24 @@ export function createFallbackMachine(table: ErrorTable) {
         reasked: false,
         nextRequest: context.run.request,
       })),
+      /** The next call continues the answer from the failed call's cut (its request says so, its attempt too). */
+      continueAnswer: assign(({ context }) => ({ continued: context.lastFailure?.written?.prefix ?? context.continued })),
+      announceContinuation: emit(({ context }) => ({
+        type: 'answer.continued' as const,
+        provider: currentLink(context).provider,
+        prefix: context.continued ?? '',
+      })),
+      /** The next call writes a whole answer: what was written so far is void. */
+      startOver: assign({ continued: null }),
+      announceReset: emit(({ context }) => {
+        const written = context.lastFailure?.written;
+        const provider = written?.provider ?? currentLink(context).provider;
+        return {
+          type: 'answer.reset' as const,
+          provider,
+          reason: `${provider} failed (${written?.errorClass ?? 'error'}); the next answer starts over`,
+        };
+      }),
       announceFallback: emit(({ context }) => ({
         type: 'fallback.taken' as const,
         from: currentLink(context).provider,
@@ -463,6 +554,7 @@ export function createFallbackMachine(table: ErrorTable) {
       retries: 0,
       reasked: false,
       nextRequest: input.request,
+      continued: null,
       attempts: [],
       retryAfterMs: [],
       lastFailure: null,
@@ -509,22 +601,34 @@ export function createFallbackMachine(table: ErrorTable) {
       /** After a failure or a skip: re-ask, retry after a backoff, fall back, or give up — the policy table decides. */
       deciding: {
         always: [
-          { guard: 'isReaskDue', target: 'calling', actions: 'prepareReask' },
+          { guard: 'isReaskDue', target: 'resuming', actions: 'prepareReask' },
           /** The breaker just opened: retry at once, so the refusal is recorded as a skip without a wait. */
           {
             guard: and(['isRetryDue', 'isProviderRefusing']),
-            target: 'calling',
+            target: 'resuming',
             actions: 'countImmediateRetry',
           },
           { guard: 'isRetryDue', target: 'backingOff' },
-          { guard: 'canFallBack', target: 'calling', actions: ['announceFallback', 'nextProvider'] },
+          { guard: 'canFallBack', target: 'resuming', actions: ['announceFallback', 'nextProvider'] },
           { target: 'failed' },
         ],
       },
       /** Waiting out the named backoff before retrying the same provider; never a sleep. */
       backingOff: {
-        after: { retryBackoff: { target: 'calling', actions: 'countRetry' } },
+        after: { retryBackoff: { target: 'resuming', actions: 'countRetry' } },
         on: { 'request.aborted': 'aborted' },
+      },
+      /**
+       * The next attempt (a re-ask, a retry or a fallback) is about to go out after one that left output
+       * behind: it continues the answer from the cut the study layer found in it, or starts it over (the
+       * output so far is void: `answer.reset`). After a call that wrote nothing, the answer stays as it was.
+       */
+      resuming: {
+        always: [
+          { guard: 'hasContinuationPoint', target: 'calling', actions: ['continueAnswer', 'announceContinuation'] },
+          { guard: 'hasVoidOutput', target: 'calling', actions: ['startOver', 'announceReset'] },
+          { target: 'calling' },
+        ],
       },
       /** A provider answered valid material: the output is read from that answer (`succeededOutput`). */
       succeeded: {

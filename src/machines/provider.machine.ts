@@ -126,6 +126,8 @@ export type ProviderReply =
       countedByBreaker: boolean;
       durationMs: number;
       streamed: Streamed;
+      /** The answer's text written before a failure mid-stream (the fallback run may continue it). */
+      partialText?: string;
       at: number;
     }
   | { type: 'provider.rejected'; callId: string; providerId: ProviderId; retryAt: number | null; at: number }
@@ -428,6 +430,7 @@ export function createProviderMachine(table: ErrorTable) {
           countedByBreaker: params.counted,
           durationMs: event.durationMs,
           streamed: event.streamed,
+          ...(event.partialText === undefined ? {} : { partialText: event.partialText }),
           at: event.at,
         } satisfies ProviderReply);
         enqueue.emit({

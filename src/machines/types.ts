@@ -83,6 +83,22 @@ export interface Attempt {
   readonly message?: string;
   /** Present when the call streamed: how many pieces arrived, and when the first did (ms after the call went out). */
   readonly streamed?: { readonly chunks: number; readonly firstTokenMs: number };
+  /** The call continued an answer another call had begun and failed in the middle of (docs/api.md "Streaming"). */
+  readonly continuation?: true;
+}
+
+/**
+ * How an answer cut in the middle is continued by the next call (the study layer's, src/study/continuation.ts;
+ * the machines only carry it): where the text written so far can be continued from, the request that asks
+ * for the rest, and the one answer made of both.
+ */
+export interface AnswerContinuation {
+  /** The text cut back to its last complete element, or undefined when it cannot be continued (start over). */
+  pointOf(written: string): string | undefined;
+  /** The request asking for the rest of `prefix`. */
+  request(request: GenerationRequest, prefix: string): GenerationRequest;
+  /** `prefix` and what the continuing call answered, joined into the one answer that is validated. */
+  merge(prefix: string, continuation: string): string;
 }
 
 export type FallbackPolicy = 'retry-then-fallback' | 'fallback-first';

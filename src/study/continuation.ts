@@ -1,3 +1,4 @@
+import type { AnswerContinuation } from '../actors/types.js';
 import type { GenerationRequest, Task } from '../providers/index.js';
 import type { StudyLang } from './schemas.js';
 import { StudyItemExtractor, type ContinuationPoint } from './stream-items.js';
@@ -75,4 +76,23 @@ function longestOverlap(head: string, tail: string): number {
     failure[index] = length;
   }
   return Math.min(failure[text.length - 1] ?? 0, probe.length);
+}
+
+const continuations = new Map<Task, AnswerContinuation>();
+
+/**
+ * How a run continues a cut answer of `task` (GenerateInput.continuation): the fallback machine asks it
+ * where a failed attempt's output can be continued from, and for the request and the merged answer.
+ */
+export function continuationOf(task: Task): AnswerContinuation {
+  let continuation = continuations.get(task);
+  if (continuation === undefined) {
+    continuation = {
+      pointOf: (written) => continuationPointOf(task, written)?.prefix,
+      request: continuationRequest,
+      merge: mergeContinuation,
+    };
+    continuations.set(task, continuation);
+  }
+  return continuation;
 }

@@ -10,8 +10,9 @@ import type { FillResult, McqResult, NotesResult, StudyLang, StudyResult, StudyR
 import { defaultPartBudgetTokens, type TextPart } from './token-count.js';
 import { tokenCounter } from './token-counter.js';
 import { studyValidator, validateStudyValue, type QualityContext } from './validate.js';
-import { PartQuestions, StepItems, TaskItems, type StudyStreamSink } from './item-stream.js';
+import { PartQuestions, StepItems, TaskItems, type StudyReset, type StudyStreamSink } from './item-stream.js';
 import { itemsOfResult } from './stream-items.js';
+import { continuationOf } from './continuation.js';
 
 /**
  * One study task end to end: notes (map-reduce over parts when the document is over the budget),
@@ -212,6 +213,13 @@ class StudyRun {
       ...(this.input.policy === undefined ? {} : { policy: this.input.policy }),
       ...(this.signal === undefined ? {} : { signal: this.signal }),
       ...(this.input.origin === undefined ? {} : { origin: this.input.origin }),
+      continuation: continuationOf(task),
+      ...(items === undefined
+        ? {}
+        : {
+            onContinued: (provider: ProviderId, prefix: string) => items.continued(prefix, provider),
+            onReset: (reset: StudyReset) => items.restarted(reset),
+          }),
       ...(onAttempt === undefined && items === undefined
         ? {}
         : {

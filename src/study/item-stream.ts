@@ -42,9 +42,12 @@ export class TaskItems {
     this.sink.onItem?.(item);
   }
 
-  /** Voids what was sent (and says so, once, only when something was sent). */
-  reset(reset: StudyReset): void {
-    if (this.sent.length === 0) return;
+  /**
+   * Voids what was sent and says so, once: only when something was sent, unless `always` (the run started
+   * its answer over after output was streamed, whether or not it held a complete element).
+   */
+  reset(reset: StudyReset, always = false): void {
+    if (this.sent.length === 0 && !always) return;
     this.sent = [];
     this.sink.onReset?.(reset);
   }
@@ -61,13 +64,17 @@ export class TaskItems {
 }
 
 /**
- * The items of one `gateway.generate` whose answer is the task's result: each attempt's output is fed
- * to an extractor of its own; output of an attempt that starts over after items were sent resets them.
+ * The items of one `gateway.generate` whose answer is the task's result. The run says what follows an
+ * attempt that wrote output and failed: the next one continues the answer from a prefix (`continued`: the
+ * items up to it stand, its output is fed on after it) or starts it over (`restarted`: a reset). Without a
+ * word from the run, output of an attempt that follows one that wrote and ended starts over.
  */
 export class StepItems {
   private extractor: StudyItemExtractor | undefined;
-  /** The last attempt ended: the next output starts a new answer. */
+  /** The last attempt wrote output and ended: unless continued, the next output starts a new answer. */
   private ended: Attempt | undefined;
+  /** The attempt in flight has written output. */
+  private wrote = false;
 
   constructor(
     private readonly items: TaskItems,
@@ -76,18 +83,42 @@ export class StepItems {
 
   /** A piece of the current attempt's output. */
   delta(provider: ProviderId, text: string): void {
+    this.wrote = true;
     if (this.extractor === undefined || this.ended !== undefined) {
       const before = this.ended;
       this.ended = undefined;
-      this.extractor = new StudyItemExtractor({ task: this.items.task, ...(this.questions === undefined ? {} : { questions: this.questions }) });
+      this.extractor = this.newExtractor();
       if (before !== undefined) this.items.reset({ provider, reason: resetReason(before) });
     }
     for (const item of this.extractor.push(text)) this.items.send(item);
   }
 
-  /** An attempt was recorded (succeeded or not). */
+  /** An attempt was recorded (succeeded or not); one that wrote nothing leaves the answer as it was. */
   attemptEnded(attempt: Attempt): void {
-    this.ended = attempt;
+    if (this.wrote) this.ended = attempt;
+    this.wrote = false;
+  }
+
+  /**
+   * The next attempt continues the answer from `prefix` (the output so far cut back to its last complete
+   * element): the items up to there stand (any it holds that were not sent are sent), and the next
+   * output is read as following it.
+   */
+  continued(prefix: string, provider: ProviderId): void {
+    this.ended = undefined;
+    this.extractor = this.newExtractor();
+    this.items.settle(this.extractor.push(prefix), provider);
+  }
+
+  /** The next attempt starts the answer over: what was sent is void, and the client is told. */
+  restarted(reset: StudyReset): void {
+    this.ended = undefined;
+    this.extractor = undefined;
+    this.items.reset(reset, true);
+  }
+
+  private newExtractor(): StudyItemExtractor {
+    return new StudyItemExtractor({ task: this.items.task, ...(this.questions === undefined ? {} : { questions: this.questions }) });
   }
 
   /** The step succeeded with `value`: the items become exactly its elements. */

@@ -32,7 +32,8 @@ describe('generated machine docs (npm run docs:machines)', async () => {
     expect(breaker).toContain('halfOpen_probing --> halfOpen_awaitingProbe : call.ignored [isProbeResult]');
     const fallback = files.get('docs/machines/fallback.mmd') ?? '';
     expect(fallback).toContain('deciding --> backingOff : always [isRetryDue]');
-    expect(fallback).toContain('backingOff --> calling : after retryBackoff');
+    expect(fallback).toContain('backingOff --> resuming : after retryBackoff');
+    expect(fallback).toContain('resuming --> calling : always [hasContinuationPoint]');
     expect(fallback).toContain('failed --> [*]');
   });
 

@@ -189,4 +189,108 @@ describe('POST /v1/generate as an event stream', () => {
     expect(after.stats.failures).toBe(before.stats.failures);
     expect(harness.emulator.stats().claude.calls).toBeGreaterThan(0);
   });
+
+  it('a stream cut mid-answer: the fallback continues it (continuation: true), the items stand, the answer is the whole one', async () => {
+    const body = { task: 'notes', text: studyText, options: { lang: 'en' } };
+    // The emulator's answer is deterministic: the uncut answer is the oracle for the continued one.
+    const whole = await postJson(`${harness.url}/v1/generate`, body, keys);
+    expect(whole.status).toBe(200);
+    await harness.reset();
+    // 60 chunks of 4 characters: past the first key concept, well before the end.
+    harness.fault({ provider: 'claude', fault: 'cut', after: 60, count: 1 });
+    const stream = await postStream(harness.url, body);
+    const events = await stream.events;
+    const names = events.map((event) => event.event);
+    const attempts = events.filter((event) => event.event === 'attempt').map(data);
+    expect(attempts.map((attempt) => [attempt.provider, attempt.outcome, attempt.errorClass ?? null, attempt.continuation ?? false])).toEqual([
+      ['claude', 'failed', 'connection', false],
+      ['gpt', 'succeeded', null, true],
+    ]);
+    expect(attempts[0].streamed.chunks).toBeGreaterThan(0);
+    const done = data(events.at(-1) as SseEvent);
+    expect(done.meta.attempts).toEqual(attempts);
+    expect(done.result).toEqual(whole.body.result);
+    // Nothing was voided: items sent before the cut are the first of the result's elements.
+    expect(names).not.toContain('reset');
+    const firstAttempt = names.indexOf('attempt');
+    expect(names.slice(0, firstAttempt)).toContain('item');
+    expect(heldItems(events)).toEqual(elementsOf('notes', done.result));
+
+    // The JSON API goes through the same machines: the same story in meta.attempts.
+    await harness.reset();
+    harness.fault({ provider: 'claude', fault: 'cut', after: 60, count: 1 });
+    const json = await postJson(`${harness.url}/v1/generate`, body, keys);
+    expect(json.status).toBe(200);
+    expect(json.body.result).toEqual(whole.body.result);
+    expect(json.body.meta.attempts.map((attempt: Json) => [attempt.provider, attempt.continuation ?? false])).toEqual([
+      ['claude', false],
+      ['gpt', true],
+    ]);
+  });
+
+  it('a stream cut before any element is complete: a reset, then the fallback writes the whole answer', async () => {
+    harness.fault({ provider: 'claude', fault: 'cut', after: 3, count: 1 });
+    const stream = await postStream(harness.url, { task: 'notes', text: studyText, options: { lang: 'en' } });
+    const events = await stream.events;
+    const names = events.map((event) => event.event);
+    const attempts = events.filter((event) => event.event === 'attempt').map(data);
+    expect(attempts.map((attempt) => [attempt.provider, attempt.outcome, attempt.continuation ?? false])).toEqual([
+      ['claude', 'failed', false],
+      ['gpt', 'succeeded', false],
+    ]);
+    // The reset comes after the failed attempt and before anything of the next answer.
+    expect(names.filter((name) => name === 'reset')).toHaveLength(1);
+    expect(names.indexOf('reset')).toBeGreaterThan(names.indexOf('attempt'));
+    expect(names.slice(0, names.indexOf('reset'))).not.toContain('item');
+    expect(data(events[names.indexOf('reset')] as SseEvent)).toEqual({ provider: 'claude', reason: 'claude failed (connection); the next answer starts over' });
+    const done = data(events.at(-1) as SseEvent);
+    expect(heldItems(events)).toEqual(elementsOf('notes', done.result));
+  });
+});
+
+/**
+ * The mid-stream faults the issue names, each answered by the fallback continuing the cut answer (docs/api.md
+ * "Streaming"): a stall caught by STREAM_IDLE_TIMEOUT_MS (not the call's deadline), and an in-band quota error
+ * on the first provider — its key quarantined, its breaker untouched (a user-side class never counts).
+ */
+describe('mid-stream faults answered by the fallback, continuing the answer', () => {
+  let faults: Harness;
+  const body = (providers: string[]) => ({ task: 'notes', text: studyText, providers, options: { lang: 'en' } });
+  beforeAll(async () => {
+    faults = await startHarness({ RETRY_MAX: '0', PROVIDER_TIMEOUT_MS: '20000', STREAM_IDLE_TIMEOUT_MS: '700' });
+  });
+  afterAll(async () => {
+    await faults.close();
+  });
+
+  it('a stall after 60 chunks: caught by the idle clock, continued by the fallback, the answer whole', async () => {
+    const whole = await postJson(`${faults.url}/v1/generate`, body(['claude', 'gpt']), keys);
+    faults.fault({ provider: 'claude', fault: 'stall', after: 60, count: 1 });
+    const stalled = await postJson(`${faults.url}/v1/generate`, body(['claude', 'gpt']), keys);
+    expect(stalled.status).toBe(200);
+    const [first, second] = stalled.body.meta.attempts as Json[];
+    // The idle clock's message, not the deadline's ("did not answer within 20000 ms").
+    expect(first).toMatchObject({ provider: 'claude', outcome: 'failed', errorClass: 'timeout', countedByBreaker: true, message: "The provider's answer stalled for 700 ms." });
+    expect(first.streamed.chunks).toBeGreaterThan(0);
+    expect(second).toMatchObject({ provider: 'gpt', outcome: 'succeeded', continuation: true });
+    expect(stalled.body.result).toEqual(whole.body.result);
+  });
+
+  it("an in-band quota error from GPT mid-answer: Claude continues it; GPT's key quarantined, its breaker untouched", async () => {
+    await faults.reset();
+    const whole = await postJson(`${faults.url}/v1/generate`, body(['gpt', 'claude']), keys);
+    faults.fault({ provider: 'gpt', fault: 'streamError', error: 'quota', after: 60, count: 1 });
+    const cut = await postJson(`${faults.url}/v1/generate`, body(['gpt', 'claude']), keys);
+    expect(cut.status).toBe(200);
+    expect(cut.body.meta.attempts.map((attempt: Json) => [attempt.provider, attempt.outcome, attempt.errorClass ?? null, attempt.countedByBreaker, attempt.continuation ?? false])).toEqual([
+      ['gpt', 'failed', 'quota_exhausted', false, false],
+      ['claude', 'succeeded', null, false, true],
+    ]);
+    expect(cut.body.result).toEqual(whole.body.result);
+    const status = await request(`${faults.url}/v1/keys/status`, { headers: { 'x-gpt-key': keys['x-gpt-key'] } });
+    expect(status.body.providers).toEqual([expect.objectContaining({ provider: 'gpt', state: 'quarantined', errorClass: 'quota_exhausted' })]);
+    const gpt = ((await request(`${faults.url}/v1/providers`)).body.providers as Json[]).find((provider) => provider.id === 'gpt');
+    expect(gpt.breaker).toMatchObject({ state: 'closed', consecutiveFailures: 0 });
+    expect(gpt.stats.failures).toBe(0);
+  });
 });

@@ -98,18 +98,23 @@ export function createFallbackModel(policy: FallbackPolicy) {
       },
       deciding: {
         always: [
-          { guard: 'isReaskDue', target: 'calling', actions: 'prepareReask' },
+          { guard: 'isReaskDue', target: 'resuming', actions: 'prepareReask' },
           { guard: 'isRetryDue', target: 'backingOff' },
-          { guard: 'canFallBack', target: 'calling', actions: 'nextProvider' },
+          { guard: 'canFallBack', target: 'resuming', actions: 'nextProvider' },
           { target: 'failed' },
         ],
       },
       backingOff: {
         on: {
-          'time.backoffElapsed': { target: 'calling', actions: 'countRetry' },
+          'time.backoffElapsed': { target: 'resuming', actions: 'countRetry' },
           'request.aborted': { target: 'aborted' },
         },
       },
+      /**
+       * Continue the answer written so far or start it over: the walk's calls write nothing before they
+       * fail (mid-stream failures are test/core/mid-stream.graph.test.ts's), so the next call just goes out.
+       */
+      resuming: { always: { target: 'calling' } },
       succeeded: { type: 'final' },
       failed: { type: 'final' },
       aborted: { type: 'final' },

@@ -276,3 +276,70 @@ describe('the page in Chromium', () => {
     expect(problems).toEqual([]);
   });
 });
+
+/**
+ * A provider that fails in the middle of its answer (issue 25), in a demo of its own (no retry, so the next
+ * attempt is the fallback; a short stream idle timeout): Claude writes part of the notes and stalls. The
+ * page shows the notes forming while Claude's answer is stalled, then the fallback in the middle — Claude's
+ * attempt failed with a timeout after streaming, GPT's attempt continued the answer — with the notes
+ * shown so far kept, then the whole material.
+ */
+describe('the page in Chromium: a provider fails in the middle of its answer', () => {
+  let demo: Demo;
+  let browser: Browser;
+  let page: Page;
+  const problems: string[] = [];
+  // The stall window the page is watched in: long enough for a loaded machine to render the first items.
+  const idleMs = 4000;
+
+  beforeAll(async () => {
+    demo = await startDemo({ RETRY_MAX: '0', STREAM_IDLE_TIMEOUT_MS: String(idleMs) });
+    ({ browser } = await startChromium());
+    page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    page.on('pageerror', (error) => problems.push(`pageerror: ${error.message}`));
+  }, 60_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await demo?.close();
+  });
+
+  it('shows the notes forming, the fallback in the middle, then the whole material', { timeout: 240_000 }, async () => {
+    await page.goto(demo.url);
+    await expect.poll(() => page.locator('#stream-state').textContent()).toBe('live.');
+    // Claude's first answer stops after 100 chunks (400 characters: past the first key concept) and stays silent.
+    demo.emulator.setFault({ provider: 'claude', fault: 'stall', after: 100, count: 1 });
+    await page.setInputFiles('#upload-file', { name: 'plants.pdf', mimeType: 'application/pdf', buffer: Buffer.from(await englishTextPdf(2)) });
+    await page.fill('#mcq-count', '3');
+    await page.fill('#fill-count', '3');
+    await page.click('#upload-button');
+    // Items forming: notes on the page, marked live, while no attempt has ended (Claude's answer is stalled).
+    // The first upload starts the extraction worker: seconds on a quiet machine, a minute on a loaded one.
+    await page.waitForFunction(
+      () => document.querySelectorAll('#results[data-live] #notes li').length > 0 && document.querySelectorAll('#attempts tbody tr').length === 0,
+      undefined,
+      { timeout: 120_000 },
+    );
+    const formed = await page.locator('#notes li').count();
+    await page.screenshot({ path: join(artifacts, '08-notes-forming.png'), fullPage: true });
+    // The fallback in the middle: Claude's attempt failed on the stall (timeout) after streaming, GPT continued it.
+    const claudeRow = page.locator('#attempts tbody tr', { hasText: 'Claude' }).filter({ hasText: 'timeout' });
+    await expect.poll(() => claudeRow.count(), { timeout: idleMs + 30_000 }).toBe(1);
+    expect(await claudeRow.textContent()).toMatch(/notes.*Claude.*failed.*timeout/);
+    const gptRow = page.locator('#attempts tbody tr', { hasText: 'GPT' }).filter({ hasText: 'succeeded (continued)' });
+    await expect.poll(() => gptRow.count(), { timeout: 30_000 }).toBe(1);
+    expect(await gptRow.textContent()).toMatch(/notes/);
+    // The notes shown before the failure were kept (a continued answer voids nothing): never fewer.
+    expect(await page.locator('#notes li').count()).toBeGreaterThanOrEqual(formed);
+    await page.screenshot({ path: join(artifacts, '09-fallback-mid-answer.png'), fullPage: true });
+    // Then the whole material: the job done, the final result in place of the live one.
+    await expect.poll(() => page.locator('#progress').evaluate((node) => (node as HTMLProgressElement).value), { timeout: 60_000 }).toBe(100);
+    await expect.poll(() => page.locator('#results').getAttribute('data-live')).toBeNull();
+    expect(await page.locator('#notes li').count()).toBeGreaterThanOrEqual(formed);
+    expect(await page.locator('.mcq-question').count()).toBe(3);
+    expect(await page.locator('.fill-question').count()).toBe(3);
+    expect(await page.locator('#progress-text').textContent()).toMatch(/notes: GPT \(fallback\)/);
+    await page.screenshot({ path: join(artifacts, '10-material-after-fallback.png'), fullPage: true });
+    expect(problems).toEqual([]);
+  });
+});

@@ -188,7 +188,7 @@ function addAttempts(run, attempts) {
   if (last) highlightState($('machines'), 'call', '', callStateOf(last));
   for (const attempt of attempts) {
     const counted = attempt.outcome === 'failed' ? (attempt.countedByBreaker ? 'yes' : 'no') : '—';
-    const outcome = attempt.outcome === 'skipped' ? `skipped (${attempt.reason ?? ''})` : attempt.outcome;
+    const outcome = attempt.outcome === 'skipped' ? `skipped (${attempt.reason ?? ''})` : `${attempt.outcome}${attempt.continuation ? ' (continued)' : ''}`;
     body.append(
       element('tr', { class: attempt.outcome, title: attempt.message ?? '' }, [
         element('td', { text: `${run}: ${attempt.task ?? ''}` }),
@@ -305,6 +305,10 @@ function followJob(jobId, run) {
     const attempt = JSON.parse(message.data);
     addAttempts(run, [attempt]);
     setRunState(attempt.outcome === 'succeeded' ? 'succeeded' : 'deciding');
+    // A failure in the middle of an answer, and the attempt that went on with it: said where the material is.
+    const label = providerLabels[attempt.provider] ?? attempt.provider;
+    if (attempt.outcome === 'failed' && attempt.streamed) setStreamNote(`${attempt.task}: ${label} failed in the middle of its answer (${attempt.errorClass}); the next attempt takes over.`);
+    else if (attempt.continuation) setStreamNote(`${attempt.task}: ${label} continued the answer from where it was cut.`);
   });
   // The study material as it is written: each stage's items render as they arrive (notes forming, questions
   // appearing); a reset voids that stage's items (its answer starts over on the next attempt or provider).
