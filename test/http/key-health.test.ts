@@ -64,7 +64,7 @@ async function finishedJob(
 describe('per-key health over HTTP', () => {
   it("a job's later stages skip the claude key that ran out of quota, and fall back to gpt at once", async () => {
     const job = await finishedJob({ 'x-claude-key': quotaClaudeKey, 'x-gpt-key': workingGptKey });
-    expect(job.status).toBe('succeeded');
+    expect(job.status, JSON.stringify(job)).toBe('succeeded');
     const trail = job.meta.attempts.map((attempt) =>
       [attempt.provider, attempt.outcome, attempt.errorClass ?? '', attempt.reason ?? ''].join(' ').trim(),
     );
