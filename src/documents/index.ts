@@ -1,5 +1,6 @@
 export type { DocumentStore, ExtractedPdf, StoredDocument } from './types.js';
 export { createMemoryDocumentStore, type MemoryDocumentStoreOptions } from './memory-store.js';
+export { createFileDocumentStore, type FileDocumentStoreOptions } from './file-store.js';
 export { createPdfExtractor, pdfExtractorDefaults, type PdfExtractor, type PdfExtractorOptions } from './pdf-extractor.js';
 export type { WorkerMemory } from './worker-protocol.js';
 export { defaultMaxDecodedBytes, defaultMaxTotalPages, type ExtractOptions } from './extract-text.js';
