@@ -137,6 +137,9 @@ export async function startService(config: Config, options: ServiceOptions = {})
       ? {}
       : { sharedRateLimits: { redis: fleet.store.client, prefix: `${config.redisPrefix}rate:`, salt: `${fleetSalt ?? randomKeySalt()}:rate` } }),
   });
+  if (fleet === undefined && config.jobsDir !== undefined && jobsDir === undefined) {
+    app.log.warn(`JOBS_DIR ${config.jobsDir} is not usable (held by another live process, not this user's own, or writable by others): jobs are kept in memory only and a restart forgets them.`);
+  }
   if (inspection !== undefined) app.addHook('onClose', async () => inspection.stop());
   for (const warning of config.warnings) app.log.warn(warning);
   if (fleet !== undefined) {

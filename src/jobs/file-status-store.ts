@@ -1,4 +1,4 @@
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { interruptedRecord, isLiveStatus } from './record.js';
@@ -135,20 +135,29 @@ function parseEntry(path: string, jobId: string): { record: JobRecord; expiresAt
 }
 
 /**
- * Takes `directory` for this process (`owner.pid`): false when another live process holds it, whose
- * running jobs must not be read back as interrupted. A holder that died leaves its file to the next one.
+ * Takes `directory` for this process (`owner.pid`). False when it cannot be used: another live process
+ * holds it (its running jobs must not be read back as interrupted), it is not this user's own or others
+ * may write in it (a directory planted in a shared tmp), or it cannot be made. A holder that died leaves
+ * it to the next process.
  */
 export function claimJobsDirectory(directory: string): boolean {
-  mkdirSync(directory, { recursive: true, mode: 0o700 });
-  const lock = join(directory, 'owner.pid');
   try {
-    const holder = Number(readFileSync(lock, 'utf8').trim());
-    if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && isAlive(holder)) return false;
+    mkdirSync(directory, { recursive: true, mode: 0o700 });
+    const stat = statSync(directory);
+    const uid = process.getuid?.();
+    if (!stat.isDirectory() || (uid !== undefined && stat.uid !== uid) || (stat.mode & 0o022) !== 0) return false;
+    const lock = join(directory, 'owner.pid');
+    try {
+      const holder = Number(readFileSync(lock, 'utf8').trim());
+      if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && isAlive(holder)) return false;
+    } catch {
+      // No lock yet.
+    }
+    writeFileSync(lock, String(process.pid), { mode: 0o600 });
+    return true;
   } catch {
-    // No lock yet.
+    return false;
   }
-  writeFileSync(lock, String(process.pid), { mode: 0o600 });
-  return true;
 }
 
 function isAlive(pid: number): boolean {
