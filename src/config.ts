@@ -5,7 +5,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
-import { availableParallelism } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { fallbackPolicies } from './actors/types.js';
 import type { FallbackPolicy } from './actors/types.js';
@@ -52,6 +53,12 @@ export interface Config {
   /** Unset: breaker state and documents live in this process. */
   readonly redisUrl: string | undefined;
   readonly redisPrefix: string;
+  /**
+   * Without REDIS_URL: where job records and the documents they read are kept on disk, so jobs survive a
+   * restart of the process (JOBS_DIR; default `<os tmpdir>/study-helper-<PORT>`, none when PORT is 0 or
+   * JOBS_DIR is `off`). Ignored with REDIS_URL.
+   */
+  readonly jobsDir: string | undefined;
   readonly maxUploadMb: number;
   readonly maxPdfPages: number;
   /** Longest `text` POST /v1/generate accepts, in characters (MAX_TEXT_CHARS). */
@@ -326,6 +333,7 @@ const variables = {
   TIMELYGPT_TOKEN_TTL_MS: { schema: integer(1, 86_400_000), fallback: '3300000' },
   REDIS_URL: { schema: z.string().trim().pipe(z.url({ protocol: /^rediss?$/ })).optional(), fallback: undefined },
   REDIS_PREFIX: { schema: z.string().min(1), fallback: 'study-helper:' },
+  JOBS_DIR: { schema: z.string().trim().min(1).max(4096).optional(), fallback: undefined },
   MAX_UPLOAD_MB: { schema: z.coerce.number().positive().max(1024), fallback: '20' },
   MAX_PDF_PAGES: { schema: integer(1, 10_000), fallback: '50' },
   MAX_TEXT_CHARS: { schema: integer(1, 10_000_000), fallback: '200000' },
@@ -490,6 +498,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     timelygptTokenTtlMs: read(env, 'TIMELYGPT_TOKEN_TTL_MS'),
     redisUrl: read(env, 'REDIS_URL'),
     redisPrefix: read(env, 'REDIS_PREFIX'),
+    jobsDir: resolveJobsDir(read(env, 'JOBS_DIR'), read(env, 'PORT')),
     maxUploadMb: read(env, 'MAX_UPLOAD_MB'),
     maxPdfPages: read(env, 'MAX_PDF_PAGES'),
     maxTextChars: read(env, 'MAX_TEXT_CHARS'),
@@ -575,4 +584,11 @@ export function loggableConfig(config: Config): Record<string, unknown> {
     redisUrl: maskedRedisUrl(redisUrl) ?? 'unset',
     keyHealth: { ...keyHealth, fingerprintSalt: keyHealth.fingerprintSalt === undefined ? 'unset' : 'set' },
   };
+}
+
+/** JOBS_DIR: as given, `off` for none, or derived from PORT (one directory per port; none for a random port). */
+function resolveJobsDir(given: string | undefined, port: number): string | undefined {
+  if (given === 'off') return undefined;
+  if (given !== undefined) return resolve(given);
+  return port === 0 ? undefined : join(tmpdir(), `study-helper-${port}`);
 }

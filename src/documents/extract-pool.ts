@@ -13,7 +13,7 @@ import { ExtractProcess, type ExtractProcessEnd } from './extract-process.js';
 import { FairQueue } from './fair-queue.js';
 import type { ExtractOptions } from './extract-text.js';
 import type { ExtractedPdf } from './types.js';
-import type { ExtractResponse } from './worker-protocol.js';
+import type { ExtractResponse, WorkerMemory } from './worker-protocol.js';
 
 /** How to start a worker: a file, or (from TypeScript source) a bootstrap to evaluate. */
 export type ExtractWorkerEntry = WorkerEntry;
@@ -43,6 +43,8 @@ export interface ExtractPoolLimits {
   retryAfterSeconds: number;
   /** The workers' nice value (WORKER_NICE): their CPU comes from what the event loop leaves. */
   nice: number;
+  /** Told what each finished extraction took of its worker's memory. */
+  onWorkerMemory?: (memory: WorkerMemory) => void;
 }
 
 interface Job {
@@ -201,7 +203,10 @@ export class ExtractPool {
     }
     if (slot.job?.id !== message.id) return;
     slot.worker.stopWatching();
-    if (message.ok) this.finish(slot, message.result);
+    if (message.ok) {
+      this.limits.onWorkerMemory?.(message.memory);
+      this.finish(slot, message.result);
+    }
     else if (isPdfRejectionCode(message.code)) this.finish(slot, new PdfRejectedError(message.code, message.message));
     else this.finish(slot, new Error(`PDF extraction failed: ${message.message}`));
     this.dispatch(slot);

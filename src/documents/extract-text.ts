@@ -48,7 +48,7 @@ function warmUpPdf(): Uint8Array {
 }
 import { PdfRejectedError } from './errors.js';
 import { scanPdfStreams, type StreamScan } from './stream-scan.js';
-import { cleanPageText, countCharacters, countWords, joinPages } from './text-stats.js';
+import { cleanPageText, countCharacters, countWords } from './text-stats.js';
 import type { ExtractedPdf } from './types.js';
 
 /** Options for one extraction. */
@@ -81,56 +81,112 @@ const pdfjsOptions = {
 } as const;
 
 /**
- * Extracts the text of a PDF on the calling thread with pdf-parse (pdf.js). Throws PdfRejectedError:
+ * Pages read from one load of the document. pdf.js keeps, for as long as a document is open, every page
+ * it has handed out (its page objects on both sides of its worker protocol), every object it parsed
+ * (its xref cache) and every font it translated: what an extraction holds grows with the pages read,
+ * whatever `page.cleanup()` releases. So the document is closed and opened again (from the same bytes)
+ * every this many pages: each stretch holds no more than a read of `pagesPerLoad` pages, the default
+ * MAX_PDF_PAGES that every real PDF measured reads within the default heap (docs/documents.md).
+ */
+export const pagesPerLoad = 50;
+
+/**
+ * Called after each page is read (and after the document is opened), so the caller can sample memory
+ * (the extract worker reports its peak to the pool, bench/pdf.bench.ts). `page` is 0 after the load.
+ */
+export type PageObserver = (page: number) => void;
+
+/**
+ * Extracts the text of a PDF on the calling thread with pdf.js (through pdf-parse), page by page.
+ * Throws PdfRejectedError:
  * ENCRYPTED_PDF when a password is needed (an empty user password opens by itself and is accepted),
  * INVALID_PDF when the file is corrupt, NO_EXTRACTABLE_TEXT when the kept pages hold no text,
  * PDF_DECOMPRESSION_LIMIT when its streams expand past `maxDecodedBytes` (checked before pdf.js reads
  * it, src/documents/stream-scan.ts), PDF_TOO_MANY_PAGES when it declares or holds more than
  * `maxTotalPages` pages. `pageCount` is the real page count: a page tree's /Count above the page
  * objects the file holds is not believed.
+ * Memory does not grow with the page count: each page's objects are released once its text is read,
+ * the document is reopened every `pagesPerLoad` pages, and the text goes into one accumulator.
  * This blocks the event loop while pdf.js parses; the service calls it through `createPdfExtractor`.
  */
 export async function extractPdfTextInline(
   bytes: Uint8Array,
   options: ExtractOptions,
+  observe: PageObserver = () => {},
 ): Promise<ExtractedPdf> {
   const scan = await scanPdfStreams(bytes, { maxDecodedBytes: options.maxDecodedBytes ?? defaultMaxDecodedBytes });
   const { PDFParse, PasswordException } = await loadPdfParse();
   isPasswordError = (error) => error instanceof PasswordException;
-  // pdf.js takes ownership of (transfers) the array it is given: hand it a copy.
-  const parser = new PDFParse({ data: new Uint8Array(bytes), ...pdfjsOptions });
+  // pdf.js takes ownership of (transfers) the array it is given: each load gets a copy.
+  const open = (): PDFParse => new PDFParse({ data: new Uint8Array(bytes), ...pdfjsOptions });
+  let parser = open();
   try {
     const warnings: string[] = [];
-    const pageCount = realPageCount(await loadPageCount(parser), scan, options.maxTotalPages ?? defaultMaxTotalPages, warnings);
+    const declared = (await loadDocument(parser)).numPages;
+    observe(0);
+    const pageCount = realPageCount(declared, scan, options.maxTotalPages ?? defaultMaxTotalPages, warnings);
     const pagesUsed = Math.min(pageCount, options.maxPdfPages);
-    const result = await readText(parser, pagesUsed);
-    const pageTexts = result.pages.map((page) => cleanPageText(page.text));
-    const text = joinPages(pageTexts);
+    const text = new PageTextAccumulator();
+    for (let pageNumber = 1; pageNumber <= pagesUsed; pageNumber += 1) {
+      if (pageNumber > 1 && (pageNumber - 1) % pagesPerLoad === 0) {
+        // Closing the document releases all pdf.js holds for it; the next stretch starts from nothing.
+        await parser.destroy();
+        parser = open();
+      }
+      text.add(pageNumber, cleanPageText(await readPageText(parser, pageNumber, declared)));
+      observe(pageNumber);
+    }
     if (pageCount > pagesUsed) {
       warnings.push(
         `The PDF has ${pageCount} pages; only the first ${pagesUsed} were used (MAX_PDF_PAGES=${options.maxPdfPages}), pages ${pagesUsed + 1}-${pageCount} were left out.`,
       );
     }
-    if (text.length === 0) {
+    if (text.text.length === 0) {
       throw new PdfRejectedError(
         'NO_EXTRACTABLE_TEXT',
         `The PDF has no extractable text in its first ${pagesUsed} page(s); it looks scanned (images only). Upload a PDF with a text layer.`,
       );
     }
-    const blankPages = result.pages.filter((_, index) => pageTexts[index] === '').map((page) => page.num);
-    if (blankPages.length > 0) {
-      warnings.push(`No text on page(s) ${formatPageList(blankPages)} (images only?); they were skipped.`);
+    if (text.blankPages > 0) {
+      warnings.push(`No text on page(s) ${text.blankPageList()} (images only?); they were skipped.`);
     }
     return {
       pageCount,
       pagesUsed,
-      wordCount: countWords(text),
-      charCount: countCharacters(text),
+      wordCount: countWords(text.text),
+      charCount: countCharacters(text.text),
       warnings,
-      text,
+      text: text.text,
     };
   } finally {
     await parser.destroy();
+  }
+}
+
+/** Blank page numbers named in the warning; the rest are counted. */
+const blankPagesListed = 20;
+
+/**
+ * The document's text as it is read: pages joined by a blank line (`joinPages`), blank pages counted,
+ * the first `blankPagesListed` of them by number. Nothing is kept per page beyond that.
+ */
+class PageTextAccumulator {
+  text = '';
+  blankPages = 0;
+  private readonly listed: number[] = [];
+
+  add(pageNumber: number, pageText: string): void {
+    if (pageText === '') {
+      this.blankPages += 1;
+      if (this.listed.length < blankPagesListed) this.listed.push(pageNumber);
+      return;
+    }
+    this.text = this.text === '' ? pageText : `${this.text}\n\n${pageText}`;
+  }
+
+  blankPageList(): string {
+    const shown = this.listed.join(', ');
+    return this.blankPages > this.listed.length ? `${shown} and ${this.blankPages - this.listed.length} more` : shown;
   }
 }
 
@@ -154,34 +210,59 @@ function realPageCount(declared: number, scan: StreamScan, maxTotalPages: number
   return held;
 }
 
-/** What pdf-parse keeps private but exposes at run time: the loaded pdf.js document. */
-interface LoadableParser {
-  load(): Promise<{ numPages: number }>;
+/** A page as pdf.js hands it out: `cleanup` releases what reading it built. */
+interface PdfPage {
+  cleanup(): boolean;
 }
 
-function asLoadable(parser: object): LoadableParser | undefined {
-  const candidate = parser as Partial<LoadableParser>;
-  return typeof candidate.load === 'function' ? (candidate as LoadableParser) : undefined;
+/** The loaded pdf.js document pdf-parse keeps private (but exposes at run time). */
+interface PdfDocument {
+  numPages: number;
+  getPage(pageNumber: number): Promise<PdfPage>;
+}
+
+/** What pdf-parse keeps private: loading the document, and one page's text as `getText` joins it. */
+interface ParserInternals {
+  load(): Promise<PdfDocument>;
+  getPageText(page: PdfPage, params: object, total: number): Promise<string>;
+}
+
+function internals(parser: object): ParserInternals | undefined {
+  const candidate = parser as Partial<ParserInternals>;
+  return typeof candidate.load === 'function' && typeof candidate.getPageText === 'function' ? (candidate as ParserInternals) : undefined;
 }
 
 /**
- * The page tree's page count. Not through `getInfo`: it also reads page labels, an array as long as
- * the declared count (a tree claiming 2^30 pages made that take seconds and half a gigabyte).
+ * Opens the document: the page tree's page count. Not through `getInfo`: it also reads page labels, an
+ * array as long as the declared count (a tree claiming 2^30 pages made that take seconds and half a gigabyte).
  */
-async function loadPageCount(parser: PDFParse): Promise<number> {
+async function loadDocument(parser: PDFParse): Promise<{ numPages: number }> {
   try {
-    const loadable = asLoadable(parser);
-    if (loadable !== undefined) return (await loadable.load()).numPages;
-    return (await parser.getInfo()).total;
+    const loadable = internals(parser);
+    if (loadable !== undefined) return await loadable.load();
+    return { numPages: (await parser.getInfo()).total };
   } catch (error) {
     throw toRejection(error);
   }
 }
 
-async function readText(parser: PDFParse, pagesUsed: number): ReturnType<PDFParse['getText']> {
+/**
+ * One page's text, as pdf-parse's `getText` makes it (default parameters), its page objects released
+ * once read. Without the internals (a pdf-parse that changed them), `getText` of that one page.
+ */
+async function readPageText(parser: PDFParse, pageNumber: number, total: number): Promise<string> {
   try {
-    // pageJoiner '' keeps pdf-parse from adding `-- n of m --` markers; pages are joined here.
-    return await parser.getText({ first: pagesUsed, pageJoiner: '' });
+    const reader = internals(parser);
+    if (reader === undefined) {
+      const result = await parser.getText({ first: pageNumber, last: pageNumber, pageJoiner: '' });
+      return result.pages[0]?.text ?? '';
+    }
+    const page = await (await reader.load()).getPage(pageNumber);
+    try {
+      return await reader.getPageText(page, {}, total);
+    } finally {
+      page.cleanup();
+    }
   } catch (error) {
     throw toRejection(error);
   }
@@ -202,9 +283,4 @@ function toRejection(error: unknown): PdfRejectedError {
     'INVALID_PDF',
     `The PDF could not be read (it looks corrupt or truncated): ${detail}`,
   );
-}
-
-function formatPageList(pages: readonly number[]): string {
-  const shown = pages.slice(0, 20).join(', ');
-  return pages.length > 20 ? `${shown} and ${pages.length - 20} more` : shown;
 }

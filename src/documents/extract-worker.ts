@@ -10,7 +10,9 @@ import { readdirSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { PdfRejectedError } from './errors.js';
 import { extractPdfTextInline, preloadPdfParse } from './extract-text.js';
-import type { ExtractRequestToChild, ExtractResponse } from './worker-protocol.js';
+import { getHeapStatistics, setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import type { ExtractRequestToChild, ExtractResponse, WorkerMemory } from './worker-protocol.js';
 
 const send = process.send?.bind(process);
 if (send === undefined) throw new Error('extract-worker must run as a child process with an IPC channel');
@@ -54,10 +56,33 @@ void preloadPdfParse().then(() => {
   send({ type: 'ready' } satisfies ExtractResponse);
 });
 
+/** A full garbage collection before each memory sample, when asked for (the bench's live-heap figures). */
+const collect = ((): (() => void) | undefined => {
+  if (process.env.STUDY_HELPER_EXTRACT_LIVE_HEAP !== '1') return undefined;
+  setFlagsFromString('--expose-gc');
+  return runInNewContext('gc') as () => void;
+})();
+
+/** Peak memory of one extraction, sampled at the document's load and after each page. */
+function memorySampler(): { sample: () => void; memory: WorkerMemory } {
+  const memory: WorkerMemory = { heapStartBytes: 0, heapPeakBytes: 0, rssStartBytes: 0, rssPeakBytes: 0 };
+  const sample = (): void => {
+    collect?.();
+    const heap = getHeapStatistics().used_heap_size;
+    const rss = process.memoryUsage.rss();
+    if (memory.heapStartBytes === 0) Object.assign(memory, { heapStartBytes: heap, rssStartBytes: rss });
+    memory.heapPeakBytes = Math.max(memory.heapPeakBytes, heap);
+    memory.rssPeakBytes = Math.max(memory.rssPeakBytes, rss);
+  };
+  sample();
+  return { sample, memory };
+}
+
 async function answer(request: ExtractRequestToChild): Promise<ExtractResponse> {
   try {
-    const result = await extractPdfTextInline(request.bytes, request.options);
-    return { type: 'result', id: request.id, ok: true, result };
+    const { sample, memory } = memorySampler();
+    const result = await extractPdfTextInline(request.bytes, request.options, sample);
+    return { type: 'result', id: request.id, ok: true, result, memory };
   } catch (error) {
     if (error instanceof PdfRejectedError)
       return { type: 'result', id: request.id, ok: false, code: error.code, message: error.message };

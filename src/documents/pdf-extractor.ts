@@ -2,6 +2,7 @@ import { ExtractPool, type ExtractWorkerEntry } from './extract-pool.js';
 import { extractPdfTextInline, type ExtractOptions } from './extract-text.js';
 import { workerEntry } from '../threads/worker-entry.js';
 import type { ExtractedPdf } from './types.js';
+import type { WorkerMemory } from './worker-protocol.js';
 
 export type { ExtractWorkerEntry } from './extract-pool.js';
 
@@ -34,6 +35,8 @@ export interface PdfExtractorOptions {
   ceilingMb?: number;
   /** WORKER_NICE: the workers' nice value (0–19, Linux). Default 0 (unchanged); the service passes WORKER_NICE (19). */
   nice?: number;
+  /** Told the memory a worker used for each extraction it finished (bench/pdf.bench.ts). */
+  onWorkerMemory?: (memory: WorkerMemory) => void;
 }
 
 /** The defaults of `PdfExtractorOptions` (and of the PDF_* variables in src/config.ts). */
@@ -50,7 +53,7 @@ export function extractWorkerEntry(moduleUrl: string = import.meta.url): Extract
 /** A PDF extractor; by default a pool of worker threads keeps pdf.js off the event loop (extract-pool.ts). */
 export function createPdfExtractor(options: PdfExtractorOptions = {}): PdfExtractor {
   if (options.mode === 'inline') {
-    return { extract: extractPdfTextInline, close: async () => {} };
+    return { extract: (bytes, extractOptions) => extractPdfTextInline(bytes, extractOptions), close: async () => {} };
   }
   const pool = new ExtractPool(extractWorkerEntry(), {
     workers: options.workers ?? pdfExtractorDefaults.workers,
@@ -61,6 +64,7 @@ export function createPdfExtractor(options: PdfExtractorOptions = {}): PdfExtrac
     ...(options.ceilingMb === undefined ? {} : { ceilingMb: options.ceilingMb }),
     retryAfterSeconds: extractorBusyRetryAfterSeconds,
     nice: options.nice ?? 0,
+    ...(options.onWorkerMemory === undefined ? {} : { onWorkerMemory: options.onWorkerMemory }),
   });
   return { extract: (bytes, extractOptions, client) => pool.extract(bytes, extractOptions, client), close: () => pool.close() };
 }

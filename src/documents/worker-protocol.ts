@@ -15,5 +15,18 @@ export interface ExtractRequestToChild {
  */
 export type ExtractResponse =
   | { type: 'ready' }
-  | { type: 'result'; id: number; ok: true; result: ExtractedPdf }
+  | { type: 'result'; id: number; ok: true; result: ExtractedPdf; memory: WorkerMemory }
   | { type: 'result'; id: number; ok: false; code: PdfRejectionCode | 'INTERNAL'; message: string };
+
+/**
+ * What an extraction took of its worker, sampled when the document was opened and after each page:
+ * V8 heap used and resident set, at the start and at the highest sample, in bytes. With
+ * STUDY_HELPER_EXTRACT_LIVE_HEAP=1 (bench/pdf.bench.ts) each sample follows a full garbage collection,
+ * so the heap figures are live objects only; without, they include garbage not yet collected.
+ */
+export interface WorkerMemory {
+  heapStartBytes: number;
+  heapPeakBytes: number;
+  rssStartBytes: number;
+  rssPeakBytes: number;
+}

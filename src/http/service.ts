@@ -2,12 +2,14 @@
  * The running service: configuration → provider adapters → actor system (gateway) → document store →
  * HTTP app listening on HOST:PORT. `npm start` and `npm run demo` both start it through here.
  */
+import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Inspection } from '../inspect/index.js';
 import { createGateway } from '../actors/index.js';
 import { loggableConfig } from '../config.js';
 import type { Config } from '../config.js';
-import { createMemoryDocumentStore } from '../documents/index.js';
+import { createFileDocumentStore, createMemoryDocumentStore } from '../documents/index.js';
+import { claimJobsDirectory, createFileJobStatusStore } from '../jobs/index.js';
 import type { Fleet } from '../fleet/index.js';
 import { createKeyIdentity, randomKeySalt } from '../security/key-id.js';
 import { createAdapters } from '../providers/index.js';
@@ -95,14 +97,29 @@ export async function startService(config: Config, options: ServiceOptions = {})
     // One fingerprint per key fleet-wide: the configured salt, else the fleet's, else this process's.
     keyIdentity: createKeyIdentity(keySalt),
   });
+  // Without Redis, job records and their documents go to JOBS_DIR when this process can take it, so its
+  // jobs survive a restart (docs/jobs.md "Without Redis").
+  const jobsDir = fleet === undefined && config.jobsDir !== undefined && claimJobsDirectory(config.jobsDir) ? config.jobsDir : undefined;
   const documentStore =
-    fleet === undefined
-      ? createMemoryDocumentStore({ ttlSeconds: config.documentTtlSeconds })
-      : fleet.documentStore(config.documentTtlSeconds);
+    fleet !== undefined
+      ? fleet.documentStore(config.documentTtlSeconds)
+      : jobsDir !== undefined
+        ? createFileDocumentStore({ directory: join(jobsDir, 'documents'), ttlSeconds: config.documentTtlSeconds })
+        : createMemoryDocumentStore({ ttlSeconds: config.documentTtlSeconds });
   const app = await buildApp({
     config,
     gateway,
     documentStore,
+    ...(jobsDir === undefined
+      ? {}
+      : {
+          jobStatusStore: createFileJobStatusStore({
+            directory: join(jobsDir, 'jobs'),
+            maxEntries: config.jobs.maxJobs,
+            interruptedTtlMs: config.jobs.ttlSeconds * 1000,
+            liveTtlMs: Math.max(config.jobs.ttlSeconds * 1000, 3_600_000),
+          }),
+        }),
     // Job views too (GET /v1/jobs/:id from any instance); never the keys, which stay in the job's actor.
     ...(fleet === undefined
       ? {}
@@ -121,6 +138,9 @@ export async function startService(config: Config, options: ServiceOptions = {})
       ? {}
       : { sharedRateLimits: { redis: fleet.store.client, prefix: `${config.redisPrefix}rate:`, salt: `${fleetSalt ?? randomKeySalt()}:rate` } }),
   });
+  if (fleet === undefined && config.jobsDir !== undefined && jobsDir === undefined) {
+    app.log.warn(`JOBS_DIR ${config.jobsDir} is not usable (held by another live process, not this user's own, or writable by others): jobs are kept in memory only and a restart forgets them.`);
+  }
   if (inspection !== undefined) app.addHook('onClose', async () => inspection.stop());
   app.log.info({ config: loggableConfig(config) }, 'effective configuration');
   for (const warning of config.warnings) app.log.warn(warning);

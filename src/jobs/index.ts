@@ -2,6 +2,7 @@ export { createJobRegistry, jobView, JobCapacityError, JobNotResumableError } fr
 export { interruptedRecord, keysMatch, publicView } from './record.js';
 export type { JobRegistry, JobRegistryOptions, JobSpec, JobListener } from './registry.js';
 export { createMemoryJobStatusStore, JobStoreUnavailableError } from './status-store.js';
+export { claimJobsDirectory, createFileJobStatusStore, type FileJobStatusStoreOptions } from './file-status-store.js';
 export type {
   JobStatusStore,
   JobPutOptions,

@@ -58,12 +58,19 @@ export interface MemoryJobStatusStoreOptions {
   readonly interruptedTtlMs?: number;
   /** Epoch ms; default `Date.now` (so fake timers drive expiry in tests). */
   readonly now?: () => number;
+  /** Records to start with (a file store's, read back at start-up), oldest write first. */
+  readonly initial?: readonly JobStoreEntry[];
+  /** Told each record written (`entry`) or dropped (undefined): a file store keeps its copy with it. */
+  readonly onChange?: (jobId: string, entry: JobStoreEntry | undefined) => void;
 }
 
-interface Entry {
+/** A record and when it expires (epoch ms; null: a live record, kept while its runner holds it). */
+export interface JobStoreEntry {
   readonly record: JobRecord;
   readonly expiresAt: number | null;
 }
+
+type Entry = JobStoreEntry;
 
 export interface MemoryJobStatusStore extends JobStatusStore {
   readonly size: number;
@@ -79,22 +86,26 @@ export interface MemoryJobStatusStore extends JobStatusStore {
 export function createMemoryJobStatusStore(options: MemoryJobStatusStoreOptions): MemoryJobStatusStore {
   const now = options.now ?? (() => Date.now());
   const interruptedTtlMs = options.interruptedTtlMs ?? 3_600_000;
-  const entries = new Map<string, Entry>();
+  const entries = new Map<string, Entry>((options.initial ?? []).map((entry) => [entry.record.jobId, entry]));
   const leases = new Map<string, string>();
+  const changed = options.onChange ?? (() => undefined);
+
+  function drop(jobId: string): void {
+    entries.delete(jobId);
+    leases.delete(jobId);
+    changed(jobId, undefined);
+  }
 
   function sweep(at: number): void {
     for (const [jobId, entry] of entries) {
-      if (entry.expiresAt !== null && entry.expiresAt <= at) {
-        entries.delete(jobId);
-        leases.delete(jobId);
-      }
+      if (entry.expiresAt !== null && entry.expiresAt <= at) drop(jobId);
     }
   }
 
   function evictOldestFinished(): boolean {
     for (const [jobId, entry] of entries) {
       if (isFinalStatus(entry.record.status)) {
-        entries.delete(jobId);
+        drop(jobId);
         return true;
       }
     }
@@ -106,7 +117,9 @@ export function createMemoryJobStatusStore(options: MemoryJobStatusStoreOptions)
     sweep(at);
     // Re-inserting keeps the Map in write order: the oldest finished record is the first one met.
     entries.delete(record.jobId);
-    entries.set(record.jobId, { record, expiresAt: ttlMs === undefined ? null : at + ttlMs });
+    const entry = { record, expiresAt: ttlMs === undefined ? null : at + ttlMs };
+    entries.set(record.jobId, entry);
+    changed(record.jobId, entry);
     while (entries.size > options.maxEntries && evictOldestFinished());
   }
 
@@ -114,8 +127,7 @@ export function createMemoryJobStatusStore(options: MemoryJobStatusStoreOptions)
     const entry = entries.get(jobId);
     if (entry === undefined) return undefined;
     if (entry.expiresAt !== null && entry.expiresAt <= now()) {
-      entries.delete(jobId);
-      leases.delete(jobId);
+      drop(jobId);
       return undefined;
     }
     return entry.record;
@@ -157,8 +169,7 @@ export function createMemoryJobStatusStore(options: MemoryJobStatusStoreOptions)
       return true;
     },
     async delete(jobId) {
-      entries.delete(jobId);
-      leases.delete(jobId);
+      drop(jobId);
     },
     async close() {
       entries.clear();

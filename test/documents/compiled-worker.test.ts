@@ -79,4 +79,36 @@ describe('the PDF worker from compiled JavaScript (as under dist/)', () => {
     const { stdout } = await execFileAsync(process.execPath, [scriptPath], { cwd: outDir });
     expect(JSON.parse(stdout)).toEqual({ hungry: { code: 'PDF_MEMORY_LIMIT' }, benign: { pageCount: 2 }, after: { pageCount: 2 } });
   }, 180_000);
+
+  it('reads a 700-page book-like PDF with MAX_PDF_PAGES raised within the default PDF_WORKER_MEMORY_MB', async () => {
+    // 700 pages of 40 lines, each page's text in a font object of its own (as a typeset book's subset
+    // fonts are): before extraction went page by page, pdf.js kept every page and font it met and this
+    // PDF was refused PDF_MEMORY_LIMIT at the default 48 MB heap.
+    const pages = 700;
+    const linesPerPage = 40;
+    const bookPath = join(outDir, 'book.pdf');
+    await writeFile(bookPath, await englishTextPdf(pages, { fontPerPage: true, linesPerPage }));
+    const script = [
+      `import { readFileSync } from 'node:fs';`,
+      `import { createPdfExtractor } from ${JSON.stringify(join(outDir, 'index.js'))};`,
+      // The defaults (PDF_WORKER_MEMORY_MB 48 and its ceiling); no deadline to race on a busy machine.
+      `const extractor = createPdfExtractor({ workers: 1, timeoutMs: 600000 });`,
+      `const outcome = await extractor.extract(readFileSync(${JSON.stringify(bookPath)}), { maxPdfPages: 1000 }).then(`,
+      `  (result) => ({ pageCount: result.pageCount, pagesUsed: result.pagesUsed, text: result.text }),`,
+      `  (error) => ({ code: error.code }),`,
+      `);`,
+      `await extractor.close();`,
+      `console.log(JSON.stringify(outcome));`,
+    ].join('\n');
+    const scriptPath = join(outDir, 'book.mjs');
+    await writeFile(scriptPath, script);
+    const { stdout } = await execFileAsync(process.execPath, [scriptPath], { cwd: outDir, maxBuffer: 64 * 1024 * 1024 });
+    const outcome = JSON.parse(stdout) as { code?: string; pageCount?: number; pagesUsed?: number; text?: string };
+    expect(outcome.code).toBeUndefined();
+    expect({ pageCount: outcome.pageCount, pagesUsed: outcome.pagesUsed }).toEqual({ pageCount: pages, pagesUsed: pages });
+    // Every page's text is there, in order: each page opens with its own chapter line.
+    const chapters = [...(outcome.text ?? '').matchAll(/^Chapter (\d+): Plant biology$/gmu)].map((match) => Number(match[1]));
+    expect(chapters).toEqual(Array.from({ length: pages }, (_, index) => index + 1));
+    expect((outcome.text ?? '').split('\n')).toHaveLength(pages * linesPerPage + (pages - 1));
+  }, 600_000);
 });

@@ -1,0 +1,82 @@
+import { mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { createMemoryDocumentStore } from './memory-store.js';
+import type { DocumentStore, StoredDocument } from './types.js';
+
+export interface FileDocumentStoreOptions {
+  /** The directory of the documents, one `<documentId>.json` each (created if missing). */
+  directory: string;
+  /** A document is gone this many seconds after it was put (DOCUMENT_TTL_SECONDS). */
+  ttlSeconds: number;
+  /** Most documents kept, on disk as in memory; past it the oldest file goes. Default 1000. */
+  maxDocuments?: number;
+}
+
+/** A document id that may name a file: what `randomUUID` makes. */
+const fileSafeId = /^[A-Za-z0-9-]{1,64}$/u;
+
+/**
+ * Documents for one process without Redis that survive its restart (JOBS_DIR, docs/jobs.md "Without
+ * Redis"): the in-process store (memory-store.ts) in front, each document also written to
+ * `<directory>/<documentId>.json` and read from there when memory does not hold it (after a restart), so
+ * a job found interrupted at start-up can be resumed on the text it was created on. Same TTL and bound as
+ * the memory store; expired files are removed at start-up and when read.
+ */
+export function createFileDocumentStore(options: FileDocumentStoreOptions): DocumentStore {
+  const { directory } = options;
+  const ttlMs = options.ttlSeconds * 1000;
+  const maxDocuments = options.maxDocuments ?? 1000;
+  const memory = createMemoryDocumentStore({ ttlSeconds: options.ttlSeconds, maxDocuments });
+  mkdirSync(directory, { recursive: true, mode: 0o700 });
+  // The files on disk by write time, oldest first (a Map keeps insertion order): the bound's order.
+  const onDisk = new Map<string, number>();
+  const found: { id: string; at: number }[] = [];
+  for (const name of readdirSync(directory)) {
+    const id = name.endsWith('.json') ? name.slice(0, -'.json'.length) : '';
+    const at = fileSafeId.test(id) ? statSync(join(directory, name)).mtimeMs : 0;
+    if (at + ttlMs <= Date.now()) rmSync(join(directory, name), { force: true });
+    else found.push({ id, at });
+  }
+  for (const { id, at } of found.sort((a, b) => a.at - b.at)) onDisk.set(id, at);
+  const fileOf = (documentId: string): string => join(directory, `${documentId}.json`);
+
+  async function remove(documentId: string): Promise<void> {
+    onDisk.delete(documentId);
+    await rm(fileOf(documentId), { force: true });
+  }
+
+  return {
+    async put(doc) {
+      await memory.put(doc);
+      if (!fileSafeId.test(doc.documentId)) return;
+      const temporary = `${fileOf(doc.documentId)}.${process.pid}.tmp`;
+      await writeFile(temporary, JSON.stringify(doc), { mode: 0o600 });
+      await rename(temporary, fileOf(doc.documentId));
+      onDisk.delete(doc.documentId);
+      onDisk.set(doc.documentId, Date.now());
+      for (const oldest of onDisk.keys()) {
+        if (onDisk.size <= maxDocuments) break;
+        await remove(oldest);
+      }
+    },
+    async get(documentId) {
+      const held = await memory.get(documentId);
+      if (held !== undefined || !onDisk.has(documentId)) return held;
+      try {
+        const doc = JSON.parse(await readFile(fileOf(documentId), 'utf8')) as StoredDocument;
+        if (doc.documentId !== documentId || !(doc.createdAt + ttlMs > Date.now())) {
+          await remove(documentId);
+          return undefined;
+        }
+        return doc;
+      } catch {
+        await remove(documentId);
+        return undefined;
+      }
+    },
+    async close() {
+      await memory.close?.();
+    },
+  };
+}
