@@ -71,9 +71,9 @@ function createHeldKeyMachine(table: ErrorTable) {
 /**
  * A shelf of key actors, a child of the key book: it spawns and stops the keys its book assigns it
  * (`key.hold`, `key.release`), passes each key event on to its key, and each key's `key.changed` up to
- * the book. The book keeps its refused keys on √maxKeys shelves rather than as direct children because
- * XState copies an actor's `children` on every spawn and stop: 10 000 children of one actor cost ~40 ms
- * per refused key, 100 shelves of ~100 keys a hundredth of it. The shelf decides nothing.
+ * the book. The book keeps its refused keys on shelves of ~16 (`shelfCount`) rather than as direct
+ * children because XState copies an actor's `children` on every spawn and stop: 10 000 children of one
+ * actor cost ~40 ms per refused key. The shelf decides nothing.
  */
 export function createKeyShelfMachine(table: ErrorTable) {
   return setup({
@@ -119,6 +119,19 @@ export function createKeyShelfMachine(table: ErrorTable) {
 export const keyShelfMachine = createKeyShelfMachine(errorPolicy);
 
 type ShelfRef = ActorRefFrom<ReturnType<typeof createKeyShelfMachine>>;
+
+/** Keys per shelf, on average, once the book is full. */
+const keysPerShelf = 16;
+/** The most shelves a book spawns (each spawned once, when its first key comes). */
+const maxShelves = 1024;
+
+/**
+ * How many shelves a book of `maxKeys` spreads its keys over: a key's spawn and stop copy its shelf's
+ * children (~16), a shelf's first spawn copies the book's (at most 1 024, once per shelf).
+ */
+function shelfCount(maxKeys: number): number {
+  return Math.min(maxShelves, Math.max(1, Math.ceil(maxKeys / keysPerShelf)));
+}
 
 /** One key's state as the views read it: its actor's state value and context. */
 export interface KeyEntry {
@@ -168,7 +181,7 @@ export class KeyIndex implements KeyEntries {
   #expiries: Expiry[] = [];
 
   constructor(maxKeys: number) {
-    this.#shelves = new Array<ShelfRef | undefined>(Math.max(1, Math.ceil(Math.sqrt(maxKeys))));
+    this.#shelves = new Array<ShelfRef | undefined>(shelfCount(maxKeys));
   }
 
   #count(shared: SharedKeyHealth, delta: number): void {

@@ -4,6 +4,7 @@
  * KEY_QUARANTINE_MS=0, admissions answered by message (`key.admit` → `key.admitted` / `key.refused`), and
  * the fleet hears each change made here once and never an echo of its own.
  */
+import { createHash } from 'node:crypto';
 import { describe, expect, it, vi } from 'vitest';
 import { createActor, fromCallback, SimulatedClock, type AnyActorRef } from 'xstate';
 import type { CallRequest } from '../../src/machines/call-request.js';
@@ -436,5 +437,35 @@ describe('key book: each refused key is a live actor of its own', () => {
     actor.send({ type: 'key.failed', keyId: 'k3', callId: 'c3', errorClass: 'auth', at });
     // k1 was asked about, not touched: it is still the least recently touched, and went first.
     expect(keys().ids().sort()).toEqual(['k2', 'k3']);
+  });
+});
+
+describe('key book: cheap per event however many keys are refused', () => {
+  // XState copies an actor's children on each spawn and stop, and walks every pending timer of the system
+  // on each stop: what one refusal costs grows with the children of the actors it touches and with the
+  // timers pending. Timing lives in `npm run bench -- keys`; here the shape that keeps it flat.
+  it('spreads 2 500 refused keys over shelves of about 16 (at most 157 shelves), and holds one timer', () => {
+    vi.useFakeTimers();
+    try {
+      const { actor, keys } = book({ maxKeys: 2_500 });
+      for (let i = 0; i < 2_600; i += 1) {
+        const keyId = createHash('sha256').update(`key ${i}`).digest('hex').slice(0, 32);
+        actor.send({ type: 'key.failed', keyId, callId: `c${i}`, errorClass: 'auth', at: at + i });
+      }
+      expect(keys().size).toBe(2_500);
+      expect(keyActors(actor).size).toBe(2_500);
+      const children = Object.keys(actor.getSnapshot().children);
+      const shelves = children.filter((id) => id.startsWith('shelf.'));
+      // 2 500 / 16 → 157 shelves and the key link: the book's own children stay few.
+      expect(shelves.length).toBeLessThanOrEqual(157);
+      expect(children.length).toBe(shelves.length + 1);
+      const perShelf = shelves.map(
+        (id) => Object.keys((actor.getSnapshot().children[id]?.getSnapshot() as { children: object }).children).length,
+      );
+      expect(Math.max(...perShelf)).toBeLessThanOrEqual(48);
+      expect(vi.getTimerCount()).toBe(1);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
