@@ -271,11 +271,12 @@ export class KeyIndex implements KeyEntries {
   }
 
   #pushExpiry(expiry: Expiry): void {
-    // Entries left behind by keys that changed or left: rebuilt from the tracked keys when they dominate.
+    // Entries left behind by keys that changed or left: rebuilt from the tracked keys (this one's new
+    // time included: it is already recorded) when they dominate; sorted, the array is a heap.
     if (this.#expiries.length > 2 * this.#keys.size + 64) {
       this.#expiries = [...this.#keys].map(([id, tracked]) => ({ forgetAt: tracked.forgetAt, keyId: id }));
       this.#expiries.sort((a, b) => a.forgetAt - b.forgetAt);
-      if (this.#isCurrent(expiry) && this.#expiries.includes(expiry)) return;
+      return;
     }
     const heap = this.#expiries;
     heap.push(expiry);

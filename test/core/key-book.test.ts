@@ -350,6 +350,26 @@ describe('key book: forgetting a refusal nobody probes', () => {
     expect(keys().size).toBe(0);
   });
 
+  it('forgets a key cooled again 300 times at its last time, and another key at its own', () => {
+    const clock = new SimulatedClock();
+    const { actor, keys } = book({ clock });
+    actor.send({ type: 'key.failed', keyId: 'steady', callId: 's', errorClass: 'auth', at });
+    for (let i = 0; i < 300; i += 1)
+      actor.send({ type: 'key.failed', keyId: 'busy', callId: `b${i}`, errorClass: 'rate_limited', retryAfterMs: 1_000, at: at + i });
+    // steady: until at + 60 000, forgotten at + 120 000; busy: until at + 299 + 1 000, forgotten at + 61 299
+    // (the book's timer, set for busy's first time, at + 61 000, waits again for the rest then).
+    clock.increment(61_000);
+    expect(keys().ids().sort()).toEqual(['busy', 'steady']);
+    clock.increment(298);
+    expect(keys().ids().sort()).toEqual(['busy', 'steady']);
+    clock.increment(1);
+    expect(keys().ids()).toEqual(['steady']);
+    clock.increment(120_000 - 61_299 - 1);
+    expect(keys().ids()).toEqual(['steady']);
+    clock.increment(1);
+    expect(keys().size).toBe(0);
+  });
+
   it('leaves no timer behind for a key the LRU map already dropped', () => {
     vi.useFakeTimers();
     try {
