@@ -1,12 +1,16 @@
 /**
  * `npm run bench -- keys`: what per-key health costs on the event loop, at 100 and at 10 000 refused keys
  * (the most refused keys a provider remembers), alternating the two sizes over rounds (medians): one refusal (a new key's
- * `key.failed` stepped into the book), one admission look-up (the provider's `isKeyRefused` guard), and the
- * counts `GET /v1/providers` and `/metrics` read. The figure that matters is the ratio: a hostile client
- * spraying bad keys must not make each refusal slower as the book fills.
+ * `key.failed`: a key actor spawned on its shelf, the least recently touched one stopped at the bound),
+ * one admission (the provider's `key.admit`, answered by the refused key's own actor), the counts
+ * `GET /v1/providers` and `/metrics` read, and the heap the refused keys hold. The figure that matters is
+ * the ratio: a hostile client spraying bad keys must not make each refusal slower as the book fills.
  */
-import { createActor } from 'xstate';
-import { keyAdmission, keyBookMachine, refusedKeyCounts } from '../src/machines/key-book.machine.js';
+import { createActor, fromCallback } from 'xstate';
+import type { CallRequest } from '../src/machines/call-request.js';
+import type { KeyAnswer } from '../src/machines/key-health.machine.js';
+import { keyBookMachine, refusedKeyCounts } from '../src/machines/key-book.machine.js';
+import { Secret } from '../src/security/secret.js';
 import { median, round, writeBenchSection } from './report.js';
 
 const rounds = Number(process.env['BENCH_ROUNDS'] ?? 5);
@@ -33,10 +37,34 @@ interface Sample {
   refusalUs: number;
   admissionUs: number;
   countsMs: number;
+  heapKiBPerKey: number;
 }
 
+let refused = 0;
+const replyTo = createActor(
+  fromCallback<KeyAnswer>(({ receive }) =>
+    receive((answer) => {
+      if (answer.type === 'key.refused') refused += 1;
+    }),
+  ),
+).start();
+const apiKey = new Secret('bench-key-not-a-real-key');
+const callOf = (keyId: string): CallRequest => ({
+  callId: 'bench',
+  keyId,
+  replyTo,
+  request: { task: 'notes', text: 'bench', maxOutputTokens: 16 } as unknown as CallRequest['request'],
+  apiKey,
+  validate: () => ({ ok: true, value: {} }),
+  at,
+});
+
 function measure(size: number): Sample {
+  globalThis.gc?.();
+  const heapBefore = process.memoryUsage().heapUsed;
   const { actor } = filledBook(size);
+  globalThis.gc?.();
+  const heapKiBPerKey = (process.memoryUsage().heapUsed - heapBefore) / 1024 / size;
   const added: string[] = [];
   let start = performance.now();
   for (let i = 0; i < events; i += 1) {
@@ -48,17 +76,20 @@ function measure(size: number): Sample {
   const keys = actor.getSnapshot().context.keys;
   // Keys still in the book (the most recent ones: at 100 the older ones were forgotten).
   const ids = added.slice(-Math.min(size, added.length));
+  const calls = ids.map(callOf);
   start = performance.now();
-  let refused = 0;
-  for (let i = 0; i < events * 10; i += 1)
-    if (!keyAdmission(keys, ids[i % ids.length] as string, at).admit) refused += 1;
+  refused = 0;
+  for (let i = 0; i < events * 10; i += 1) {
+    const call = calls[i % calls.length] as CallRequest;
+    actor.send({ type: 'key.admit', keyId: call.keyId, call, replyTo, at });
+  }
   const admissionUs = ((performance.now() - start) * 1000) / (events * 10);
   start = performance.now();
   for (let i = 0; i < 20; i += 1) refusedKeyCounts(keys);
   const countsMs = (performance.now() - start) / 20;
   actor.stop();
   if (refused === 0) throw new Error('no refused look-up: the bench measures nothing');
-  return { refusalUs, admissionUs, countsMs };
+  return { refusalUs, admissionUs, countsMs, heapKiBPerKey };
 }
 
 measure(100); // warm-up, discarded
@@ -74,6 +105,7 @@ const rows = sizes.map((size) => [
   round(medianOf(size, 'refusalUs'), 1),
   round(medianOf(size, 'admissionUs'), 3),
   round(medianOf(size, 'countsMs'), 3),
+  round(medianOf(size, 'heapKiBPerKey'), 1),
 ]);
 const ratio = medianOf(10_000, 'refusalUs') / medianOf(100, 'refusalUs');
 const markdown = writeBenchSection({
@@ -81,9 +113,10 @@ const markdown = writeBenchSection({
   title: 'keys: per-key health on the event loop',
   settings: `\`BENCH_ROUNDS\`=${rounds}, \`BENCH_EVENTS\`=${events}`,
   measures:
-    'One provider\'s key book holding 100 or 10,000 refused keys: a refusal (a new key\'s `key.failed` stepped in, the least ' +
-    'recently touched key forgotten at the bound), the admission look-up of every call, the counts `GET /v1/providers` reads.',
-  columns: ['refused keys', 'µs per refusal', 'µs per admission look-up', 'ms per count read'],
+    'One provider\'s key book holding 100 or 10,000 refused keys, each a key actor of its own: a refusal (a new key\'s ' +
+    '`key.failed`: its actor spawned, the least recently touched one stopped at the bound), the admission every call asks ' +
+    '(`key.admit`, answered by the key\'s actor), the counts `GET /v1/providers` reads, the heap per refused key.',
+  columns: ['refused keys', 'µs per refusal', 'µs per admission', 'ms per count read', 'KiB heap per key'],
   rows,
   goals: [
     {

@@ -22,7 +22,7 @@ if (unknown.length > 0) {
 let failed = 0;
 for (const file of wanted.length > 0 ? wanted : available) {
   process.stdout.write(`\n=== ${file} ===\n`);
-  const result = spawnSync(process.execPath, ['--import', 'tsx', join(benchDirectory, file)], {
+  const result = spawnSync(process.execPath, ['--expose-gc', '--import', 'tsx', join(benchDirectory, file)], {
     stdio: 'inherit',
   });
   if (result.status !== 0) {

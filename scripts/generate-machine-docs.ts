@@ -37,8 +37,9 @@ export const machineSources: readonly MachineSource[] = [
   { name: 'provider', file: 'src/machines/provider.machine.ts', exportName: 'providerMachine', title: 'Provider actor (one per provider)' },
   { name: 'call', file: 'src/machines/call.machine.ts', exportName: 'callMachine', title: 'Upstream call (one per admitted call, stepped by the provider\'s runtime)' },
   { name: 'breaker', file: 'src/machines/breaker.machine.ts', exportName: 'breakerMachine', title: 'Circuit breaker (child of each provider actor)' },
-  { name: 'key-health', file: 'src/machines/key-health.machine.ts', exportName: 'keyHealthMachine', title: 'Key health (one per refused caller key, stepped by the key book)' },
-  { name: 'key-book', file: 'src/machines/key-book.machine.ts', exportName: 'keyBookMachine', title: 'Key book (child of each provider actor: the bounded map of refused keys)' },
+  { name: 'key-health', file: 'src/machines/key-health.machine.ts', exportName: 'keyHealthMachine', title: 'Key health (one actor per refused caller key, under the key book)' },
+  { name: 'key-book', file: 'src/machines/key-book.machine.ts', exportName: 'keyBookMachine', title: 'Key book (child of each provider actor: routes to its refused keys\' actors, admits the rest)' },
+  { name: 'key-shelf', file: 'src/machines/key-book.machine.ts', exportName: 'keyShelfMachine', title: 'Key shelf (child of the key book: holds ~16 of its key actors)' },
   { name: 'fallback', file: 'src/machines/fallback.machine.ts', exportName: 'fallbackMachine', title: 'Retry-and-fallback run (one per request)' },
   { name: 'job', file: 'src/machines/job.machine.ts', exportName: 'jobMachine', title: 'Job (one per background job)' },
   {

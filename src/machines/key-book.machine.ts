@@ -1,25 +1,32 @@
 import {
   and,
+  assign,
   enqueueActions,
-  initialTransition,
-  or,
+  not,
+  sendParent,
+  sendTo,
   setup,
-  transition,
+  stopChild,
   type ActorRefFrom,
   type StateValue,
 } from 'xstate';
-import { LRUCache } from 'lru-cache';
 import { errorPolicy, keyVerdictInTable, type ErrorClass, type ErrorTable } from '../errors/index.js';
 import {
   createKeyHealthMachine,
+  keyChanged,
+  type KeyAnswer,
+  type KeyChangedEvent,
   type KeyHealthContext,
   type KeyHealthEvent,
+  type KeyHealthInput,
   type SharedKeyHealth,
 } from './key-health.machine.js';
 import { embeddedKeyLink, type KeyLinkReply } from './key-link.js';
 import type { ProviderId } from './types.js';
 
-/** Per-key health settings (KEY_QUARANTINE_MS, KEY_COOLING_MS, KEY_HEALTH_MAX_KEYS). */
+export type { KeySkipReason } from './key-health.machine.js';
+
+/** Per-key health settings (KEY_QUARANTINE_MS, KEY_COOLING_MS; at most 10 000 keys: docs/configuration.md "Derived limits"). */
 export interface KeyHealthSettings {
   /** 0 turns per-key health off: no quarantine, no cooling (docs/api.md). */
   readonly quarantineMs: number;
@@ -35,125 +42,313 @@ export interface KeyBookInput extends KeyHealthSettings {
   readonly providerId: ProviderId;
 }
 
-/** One key's machine state as the book keeps it: the key machine's state value and context. */
+/** Every key event, addressed to one key by its salted fingerprint. */
+export type KeyBookEvent = KeyHealthEvent & { keyId: string };
+
+/**
+ * What a shelf is told by its book: hold a key's actor (`key.hold`), let it go (`key.release`), or pass
+ * a key event on to it; and what its keys tell it (`key.changed`, passed up to the book).
+ */
+export type KeyShelfEvent =
+  | { type: 'key.hold'; keyId: string; input: KeyHealthInput }
+  | { type: 'key.release'; keyId: string }
+  | KeyBookEvent
+  | KeyChangedEvent;
+
+/** A key's actor id among its shelf's children. */
+export const keyActorId = (keyId: string): string => `key.${keyId}`;
+
+/**
+ * The key machine as a shelf runs it: each change of a key's health goes to its parent (the shelf,
+ * which passes it up to the book) instead of being emitted.
+ */
+function createHeldKeyMachine(table: ErrorTable) {
+  return createKeyHealthMachine(table).provide({
+    actions: { tellChange: sendParent(keyChanged) },
+  });
+}
+
+/**
+ * A shelf of key actors, a child of the key book: it spawns and stops the keys its book assigns it
+ * (`key.hold`, `key.release`), passes each key event on to its key, and each key's `key.changed` up to
+ * the book. The book keeps its refused keys on shelves of ~16 (`shelfCount`) rather than as direct
+ * children because XState copies an actor's `children` on every spawn and stop: 10 000 children of one
+ * actor cost ~40 ms per refused key. The shelf decides nothing.
+ */
+export function createKeyShelfMachine(table: ErrorTable) {
+  return setup({
+    types: {
+      events: {} as KeyShelfEvent,
+    },
+    actors: {
+      key: createHeldKeyMachine(table),
+    },
+    actions: {
+      holdKey: enqueueActions(({ event, enqueue }) => {
+        if (event.type !== 'key.hold') return;
+        enqueue.spawnChild('key', { id: keyActorId(event.keyId), input: event.input });
+      }),
+      releaseKey: stopChild(({ event }) => keyActorId(event.keyId)),
+      passToKey: sendTo(
+        ({ event }) => keyActorId(event.keyId),
+        ({ event }) => event,
+      ),
+      passToBook: sendParent(({ event }) => event),
+    },
+  }).createMachine({
+    id: 'keyShelf',
+    initial: 'holding',
+    states: {
+      holding: {
+        on: {
+          'key.hold': { actions: 'holdKey' },
+          'key.release': { actions: 'releaseKey' },
+          'key.admit': { actions: 'passToKey' },
+          'key.called': { actions: 'passToKey' },
+          'key.answered': { actions: 'passToKey' },
+          'key.failed': { actions: 'passToKey' },
+          'key.tripped': { actions: 'passToKey' },
+          'key.synced': { actions: 'passToKey' },
+          'key.changed': { actions: 'passToBook' },
+        },
+      },
+    },
+  });
+}
+
+export const keyShelfMachine = createKeyShelfMachine(errorPolicy);
+
+type ShelfRef = ActorRefFrom<ReturnType<typeof createKeyShelfMachine>>;
+
+/** Keys per shelf, on average, once the book is full. */
+const keysPerShelf = 16;
+/** The most shelves a book spawns (each spawned once, when its first key comes). */
+const maxShelves = 1024;
+
+/**
+ * How many shelves a book of `maxKeys` spreads its keys over: a key's spawn and stop copy its shelf's
+ * children (~16), a shelf's first spawn copies the book's (at most 1 024, once per shelf).
+ */
+function shelfCount(maxKeys: number): number {
+  return Math.min(maxShelves, Math.max(1, Math.ceil(maxKeys / keysPerShelf)));
+}
+
+/** One key's state as the views read it: its actor's state value and context. */
 export interface KeyEntry {
   readonly value: StateValue;
   readonly context: KeyHealthContext;
 }
 
-/** The refused keys as the guards and views read them: without touching their recency. */
+/** The refused keys as the views read them: without touching their recency. */
 export interface KeyEntries {
   peek(keyId: string): KeyEntry | undefined;
-  /** Tracked keys by state: refused, or awaiting their probe (O(1): kept as entries come and go). */
+  /** Tracked keys by state: refused, or awaiting their probe (O(1): kept as keys come and go). */
   readonly counts: { readonly quarantined: number; readonly cooling: number };
 }
 
-/** One tracked key: its machine state, and the time (epoch ms, the book's event time) it is forgotten at. */
+/** One tracked key: its shelf, its health as its actor last told, and when it is forgotten (epoch ms). */
 interface TrackedKey {
-  readonly entry: KeyEntry;
+  readonly shelf: number;
+  readonly shared: SharedKeyHealth;
   readonly forgetAt: number;
 }
 
+const healthy: SharedKeyHealth = { state: 'healthy', errorClass: null, until: null };
+
+/** A key's time to be forgotten, in the book's queue of them. */
+interface Expiry {
+  readonly forgetAt: number;
+  readonly keyId: string;
+}
+
 /**
- * The refused keys of one provider: an LRU map (lru-cache) of at most `maxKeys`, each entry kept until
- * its `forgetAt` (a quarantine after its `until`: a refusal long past that no call came to probe; the
- * book's `key.expired` event forgets it), counting its entries by state as they come and go, so every
- * read is O(1) however many keys are refused (walking 10 000 of them took 47 ms, and `/v1/providers`,
- * `/metrics` and the page's stream read the counts every second). It reads no clock: the times it
- * holds and compares are the book's events' `at`.
+ * The book's index of its key actors: key id → the shelf holding the key's actor, the key's last told
+ * health and its `forgetAt`, in recency order (a Map re-inserted on each touch: its first key is the
+ * least recently touched), with the count of keys by state kept as they change, so every read is O(1)
+ * however many keys are refused (`/v1/providers`, `/metrics` and the page's stream read the counts every
+ * second), and the keys' times to be forgotten as a queue (a binary heap, earliest first: the book holds
+ * one timer, for the earliest; XState walks every pending timer of the system each time an actor stops,
+ * so one timer per key made each stop O(keys)). It decides nothing: the book's guards and actions read
+ * and update it.
  */
-export class RefusedKeys implements KeyEntries {
+export class KeyIndex implements KeyEntries {
   readonly counts = { quarantined: 0, cooling: 0 };
-  readonly #cache: LRUCache<string, TrackedKey>;
+  /** When the book's pending `key.expired` is due (book time, epoch ms), if one is pending. */
+  expiryDueAt: number | undefined;
+  readonly #keys = new Map<string, TrackedKey>();
+  readonly #shelves: (ShelfRef | undefined)[];
+  /** Earliest first; an entry whose key left or changed since is dropped when it reaches the top. */
+  #expiries: Expiry[] = [];
 
   constructor(maxKeys: number) {
-    this.#cache = new LRUCache<string, TrackedKey>({
-      max: Math.max(1, maxKeys),
-      dispose: (tracked) => this.#count(tracked.entry, -1),
-    });
+    this.#shelves = new Array<ShelfRef | undefined>(shelfCount(maxKeys));
   }
 
-  #count(entry: KeyEntry, delta: number): void {
-    const state = stateNameOf(entry.value);
-    if (state !== 'healthy') this.counts[state] += delta;
+  #count(shared: SharedKeyHealth, delta: number): void {
+    if (shared.state !== 'healthy') this.counts[shared.state] += delta;
   }
 
-  peek(keyId: string): KeyEntry | undefined {
-    return this.#cache.peek(keyId)?.entry;
+  /** The shelf a key's actor lives on: fixed by its id. */
+  shelfOf(keyId: string): number {
+    let hash = 0;
+    for (let index = 0; index < keyId.length; index += 1) hash = (hash * 31 + keyId.charCodeAt(index)) >>> 0;
+    return hash % this.#shelves.length;
   }
 
-  /** When the key is forgotten (epoch ms), if it is tracked. */
-  forgetAt(keyId: string): number | undefined {
-    return this.#cache.peek(keyId)?.forgetAt;
+  shelf(index: number): ShelfRef | undefined {
+    return this.#shelves[index];
+  }
+
+  /** The shelf a key's actor lives on, when it is tracked. */
+  shelfRefOf(keyId: string): ShelfRef | undefined {
+    const tracked = this.#keys.get(keyId);
+    return tracked === undefined ? undefined : this.#shelves[tracked.shelf];
+  }
+
+  addShelf(index: number, shelf: ShelfRef): void {
+    this.#shelves[index] = shelf;
   }
 
   has(keyId: string): boolean {
-    return this.#cache.has(keyId);
+    return this.#keys.has(keyId);
   }
 
-  /** The entry, now the most recently touched. */
-  touch(keyId: string): KeyEntry | undefined {
-    return this.#cache.get(keyId)?.entry;
+  /** The key's last told health, and when it is forgotten. */
+  get(keyId: string): Readonly<TrackedKey> | undefined {
+    return this.#keys.get(keyId);
   }
 
-  /** Keeps `entry` until `forgetAt` (a replaced or evicted entry leaves the counts through `dispose`). */
-  set(keyId: string, entry: KeyEntry, forgetAt: number): void {
-    this.#cache.set(keyId, { entry, forgetAt });
-    this.#count(entry, 1);
+  /** The key's actor's state, read from its snapshot (views only). */
+  peek(keyId: string): KeyEntry | undefined {
+    const shelf = this.shelfRefOf(keyId);
+    const key = shelf?.getSnapshot().children[keyActorId(keyId)] as
+      | { getSnapshot(): { value: StateValue; context: KeyHealthContext } }
+      | undefined;
+    if (key === undefined) return undefined;
+    const { value, context } = key.getSnapshot();
+    return { value, context };
+  }
+
+  /** A new key, healthy until its actor tells otherwise, the most recently touched. */
+  track(keyId: string): void {
+    this.#keys.set(keyId, { shelf: this.shelfOf(keyId), shared: healthy, forgetAt: Number.POSITIVE_INFINITY });
+  }
+
+  /** The key, now the most recently touched. */
+  touch(keyId: string): void {
+    const tracked = this.#keys.get(keyId);
+    if (tracked === undefined) return;
+    this.#keys.delete(keyId);
+    this.#keys.set(keyId, tracked);
+  }
+
+  /** What the key's actor told: its health now, kept until `forgetAt` (recency unchanged). */
+  update(keyId: string, shared: SharedKeyHealth, forgetAt: number): void {
+    const tracked = this.#keys.get(keyId);
+    if (tracked === undefined) return;
+    this.#count(tracked.shared, -1);
+    this.#count(shared, 1);
+    this.#keys.set(keyId, { shelf: tracked.shelf, shared, forgetAt });
+    if (forgetAt !== tracked.forgetAt) this.#pushExpiry({ forgetAt, keyId });
+    this.#prune();
   }
 
   delete(keyId: string): void {
-    this.#cache.delete(keyId);
+    const tracked = this.#keys.get(keyId);
+    if (tracked === undefined) return;
+    this.#count(tracked.shared, -1);
+    this.#keys.delete(keyId);
+    this.#prune();
+  }
+
+  /** The earliest time a tracked key is forgotten at, and which key. */
+  nextExpiry(): Expiry | undefined {
+    return this.#expiries[0];
+  }
+
+  #isCurrent(expiry: Expiry): boolean {
+    return this.#keys.get(expiry.keyId)?.forgetAt === expiry.forgetAt;
+  }
+
+  #pushExpiry(expiry: Expiry): void {
+    // Entries left behind by keys that changed or left: rebuilt from the tracked keys (this one's new
+    // time included: it is already recorded) when they dominate; sorted, the array is a heap.
+    if (this.#expiries.length > 2 * this.#keys.size + 64) {
+      this.#expiries = [...this.#keys].map(([id, tracked]) => ({ forgetAt: tracked.forgetAt, keyId: id }));
+      this.#expiries.sort((a, b) => a.forgetAt - b.forgetAt);
+      return;
+    }
+    const heap = this.#expiries;
+    heap.push(expiry);
+    let index = heap.length - 1;
+    while (index > 0) {
+      const parent = (index - 1) >> 1;
+      if ((heap[parent] as Expiry).forgetAt <= expiry.forgetAt) break;
+      heap[index] = heap[parent] as Expiry;
+      index = parent;
+    }
+    heap[index] = expiry;
+  }
+
+  #popExpiry(): void {
+    const heap = this.#expiries;
+    const last = heap.pop();
+    if (last === undefined || heap.length === 0) return;
+    let index = 0;
+    for (;;) {
+      const left = 2 * index + 1;
+      if (left >= heap.length) break;
+      const right = left + 1;
+      const child = right < heap.length && (heap[right] as Expiry).forgetAt < (heap[left] as Expiry).forgetAt ? right : left;
+      if ((heap[child] as Expiry).forgetAt >= last.forgetAt) break;
+      heap[index] = heap[child] as Expiry;
+      index = child;
+    }
+    heap[index] = last;
+  }
+
+  /** Drops the entries at the top that no longer name a tracked key's current `forgetAt`. */
+  #prune(): void {
+    while (this.#expiries.length > 0 && !this.#isCurrent(this.#expiries[0] as Expiry)) this.#popExpiry();
+  }
+
+  /** The least recently touched key. */
+  leastRecent(): string | undefined {
+    return this.#keys.keys().next().value;
   }
 
   get size(): number {
-    return this.#cache.size;
+    return this.#keys.size;
   }
 
   /** The tracked key ids, most recently touched first (tests). */
   ids(): string[] {
-    return [...this.#cache.keys()];
+    return [...this.#keys.keys()].reverse();
   }
 }
 
 export interface KeyBookContext extends KeyBookInput {
   /**
-   * The keys that are not healthy, by salted fingerprint: an LRU map (lru-cache) of at most `maxKeys`,
-   * each entry expiring a quarantine after its `until`. A healthy key has no entry (nothing is kept of
-   * keys that work). It is the one store the book updates in place: O(1) per event however many keys
-   * are refused (a copied record cost 40 ms per event at 10 000 keys), and `version` counts the updates.
+   * The index of the book's key actors (one per key that is not healthy, by salted fingerprint): at most
+   * `maxKeys`, on their shelves. A healthy key has no actor and no entry (nothing is kept of keys that
+   * work). It is the one object the book updates in place: O(1) per event however many keys are refused.
    */
-  readonly keys: RefusedKeys;
-  readonly version: number;
+  readonly keys: KeyIndex;
   readonly keyLink: ActorRefFrom<typeof embeddedKeyLink>;
 }
 
-/** Every key event, addressed to one key by its salted fingerprint. */
-export type KeyBookEvent = KeyHealthEvent & { keyId: string };
-
 /**
- * The book's own delayed event: a tracked key's time to be forgotten has come (`at`, epoch ms, is the
- * time it was due). Raised with a delay when the key is kept, cancelled when it changes or leaves.
+ * The book's own delayed event: the earliest tracked key's time to be forgotten has come (`at`, epoch
+ * ms, is the time it was due). One is pending while any key is tracked: raised with a delay for the
+ * earliest `forgetAt`, raised again (earlier) when a change brings an earlier one.
  */
-export type KeyExpiredEvent = { type: 'key.expired'; keyId: string; at: number };
+export type KeyExpiredEvent = { type: 'key.expired'; at: number };
 
 /** Node's timers hold at most 2^31 − 1 ms (~24.8 days); a longer wait is raised again for the rest. */
 const maxTimerMs = 2_147_483_647;
 
-/** The id of a key's scheduled `key.expired` (one per key: a newer one cancels the last). */
-const expiryId = (keyId: string): string => `expiry.${keyId}`;
-
-/** Why a call with a key is skipped without an upstream call (docs/api.md Attempt `reason`). */
-export type KeySkipReason = 'key_quarantined' | 'key_cooling';
-
-export type KeyAdmission =
-  | { readonly admit: true }
-  | {
-      readonly admit: false;
-      readonly reason: KeySkipReason;
-      readonly errorClass: ErrorClass;
-      readonly until: number;
-    };
+/** The id of the book's one pending `key.expired`. */
+const expiryId = 'expiry';
 
 /** What `GET /v1/keys/status` and the counts show of one key. */
 export interface KeyHealthView {
@@ -170,195 +365,269 @@ function stateNameOf(value: StateValue): SharedKeyHealth['state'] {
   return 'healthy';
 }
 
-/** Waiting (not probing) past `until`: the next call with the key goes out as its probe. */
-function isProbeDue(entry: KeyEntry, at: number): boolean {
+/**
+ * A key's health at `now`, as a view (`GET /v1/keys/status`): what its actor would answer `key.admit`
+ * (key-health.machine.ts): healthy when untracked, healthy when waiting past `until` (the next call is
+ * its probe) or when its refusal has no class or no `until`; else refused, with its class and `until`.
+ */
+export function keyHealthView(keys: KeyEntries, keyId: string, now: number): KeyHealthView {
+  const entry = keys.peek(keyId);
+  if (entry === undefined) return { state: 'healthy' };
+  const state = stateNameOf(entry.value);
+  const { errorClass, until } = entry.context;
   const value = entry.value;
   const waiting =
     typeof value === 'object' && (value['quarantined'] === 'waiting' || value['cooling'] === 'waiting');
-  return waiting && entry.context.until !== null && at >= entry.context.until;
-}
-
-/** The book's answer for a call with `keyId` at `at`: go out, or be skipped (and why). */
-export function keyAdmission(keys: KeyEntries, keyId: string, at: number): KeyAdmission {
-  return entryAdmission(keys.peek(keyId), at);
-}
-
-function entryAdmission(entry: KeyEntry | undefined, at: number): KeyAdmission {
-  if (entry === undefined || isProbeDue(entry, at)) return { admit: true };
-  const state = stateNameOf(entry.value);
-  if (state === 'healthy' || entry.context.errorClass === null || entry.context.until === null)
-    return { admit: true };
-  return {
-    admit: false,
-    reason: state === 'quarantined' ? 'key_quarantined' : 'key_cooling',
-    errorClass: entry.context.errorClass,
-    until: entry.context.until,
-  };
-}
-
-/** A key's health at `now`: a refusal whose `until` has passed shows `healthy` (the next call goes out). */
-export function keyHealthView(keys: KeyEntries, keyId: string, now: number): KeyHealthView {
-  return viewOf(keyAdmission(keys, keyId, now));
-}
-
-function viewOf(admission: KeyAdmission): KeyHealthView {
-  if (admission.admit) return { state: 'healthy' };
-  return {
-    state: admission.reason === 'key_quarantined' ? 'quarantined' : 'cooling',
-    errorClass: admission.errorClass,
-    until: admission.until,
-  };
+  if (state === 'healthy' || errorClass === null || until === null || (waiting && now >= until))
+    return { state: 'healthy' };
+  return { state, errorClass, until };
 }
 
 /**
  * How many keys are refused, by state (counts only: never which keys). A key whose `until` has passed
- * counts until its probe answers (or its entry is dropped): it is not known to work yet.
+ * counts until its probe answers (or it is forgotten): it is not known to work yet.
  */
 export function refusedKeyCounts(keys: KeyEntries): { quarantined: number; cooling: number } {
   return { ...keys.counts };
 }
 
-function sharedOf(entry: KeyEntry): SharedKeyHealth {
-  return {
-    state: stateNameOf(entry.value),
-    errorClass: entry.context.errorClass,
-    until: entry.context.until,
-  };
-}
-
 /**
- * The bounded map of one provider's key health: each refused key's own machine (key-health.machine.ts)
- * is stepped with the pure `transition()`, so the book holds plain data (state value and context),
- * drops a key as soon as it is healthy, forgets the least recently touched key beyond `maxKeys`, and
- * forgets a refusal long past (a quarantine after its `until`) that no call came to probe. Every change
- * made here is reported to the key link (the fleet store, when configured); a change heard from the
- * fleet (`key.synced`) is adopted, never echoed back.
+ * The key book of one provider: each key that is not healthy is a key-health actor of its own
+ * (key-health.machine.ts), spawned when an event refuses an untracked key, on one of the book's shelves.
+ * The book routes every event about a tracked key to its actor, answers `key.admit` for an untracked key
+ * at once (`key.admitted`; a tracked key's actor answers itself), and hears each change from the key
+ * (`key.changed`): it keeps the counts, tells the key link (the fleet store, when configured) of a change
+ * made here — a change heard from the fleet (`key.synced`) is adopted, never echoed back — and stops the
+ * key's actor once it is healthy. At most `maxKeys` keys: the least recently touched is stopped first. A
+ * refusal long past (a quarantine after its `until`) that no call came to probe is forgotten by the
+ * book's own delayed `key.expired`. KEY_QUARANTINE_MS=0 turns it all off: every call is admitted.
  */
 export function createKeyBookMachine(table: ErrorTable) {
-  const keyMachine = createKeyHealthMachine(table);
-  const step = (context: KeyBookContext, entry: KeyEntry | undefined, event: KeyBookEvent): KeyEntry => {
-    const [snapshot] =
-      entry === undefined
-        ? initialTransition(keyMachine, {
-            keyId: event.keyId,
-            quarantineMs: context.quarantineMs,
-            coolingMs: context.coolingMs,
-          })
-        : [keyMachine.resolveState({ value: entry.value, context: entry.context })];
-    const { keyId: _keyId, ...keyEvent } = event;
-    const [next] = transition(keyMachine, snapshot, keyEvent as KeyHealthEvent);
-    return { value: next.value, context: next.context };
-  };
+  const shelfMachine = createKeyShelfMachine(table);
   /**
    * Kept until a quarantine after its `until`: then long past and never probed. A refusal already that
    * old (a fleet record) is forgotten at the next tick: its `key.expired` waits no time.
    */
-  const forgetAtOf = (context: KeyBookContext, entry: KeyEntry, at: number): number =>
-    (entry.context.until ?? at) + context.quarantineMs;
-  /** `key.expired` for `keyId` when `forgetAt` comes, from `at` (the time of the event that kept it). */
-  const expiry = (keyId: string, forgetAt: number, at: number) => {
-    const delay = Math.min(forgetAt - at, maxTimerMs);
-    return { event: { type: 'key.expired', keyId, at: at + delay } satisfies KeyExpiredEvent, delay };
+  const forgetAtOf = (context: KeyBookContext, shared: SharedKeyHealth, at: number): number =>
+    (shared.until ?? at) + context.quarantineMs;
+  /** `key.expired` when `forgetAt` comes, from `at` (book time, epoch ms): at once (the next tick) when past. */
+  const expiry = (forgetAt: number, at: number) => {
+    const delay = Math.min(Math.max(0, forgetAt - at), maxTimerMs);
+    return { event: { type: 'key.expired', at: at + delay } satisfies KeyExpiredEvent, delay };
+  };
+  const shelfOf = (context: KeyBookContext, keyId: string): ShelfRef => {
+    const shelf = context.keys.shelf(context.keys.shelfOf(keyId));
+    if (shelf === undefined) throw new Error('A tracked key without its shelf');
+    return shelf;
   };
 
   return setup({
     types: {
       input: {} as KeyBookInput,
       context: {} as KeyBookContext,
-      events: {} as KeyBookEvent | KeyLinkReply | KeyExpiredEvent,
-      children: {} as { keyLink: 'keyLink' },
+      events: {} as KeyBookEvent | KeyLinkReply | KeyExpiredEvent | KeyChangedEvent,
     },
     actors: {
       /** Replaced (`.provide`) by `createKeyLink` when a fleet store is configured. */
       keyLink: embeddedKeyLink,
+      shelf: shelfMachine,
     },
     guards: {
       /** KEY_QUARANTINE_MS=0 turns per-key health off. */
       isEnabled: ({ context }) => context.quarantineMs > 0 && context.maxKeys > 0,
-      /** The key already has an entry (it is refused, or its probe is due or in flight). */
-      isTracked: ({ context, event }) => context.keys.has(event.keyId),
+      /** The key has an actor (it is refused, or its probe is due or in flight). */
+      isTracked: ({ context, event }) => 'keyId' in event && context.keys.has(event.keyId),
       /** The event refuses a healthy key: a failure whose class column K names, a trip, a fleet refusal. */
       isRefusal: ({ event }) =>
         (event.type === 'key.failed' && keyVerdictInTable(table, event.errorClass) !== 'none') ||
         event.type === 'key.tripped' ||
         (event.type === 'key.synced' && event.shared.state !== 'healthy'),
+      /** The book holds `maxKeys` keys: one must go before another comes. */
+      isFull: ({ context }) => context.keys.size >= context.maxKeys,
+      /** The key told it is healthy again: its actor is stopped. */
+      isHealthyAgain: ({ event }) => event.type === 'key.changed' && event.shared.state === 'healthy',
+      /** A change made here (not heard from the fleet) that the book did not know: the fleet is told. */
+      isOwnNews: ({ context, event }) => {
+        if (event.type !== 'key.changed' || event.fromFleet) return false;
+        const known = context.keys.get(event.keyId)?.shared;
+        return (
+          known === undefined ||
+          known.state !== event.shared.state ||
+          known.until !== event.shared.until ||
+          known.errorClass !== event.shared.errorClass
+        );
+      },
+      /** The earliest key's time to be forgotten has come (a wait longer than a timer holds has not). */
+      isForgetDue: ({ context, event }) => {
+        const next = context.keys.nextExpiry();
+        return event.type === 'key.expired' && next !== undefined && next.forgetAt <= event.at;
+      },
     },
     actions: {
-      /**
-       * Step the key's machine; keep it (most recently touched) unless healthy, the least recently touched
-       * key beyond `maxKeys` forgotten by the LRU map; tell the fleet what changed.
-       */
-      stepKey: enqueueActions(({ context, event, enqueue }) => {
-        if (event.type === 'key.expired') return;
-        const entry = context.keys.touch(event.keyId);
-        const next = step(context, entry, event);
-        const before = entry === undefined ? undefined : sharedOf(entry);
-        const after = sharedOf(next);
-        enqueue.cancel(expiryId(event.keyId));
-        if (after.state === 'healthy') context.keys.delete(event.keyId);
-        else {
-          const forgetAt = forgetAtOf(context, next, event.at);
-          context.keys.set(event.keyId, next, forgetAt);
-          const { event: expired, delay } = expiry(event.keyId, forgetAt, event.at);
-          enqueue.raise(expired, { id: expiryId(event.keyId), delay });
-        }
-        enqueue.assign({ version: context.version + 1 });
-        const changed =
-          before === undefined
-            ? after.state !== 'healthy'
-            : before.state !== after.state ||
-              before.until !== after.until ||
-              before.errorClass !== after.errorClass;
-        if (changed && event.type !== 'key.synced') {
-          enqueue.sendTo(context.keyLink, {
-            type: 'key.report',
-            keyId: event.keyId,
-            shared: after,
-            at: event.at,
-          });
-        }
+      /** An untracked key (or per-key health off): the call may go out, answered at once. */
+      admitUntracked: sendTo(
+        ({ event }) => admitEvent(event).replyTo,
+        ({ event }): KeyAnswer => ({ type: 'key.admitted', call: admitEvent(event).call }),
+      ),
+      /** A tracked key's actor answers the admission itself (its recency is not touched). */
+      askKey: sendTo(
+        ({ context, event }) => shelfOf(context, keyIdOf(event)),
+        ({ event }) => event as KeyShelfEvent,
+      ),
+      /** The event goes to the key's actor; the key is now the most recently touched. */
+      tellKey: enqueueActions(({ context, event, enqueue }) => {
+        context.keys.touch(keyIdOf(event));
+        enqueue.sendTo(shelfOf(context, keyIdOf(event)), event as KeyShelfEvent);
       }),
+      /** The key's shelf, spawned the first time a key lands on it. */
+      openShelf: assign(({ context, event, spawn }) => {
+        const index = context.keys.shelfOf(keyIdOf(event));
+        if (context.keys.shelf(index) === undefined)
+          context.keys.addShelf(index, spawn('shelf', { id: `shelf.${index}` }));
+        return {};
+      }),
+      /** A new key actor, healthy, on its shelf; the event that refuses it follows (`tellKey`). */
+      trackKey: enqueueActions(({ context, event, enqueue }) => {
+        const keyId = keyIdOf(event);
+        context.keys.track(keyId);
+        enqueue.sendTo(shelfOf(context, keyId), {
+          type: 'key.hold',
+          keyId: keyId,
+          input: { keyId: keyId, quarantineMs: context.quarantineMs, coolingMs: context.coolingMs },
+        } satisfies KeyShelfEvent);
+      }),
+      /** Stop the least recently touched key's actor to make room (the fleet is not told). */
+      forgetLeastRecent: enqueueActions(({ context, enqueue }) => {
+        const keyId = context.keys.leastRecent();
+        if (keyId === undefined) return;
+        enqueue.sendTo(shelfOf(context, keyId), { type: 'key.release', keyId } satisfies KeyShelfEvent);
+        context.keys.delete(keyId);
+      }),
+      /** Stop the key's actor: healthy again. */
+      releaseKey: enqueueActions(({ context, event, enqueue }) => {
+        if (event.type !== 'key.changed') return;
+        enqueue.sendTo(shelfOf(context, event.keyId), {
+          type: 'key.release',
+          keyId: event.keyId,
+        } satisfies KeyShelfEvent);
+        context.keys.delete(event.keyId);
+      }),
+      /** Stop the actor of the key whose time to be forgotten has come (the fleet is not told). */
+      forgetDueKey: enqueueActions(({ context, enqueue }) => {
+        const keyId = context.keys.nextExpiry()?.keyId;
+        if (keyId === undefined) return;
+        enqueue.sendTo(shelfOf(context, keyId), { type: 'key.release', keyId } satisfies KeyShelfEvent);
+        context.keys.delete(keyId);
+      }),
+      /** Keep what the key told, until its `forgetAt`; an earlier `forgetAt` than the pending one is awaited instead. */
+      recordChange: enqueueActions(({ context, event, enqueue }) => {
+        if (event.type !== 'key.changed') return;
+        const forgetAt = forgetAtOf(context, event.shared, event.at);
+        context.keys.update(event.keyId, event.shared, forgetAt);
+        const dueAt = context.keys.expiryDueAt;
+        if (dueAt !== undefined && dueAt <= forgetAt) return;
+        const { event: expired, delay } = expiry(forgetAt, event.at);
+        enqueue.cancel(expiryId);
+        enqueue.raise(expired, { id: expiryId, delay });
+        context.keys.expiryDueAt = expired.at;
+      }),
+      /** Tell the fleet what changed here (through the key link; a no-op without `REDIS_URL`). */
+      reportChange: sendTo(
+        ({ context }) => context.keyLink,
+        ({ event }) => {
+          if (event.type !== 'key.changed') throw new Error(`A report of ${event.type}`);
+          return { type: 'key.report' as const, keyId: event.keyId, shared: event.shared, at: event.at };
+        },
+      ),
       /**
-       * Forget a key whose `forgetAt` has come (it leaves the counts); one not yet due (a wait longer
-       * than a timer holds) waits again for the rest. The fleet is not told: nothing about the key changed.
+       * Await the next key's time to be forgotten: at once when it has come too, else with a delay (a
+       * time longer than a timer holds is awaited again for the rest); none while no key is tracked.
        */
-      forgetKey: enqueueActions(({ context, event, enqueue }) => {
+      awaitNextExpiry: enqueueActions(({ context, event, enqueue }) => {
         if (event.type !== 'key.expired') return;
-        const forgetAt = context.keys.forgetAt(event.keyId);
-        if (forgetAt === undefined) return;
-        if (forgetAt <= event.at) {
-          context.keys.delete(event.keyId);
-          enqueue.assign({ version: context.version + 1 });
+        const next = context.keys.nextExpiry();
+        context.keys.expiryDueAt = undefined;
+        if (next === undefined) return;
+        if (next.forgetAt <= event.at) {
+          enqueue.raise({ type: 'key.expired', at: event.at } satisfies KeyExpiredEvent);
           return;
         }
-        const { event: expired, delay } = expiry(event.keyId, forgetAt, event.at);
-        enqueue.raise(expired, { id: expiryId(event.keyId), delay });
+        const { event: expired, delay } = expiry(next.forgetAt, event.at);
+        enqueue.raise(expired, { id: expiryId, delay });
+        context.keys.expiryDueAt = expired.at;
       }),
     },
   }).createMachine({
     id: 'keyBook',
     context: ({ input, spawn }) => ({
       ...input,
-      keys: new RefusedKeys(input.maxKeys),
-      version: 0,
+      keys: new KeyIndex(input.maxKeys),
       keyLink: spawn('keyLink', { id: 'keyLink', input: { providerId: input.providerId } }),
     }),
     initial: 'tracking',
     states: {
-      /** Always tracking: only events about a refused key, or ones that refuse a key, touch the book. */
+      /** Always tracking: only events about a refused key, or ones that refuse a key, reach a key actor. */
       tracking: {
         on: {
-          'key.called': { guard: and(['isEnabled', 'isTracked']), actions: 'stepKey' },
-          'key.answered': { guard: and(['isEnabled', 'isTracked']), actions: 'stepKey' },
-          'key.failed': { guard: and(['isEnabled', or(['isTracked', 'isRefusal'])]), actions: 'stepKey' },
-          'key.tripped': { guard: 'isEnabled', actions: 'stepKey' },
-          'key.synced': { guard: and(['isEnabled', or(['isTracked', 'isRefusal'])]), actions: 'stepKey' },
-          /** A refusal long past that no call came to probe: forgotten (`forgetKey`). */
-          'key.expired': { actions: 'forgetKey' },
+          /** A tracked key's actor answers; any other key (or per-key health off) is admitted at once. */
+          'key.admit': [
+            { guard: and(['isEnabled', 'isTracked']), actions: 'askKey' },
+            { actions: 'admitUntracked' },
+          ],
+          'key.called': { guard: and(['isEnabled', 'isTracked']), actions: 'tellKey' },
+          'key.answered': { guard: and(['isEnabled', 'isTracked']), actions: 'tellKey' },
+          'key.failed': [
+            { guard: and(['isEnabled', 'isTracked']), actions: 'tellKey' },
+            {
+              guard: and(['isEnabled', 'isRefusal', 'isFull']),
+              actions: ['forgetLeastRecent', 'openShelf', 'trackKey', 'tellKey'],
+            },
+            { guard: and(['isEnabled', 'isRefusal']), actions: ['openShelf', 'trackKey', 'tellKey'] },
+          ],
+          'key.tripped': [
+            { guard: and(['isEnabled', 'isTracked']), actions: 'tellKey' },
+            {
+              guard: and(['isEnabled', 'isFull']),
+              actions: ['forgetLeastRecent', 'openShelf', 'trackKey', 'tellKey'],
+            },
+            { guard: 'isEnabled', actions: ['openShelf', 'trackKey', 'tellKey'] },
+          ],
+          'key.synced': [
+            { guard: and(['isEnabled', 'isTracked']), actions: 'tellKey' },
+            {
+              guard: and(['isEnabled', 'isRefusal', 'isFull']),
+              actions: ['forgetLeastRecent', 'openShelf', 'trackKey', 'tellKey'],
+            },
+            { guard: and(['isEnabled', 'isRefusal']), actions: ['openShelf', 'trackKey', 'tellKey'] },
+          ],
+          /** A key's health changed: counted, told to the fleet when made here, its actor stopped once healthy. */
+          'key.changed': [
+            /** From a key already let go (a change in flight as it was stopped): nothing to keep. */
+            { guard: not('isTracked') },
+            { guard: and(['isHealthyAgain', 'isOwnNews']), actions: ['reportChange', 'releaseKey'] },
+            { guard: 'isHealthyAgain', actions: 'releaseKey' },
+            { guard: 'isOwnNews', actions: ['reportChange', 'recordChange'] },
+            { actions: 'recordChange' },
+          ],
+          /** A refusal long past that no call came to probe: its actor is stopped. */
+          'key.expired': [
+            { guard: 'isForgetDue', actions: ['forgetDueKey', 'awaitNextExpiry'] },
+            { actions: 'awaitNextExpiry' },
+          ],
         },
       },
     },
   });
+}
+
+function keyIdOf(event: { type: string }): string {
+  if (!('keyId' in event) || typeof event.keyId !== 'string') throw new Error(`No key in ${event.type}`);
+  return event.keyId;
+}
+
+function admitEvent(event: { type: string }): Extract<KeyBookEvent, { type: 'key.admit' }> {
+  if (event.type !== 'key.admit') throw new Error(`An admission answered ${event.type}`);
+  return event as Extract<KeyBookEvent, { type: 'key.admit' }>;
 }
 
 /** The key book on docs/errors.md's table. */

@@ -1,5 +1,6 @@
-import { and, assign, setup } from 'xstate';
+import { and, assign, emit, or, sendTo, setup, type AnyActorRef } from 'xstate';
 import { errorPolicy, keyVerdictInTable, type ErrorClass, type ErrorTable } from '../errors/index.js';
+import type { CallRequest } from './call-request.js';
 
 /**
  * The health of ONE caller key for one provider (docs/api.md "key health"): `healthy`, `quarantined` (auth,
@@ -8,7 +9,9 @@ import { errorPolicy, keyVerdictInTable, type ErrorClass, type ErrorTable } from
  * without an upstream call; once `until` has passed, ONE call is let through as the key's probe, whose
  * result alone decides. Which class does what is column K of the error table. Time lives in the data
  * (`until`, events carry `at`): no timer, so a record read back from the fleet store works as it is.
- * The bounded map of these per provider is `keyBookMachine` (key-book.machine.ts).
+ * Each refused key runs as an actor of its own, a child of its provider's key book (key-book.machine.ts):
+ * it answers `key.admit` itself (`key.admitted` / `key.refused`, to the asker) and emits `key.changed`
+ * after each change of its health, for the book to count, share with the fleet, and stop once healthy.
  */
 export interface KeyHealthInput {
   /** The key's salted fingerprint (never the key). */
@@ -35,11 +38,19 @@ export interface SharedKeyHealth {
   readonly until: number | null;
 }
 
+/** Why a call with a key is skipped without an upstream call (docs/api.md Attempt `reason`). */
+export type KeySkipReason = 'key_quarantined' | 'key_cooling';
+
 /**
  * What the provider actor tells a key (through the key book). Every finished call arrives with its
  * class (`key.failed`), counted or not: column K of the table decides what it does to the key.
  */
 export type KeyHealthEvent =
+  /**
+   * May this call go out with the key? The key answers `replyTo` (`KeyAnswer`) and changes nothing: the
+   * probe is taken on `key.called`, once the breaker admitted the call too.
+   */
+  | { type: 'key.admit'; call: CallRequest; replyTo: AnyActorRef; at: number }
   | { type: 'key.called'; callId: string; at: number }
   | { type: 'key.answered'; callId: string; at: number }
   | { type: 'key.failed'; callId: string; errorClass: ErrorClass; retryAfterMs?: number; at: number }
@@ -51,7 +62,51 @@ export type KeyHealthEvent =
   /** Another instance changed the key's health: adopt it. */
   | { type: 'key.synced'; shared: SharedKeyHealth; at: number };
 
+/** The key's answer to `key.admit`, sent to its `replyTo` (the provider actor). */
+export type KeyAnswer =
+  | { type: 'key.admitted'; call: CallRequest }
+  | {
+      type: 'key.refused';
+      call: CallRequest;
+      reason: KeySkipReason;
+      /** The class that made the key unhealthy. */
+      errorClass: ErrorClass;
+      /** Epoch ms until which the key is refused. */
+      until: number;
+    };
+
+/**
+ * What a key emits after each change of its health (its holder, the key book, listens): the health as
+ * the fleet holds it, and whether it came from the fleet (`key.synced`: adopted, never echoed back).
+ */
+export type KeyChangedEvent = {
+  type: 'key.changed';
+  keyId: string;
+  shared: SharedKeyHealth;
+  fromFleet: boolean;
+  at: number;
+};
+
 type FailedEvent = Extract<KeyHealthEvent, { type: 'key.failed' }>;
+type AdmitEvent = Extract<KeyHealthEvent, { type: 'key.admit' }>;
+
+/** What `tellChange` says: the key's health now, in `state` (the state its transition entered). */
+export function keyChanged(
+  { context, event }: { context: KeyHealthContext; event: KeyHealthEvent },
+  params: { state: SharedKeyHealth['state'] },
+): KeyChangedEvent {
+  return {
+    type: 'key.changed',
+    keyId: context.keyId,
+    shared: { state: params.state, errorClass: context.errorClass, until: context.until },
+    fromFleet: event.type === 'key.synced',
+    at: event.at,
+  };
+}
+
+/** The emitted `key.changed` after an action that may change the key's health, into `state`. */
+const changedTo = (state: SharedKeyHealth['state']) => ({ type: 'tellChange' as const, params: { state } });
+const refuseAs = (reason: KeySkipReason) => ({ type: 'refuseCall' as const, params: { reason } });
 
 /** The key machine on `table` (the production table unless a test injects a flipped row). */
 export function createKeyHealthMachine(table: ErrorTable) {
@@ -66,6 +121,7 @@ export function createKeyHealthMachine(table: ErrorTable) {
       input: {} as KeyHealthInput,
       context: {} as KeyHealthContext,
       events: {} as KeyHealthEvent,
+      emitted: {} as KeyChangedEvent,
     },
     guards: {
       /** Column K: the failure quarantines the key (auth, permission, quota_exhausted). */
@@ -76,6 +132,8 @@ export function createKeyHealthMachine(table: ErrorTable) {
       isProbeResult: ({ context, event }) => 'callId' in event && event.callId === context.probeCallId,
       /** Time lives in the data: the refusal has ended, so this call is the key's probe. */
       isUntilPassed: ({ context, event }) => context.until !== null && event.at >= context.until,
+      /** A refusal it cannot date or name (a fleet record without `until` or class): it refuses no call. */
+      isUndated: ({ context }) => context.until === null || context.errorClass === null,
       /** The fleet's record differs from what this key holds (an echo of its own write changes nothing). */
       isSyncedChange: ({ context, event }) =>
         event.type === 'key.synced' &&
@@ -122,6 +180,28 @@ export function createKeyHealthMachine(table: ErrorTable) {
           ? { errorClass: event.shared.errorClass, until: event.shared.until, probeCallId: null }
           : {},
       ),
+      /**
+       * Tell the key's holder its health now (after the action that changed it): emitted here; a key
+       * held by a key book tells its parent instead (key-book.machine.ts provides `tellChange`).
+       */
+      tellChange: emit(keyChanged),
+      /** This call may go out with the key. */
+      admitCall: sendTo(
+        ({ event }) => admitEvent(event).replyTo,
+        ({ event }): KeyAnswer => ({ type: 'key.admitted', call: admitEvent(event).call }),
+      ),
+      /** This call is skipped: the key is refused, for `reason`, by its class, until `until`. */
+      refuseCall: sendTo(
+        ({ event }) => admitEvent(event).replyTo,
+        ({ context, event }, params: { reason: KeySkipReason }): KeyAnswer => ({
+          type: 'key.refused',
+          call: admitEvent(event).call,
+          reason: params.reason,
+          // Dated and named: an undated refusal admits (`isUndated` is asked first).
+          errorClass: context.errorClass as ErrorClass,
+          until: context.until ?? event.at,
+        }),
+      ),
     },
   }).createMachine({
     id: 'keyHealth',
@@ -130,9 +210,13 @@ export function createKeyHealthMachine(table: ErrorTable) {
     on: {
       /** The fleet's record of another state than this key's: the states below take only their own kind. */
       'key.synced': [
-        { guard: 'isSyncedHealthy', target: '.healthy', actions: 'markHealthy' },
-        { guard: 'isSyncedQuarantined', target: '.quarantined', actions: 'adoptShared' },
-        { guard: 'isSyncedCooling', target: '.cooling', actions: 'adoptShared' },
+        { guard: 'isSyncedHealthy', target: '.healthy', actions: ['markHealthy', changedTo('healthy')] },
+        {
+          guard: 'isSyncedQuarantined',
+          target: '.quarantined',
+          actions: ['adoptShared', changedTo('quarantined')],
+        },
+        { guard: 'isSyncedCooling', target: '.cooling', actions: ['adoptShared', changedTo('cooling')] },
       ],
     },
     states: {
@@ -140,11 +224,12 @@ export function createKeyHealthMachine(table: ErrorTable) {
       healthy: {
         tags: ['admitting'],
         on: {
+          'key.admit': { actions: 'admitCall' },
           'key.failed': [
-            { guard: 'isQuarantineClass', target: 'quarantined', actions: 'quarantine' },
-            { guard: 'isCoolingClass', target: 'cooling', actions: 'cool' },
+            { guard: 'isQuarantineClass', target: 'quarantined', actions: ['quarantine', changedTo('quarantined')] },
+            { guard: 'isCoolingClass', target: 'cooling', actions: ['cool', changedTo('cooling')] },
           ],
-          'key.tripped': { target: 'quarantined', actions: 'quarantine' },
+          'key.tripped': { target: 'quarantined', actions: ['quarantine', changedTo('quarantined')] },
           'key.synced': { guard: 'isSyncedHealthy' },
         },
       },
@@ -158,44 +243,53 @@ export function createKeyHealthMachine(table: ErrorTable) {
           /** Every call is skipped until `until`; the first call after it is the probe. */
           waiting: {
             on: {
+              /** Past `until`, a call may go out as the probe (taken on `key.called`); before, skipped. */
+              'key.admit': [
+                { guard: or(['isUntilPassed', 'isUndated']), actions: 'admitCall' },
+                { actions: refuseAs('key_quarantined') },
+              ],
               'key.called': { guard: 'isUntilPassed', target: 'probing', actions: 'holdProbe' },
               /** A call started before the quarantine failed too: never shortens it. */
-              'key.failed': { guard: 'isQuarantineClass', actions: 'quarantine' },
-              'key.tripped': { actions: 'quarantine' },
+              'key.failed': { guard: 'isQuarantineClass', actions: ['quarantine', changedTo('quarantined')] },
+              'key.tripped': { actions: ['quarantine', changedTo('quarantined')] },
               'key.synced': {
                 guard: and(['isSyncedQuarantined', 'isSyncedChange']),
                 target: 'waiting',
                 reenter: true,
-                actions: 'adoptShared',
+                actions: ['adoptShared', changedTo('quarantined')],
               },
             },
           },
           /** One probe is in flight; every other call is skipped until it ends. */
           probing: {
             on: {
+              'key.admit': [
+                { guard: 'isUndated', actions: 'admitCall' },
+                { actions: refuseAs('key_quarantined') },
+              ],
               'key.answered': {
                 guard: 'isProbeResult',
                 target: '#keyHealth.healthy',
-                actions: 'markHealthy',
+                actions: ['markHealthy', changedTo('healthy')],
               },
               'key.failed': [
                 {
                   guard: and(['isProbeResult', 'isQuarantineClass']),
                   target: 'waiting',
-                  actions: 'restartQuarantine',
+                  actions: ['restartQuarantine', changedTo('quarantined')],
                 },
                 {
                   guard: and(['isProbeResult', 'isCoolingClass']),
                   target: '#keyHealth.cooling',
-                  actions: 'restartCooling',
+                  actions: ['restartCooling', changedTo('cooling')],
                 },
                 { guard: 'isProbeResult', target: 'waiting', actions: 'freeProbe' },
               ],
-              'key.tripped': { target: 'waiting', actions: 'quarantine' },
+              'key.tripped': { target: 'waiting', actions: ['quarantine', changedTo('quarantined')] },
               'key.synced': {
                 guard: and(['isSyncedQuarantined', 'isSyncedChange']),
                 target: 'waiting',
-                actions: 'adoptShared',
+                actions: ['adoptShared', changedTo('quarantined')],
               },
             },
           },
@@ -205,50 +299,63 @@ export function createKeyHealthMachine(table: ErrorTable) {
       cooling: {
         initial: 'waiting',
         on: {
-          'key.failed': { guard: 'isQuarantineClass', target: 'quarantined', actions: 'quarantine' },
-          'key.tripped': { target: 'quarantined', actions: 'quarantine' },
+          'key.failed': {
+            guard: 'isQuarantineClass',
+            target: 'quarantined',
+            actions: ['quarantine', changedTo('quarantined')],
+          },
+          'key.tripped': { target: 'quarantined', actions: ['quarantine', changedTo('quarantined')] },
           'key.synced': { guard: 'isSyncedCooling' },
         },
         states: {
           /** Every call is skipped until `until`; the first call after it is the probe. */
           waiting: {
             on: {
+              /** Past `until`, a call may go out as the probe (taken on `key.called`); before, skipped. */
+              'key.admit': [
+                { guard: or(['isUntilPassed', 'isUndated']), actions: 'admitCall' },
+                { actions: refuseAs('key_cooling') },
+              ],
               'key.called': { guard: 'isUntilPassed', target: 'probing', actions: 'holdProbe' },
               /** Another rate limit: `until` moves to the later of the two, never earlier. */
-              'key.failed': { guard: 'isCoolingClass', actions: 'cool' },
+              'key.failed': { guard: 'isCoolingClass', actions: ['cool', changedTo('cooling')] },
               'key.synced': {
                 guard: and(['isSyncedCooling', 'isSyncedChange']),
                 target: 'waiting',
                 reenter: true,
-                actions: 'adoptShared',
+                actions: ['adoptShared', changedTo('cooling')],
               },
             },
           },
           /** One probe is in flight; every other call is skipped until it ends. */
           probing: {
             on: {
+              'key.admit': [
+                { guard: 'isUndated', actions: 'admitCall' },
+                { actions: refuseAs('key_cooling') },
+              ],
               'key.answered': {
                 guard: 'isProbeResult',
                 target: '#keyHealth.healthy',
-                actions: 'markHealthy',
+                actions: ['markHealthy', changedTo('healthy')],
               },
               'key.failed': [
                 {
                   guard: and(['isProbeResult', 'isQuarantineClass']),
                   target: '#keyHealth.quarantined',
-                  actions: 'restartQuarantine',
+                  actions: ['restartQuarantine', changedTo('quarantined')],
                 },
                 {
                   guard: and(['isProbeResult', 'isCoolingClass']),
                   target: 'waiting',
-                  actions: 'restartCooling',
+                  actions: ['restartCooling', changedTo('cooling')],
                 },
                 { guard: 'isProbeResult', target: 'waiting', actions: 'freeProbe' },
               ],
               'key.synced': {
                 guard: and(['isSyncedCooling', 'isSyncedChange']),
                 target: 'waiting',
-                actions: 'adoptShared',
+                actions: ['adoptShared', changedTo('cooling')],
               },
             },
           },
@@ -256,6 +363,11 @@ export function createKeyHealthMachine(table: ErrorTable) {
       },
     },
   });
+}
+
+function admitEvent(event: KeyHealthEvent): AdmitEvent {
+  if (event.type !== 'key.admit') throw new Error(`An admission answered ${event.type}`);
+  return event;
 }
 
 /** The key machine on docs/errors.md's table. */

@@ -37,12 +37,11 @@ import type { CallRequest, CallTicket } from './call-request.js';
 import { embeddedFleetLink, type FleetLinkReply } from './fleet-link.js';
 import {
   createKeyBookMachine,
-  keyAdmission,
   keyHealthOff,
   type KeyBookEvent,
   type KeyHealthSettings,
-  type KeySkipReason,
 } from './key-book.machine.js';
+import type { KeyAnswer, KeySkipReason } from './key-health.machine.js';
 import type {
   BreakerAction,
   CallRecord,
@@ -100,7 +99,13 @@ export type ProviderRequestEvent =
   | { type: 'call.cancelled'; callId: string; at: number }
   | { type: 'breaker.control'; action: BreakerAction; at: number };
 
-export type ProviderEvent = ProviderRequestEvent | UpstreamEvent | FleetLinkReply | BreakerKeyStreak | BreakerAnswer;
+export type ProviderEvent =
+  | ProviderRequestEvent
+  | UpstreamEvent
+  | FleetLinkReply
+  | BreakerKeyStreak
+  | BreakerAnswer
+  | KeyAnswer;
 
 /** The call's streaming figures (Attempt.streamed), or null when it did not stream. */
 export type Streamed = { chunks: number; firstTokenMs: number } | null;
@@ -162,9 +167,10 @@ type CancelledEvent = Extract<UpstreamEvent, { type: 'upstream.cancelled' }>;
 
 /**
  * One provider: it spawns its breaker, key book and fleet link, and serves call requests. A call is
- * asked of the key book's view of the caller's key (a refused key is skipped), then of the breaker by
- * message (`breaker.admit`: the breaker alone decides, and answers `breaker.admitted`, `breaker.rejected`
- * or `breaker.leaseNeeded`); an admitted call runs as a child actor of its own (call.machine.ts, id =
+ * asked of the key book by message (`key.admit`: the caller key's own actor, or the book for a key it
+ * does not track, answers `key.admitted` or `key.refused`; a refused key is skipped), then of the breaker
+ * (`breaker.admit`: the breaker alone decides, and answers `breaker.admitted`, `breaker.rejected` or
+ * `breaker.leaseNeeded`); an admitted call runs as a child actor of its own (call.machine.ts, id =
  * the call id) whose one outcome comes back as `upstream.*`. Each outcome is classified and told to the
  * breaker as a typed event, where only a provider-side class can be a counted failure. Column B is read
  * from `table` (the production `errorPolicy` unless a test injects a flipped row).
@@ -232,10 +238,6 @@ export function createProviderMachine(table: ErrorTable) {
       fleetLink: embeddedFleetLink,
     },
     guards: {
-      /** The caller's key is quarantined or cooling (and its probe is not due): no upstream call. */
-      isKeyRefused: ({ context, event }) =>
-        event.type === 'call.requested' &&
-        !keyAdmission(context.keyBook.getSnapshot().context.keys, event.keyId, event.at).admit,
       /** The fleet granted the probe lease asked for this call. */
       isLeaseGranted: ({ event }) => event.type === 'probe.leased' && event.granted,
       /** The event answers a lease request whose call still waits (not cancelled). */
@@ -246,6 +248,17 @@ export function createProviderMachine(table: ErrorTable) {
       isCountedFailure: ({ event }) => event.type === 'upstream.failed' && isCounted(event.failure.errorClass),
     },
     actions: {
+      /** Ask the key book whether the caller's key lets this call out (it answers this actor: `KeyAnswer`). */
+      askKeyBook: sendTo(
+        ({ context }) => context.keyBook,
+        ({ self }, call: CallRequest): KeyBookEvent => ({
+          type: 'key.admit',
+          keyId: call.keyId,
+          call,
+          replyTo: self,
+          at: call.at,
+        }),
+      ),
       /** Ask the breaker whether this call may go out (it answers this actor: `BreakerAnswer`). */
       askBreaker: sendTo(
         ({ context }) => context.breaker,
@@ -277,24 +290,6 @@ export function createProviderMachine(table: ErrorTable) {
         ({ context }) => context.keyBook,
         (_, params: KeyBookEvent) => params,
       ),
-      /**
-       * An admitted call's start, for the key's book when it tracks the key (the call may be the key's
-       * probe); the book changes nothing for a key it does not track.
-       */
-      notifyKeyCalled: enqueueActions(({ context, enqueue }, params: CallRequest) => {
-        if (isKeyTracked(context, params.keyId)) {
-          enqueue.sendTo(context.keyBook, {
-            type: 'key.called',
-            keyId: params.keyId,
-            callId: params.callId,
-            at: params.at,
-          } satisfies KeyBookEvent);
-        }
-      }),
-      /** The key's book hears the call answered when it tracks the key (its probe succeeded). */
-      notifyKeyAnswered: enqueueActions(({ context, enqueue }, params: KeyBookEvent) => {
-        if (isKeyTracked(context, params.keyId)) enqueue.sendTo(context.keyBook, params);
-      }),
       /** The admitted call goes out: a child actor of its own, named by its call id. */
       startCall: enqueueActions(({ context, enqueue }, call: CallRequest) => {
         const input: CallInput = {
@@ -343,28 +338,29 @@ export function createProviderMachine(table: ErrorTable) {
         },
       ),
       /** The caller's key is refused: skip the call at once, with the key's reason, class and `until`. */
-      skipForKey: enqueueActions(({ context, enqueue }, params: CallRequest) => {
-        const admission = keyAdmission(context.keyBook.getSnapshot().context.keys, params.keyId, params.at);
-        if (admission.admit) return;
-        enqueue.sendTo(params.replyTo, {
-          type: 'provider.keySkipped',
-          callId: params.callId,
-          providerId: context.providerId,
-          reason: admission.reason,
-          errorClass: admission.errorClass,
-          until: admission.until,
-          at: params.at,
-        } satisfies ProviderReply);
-        enqueue.emit({
-          type: 'call.finished',
-          record: {
-            provider: context.providerId,
-            outcome: 'skipped',
-            errorClass: admission.errorClass,
-            durationMs: 0,
-          },
-        });
-      }),
+      skipForKey: enqueueActions(
+        ({ context, enqueue }, params: Extract<KeyAnswer, { type: 'key.refused' }>) => {
+          const { call } = params;
+          enqueue.sendTo(call.replyTo, {
+            type: 'provider.keySkipped',
+            callId: call.callId,
+            providerId: context.providerId,
+            reason: params.reason,
+            errorClass: params.errorClass,
+            until: params.until,
+            at: call.at,
+          } satisfies ProviderReply);
+          enqueue.emit({
+            type: 'call.finished',
+            record: {
+              provider: context.providerId,
+              outcome: 'skipped',
+              errorClass: params.errorClass,
+              durationMs: 0,
+            },
+          });
+        },
+      ),
       /** Hold the call and ask the fleet for this window's probe lease. */
       requestLease: enqueueActions(({ context, enqueue }, params: CallRequest) => {
         enqueue.assign({ leasing: { ...context.leasing, [params.callId]: params } });
@@ -516,27 +512,24 @@ export function createProviderMachine(table: ErrorTable) {
     },
     states: {
       /**
-       * Always serving: admissions are asked of the key book's view and the breaker, admitted calls run
+       * Always serving: admissions are asked of the key book and the breaker by message, admitted calls run
        * concurrently as child actors, and each one's outcome is told to the breaker, the fleet, the key
        * book and the caller.
        */
       serving: {
         on: {
-          'call.requested': [
-            {
-              /** The caller's own key is refused: skipped before the breaker is even asked. */
-              guard: 'isKeyRefused',
-              actions: { type: 'skipForKey', params: ({ event }) => event },
-            },
-            {
-              /** The breaker decides (its answer comes back as `breaker.*`). */
-              actions: { type: 'askBreaker', params: ({ event }) => ({ call: event, leased: false, at: event.at }) },
-            },
-          ],
+          /** The caller's key is asked first (its answer comes back as `key.*`). */
+          'call.requested': { actions: { type: 'askKeyBook', params: ({ event }) => event } },
+          /** The key lets the call out: the breaker decides (its answer comes back as `breaker.*`). */
+          'key.admitted': {
+            actions: { type: 'askBreaker', params: ({ event }) => ({ call: event.call, leased: false, at: event.call.at }) },
+          },
+          /** The caller's own key is refused: skipped before the breaker is even asked. */
+          'key.refused': { actions: { type: 'skipForKey', params: ({ event }) => event } },
           /** The breaker admits the call: it goes out as a child actor; the key's book hears its start. */
           'breaker.admitted': {
             actions: [
-              { type: 'notifyKeyCalled', params: ({ event }) => event.call },
+              { type: 'notifyKey', params: ({ event }) => keyCalled(event.call) },
               { type: 'countStat', params: { stat: 'calls' } },
               { type: 'startCall', params: ({ event }) => event.call },
             ],
@@ -600,7 +593,7 @@ export function createProviderMachine(table: ErrorTable) {
               actions: [
                 { type: 'notifyBreaker', params: succeededResult },
                 { type: 'reportToFleet', params: succeededResult },
-                { type: 'notifyKeyAnswered', params: ({ event }) => keySucceeded(event) },
+                { type: 'notifyKey', params: ({ event }) => keySucceeded(event) },
                 { type: 'replyAnswered', params: ({ event }) => event },
                 { type: 'recordAnswered', params: ({ event }) => event },
                 { type: 'countStat', params: { stat: 'successes' } },
@@ -613,7 +606,7 @@ export function createProviderMachine(table: ErrorTable) {
                 { type: 'notifyBreaker', params: invalidResult },
                 { type: 'reportToFleet', params: invalidResult },
                 /** The upstream answered with the key: the key works, whatever the answer's worth. */
-                { type: 'notifyKeyAnswered', params: ({ event }) => keySucceeded(event) },
+                { type: 'notifyKey', params: ({ event }) => keySucceeded(event) },
                 { type: 'replyAnswered', params: ({ event }) => event },
                 { type: 'recordAnswered', params: ({ event }) => event },
                 { type: 'countStat', params: { stat: statOf(ownClasses.invalidOutput) } },
@@ -667,12 +660,9 @@ export function createProviderMachine(table: ErrorTable) {
 /** The provider machine on docs/errors.md's table. */
 export const providerMachine = createProviderMachine(errorPolicy);
 
-/**
- * The key book holds an entry for the key (refused, or its probe due or in flight). Only then does a call's
- * start or answer change anything there (key-book.machine.ts, `isTracked`).
- */
-function isKeyTracked(context: ProviderContext, keyId: string): boolean {
-  return context.keyBook.getSnapshot().context.keys.has(keyId);
+/** An admitted call's start, for the key's book (the call may be the key's probe). */
+function keyCalled(call: CallRequest): KeyBookEvent {
+  return { type: 'key.called', keyId: call.keyId, callId: call.callId, at: call.at };
 }
 
 function keySucceeded(event: SucceededEvent): KeyBookEvent {

@@ -641,7 +641,7 @@ describe('gateway: a quarantined key probed through the provider', () => {
     expect(h.gateway.provider('claude').keys).toEqual({ quarantined: 0, cooling: 0 });
   });
 
-  it('sends the key book nothing for a healthy key (its start and answer would change nothing there)', async () => {
+  it('asks the key book for a healthy key by message, and keeps no actor for it (nothing is kept of keys that work)', async () => {
     const events: InspectionEvent[] = [];
     const h = start({ keyHealth, inspect: (event) => events.push(event) });
     expectSucceeded(await h.gateway.generate(input(['claude'])));
@@ -652,8 +652,16 @@ describe('gateway: a quarantined key probed through the provider', () => {
         e.actorRef.id === 'keyBook' &&
         e.event.type !== 'xstate.init',
     );
-    expect(toBook.map((e) => (e.type === '@xstate.event' ? e.event.type : ''))).toEqual([]);
-    // A failure that refuses the key still reaches it.
+    // Asked before the breaker, then told the call's start and answer: a key it does not track changes nothing.
+    expect(toBook.map((e) => (e.type === '@xstate.event' ? e.event.type : ''))).toEqual([
+      'key.admit',
+      'key.called',
+      'key.answered',
+    ]);
+    const idOf = (e: InspectionEvent): string => ('id' in e.actorRef ? String(e.actorRef.id) : '');
+    const keyActors = () => events.filter((e) => e.type === '@xstate.actor' && /^(key|shelf)\./.test(idOf(e)));
+    expect(keyActors()).toEqual([]);
+    // A failure that refuses the key reaches it, and the key gets an actor of its own.
     h.adapters.claude.script(fail('auth'));
     expectFailed(await h.gateway.generate(input(['claude'])));
     expect(
@@ -665,6 +673,7 @@ describe('gateway: a quarantined key probed through the provider', () => {
           e.event.type === 'key.failed',
       ),
     ).toBe(true);
+    expect(keyActors().map(idOf).filter((id) => id.startsWith('key.'))).toHaveLength(1);
   });
 });
 

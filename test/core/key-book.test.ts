@@ -1,19 +1,52 @@
 /**
- * The key book's bookkeeping, one behaviour per test: only refused keys are kept, at most `maxKeys` of
- * them (the least recently touched forgotten first), nothing at all with KEY_QUARANTINE_MS=0, and the
- * fleet hears each change made here once and never an echo of its own.
+ * The key book's bookkeeping, one behaviour per test: only refused keys are kept, each as a live key
+ * actor, at most `maxKeys` of them (the least recently touched forgotten first), nothing at all with
+ * KEY_QUARANTINE_MS=0, admissions answered by message (`key.admit` → `key.admitted` / `key.refused`), and
+ * the fleet hears each change made here once and never an echo of its own.
  */
+import { createHash } from 'node:crypto';
 import { describe, expect, it, vi } from 'vitest';
-import { createActor, fromCallback, SimulatedClock } from 'xstate';
+import { createActor, fromCallback, SimulatedClock, type AnyActorRef } from 'xstate';
+import type { CallRequest } from '../../src/machines/call-request.js';
 import {
-  keyAdmission,
+  keyActorId,
   keyBookMachine,
   keyHealthOff,
   refusedKeyCounts,
 } from '../../src/machines/key-book.machine.js';
+import type { KeyAnswer } from '../../src/machines/key-health.machine.js';
 import type { KeyLinkEvent, KeyLinkInput, KeyLinkReply } from '../../src/machines/key-link.js';
+import { Secret } from '../../src/security/secret.js';
+import { request } from './gateway-harness.js';
 
 const at = 1_000_000;
+const apiKey = new Secret('test-claude-key-book');
+
+/** What the book answers a call with `keyId` at `at`, asked by message as the provider asks it. */
+function admission(actor: AnyActorRef, keyId: string, when: number) {
+  const answers: KeyAnswer[] = [];
+  const replyTo = createActor(fromCallback<KeyAnswer>(({ receive }) => receive((answer) => answers.push(answer)))).start();
+  const call: CallRequest = { callId: `ask-${when}`, keyId, replyTo, request, apiKey, validate: () => ({ ok: true, value: {} }), at: when };
+  actor.send({ type: 'key.admit', keyId, call, replyTo, at: when });
+  replyTo.stop();
+  expect(answers).toHaveLength(1);
+  const [answer] = answers;
+  if (answer?.type !== 'key.refused') return { admit: true };
+  expect(answer.call).toBe(call);
+  return { admit: false, reason: answer.reason, errorClass: answer.errorClass, until: answer.until };
+}
+
+/** The live key actors under the book (on its shelves), by key id. */
+function keyActors(actor: AnyActorRef): Map<string, AnyActorRef> {
+  const found = new Map<string, AnyActorRef>();
+  const children = (actor.getSnapshot() as { children: Record<string, AnyActorRef> }).children;
+  for (const [id, shelf] of Object.entries(children)) {
+    if (!id.startsWith('shelf.')) continue;
+    for (const [keyActor, key] of Object.entries((shelf.getSnapshot() as { children: Record<string, AnyActorRef> }).children))
+      found.set(keyActor.slice('key.'.length), key);
+  }
+  return found;
+}
 
 function book(options: { quarantineMs?: number; maxKeys?: number; clock?: SimulatedClock } = {}) {
   const reports: KeyLinkEvent[] = [];
@@ -32,19 +65,19 @@ function book(options: { quarantineMs?: number; maxKeys?: number; clock?: Simula
     ...(options.clock === undefined ? {} : { clock: options.clock }),
   }).start();
   const keys = () => actor.getSnapshot().context.keys;
-  const version = () => actor.getSnapshot().context.version;
-  return { actor, keys, reports, linkInputs, version };
+  const admit = (keyId: string, when: number) => admission(actor, keyId, when);
+  return { actor, keys, reports, linkInputs, admit };
 }
 
 describe('key book', () => {
   it('keeps nothing of a key that works, and a refused key until its probe succeeds', () => {
-    const { actor, keys } = book();
+    const { actor, keys, admit } = book();
     actor.send({ type: 'key.called', keyId: 'a1', callId: 'c1', at });
     actor.send({ type: 'key.answered', keyId: 'a1', callId: 'c1', at });
     actor.send({ type: 'key.failed', keyId: 'a1', callId: 'c2', errorClass: 'server_error', at });
     expect(keys().size).toBe(0);
     actor.send({ type: 'key.failed', keyId: 'a1', callId: 'c3', errorClass: 'auth', at });
-    expect(keyAdmission(keys(), 'a1', at + 1)).toEqual({
+    expect(admit('a1', at + 1)).toEqual({
       admit: false,
       reason: 'key_quarantined',
       errorClass: 'auth',
@@ -78,7 +111,7 @@ describe('key book', () => {
   });
 
   it('tells the fleet each change made here once, and adopts a change heard from it without echoing it', () => {
-    const { actor, keys, reports } = book();
+    const { actor, admit, reports } = book();
     actor.send({
       type: 'key.failed',
       keyId: 'k1',
@@ -110,7 +143,7 @@ describe('key book', () => {
         at,
       },
     ]);
-    expect(keyAdmission(keys(), 'k2', at)).toMatchObject({
+    expect(admit('k2', at)).toMatchObject({
       admit: false,
       reason: 'key_quarantined',
       errorClass: 'permission',
@@ -120,10 +153,12 @@ describe('key book', () => {
 
 describe('key book: what it admits and what it takes', () => {
   it('refuses every other call while a key probe is in flight, even past until', () => {
-    const { actor, keys } = book();
+    const { actor, admit } = book();
     actor.send({ type: 'key.failed', keyId: 'k', callId: 'c1', errorClass: 'auth', at });
+    // Past until, the next call is the probe; once it is out, every other call is refused.
+    expect(admit('k', at + 60_000)).toEqual({ admit: true });
     actor.send({ type: 'key.called', keyId: 'k', callId: 'probe', at: at + 60_000 });
-    expect(keyAdmission(keys(), 'k', at + 60_001)).toEqual({
+    expect(admit('k', at + 60_001)).toEqual({
       admit: false,
       reason: 'key_quarantined',
       errorClass: 'auth',
@@ -132,9 +167,9 @@ describe('key book: what it admits and what it takes', () => {
   });
 
   it('quarantines a tripped key (its own circuit) and tells the fleet', () => {
-    const { actor, keys, reports } = book();
+    const { actor, admit, reports } = book();
     actor.send({ type: 'key.tripped', keyId: 'k', errorClass: 'timeout', periodMs: 2_000, at });
-    expect(keyAdmission(keys(), 'k', at + 1)).toEqual({
+    expect(admit('k', at + 1)).toEqual({
       admit: false,
       reason: 'key_quarantined',
       errorClass: 'timeout',
@@ -144,7 +179,7 @@ describe('key book: what it admits and what it takes', () => {
   });
 
   it('admits a key whose fleet record carries no class or no until (a refusal it cannot date)', () => {
-    const { actor, keys } = book();
+    const { actor, admit } = book();
     actor.send({
       type: 'key.synced',
       keyId: 'no-until',
@@ -157,12 +192,12 @@ describe('key book: what it admits and what it takes', () => {
       shared: { state: 'cooling', errorClass: null, until: at + 5_000 },
       at,
     });
-    expect(keyAdmission(keys(), 'no-until', at)).toEqual({ admit: true });
-    expect(keyAdmission(keys(), 'no-class', at)).toEqual({ admit: true });
+    expect(admit('no-until', at)).toEqual({ admit: true });
+    expect(admit('no-class', at)).toEqual({ admit: true });
   });
 
   it('with per-key health off, takes nothing from the fleet either', () => {
-    const { actor, keys } = book({ quarantineMs: 0 });
+    const { actor, keys, admit } = book({ quarantineMs: 0 });
     actor.send({
       type: 'key.synced',
       keyId: 'k',
@@ -170,11 +205,11 @@ describe('key book: what it admits and what it takes', () => {
       at,
     });
     expect(keys().size).toBe(0);
-    expect(keyAdmission(keys(), 'k', at)).toEqual({ admit: true });
+    expect(admit('k', at)).toEqual({ admit: true });
   });
 
-  it('counts each update in version; an event about an untracked key that refuses nothing leaves it as it was', () => {
-    const { actor, version } = book();
+  it('keeps no actor for an event about an untracked key that refuses nothing', () => {
+    const { actor, keys } = book();
     actor.send({ type: 'key.called', keyId: 'k', callId: 'c1', at });
     actor.send({ type: 'key.answered', keyId: 'k', callId: 'c1', at });
     actor.send({ type: 'key.failed', keyId: 'k', callId: 'c2', errorClass: 'server_error', at });
@@ -184,10 +219,8 @@ describe('key book: what it admits and what it takes', () => {
       shared: { state: 'healthy', errorClass: null, until: null },
       at,
     });
-    expect(version()).toBe(0);
-    actor.send({ type: 'key.failed', keyId: 'k', callId: 'c3', errorClass: 'auth', at });
-    actor.send({ type: 'key.called', keyId: 'k', callId: 'c4', at: at + 1 });
-    expect(version()).toBe(2);
+    expect(keys().size).toBe(0);
+    expect(Object.keys(actor.getSnapshot().children)).toEqual(['keyLink']);
   });
 
   it("gives its fleet link the provider's id", () => {
@@ -213,7 +246,7 @@ describe('key book: forgetting a refusal nobody probes', () => {
 
   it('forgets a quarantine a quarantine after its until (not a millisecond before), and it leaves the counts', () => {
     const clock = new SimulatedClock();
-    const { actor, keys, reports, version } = book({ clock });
+    const { actor, keys, reports } = book({ clock });
     actor.send({ type: 'key.failed', keyId: 'k1', callId: 'c1', errorClass: 'auth', at });
     actor.send({ type: 'key.failed', keyId: 'k2', callId: 'c2', errorClass: 'rate_limited', at });
     // k1 quarantined until at + 60 000, kept 60 000 more; k2 cooling until at + 5 000, kept to at + 65 000.
@@ -224,11 +257,10 @@ describe('key book: forgetting a refusal nobody probes', () => {
     expect(refusedKeyCounts(keys())).toEqual({ quarantined: 1, cooling: 0 });
     clock.increment(119_999 - 65_000);
     expect(keys().ids()).toEqual(['k1']);
-    const before = version();
     clock.increment(1);
     expect(keys().size).toBe(0);
+    expect(keyActors(actor).size).toBe(0);
     expect(refusedKeyCounts(keys())).toEqual({ quarantined: 0, cooling: 0 });
-    expect(version()).toBe(before + 1);
     // Forgetting is not news for the fleet: the two refusals were told, nothing more.
     expect(reports.map((report) => report.shared.state)).toEqual(['quarantined', 'cooling']);
   });
@@ -285,8 +317,55 @@ describe('key book: forgetting a refusal nobody probes', () => {
     expect(keys().ids().sort()).toEqual(['old', 'undated']);
     clock.increment(1);
     expect(keys().ids()).toEqual(['undated']);
-    clock.increment(60_000 - 2);
+    // The book holds one timer: the undated key's is set by the tick that forgot the old one, a quarantine
+    // from the undated key's arrival (a timer fires no earlier than asked: here that tick's 1 ms later).
+    clock.increment(60_000 - 1);
     expect(keys().ids()).toEqual(['undated']);
+    clock.increment(1);
+    expect(keys().size).toBe(0);
+  });
+
+  it('forgets each of many keys at its own time, whatever order they came in', () => {
+    const clock = new SimulatedClock();
+    const { actor, keys } = book({ clock, maxKeys: 40 });
+    // Cooled for 1 000 to 2 900 ms in a shuffled order: each forgotten a quarantine (60 000) after its until.
+    const forgetAt = new Map<string, number>();
+    for (let i = 0; i < 20; i += 1) {
+      const retryAfterMs = 1_000 + ((i * 7) % 20) * 100;
+      actor.send({ type: 'key.failed', keyId: `k${i}`, callId: `c${i}`, errorClass: 'rate_limited', retryAfterMs, at });
+      forgetAt.set(`k${i}`, retryAfterMs + 60_000);
+    }
+    // One key healed meanwhile (never forgotten: it left), one cooled again later (forgotten later).
+    actor.send({ type: 'key.called', keyId: 'k3', callId: 'probe', at: at + 2_500 });
+    actor.send({ type: 'key.answered', keyId: 'k3', callId: 'probe', at: at + 2_500 });
+    forgetAt.delete('k3');
+    actor.send({ type: 'key.failed', keyId: 'k5', callId: 'late', errorClass: 'rate_limited', retryAfterMs: 3_000, at: at + 100 });
+    forgetAt.set('k5', Math.max(forgetAt.get('k5') ?? 0, 100 + 3_000 + 60_000));
+    clock.increment(60_999);
+    for (let now = 60_999; now <= 63_200; now += 1) {
+      const expected = [...forgetAt].filter(([, time]) => time > now).map(([id]) => id).sort();
+      expect(keys().ids().sort(), `at ${now}`).toEqual(expected);
+      clock.increment(1);
+    }
+    expect(keys().size).toBe(0);
+  });
+
+  it('forgets a key cooled again 300 times at its last time, and another key at its own', () => {
+    const clock = new SimulatedClock();
+    const { actor, keys } = book({ clock });
+    actor.send({ type: 'key.failed', keyId: 'steady', callId: 's', errorClass: 'auth', at });
+    for (let i = 0; i < 300; i += 1)
+      actor.send({ type: 'key.failed', keyId: 'busy', callId: `b${i}`, errorClass: 'rate_limited', retryAfterMs: 1_000, at: at + i });
+    // steady: until at + 60 000, forgotten at + 120 000; busy: until at + 299 + 1 000, forgotten at + 61 299
+    // (the book's timer, set for busy's first time, at + 61 000, waits again for the rest then).
+    clock.increment(61_000);
+    expect(keys().ids().sort()).toEqual(['busy', 'steady']);
+    clock.increment(298);
+    expect(keys().ids().sort()).toEqual(['busy', 'steady']);
+    clock.increment(1);
+    expect(keys().ids()).toEqual(['steady']);
+    clock.increment(120_000 - 61_299 - 1);
+    expect(keys().ids()).toEqual(['steady']);
     clock.increment(1);
     expect(keys().size).toBe(0);
   });
@@ -306,10 +385,12 @@ describe('key book: forgetting a refusal nobody probes', () => {
     }
   });
 
-  it('holds one expiry timer per tracked key however often the key changes', () => {
+  it('holds one expiry timer however many keys are tracked and however often they change', () => {
     vi.useFakeTimers();
     try {
       const { actor } = book();
+      actor.send({ type: 'key.failed', keyId: 'k2', callId: 'c2', errorClass: 'auth', at });
+      actor.send({ type: 'key.failed', keyId: 'k3', callId: 'c3', errorClass: 'rate_limited', at });
       actor.send({ type: 'key.failed', keyId: 'k1', callId: 'c1', errorClass: 'rate_limited', at });
       actor.send({ type: 'key.called', keyId: 'k1', callId: 'probe', at: at + 5_000 });
       actor.send({ type: 'key.failed', keyId: 'k1', callId: 'probe', errorClass: 'auth', at: at + 5_001 });
@@ -335,5 +416,76 @@ describe('key book: forgetting a refusal nobody probes', () => {
     expect(keys().ids()).toEqual(['k1']);
     clock.increment(1);
     expect(keys().size).toBe(0);
+  });
+});
+
+describe('key book: each refused key is a live actor of its own', () => {
+  it('spawns a key-health actor under the book for a refused key, and stops it once the key is healthy', () => {
+    const { actor } = book();
+    actor.send({ type: 'key.failed', keyId: 'k1', callId: 'c1', errorClass: 'auth', at });
+    const live = keyActors(actor).get('k1');
+    expect(live?.id).toBe(keyActorId('k1'));
+    expect(live?.getSnapshot()).toMatchObject({
+      status: 'active',
+      value: { quarantined: 'waiting' },
+      context: { errorClass: 'auth', until: at + 60_000 },
+    });
+    // A key that works has no actor.
+    expect([...keyActors(actor).keys()]).toEqual(['k1']);
+    actor.send({ type: 'key.called', keyId: 'k1', callId: 'probe', at: at + 60_000 });
+    expect(live?.getSnapshot().value).toEqual({ quarantined: 'probing' });
+    actor.send({ type: 'key.answered', keyId: 'k1', callId: 'probe', at: at + 60_001 });
+    expect(keyActors(actor).size).toBe(0);
+    expect(live?.getSnapshot().status).toBe('stopped');
+  });
+
+  it('stops the least recently touched key actor beyond maxKeys', () => {
+    const { actor } = book({ maxKeys: 2 });
+    for (const keyId of ['k1', 'k2', 'k3'])
+      actor.send({ type: 'key.failed', keyId, callId: keyId, errorClass: 'auth', at });
+    expect([...keyActors(actor).keys()].sort()).toEqual(['k2', 'k3']);
+  });
+
+  it('answers an admission by message and changes nothing: neither the key nor its recency', () => {
+    const { actor, admit, keys } = book({ maxKeys: 2 });
+    actor.send({ type: 'key.failed', keyId: 'k1', callId: 'c1', errorClass: 'auth', at });
+    actor.send({ type: 'key.failed', keyId: 'k2', callId: 'c2', errorClass: 'auth', at });
+    const before = keyActors(actor).get('k1')?.getSnapshot();
+    // Past until: admitted (the call may be the probe), yet no probe is taken until the call starts.
+    expect(admit('k1', at + 60_000)).toEqual({ admit: true });
+    expect(keyActors(actor).get('k1')?.getSnapshot()).toBe(before);
+    actor.send({ type: 'key.failed', keyId: 'k3', callId: 'c3', errorClass: 'auth', at });
+    // k1 was asked about, not touched: it is still the least recently touched, and went first.
+    expect(keys().ids().sort()).toEqual(['k2', 'k3']);
+  });
+});
+
+describe('key book: cheap per event however many keys are refused', () => {
+  // XState copies an actor's children on each spawn and stop, and walks every pending timer of the system
+  // on each stop: what one refusal costs grows with the children of the actors it touches and with the
+  // timers pending. Timing lives in `npm run bench -- keys`; here the shape that keeps it flat.
+  it('spreads 2 500 refused keys over shelves of about 16 (at most 157 shelves), and holds one timer', () => {
+    vi.useFakeTimers();
+    try {
+      const { actor, keys } = book({ maxKeys: 2_500 });
+      for (let i = 0; i < 2_600; i += 1) {
+        const keyId = createHash('sha256').update(`key ${i}`).digest('hex').slice(0, 32);
+        actor.send({ type: 'key.failed', keyId, callId: `c${i}`, errorClass: 'auth', at: at + i });
+      }
+      expect(keys().size).toBe(2_500);
+      expect(keyActors(actor).size).toBe(2_500);
+      const children = Object.keys(actor.getSnapshot().children);
+      const shelves = children.filter((id) => id.startsWith('shelf.'));
+      // 2 500 / 16 → 157 shelves and the key link: the book's own children stay few.
+      expect(shelves.length).toBeLessThanOrEqual(157);
+      expect(children.length).toBe(shelves.length + 1);
+      const perShelf = shelves.map(
+        (id) => Object.keys((actor.getSnapshot().children[id]?.getSnapshot() as { children: object }).children).length,
+      );
+      expect(Math.max(...perShelf)).toBeLessThanOrEqual(48);
+      expect(vi.getTimerCount()).toBe(1);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

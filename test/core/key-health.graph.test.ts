@@ -6,27 +6,24 @@
  *   KEY_COOLING_MS (here 3 000 ms); every other class says nothing of the key;
  * - a class that says nothing of the key never refuses it nor moves its `until`;
  * - a refused key lets a call out only once `until` has passed, and then exactly one (its probe);
- * - at the provider: a call with a quarantined or cooling key never reaches the network (no upstream
- *   call, no breaker event at all), and is answered `provider.keySkipped` with the key's reason.
- * Kept mutants (a table row that stops quarantining on 401, one that quarantines on a 5xx, a provider
- * that forgets to ask the key book) turn it red.
+ * - asked `key.admit`, the key answers (`key.admitted`, or `key.refused` with its reason, class and
+ *   `until` while refused and no probe is due) and changes nothing;
+ * - at the provider: every call is asked of the key book first; a call whose key is refused never
+ *   reaches the network (no upstream call, no breaker event at all), and is answered
+ *   `provider.keySkipped` with the key's reason.
+ * Kept mutants (a table row that stops quarantining on 401, one that quarantines on a 5xx, a key that
+ * admits every call, a provider that forgets to ask the key book) turn it red.
  */
 import { describe, expect, it } from 'vitest';
-import { createActor, initialTransition, setup, transition, type SnapshotFrom } from 'xstate';
+import { createActor, initialTransition, sendTo, setup, transition, type SnapshotFrom } from 'xstate';
 import { adjacencyMapToArray, getAdjacencyMap } from 'xstate/graph';
 import type { ErrorClass } from '../../src/errors/index.js';
-import {
-  RefusedKeys,
-  type KeyBookContext,
-  type KeyEntry,
-  type keyBookMachine,
-} from '../../src/machines/key-book.machine.js';
+import type { CallRequest } from '../../src/machines/call-request.js';
 import {
   createKeyHealthMachine,
   keyHealthMachine,
   type KeyHealthEvent,
 } from '../../src/machines/key-health.machine.js';
-import { breakerMachine } from '../../src/machines/breaker.machine.js';
 import { providerMachine, type ProviderEvent } from '../../src/machines/provider.machine.js';
 import { Secret } from '../../src/security/secret.js';
 import { documentClasses, withRow } from './errors-md.js';
@@ -55,9 +52,23 @@ const stateName = (snapshot: KeySnapshot): 'healthy' | 'quarantined' | 'cooling'
 /** Two times: a refusal made at the first has ended by the second (so its probe is due), not the reverse. */
 const times = [100_000, 100_000 + quarantineMs + coolingMs];
 
+const replyTo = createActor(setup({}).createMachine({}));
+const apiKey = new Secret('test-claude-key-health');
+const validate = () => ({ ok: true as const, value: {} });
+const callOf = (callId: string, keyId: string, at: number): CallRequest => ({
+  callId,
+  request,
+  apiKey,
+  keyId,
+  replyTo,
+  validate,
+  at,
+});
+
 function events(snapshot: KeySnapshot): KeyHealthEvent[] {
   const ids = snapshot.context.probeCallId === null ? ['other'] : [snapshot.context.probeCallId, 'other'];
   return times.flatMap((at): KeyHealthEvent[] => [
+    { type: 'key.admit', call: callOf('asked', 'key-1', at), replyTo, at },
     { type: 'key.called', callId: 'probe', at },
     ...ids.flatMap((callId): KeyHealthEvent[] => [
       { type: 'key.answered', callId, at },
@@ -84,6 +95,7 @@ interface Edge {
   readonly state: KeySnapshot;
   readonly event: KeyHealthEvent;
   readonly next: KeySnapshot;
+  readonly actions: readonly { type: string; params?: unknown }[];
 }
 
 /** Every edge reachable from a healthy key (breadth first, bounded so a runaway mutant ends too). */
@@ -95,8 +107,8 @@ function edgesOf(machine: KeyMachine, maxStates = 400): { states: number; edges:
   while (queue.length > 0 && seen.size <= maxStates) {
     const state = queue.shift()!;
     for (const event of events(state)) {
-      const [next] = transition(machine, state, event);
-      edges.push({ state, event, next });
+      const [next, actions] = transition(machine, state, event);
+      edges.push({ state, event, next, actions });
       if (!seen.has(key(next))) {
         seen.add(key(next));
         queue.push(next);
@@ -107,7 +119,7 @@ function edgesOf(machine: KeyMachine, maxStates = 400): { states: number; edges:
 }
 
 /** The oracle's judgement of one edge: a list of what went wrong (empty when right). */
-function violationsOf({ state, event, next }: Edge): string[] {
+function violationsOf({ state, event, next, actions }: Edge): string[] {
   const wrong: string[] = [];
   const before = stateName(state);
   const after = stateName(next);
@@ -142,6 +154,31 @@ function violationsOf({ state, event, next }: Edge): string[] {
     if (letThrough !== (due && !probing))
       wrong.push(`${label}: probe admission wrong (due ${due}, probing ${probing})`);
   }
+  if (event.type === 'key.admit') {
+    // Answered, never changed: the probe is taken when the call starts (`key.called`).
+    if (key(next) !== key(state)) wrong.push(`${label}: an admission changed the key`);
+    const answers = sentEvents(actions);
+    const due = state.context.until !== null && event.at >= state.context.until;
+    const probing = state.context.probeCallId !== null;
+    const refused = before !== 'healthy' && !(due && !probing);
+    const expected: Record<string, unknown> = refused
+      ? {
+          type: 'key.refused',
+          call: event.call,
+          reason: before === 'quarantined' ? 'key_quarantined' : 'key_cooling',
+          errorClass: state.context.errorClass,
+          until: state.context.until,
+        }
+      : { type: 'key.admitted', call: event.call };
+    const [answer, ...more] = answers;
+    const same =
+      answer !== undefined &&
+      more.length === 0 &&
+      Object.keys(answer).length === Object.keys(expected).length &&
+      Object.entries(expected).every(([field, value]) => answer[field] === value);
+    if (!same)
+      wrong.push(`${label}: answered ${answers.map((sent) => String(sent['type'])).join(',')}, not ${String(expected['type'])}`);
+  }
   if (event.type === 'key.answered' && before !== 'healthy') {
     const isProbe = event.callId === state.context.probeCallId;
     if ((after === 'healthy') !== isProbe)
@@ -150,6 +187,13 @@ function violationsOf({ state, event, next }: Edge): string[] {
       );
   }
   return wrong;
+}
+
+/** The events a transition's `sendTo` actions send (the key's answers to `key.admit`). */
+function sentEvents(actions: readonly { type: string; params?: unknown }[]): Record<string, unknown>[] {
+  return actions
+    .filter((action) => action.type === 'xstate.sendTo')
+    .map((action) => (action.params as { event: Record<string, unknown> }).event);
 }
 
 function check(machine: KeyMachine): { states: number; edges: number; violations: string[] } {
@@ -161,9 +205,10 @@ describe('key health, over every edge of its graph', () => {
   it('refuses a key exactly on column K, for the right period, and lets one probe out once until has passed', () => {
     const { states, edges, violations } = check(keyHealthMachine);
     console.log(`key health graph: ${states} states, ${edges} edges; ${violations.length} violations`);
-    // Healthy, and each refusal (class, until) waiting or probing, over two times: bounded.
+    // Healthy, and each refusal (class, until) waiting or probing, over two times: bounded. Each state
+    // takes per time one admission, one call, and one answer and 14 failures per call id (1 or 2 ids).
     expect(states).toBe(22);
-    expect(edges).toBe(908);
+    expect(edges).toBe(952);
     expect(violations).toEqual([]);
   });
 
@@ -192,72 +237,47 @@ describe('key health, over every edge of its graph', () => {
     expect(violations.length).toBeGreaterThan(0);
   });
 
+  it('goes red on the kept mutant key that answers every admission key.admitted', () => {
+    const mutant = keyHealthMachine.provide({
+      actions: {
+        refuseCall: sendTo(
+          ({ event }) => (event as Extract<KeyHealthEvent, { type: 'key.admit' }>).replyTo,
+          ({ event }) => ({ type: 'key.admitted', call: (event as Extract<KeyHealthEvent, { type: 'key.admit' }>).call }),
+        ),
+      },
+    });
+    const { violations } = check(mutant);
+    expect(violations.length).toBeGreaterThan(0);
+    expect(violations.every((violation) => violation.includes('key.admit'))).toBe(true);
+  });
+
   it('goes red on the kept mutant whose refusal lets every call out (no probe limit)', () => {
     const mutant = keyHealthMachine.provide({ guards: { isUntilPassed: () => true } });
     expect(check(mutant).violations.length).toBeGreaterThan(0);
   });
 });
 
-// The provider with a key book standing in (docs/testing.md graph-test pitfall 3: spawned children are frozen during
-// traversal): one key quarantined until 61 000, one cooling until 61 000, one healthy.
+// The provider asks the key book by message: its answers (`key.admitted`, `key.refused`, which the key
+// graph above proves) are events here, so no key book stand-in is needed: one key quarantined until
+// 61 000, one cooling until 61 000, one healthy.
 const until = 61_000;
-const keys: KeyBookContext['keys'] = new RefusedKeys(10);
-const refusedEntries: Record<string, KeyEntry> = {
-  'key-quarantined': {
-    value: { quarantined: 'waiting' },
-    context: {
-      keyId: 'key-quarantined',
-      quarantineMs,
-      coolingMs,
-      errorClass: 'quota_exhausted',
-      until,
-      probeCallId: null,
-    },
-  },
-  'key-cooling': {
-    value: { cooling: 'waiting' },
-    context: {
-      keyId: 'key-cooling',
-      quarantineMs,
-      coolingMs,
-      errorClass: 'rate_limited',
-      until,
-      probeCallId: null,
-    },
-  },
-};
-for (const [keyId, entry] of Object.entries(refusedEntries)) keys.set(keyId, entry, 3_600_000);
-const bookStandIn = setup({}).createMachine({
-  id: 'keyBook',
-  context: { keys },
-  initial: 'standIn',
-  states: { standIn: {} },
-}) as unknown as typeof keyBookMachine;
-const admittingBreaker = setup({}).createMachine({
-  id: 'breaker',
-  context: { retryAt: null, shared: false },
-  initial: 'standIn',
-  states: { standIn: { tags: ['admitting'] } },
-}) as unknown as typeof breakerMachine;
-
-const replyTo = createActor(setup({}).createMachine({}));
-const apiKey = new Secret('test-claude-key-health');
-const validate = () => ({ ok: true as const, value: {} });
 const keyIds = ['key-quarantined', 'key-cooling', 'key-healthy'];
-const refused = new Set(['key-quarantined', 'key-cooling']);
+const refusals: Readonly<Record<string, { reason: 'key_quarantined' | 'key_cooling'; errorClass: ErrorClass }>> = {
+  'key-quarantined': { reason: 'key_quarantined', errorClass: 'quota_exhausted' },
+  'key-cooling': { reason: 'key_cooling', errorClass: 'rate_limited' },
+};
 
 function providerEvents(): ProviderEvent[] {
   return keyIds.flatMap((keyId, index) =>
-    [1_000, until + 1].map((at): ProviderEvent => ({
-      type: 'call.requested',
-      callId: `c${index}`,
-      request,
-      apiKey,
-      keyId,
-      replyTo,
-      validate,
-      at,
-    })),
+    [1_000, until + 1].flatMap((at): ProviderEvent[] => {
+      const call = callOf(`c${index}`, keyId, at);
+      const refusal = refusals[keyId];
+      return [
+        { type: 'call.requested', ...call },
+        { type: 'key.admitted', call },
+        ...(refusal === undefined ? [] : [{ type: 'key.refused' as const, call, ...refusal, until }]),
+      ];
+    }),
   );
 }
 
@@ -279,38 +299,41 @@ function providerEdges(machine: ProviderLogic) {
   }[];
 }
 
-/** A call with a refused key, before `until`: what reached the network or the breaker (must be nothing). */
+/**
+ * Every request is asked of the key book, and of nothing else; a refused key's call reaches neither the
+ * network nor the breaker and is answered `provider.keySkipped`; an admitted one is asked of the breaker.
+ */
 function networkViolations(machine: ProviderLogic): { checked: number; violations: string[] } {
   let checked = 0;
   const violations: string[] = [];
   for (const { state, event } of providerEdges(machine)) {
-    if (event.type !== 'call.requested') continue;
     const [, actions] = transition(machine, state, event);
     const sent = sentEventTypes(actions);
     // A call goes out only through the breaker's admission (`breaker.admit`, which a closed breaker grants).
     const started = sent.includes('breaker.admit');
-    const blocked = refused.has(event.keyId) && event.at < until;
-    if (blocked) {
+    if (event.type === 'call.requested') {
+      if (JSON.stringify(sent) !== JSON.stringify(['key.admit']))
+        violations.push(`${event.keyId}@${event.at}: asked ${sent.join(',')}, not the key book alone`);
+    } else if (event.type === 'key.refused') {
       checked += 1;
-      if (started) violations.push(`${event.keyId}@${event.at}: upstream call started`);
-      if (!sent.includes('provider.keySkipped'))
-        violations.push(`${event.keyId}@${event.at}: not answered keySkipped`);
+      const where = `${event.call.keyId}@${event.call.at}`;
+      if (started) violations.push(`${where}: upstream call started`);
+      if (!sent.includes('provider.keySkipped')) violations.push(`${where}: not answered keySkipped`);
       const breakerEvents = sent.filter(
         (type) => type.startsWith('call.') || type.startsWith('breaker.') || type.startsWith('fleet:'),
       );
-      if (breakerEvents.length > 0)
-        violations.push(`${event.keyId}@${event.at}: breaker heard ${breakerEvents.join(',')}`);
-    } else if (!started) {
-      violations.push(`${event.keyId}@${event.at}: an admitted key was not called`);
+      if (breakerEvents.length > 0) violations.push(`${where}: breaker heard ${breakerEvents.join(',')}`);
+    } else if (event.type === 'key.admitted' && !started) {
+      violations.push(`${event.call.keyId}@${event.call.at}: an admitted key was not called`);
     }
   }
   return { checked, violations };
 }
 
 describe('provider with refused keys, over every edge of its graph', () => {
-  const machine = providerMachine.provide({ actors: { breaker: admittingBreaker, keyBook: bookStandIn } });
+  const machine = providerMachine;
 
-  it('never lets a quarantined or cooling key reach the network, nor the breaker; a healthy key and a due probe go out', () => {
+  it('asks the key book first; never lets a refused key reach the network, nor the breaker; an admitted key goes out', () => {
     const { checked, violations } = networkViolations(machine);
     console.log(
       `provider with refused keys: ${checked} refused calls checked; ${violations.length} violations`,
@@ -319,7 +342,7 @@ describe('provider with refused keys, over every edge of its graph', () => {
     expect(violations).toEqual([]);
   });
 
-  it('answers the key reason and the class that refused it', () => {
+  it('answers the key reason, the class that refused it and its until', () => {
     const [state] = initialTransition(machine, {
       providerId: 'claude',
       model: 'claude-model',
@@ -328,27 +351,48 @@ describe('provider with refused keys, over every edge of its graph', () => {
     });
     const reasons = ['key-quarantined', 'key-cooling'].map((keyId) => {
       const [, actions] = transition(machine, state, {
-        type: 'call.requested',
-        callId: 'c1',
-        request,
-        apiKey,
-        keyId,
-        replyTo,
-        validate,
-        at: 1_000,
+        type: 'key.refused',
+        call: callOf('c1', keyId, 1_000),
+        ...refusals[keyId]!,
+        until,
       });
       const reply = actions.find((action) => action.type === 'xstate.sendTo')?.params as
-        { event: { reason: string; errorClass: string; until: number } } | undefined;
+        { event: { type: string; reason: string; errorClass: string; until: number } } | undefined;
       return reply?.event;
     });
     expect(reasons).toEqual([
-      expect.objectContaining({ reason: 'key_quarantined', errorClass: 'quota_exhausted', until }),
-      expect.objectContaining({ reason: 'key_cooling', errorClass: 'rate_limited', until }),
+      expect.objectContaining({ type: 'provider.keySkipped', reason: 'key_quarantined', errorClass: 'quota_exhausted', until }),
+      expect.objectContaining({ type: 'provider.keySkipped', reason: 'key_cooling', errorClass: 'rate_limited', until }),
     ]);
   });
 
-  it('goes red on the kept mutant provider that never asks the key book', () => {
-    const mutant = machine.provide({ guards: { isKeyRefused: () => false } });
+  it('goes red on the kept mutant provider that never asks the key book (it asks the breaker straight away)', () => {
+    const mutant = machine.provide({
+      actions: {
+        askKeyBook: sendTo(
+          ({ context }) => context.breaker,
+          ({ self }, call: CallRequest) => ({ type: 'breaker.admit' as const, call, replyTo: self, leased: false, at: call.at }),
+        ),
+      },
+    });
+    expect(networkViolations(mutant).violations.length).toBeGreaterThan(0);
+  });
+
+  it('goes red on the kept mutant provider that asks the breaker on a refused key', () => {
+    const mutant = machine.provide({
+      actions: {
+        skipForKey: sendTo(
+          ({ context }) => context.breaker,
+          ({ self }, refused: { call: CallRequest }) => ({
+            type: 'breaker.admit' as const,
+            call: refused.call,
+            replyTo: self,
+            leased: false,
+            at: refused.call.at,
+          }),
+        ),
+      },
+    });
     expect(networkViolations(mutant).violations.length).toBeGreaterThan(0);
   });
 });

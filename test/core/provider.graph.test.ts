@@ -38,6 +38,15 @@ function payloadsFor(type: string): ProviderEvent[] {
   switch (type) {
     case 'call.requested':
       return callIds.map((callId) => ({ type, ...callOf(callId) }));
+    case 'key.refused':
+      return callIds.map((callId) => ({
+        type,
+        call: callOf(callId),
+        reason: 'key_quarantined',
+        errorClass: 'auth',
+        until: 61_000,
+      }));
+    case 'key.admitted':
     case 'breaker.admitted':
     case 'breaker.leaseNeeded':
       return callIds.map((callId) => ({ type, call: callOf(callId) }));
@@ -86,6 +95,8 @@ function payloadsFor(type: string): ProviderEvent[] {
 
 const eventTypes = [
   'call.requested',
+  'key.admitted',
+  'key.refused',
   'breaker.admitted',
   'breaker.rejected',
   'breaker.leaseNeeded',
@@ -185,7 +196,7 @@ function expectedStatsOf(event: ProviderEvent): string[] | undefined {
 }
 
 const EXPECTED_STATES = 4;
-const EXPECTED_EDGES = 196;
+const EXPECTED_EDGES = 212;
 
 const actionTypes = (machine: ProviderLogic, state: ProviderSnapshot, event: ProviderEvent) =>
   transition(machine, state, event)[1].map((action) => action.type);
@@ -194,15 +205,18 @@ describe('provider actor, over every edge of its graph', () => {
   const provider = explorable(providerMachine);
   const edges = adjacencyMapToArray(adjacencyOf(provider));
 
-  it('asks the breaker for every call and starts a call actor exactly when the breaker admits it', () => {
+  it('asks the key book for every call, the breaker for every call the key admits, and starts a call actor exactly when the breaker admits it', () => {
     let asked = 0;
     let started = 0;
     for (const { state, event } of edges) {
       const [, actions] = transition(provider, state, event);
       const spawned = actions.filter((action) => action.type === 'startCall');
       const sent = sentEventTypes(actions);
-      // A request goes to the breaker (the key is healthy here), never straight upstream.
-      if (event.type === 'call.requested') expect(sent).toEqual(['breaker.admit']);
+      // A request is asked of the caller's key first (the key book), never straight of the breaker or upstream;
+      // the key's admission goes to the breaker; its refusal is answered at once, the breaker never asked.
+      if (event.type === 'call.requested') expect(sent).toEqual(['key.admit']);
+      if (event.type === 'key.admitted') expect(sent).toEqual(['breaker.admit']);
+      if (event.type === 'key.refused') expect(sent).toEqual(['provider.keySkipped']);
       expect(spawned.length, event.type).toBe(event.type === 'breaker.admitted' ? 1 : 0);
       if (event.type === 'breaker.admitted')
         expect((spawned[0]?.params as CallRequest | undefined)?.callId).toBe(event.call.callId);
@@ -234,8 +248,8 @@ describe('provider actor, over every edge of its graph', () => {
   it('sends the breaker a FAILURE exactly for provider-side classes, never for 401, 429 or any user-side class', () => {
     const { states, edges: edgeCount, violations } = checkEveryEdge(providerMachine);
     console.log(`provider graph: ${states} states, ${edgeCount} edges; ${violations.length} violations`);
-    // No call, c1, c2, or both waiting for the lease (4 states). Each takes 49 events: 2 requests,
-    // 6 breaker answers, 4 answers, 2 × 13 failure classes, 2 cancels, 2 cancelled calls, 3 operator
+    // No call, c1, c2, or both waiting for the lease (4 states). Each takes 53 events: 2 requests,
+    // 4 key answers, 6 breaker answers, 4 answers, 2 × 13 failure classes, 2 cancels, 2 cancelled calls, 3 operator
     // actions, 4 lease answers.
     expect(states).toBe(EXPECTED_STATES);
     expect(edgeCount).toBe(EXPECTED_EDGES);

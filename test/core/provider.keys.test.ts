@@ -5,10 +5,12 @@
  * its children (the key book's settings, the breaker's quorum, the fleet link's breaker). Expected
  * values are written out here (docs/errors.md "Per-key health", column K), not read from src.
  */
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { createActor, fromCallback, type AnyActorRef } from 'xstate';
 import type { FleetLinkEvent, FleetLinkInput, FleetLinkReply } from '../../src/machines/fleet-link.js';
-import { keyAdmission } from '../../src/machines/key-book.machine.js';
+import { keyHealthView } from '../../src/machines/key-book.machine.js';
 import {
   providerMachine,
   type ProviderInput,
@@ -107,7 +109,8 @@ function rig(input: Partial<ProviderInput> = {}) {
       }),
     cancelled: (callId: string, at: number) =>
       provider.send({ type: 'upstream.cancelled', ...ticket(callId), durationMs: 5, at }),
-    admission: (at: number) => keyAdmission(context().keyBook.getSnapshot().context.keys, keyId, at),
+    /** The key as `GET /v1/keys/status` shows it (a view of the key book). */
+    status: (at: number) => keyHealthView(context().keyBook.getSnapshot().context.keys, keyId, at),
   };
 }
 
@@ -142,9 +145,8 @@ describe("a call with the caller's key refused", () => {
     const r = rig();
     r.request('c1', t);
     r.failed('c1', { errorClass: 'rate_limited', retryAfterMs: 2_000 }, t + 5);
-    expect(r.admission(t + 6)).toEqual({
-      admit: false,
-      reason: 'key_cooling',
+    expect(r.status(t + 6)).toEqual({
+      state: 'cooling',
       errorClass: 'rate_limited',
       until: t + 5 + 2_000,
     });
@@ -161,7 +163,7 @@ describe("a call with the caller's key refused", () => {
       expect(r.replies.at(-1)).toMatchObject({ type: 'provider.keySkipped', callId: 'c3' });
       // Even an answer that fails validation proves the key works.
       r.succeeded('probe', ok, t + quarantineMs + 2);
-      expect(r.admission(t + quarantineMs + 3)).toEqual({ admit: true });
+      expect(r.status(t + quarantineMs + 3)).toEqual({ state: 'healthy' });
       expect(r.context().keyBook.getSnapshot().context.keys.size).toBe(0);
     }
   });
@@ -179,9 +181,8 @@ describe("a call with the caller's key refused", () => {
   it("gives the key its own circuit on the breaker's streak below the quorum", () => {
     const r = rig();
     r.provider.send({ type: 'breaker.keyStreak', keyId, errorClass: 'timeout', at: t });
-    expect(r.admission(t + 1)).toEqual({
-      admit: false,
-      reason: 'key_quarantined',
+    expect(r.status(t + 1)).toEqual({
+      state: 'quarantined',
       errorClass: 'timeout',
       until: t + quarantineMs,
     });
@@ -254,5 +255,72 @@ describe('a probe lease in a fleet', () => {
     r.request('c1', t + 10_000_000);
     expect(r.fleet.filter((event) => event.type === 'probe.requested')).toEqual([]);
     expect(r.replies.map((reply) => reply.type)).toEqual(['provider.rejected']);
+  });
+});
+
+describe('the provider reads no other actor\'s snapshot: it asks by message', () => {
+  const source = readFileSync(fileURLToPath(new URL('../../src/machines/provider.machine.ts', import.meta.url)), 'utf8');
+
+  it('has no getSnapshot() in its source', () => {
+    expect(source.match(/getSnapshot\s*\(/g) ?? []).toEqual([]);
+  });
+
+  /** A child whose snapshot must not be read: any read throws. */
+  const sealed = (ref: AnyActorRef): AnyActorRef =>
+    Object.assign(Object.create(ref) as AnyActorRef, {
+      getSnapshot: () => {
+        throw new Error(`${ref.id}'s snapshot was read`);
+      },
+    });
+
+  it("evaluates every guard without reading a child's snapshot", () => {
+    const r = rig();
+    const context = {
+      ...r.context(),
+      keyBook: sealed(r.context().keyBook),
+      breaker: sealed(r.context().breaker),
+      fleetLink: sealed(r.context().fleetLink),
+    };
+    const call = { callId: 'c1', request, apiKey, keyId, replyTo: r.provider, validate, at: t };
+    const events = [
+      { type: 'call.requested', ...call },
+      { type: 'key.admitted', call },
+      { type: 'key.refused', call, reason: 'key_quarantined', errorClass: 'auth', until: t + 1 },
+      { type: 'breaker.admitted', call },
+      { type: 'probe.leased', callId: 'c1', granted: true, at: t },
+      { type: 'upstream.failed', callId: 'c1', replyTo: r.provider, keyId, failure: { errorClass: 'auth', message: 'x' }, durationMs: 1, streamed: null, at: t },
+      { type: 'upstream.succeeded', callId: 'c1', replyTo: r.provider, keyId, answer, verdict: { ok: true, value: true }, durationMs: 1, streamed: null, at: t },
+      { type: 'call.cancelled', callId: 'c1', at: t },
+    ];
+    const guards = Object.entries(providerMachine.implementations.guards) as [string, (args: unknown) => boolean][];
+    expect(guards.length).toBeGreaterThan(0);
+    for (const [name, guard] of guards)
+      for (const event of events)
+        expect(() => guard({ context, event, self: r.provider, system: r.provider.system }), `${name} on ${event.type}`).not.toThrow();
+  });
+
+  it("serves refused and probing keys on a live actor whose children's snapshots cannot be read", () => {
+    const r = rig();
+    for (const child of ['keyBook', 'breaker', 'fleetLink'] as const) {
+      const ref = r.context()[child] as AnyActorRef;
+      ref.getSnapshot = () => {
+        throw new Error(`${child}'s snapshot was read`);
+      };
+    }
+    const errors: unknown[] = [];
+    r.provider.subscribe({ error: (error) => errors.push(error) });
+    r.request('c1', t);
+    r.failed('c1', { errorClass: 'auth' }, t);
+    r.request('c2', t + 1);
+    r.request('probe', t + quarantineMs);
+    r.succeeded('probe', true, t + quarantineMs + 1);
+    r.request('c4', t + quarantineMs + 2);
+    expect(errors).toEqual([]);
+    expect(r.started).toEqual(['c1', 'probe', 'c4']);
+    expect(r.replies.map((reply) => `${reply.type}:${reply.callId}`)).toEqual([
+      'provider.failed:c1',
+      'provider.keySkipped:c2',
+      'provider.succeeded:probe',
+    ]);
   });
 });

@@ -67,6 +67,18 @@ const leftOut = {
     'quarantined.waiting --key.failed--> (stays)',
     'quarantined.waiting --key.tripped--> (stays)',
   ],
+  /**
+   * The key's answer to `key.admit` (admitted, or refused while it waits before `until` or probes),
+   * which changes no state: the model observes it in each step instead (a call served, or skipped
+   * without an upstream call), and the probe itself is `key.called`.
+   */
+  admissionAnswers: [
+    'cooling.probing --key.admit--> (stays)',
+    'cooling.waiting --key.admit--> (stays)',
+    'healthy --key.admit--> (stays)',
+    'quarantined.probing --key.admit--> (stays)',
+    'quarantined.waiting --key.admit--> (stays)',
+  ],
 };
 
 describe('the key-health model mirrors src/machines/key-health.machine.ts', () => {
@@ -74,9 +86,9 @@ describe('the key-health model mirrors src/machines/key-health.machine.ts', () =
     expect(statePaths(keyHealthModel)).toEqual(statePaths(keyHealthMachine));
   });
 
-  it('has the same transitions (event and target per state), but those only the fleet or a call in flight can cause', () => {
+  it('has the same transitions (event and target per state), but those only the fleet or a call in flight can cause, and the admissions answered without a change of state', () => {
     const production = transitionLines(keyHealthMachine);
-    const excluded = [...leftOut.fleet, ...leftOut.inFlightWhileRefused];
+    const excluded = [...leftOut.fleet, ...leftOut.inFlightWhileRefused, ...leftOut.admissionAnswers];
     expect(production.filter((line) => excluded.includes(line))).toEqual([...excluded].sort());
     expect(transitionLines(keyHealthModel)).toEqual(production.filter((line) => !excluded.includes(line)));
   });

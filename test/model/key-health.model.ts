@@ -4,9 +4,10 @@
  * src/machines/key-health.machine.ts state for state (key-health.model.test.ts compares the two). The
  * production machine has no timer (time is in its data: a call after `until` is the probe), so time
  * passes in `key.called`: the test waits until the `until` the service shows has passed, then calls.
- * Left out, each with its reason in the comparison test: the fleet's `key.synced`, and the failures and
+ * Left out, each with its reason in the comparison test: the fleet's `key.synced`, the failures and
  * trips that can only reach a key while it is refused (from calls already in flight when it was refused:
- * the service makes no call with a refused key).
+ * the service makes no call with a refused key), and the key's answers to `key.admit`, which change no
+ * state (each step observes them: a call served, or skipped without an upstream call).
  */
 import { setup } from 'xstate';
 
