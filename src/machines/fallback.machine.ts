@@ -235,7 +235,10 @@ function succeededOutput(context: FallbackContext, event: FallbackEvent): Succee
   };
 }
 
-/** The re-ask after `invalid_output`: the model sees its answer and what was wrong with it. */
+/**
+ * The re-ask after `invalid_output`: the model sees its answer and what was wrong with it. An answer that
+ * was not kept (the adapter stopped reading it past the call's ceiling) is left out: only what was wrong.
+ */
 export function withValidationErrors(
   request: GenerationRequest,
   answerText: string,
@@ -245,7 +248,7 @@ export function withValidationErrors(
     ...request,
     messages: [
       ...request.messages,
-      { role: 'assistant', content: answerText },
+      ...(answerText === '' ? [] : [{ role: 'assistant' as const, content: answerText }]),
       {
         role: 'user',
         content: `Your answer failed validation:\n- ${errors.join('\n- ')}\nAnswer again with only the corrected JSON.`,
@@ -377,7 +380,9 @@ export function createFallbackMachine(table: ErrorTable) {
           message: event.failure.message,
           ...(event.streamed === null ? {} : { streamed: event.streamed }),
         };
-        const lastFailure = { errorClass: event.failure.errorClass };
+        // An answer the adapter stopped reading (past the call's ceiling) is `invalid_output` with its reason.
+        const { validationErrors } = event.failure;
+        const lastFailure = { errorClass: event.failure.errorClass, ...(validationErrors === undefined ? {} : { validationErrors }) };
         return appendAttempt(context, attempt, lastFailure, event.failure.retryAfterMs, event.at);
       }),
       /**

@@ -13,8 +13,8 @@ import {
 } from './classify-common.js';
 import { rememberKeyOf } from './scrub.js';
 import { sdkTimeoutMs } from './sdk-options.js';
-import { numberOrNull, StreamedText, throwIfAborted } from './streamed-text.js';
-import { eventStream, upstreamFetch } from './upstream-fetch.js';
+import { answerBoundsOf, numberOrNull, StreamedText, throwIfAborted, type AnswerBounds } from './streamed-text.js';
+import { answerCeiling, eventStream, upstreamFetch } from './upstream-fetch.js';
 import type { ProviderAdapter, ProviderAnswer, UpstreamStreamObserver } from './types.js';
 import { IncompleteStreamError, upstreamFailure } from './upstream-errors.js';
 
@@ -146,9 +146,14 @@ export function createGptAdapter(options: GptAdapterOptions): ProviderAdapter {
             stream_options: { include_usage: true },
           },
           // The `accept` tells the transport to hand the body on as it arrives (upstream-fetch.ts).
-          { signal, headers: { Authorization: `Bearer ${apiKey.reveal()}`, accept: eventStream } },
+          // `fetchOptions` carries the call's answer ceiling to the transport, which bounds the bytes read.
+          {
+            signal,
+            headers: { Authorization: `Bearer ${apiKey.reveal()}`, accept: eventStream },
+            fetchOptions: answerCeiling(request.maxAnswerChars),
+          },
         );
-        return await readChunkStream(stream, model, signal, observer);
+        return await readChunkStream(stream, model, answerBoundsOf(request), signal, observer);
       } catch (error) {
         const wrapped = upstreamFailure(error, signal);
         rememberKeyOf(wrapped, apiKey);
@@ -168,10 +173,12 @@ export function createGptAdapter(options: GptAdapterOptions): ProviderAdapter {
 async function readChunkStream(
   stream: AsyncIterable<unknown>,
   requestedModel: string,
+  bounds: AnswerBounds,
   signal: AbortSignal,
   observer: UpstreamStreamObserver | undefined,
 ): Promise<ProviderAnswer> {
-  const text = new StreamedText(observer);
+  // Past the ceiling `add` throws out of the loop: the SDK's iteration ends and it aborts its request.
+  const text = new StreamedText(observer, bounds);
   let answeredModel: string | undefined;
   let finishReason: unknown;
   let inputTokens: number | null = null;

@@ -3,8 +3,8 @@
  * upstream `fetch` (../upstream-fetch.ts).
  * Default base: https://hello.timelygpt.co.kr/api/v2/chat
  */
-import { UnexpectedResponseError } from '../upstream-errors.js';
-import { upstreamFetch } from '../upstream-fetch.js';
+import { AnswerTooLongError, UnexpectedResponseError } from '../upstream-errors.js';
+import { answerCeiling, upstreamFetch } from '../upstream-fetch.js';
 import type { TimelyCompletion } from '../../machines/timelygpt-session.machine.js';
 import { TimelyGptHttpError, type TimelyGptEndpoint } from './errors.js';
 
@@ -63,14 +63,20 @@ function numberOrNull(value: unknown): number | null {
   return typeof value === 'number' && Number.isFinite(value) ? value : null;
 }
 
-/** `POST {base}/llm-completion` with the bearer token. A 2xx `{"type":"error"}` is a provider failure. */
+/**
+ * `POST {base}/llm-completion` with the bearer token. A 2xx `{"type":"error"}` is a provider failure.
+ * The answer is read whole, so `maxAnswerChars` (the call's ceiling) bounds the bytes read (the transport
+ * stops past them) and then the text: past either the call fails `invalid_output` (`AnswerTooLongError`).
+ */
 export async function postCompletion(
   baseUrl: string,
   token: string,
   body: TimelyCompletionBody,
   signal: AbortSignal,
+  maxAnswerChars: number,
 ): Promise<TimelyCompletion> {
   const response = await upstreamFetch(`${baseUrl}/llm-completion`, {
+    ...answerCeiling(maxAnswerChars),
     method: 'POST',
     headers: {
       authorization: `Bearer ${token}`,
@@ -102,8 +108,10 @@ export async function postCompletion(
       response.status,
     );
   }
+  const text = typeof answer.message === 'string' ? answer.message : JSON.stringify(answer.message);
+  if (text.length > maxAnswerChars) throw new AnswerTooLongError(maxAnswerChars, 'characters', text.length);
   return {
-    text: typeof answer.message === 'string' ? answer.message : JSON.stringify(answer.message),
+    text,
     model: typeof answer.model === 'string' ? answer.model : undefined,
     inputTokens: numberOrNull(answer.usage?.input_tokens),
     outputTokens: numberOrNull(answer.usage?.output_tokens),
