@@ -119,13 +119,13 @@ async function main(): Promise<void> {
     { key: 'slow', label: 'slowloris: 200 header tricklers, 50 body tricklers (1 byte / 500 ms)', seconds: Math.max(windowSeconds, 14), run: slowClients },
     { key: 'sse', label: '200 event streams that never read', run: nonReadingSse },
     { key: 'pdfShared', label: `PDF, 50 pages sharing one content stream (${round(sharedPdf.length / 1024, 0)} KB, ×2 at a time)`, pdf: true, run: (context) => pdfFlood(context, sharedPdf) },
-    { key: 'pdfBomb', label: `PDF, FlateDecode bomb (${round(bombPdf.length / 1024 / 1024, 1)} MB → 1 GiB of zeros, ×2)`, pdf: true, run: (context) => pdfFlood(context, bombPdf) },
-    { key: 'pdfPages', label: 'PDF, page tree claiming 2^30 pages (×2)', pdf: true, run: (context) => pdfFlood(context, pagesPdf) },
+    { key: 'pdfBomb', label: `PDF, FlateDecode bomb (${round(bombPdf.length / 1024 / 1024, 1)} MB → 1 GiB of zeros, ×2)`, pdf: true, run: (context) => pdfFlood(context, bombPdf, 2, '127.0.0.12') },
+    { key: 'pdfPages', label: 'PDF, page tree claiming 2^30 pages (×2)', pdf: true, run: (context) => pdfFlood(context, pagesPdf, 2, '127.0.0.13') },
     {
       key: 'filterBombs',
       label: `PDF filter-chain bombs in turn: Flate×3, ASCIIHex+Flate, ASCII85+Flate, Flate+RunLength, spaces after \`stream\` (≤ ${chainBombsKb} KB → 1 GiB, ×2)`,
       pdf: true,
-      run: (context) => pdfFlood(context, chainBombs),
+      run: (context) => pdfFlood(context, chainBombs, 2, '127.0.0.14'),
     },
     {
       key: 'pdfQueue',

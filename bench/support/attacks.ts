@@ -174,8 +174,8 @@ export async function nonReadingSse(context: AttackContext): Promise<Outcomes> {
 }
 
 /**
- * Uploads from two loops until the deadline, from an address of their own (127.0.0.10: the steady
- * client's address keeps its own upload rate), each loop taking the next of `pdfs` in turn.
+ * Uploads from `loops` loops until the deadline, from an address of their own (127.0.0.10 unless told:
+ * the steady client's address keeps its own upload rate, and each attack its own), each upload the next of `pdfs`.
  */
 export async function pdfFlood(context: AttackContext, pdfs: Uint8Array | readonly Uint8Array[], loops = 2, localAddress = '127.0.0.10'): Promise<Outcomes> {
   const list = pdfs instanceof Uint8Array ? [pdfs] : pdfs;

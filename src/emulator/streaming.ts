@@ -50,11 +50,10 @@ const minTickMs = 10;
 /** The most tokens of an unpaced stream in one write (~450 KB of events). */
 const maxPiecesPerWrite = 4096;
 
-/** The answer's text as the pieces it streams in. */
-function tokenPieces(text: string): string[] {
+/** The pieces `from` (inclusive) to `to` (exclusive) of the answer's text, one token each: made per write, never all at once. */
+function tokenPieces(text: string, from: number, to: number): string[] {
   const pieces: string[] = [];
-  for (let start = 0; start < text.length; start += tokenChars)
-    pieces.push(text.slice(start, start + tokenChars));
+  for (let index = from; index < to; index += 1) pieces.push(text.slice(index * tokenChars, (index + 1) * tokenChars));
   return pieces;
 }
 
@@ -121,8 +120,8 @@ export async function serveStream(
   inBandError: () => unknown,
 ): Promise<'served' | 'cut'> {
   const active = fault !== undefined && streamFaults.has(fault.fault) ? fault : undefined;
-  const pieces = tokenPieces(text);
-  const after = afterOf(active, pieces.length);
+  const pieceCount = Math.ceil(text.length / tokenChars);
+  const after = afterOf(active, pieceCount);
   response.writeHead(200, {
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-cache',
@@ -138,11 +137,11 @@ export async function serveStream(
       ? Math.max(1, Math.round((pacing.tokensPerSecond * minTickMs) / 1000))
       : maxPiecesPerWrite;
   const tickMs = pacing.tokensPerSecond > 0 ? (1000 * perTick) / pacing.tokensPerSecond : 0;
-  const stopAt = active && active.fault !== 'slowFirstToken' ? after : pieces.length;
+  const stopAt = active && active.fault !== 'slowFirstToken' ? after : pieceCount;
   let sent = 0;
   while (sent < stopAt && !response.destroyed) {
     if (sent > 0) await pause(response, pacing, tickMs);
-    const batch = pieces.slice(sent, Math.min(stopAt, sent + perTick));
+    const batch = tokenPieces(text, sent, Math.min(stopAt, sent + perTick));
     await write(response, batch.map((piece) => wire.delta(piece, detail)).join(''));
     sent += batch.length;
   }
