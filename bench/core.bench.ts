@@ -34,6 +34,7 @@ const request: GenerationRequest = {
   messages: [{ role: 'user', content: 'bench' }],
   jsonSchema: { type: 'object' },
   maxOutputTokens: 64,
+  maxAnswerChars: 64 * 16,
 };
 const apiKey = 'bench-fake-key-0001';
 const secret = new Secret(apiKey);

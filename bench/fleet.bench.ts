@@ -31,6 +31,7 @@ const request: GenerationRequest = {
   messages: [{ role: 'user', content: 'bench' }],
   jsonSchema: { type: 'object' },
   maxOutputTokens: 64,
+  maxAnswerChars: 64 * 16,
 };
 
 interface Instance {

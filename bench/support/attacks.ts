@@ -68,12 +68,12 @@ export function hugeText(context: AttackContext): Promise<Outcomes> {
   return flood(context, 4, () => generate(context, body));
 }
 
-/** Uploads `pdf` with the hostile key; the document id, or the outcome when refused. */
-export async function upload(url: string, pdf: Uint8Array, name = 'attack.pdf'): Promise<{ documentId?: string; outcome: string }> {
+/** Uploads `pdf` (from 127.0.0.1 unless `fetcher` is another address's); the document id, or the outcome when refused. */
+export async function upload(url: string, pdf: Uint8Array, name = 'attack.pdf', fetcher: typeof fetch = fetch): Promise<{ documentId?: string; outcome: string }> {
   const form = new FormData();
   form.append('file', new Blob([Uint8Array.from(pdf)], { type: 'application/pdf' }), name);
   try {
-    const response = await fetch(`${url}/v1/documents`, { method: 'POST', body: form, signal: AbortSignal.timeout(120_000) });
+    const response = await fetcher(`${url}/v1/documents`, { method: 'POST', body: form, signal: AbortSignal.timeout(120_000) });
     const text = await response.text();
     const code = /"code":"([A-Z_]+)"/.exec(text)?.[1];
     const documentId = /"documentId":"([^"]+)"/.exec(text)?.[1];
@@ -173,13 +173,57 @@ export async function nonReadingSse(context: AttackContext): Promise<Outcomes> {
   return { ...outcomes, 'closed by the server before the end': closedByServer };
 }
 
-/** Uploads `pdf` from two loops until the deadline. */
-export function pdfFlood(context: AttackContext, pdf: Uint8Array): Promise<Outcomes> {
+/**
+ * Uploads from `loops` loops until the deadline, from an address of their own (127.0.0.10 unless told:
+ * the steady client's address keeps its own upload rate, and each attack its own), each upload the next of `pdfs`.
+ */
+export async function pdfFlood(context: AttackContext, pdfs: Uint8Array | readonly Uint8Array[], loops = 2, localAddress = '127.0.0.10'): Promise<Outcomes> {
+  const list = pdfs instanceof Uint8Array ? [pdfs] : pdfs;
+  const client = fetchFrom(localAddress);
   const outcomes: Outcomes = {};
+  let next = 0;
   const loop = async (): Promise<void> => {
-    while (Date.now() < context.deadline) count(outcomes, (await upload(context.url, pdf)).outcome);
+    while (Date.now() < context.deadline) {
+      const pdf = list[next % list.length] as Uint8Array;
+      next += 1;
+      count(outcomes, (await upload(context.url, pdf, 'attack.pdf', client.fetch)).outcome);
+    }
   };
-  return Promise.all([loop(), loop()]).then(() => outcomes);
+  try {
+    await Promise.all(Array.from({ length: loops }, loop));
+  } finally {
+    await client.close();
+  }
+  return outcomes;
+}
+
+/**
+ * What the victim itself got from something besides its steady requests (an upload, a job), as an
+ * outcome label: `victim ok: …` or `victim FAILED: …`. The bench counts the failed ones as victim errors.
+ */
+export const victimFailed = 'victim FAILED: ';
+function victimOutcome(ok: boolean, what: string): string {
+  return `${ok ? 'victim ok: ' : victimFailed}${what}`;
+}
+
+/**
+ * The PDF queue taken by one address (was: 18 small PDFs of ~4 s each from one address filled the worker
+ * and its 16-slot queue, and every other address got 503 PDF_EXTRACTOR_BUSY for a minute): 18 loops from
+ * 127.0.0.11 upload `slowPdf`, while the victim (127.0.0.1) uploads `victimPdf` every 2 s: each must be 201.
+ */
+export async function pdfQueueFlood(context: AttackContext, slowPdf: Uint8Array, victimPdf: Uint8Array): Promise<Outcomes> {
+  const victim: Outcomes = {};
+  const victimLoop = async (): Promise<void> => {
+    // The flood fills the queue first.
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    while (Date.now() < context.deadline) {
+      const { outcome } = await upload(context.url, victimPdf, 'victim.pdf');
+      count(victim, victimOutcome(outcome === '201', `upload ${outcome}`));
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+    }
+  };
+  const [flood] = await Promise.all([pdfFlood(context, slowPdf, 18, '127.0.0.11'), victimLoop()]);
+  return { ...flood, ...victim };
 }
 
 // ---------------------------------------------------------------- hostile PDFs, built at run time
@@ -321,14 +365,46 @@ export function inventedKeyGenerations(context: AttackContext): Promise<Outcomes
   );
 }
 
-/** Eight loops creating jobs, a new key per job, from one address (was: a victim's job waited 64 s and > 150 s). */
-export async function inventedKeyJobs(context: AttackContext, pdf: Uint8Array): Promise<Outcomes> {
-  const { documentId, outcome } = await upload(context.url, pdf);
+/**
+ * Eight loops creating jobs, a new key per job, from one address (was: a victim's job waited 64 s and
+ * > 150 s, normally < 1 s). A second in, the victim (127.0.0.1, its own key) starts one job on its own
+ * document and waits for it: it must succeed within 10 s.
+ */
+export async function inventedKeyJobs(context: AttackContext, pdf: Uint8Array, victimKey: string): Promise<Outcomes> {
+  const hostile = fetchFrom('127.0.0.4');
+  const { documentId, outcome } = await upload(context.url, pdf, 'attack.pdf', hostile.fetch);
+  await hostile.close();
   if (documentId === undefined) return { [`upload ${outcome}`]: 1 };
   const body = JSON.stringify({ documentId });
-  return floodFrom(context, '127.0.0.4', 8, (fetcher) =>
-    fetcher(`${context.url}/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-gpt-key': inventedKey() }, body }),
-  );
+  const [flood, victim] = await Promise.all([
+    floodFrom(context, '127.0.0.4', 8, (fetcher) =>
+      fetcher(`${context.url}/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-gpt-key': inventedKey() }, body }),
+    ),
+    victimJob(context, pdf, victimKey),
+  ]);
+  return { ...flood, [victim]: 1 };
+}
+
+/** The victim's one job, started a second into the attack: its outcome label with the time it took. */
+async function victimJob(context: AttackContext, pdf: Uint8Array, key: string): Promise<string> {
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  const { documentId, outcome } = await upload(context.url, pdf, 'victim.pdf');
+  if (documentId === undefined) return victimOutcome(false, `upload ${outcome}`);
+  const started = Date.now();
+  const headers = { 'content-type': 'application/json', 'x-gpt-key': key };
+  const created = await fetch(`${context.url}/v1/jobs`, { method: 'POST', headers, body: JSON.stringify({ documentId }) });
+  const { jobId } = (await created.json()) as { jobId?: string };
+  if (created.status !== 202 || jobId === undefined) return victimOutcome(false, `job ${created.status}`);
+  const giveUp = Math.max(context.deadline, started + 10_000) + 20_000;
+  while (Date.now() < giveUp) {
+    const view = (await (await fetch(`${context.url}/v1/jobs/${jobId}`, { headers })).json()) as { status?: string };
+    if (view.status !== 'queued' && view.status !== 'running') {
+      const seconds = (Date.now() - started) / 1000;
+      return victimOutcome(view.status === 'succeeded' && seconds <= 10, `job ${view.status ?? 'unreadable'} in ${Math.ceil(seconds)} s`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  return victimOutcome(false, 'job not done in time');
 }
 
 /** Candidate keys checked as fast as answers come, 16 connections (was: 9,300 a second). */

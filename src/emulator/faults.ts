@@ -78,6 +78,8 @@ export interface ProviderCounters {
   authCalls: number;
   /** Calls per salted key fingerprint (never the key). */
   byKey: Record<string, number>;
+  /** Streamed answers whose client closed the connection before their end (e.g. past its answer ceiling). */
+  streamsCut: number;
 }
 
 export type EmulatorStats = Record<EmulatedProvider, ProviderCounters>;
@@ -91,7 +93,7 @@ export function isFaultName(value: unknown): value is FaultName {
 }
 
 function emptyCounters(): ProviderCounters {
-  return { calls: 0, authCalls: 0, byKey: {} };
+  return { calls: 0, authCalls: 0, byKey: {}, streamsCut: 0 };
 }
 
 export class FaultBoard {
@@ -133,6 +135,10 @@ export class FaultBoard {
     counters.calls += 1;
     const id = key ? this.fingerprint(key) : 'anonymous';
     counters.byKey[id] = (counters.byKey[id] ?? 0) + 1;
+  }
+
+  countStreamCut(provider: EmulatedProvider): void {
+    this.#stats[provider].streamsCut += 1;
   }
 
   countAuth(): void {

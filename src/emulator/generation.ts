@@ -172,7 +172,8 @@ export function serveGeneration(
     const replayHeaders = { ...headers, ...fault?.headers };
     delete (replayHeaders as Record<string, string>)['content-type'];
     delete (replayHeaders as Record<string, string>)['content-length'];
-    serveStream(response, streamWire, replayHeaders, replayed.text, detail, undefined, options, () => undefined).catch(
+    serveStream(response, streamWire, replayHeaders, replayed.text, detail, undefined, options, () => undefined).then(
+      (outcome) => outcome === 'cut' && board.countStreamCut(wire.provider),
       () => response.destroy(),
     );
     return undefined;
@@ -190,7 +191,10 @@ export function serveGeneration(
     const start = (): void => {
       serveStream(response, streamWire, headers, text, detail, fault, options, () =>
         fault?.body !== undefined ? fault.body : streamWire.errorBody(fault?.error ?? 'http500'),
-      ).catch(() => response.destroy());
+      ).then(
+        (outcome) => outcome === 'cut' && board.countStreamCut(wire.provider),
+        () => response.destroy(),
+      );
     };
     if (fault?.fault !== 'slow') return start();
     return delay(response, options, fault.ms ?? options.slowMs, start);

@@ -47,12 +47,13 @@ export interface StreamWire {
 const tokenChars = 4;
 /** Below this many ms between tokens, several tokens go out per timer tick. */
 const minTickMs = 10;
+/** The most tokens of an unpaced stream in one write (~450 KB of events). */
+const maxPiecesPerWrite = 4096;
 
-/** The answer's text as the pieces it streams in. */
-function tokenPieces(text: string): string[] {
+/** The pieces `from` (inclusive) to `to` (exclusive) of the answer's text, one token each: made per write, never all at once. */
+function tokenPieces(text: string, from: number, to: number): string[] {
   const pieces: string[] = [];
-  for (let start = 0; start < text.length; start += tokenChars)
-    pieces.push(text.slice(start, start + tokenChars));
+  for (let index = from; index < to; index += 1) pieces.push(text.slice(index * tokenChars, (index + 1) * tokenChars));
   return pieces;
 }
 
@@ -83,7 +84,13 @@ function pause(response: ServerResponse, pacing: StreamPacing, ms: number): Prom
 function write(response: ServerResponse, text: string): Promise<void> {
   return new Promise((resolve) => {
     if (response.destroyed) return resolve();
-    response.write(text, () => resolve());
+    // A client that goes away may leave the write's callback uncalled: its close ends the wait too.
+    const done = (): void => {
+      response.off('close', done);
+      resolve();
+    };
+    response.once('close', done);
+    response.write(text, done);
   });
 }
 
@@ -100,6 +107,7 @@ const streamFaults = new Set(['cut', 'stall', 'streamError', 'malformedChunk', '
  * Serves one streamed answer. The stream faults act after `after` text chunks: `cut` destroys the socket,
  * `stall` writes nothing more (until the client goes away), `streamError` sends the in-band error event and
  * ends, `malformedChunk` sends a chunk that is not JSON and ends; `slowFirstToken` waits `ms` before the first.
+ * Resolves `'cut'` when the client closed the connection before the text was all written, else `'served'`.
  */
 export async function serveStream(
   response: ServerResponse,
@@ -110,10 +118,10 @@ export async function serveStream(
   fault: FaultSpec | undefined,
   pacing: StreamPacing,
   inBandError: () => unknown,
-): Promise<void> {
+): Promise<'served' | 'cut'> {
   const active = fault !== undefined && streamFaults.has(fault.fault) ? fault : undefined;
-  const pieces = tokenPieces(text);
-  const after = afterOf(active, pieces.length);
+  const pieceCount = Math.ceil(text.length / tokenChars);
+  const after = afterOf(active, pieceCount);
   response.writeHead(200, {
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-cache',
@@ -122,36 +130,39 @@ export async function serveStream(
   await write(response, wire.open(detail));
   if (active?.fault === 'slowFirstToken') await pause(response, pacing, active.ms ?? 0);
 
+  // Unpaced, the tokens go out in writes of `maxPiecesPerWrite`, each waiting for the socket to take the
+  // last: a long answer never sits whole in memory, and a client that stops reading is seen to.
   const perTick =
     pacing.tokensPerSecond > 0
       ? Math.max(1, Math.round((pacing.tokensPerSecond * minTickMs) / 1000))
-      : pieces.length;
+      : maxPiecesPerWrite;
   const tickMs = pacing.tokensPerSecond > 0 ? (1000 * perTick) / pacing.tokensPerSecond : 0;
-  const stopAt = active && active.fault !== 'slowFirstToken' ? after : pieces.length;
+  const stopAt = active && active.fault !== 'slowFirstToken' ? after : pieceCount;
   let sent = 0;
   while (sent < stopAt && !response.destroyed) {
     if (sent > 0) await pause(response, pacing, tickMs);
-    const batch = pieces.slice(sent, Math.min(stopAt, sent + perTick));
+    const batch = tokenPieces(text, sent, Math.min(stopAt, sent + perTick));
     await write(response, batch.map((piece) => wire.delta(piece, detail)).join(''));
     sent += batch.length;
   }
-  if (response.destroyed) return;
+  if (response.destroyed) return sent < stopAt ? 'cut' : 'served';
 
   switch (active?.fault) {
     case 'cut':
       response.socket?.destroy();
-      return;
+      break;
     case 'stall':
-      return;
+      break;
     case 'streamError':
       response.end(wire.error(inBandError()));
-      return;
+      break;
     case 'malformedChunk':
       response.end(wire.malformed(detail));
-      return;
+      break;
     default:
       response.end(wire.close(detail));
   }
+  return 'served';
 }
 
 /** One SSE event: an optional `event:` line, one `data:` line, a blank line. */

@@ -297,7 +297,10 @@ function writtenBy(context: FallbackContext, errorClass: ErrorClass, partialText
   return prefix === undefined || prefix === '' ? { provider, errorClass } : { provider, errorClass, prefix };
 }
 
-/** The re-ask after `invalid_output`: the model sees its answer and what was wrong with it. */
+/**
+ * The re-ask after `invalid_output`: the model sees its answer and what was wrong with it. An answer that
+ * was not kept (the adapter stopped reading it past the call's ceiling) is left out: only what was wrong.
+ */
 export function withValidationErrors(
   request: GenerationRequest,
   answerText: string,
@@ -307,7 +310,7 @@ export function withValidationErrors(
     ...request,
     messages: [
       ...request.messages,
-      { role: 'assistant', content: answerText },
+      ...(answerText === '' ? [] : [{ role: 'assistant' as const, content: answerText }]),
       {
         role: 'user',
         content: `Your answer failed validation:\n- ${errors.join('\n- ')}\nAnswer again with only the corrected JSON.`,
@@ -439,7 +442,13 @@ export function createFallbackMachine(table: ErrorTable) {
           ...(context.continued === null ? {} : { continuation: true as const }),
         };
         const written = writtenBy(context, event.failure.errorClass, event.partialText);
-        const lastFailure = { errorClass: event.failure.errorClass, ...(written === undefined ? {} : { written }) };
+        // An answer the adapter stopped reading (past the call's ceiling) is `invalid_output` with its reason.
+        const { validationErrors } = event.failure;
+        const lastFailure = {
+          errorClass: event.failure.errorClass,
+          ...(written === undefined ? {} : { written }),
+          ...(validationErrors === undefined ? {} : { validationErrors }),
+        };
         return appendAttempt(context, attempt, lastFailure, event.failure.retryAfterMs, event.at);
       }),
       /**

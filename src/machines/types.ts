@@ -31,6 +31,12 @@ export interface GenerationRequest {
   /** JSON schema (from the task's zod schema) the answer must follow; its name is the task. */
   readonly jsonSchema: Readonly<Record<string, unknown>>;
   readonly maxOutputTokens: number;
+  /**
+   * The longest answer text this call reads (UTF-16 units): the task's own ceiling (the study layer's
+   * `maxAnswerChars`, far below a heap). The adapter stops reading the moment the text passes it, and the
+   * call fails `invalid_output`; the transport bounds the bytes it reads for the call from it too.
+   */
+  readonly maxAnswerChars: number;
 }
 
 export interface TokenUsage {

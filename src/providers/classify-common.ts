@@ -2,10 +2,15 @@
  * The parts of classification every provider shares: HTTP statuses, `retry-after` headers and
  * the failures that arrive raw from undici/fetch instead of as SDK errors (docs/errors.md).
  */
-import type { ErrorClass, ProviderFailure } from '../errors/index.js';
+import { invalidOutputMessage, ownClasses, type ErrorClass, type ProviderFailure } from '../errors/index.js';
 import { scrubSecrets } from '../security/redact.js';
 import { knownKeysOf } from './scrub.js';
-import { IncompleteStreamError, UnexpectedResponseError, UpstreamAbortError } from './upstream-errors.js';
+import {
+  AnswerTooLongError,
+  IncompleteStreamError,
+  UnexpectedResponseError,
+  UpstreamAbortError,
+} from './upstream-errors.js';
 
 /** A failure with its message scrubbed of key-like text. */
 export function failure(
@@ -105,6 +110,14 @@ function messageOf(error: unknown): string {
 export function classifyTransportError(error: unknown): ProviderFailure | undefined {
   if (error instanceof UpstreamAbortError)
     return failure(error.timedOut ? 'timeout' : 'aborted', error, error.message);
+  // An answer past the call's ceiling: `invalid_output` with its reason, as validation would say it.
+  if (error instanceof AnswerTooLongError) {
+    const reasons = [error.message];
+    return {
+      ...failure(ownClasses.invalidOutput, error, invalidOutputMessage(reasons)),
+      validationErrors: reasons,
+    };
+  }
   if (error instanceof UnexpectedResponseError) {
     return failure('server_error', error, error.message, { httpStatus: error.httpStatus });
   }

@@ -16,9 +16,9 @@ import {
 import { withJsonInstruction } from './json-instruction.js';
 import { sdkTimeoutMs } from './sdk-options.js';
 import type { ProviderAdapter, ProviderAnswer, UpstreamStreamObserver } from './types.js';
-import { readEvents, StreamedText } from './streamed-text.js';
+import { answerBoundsOf, readEvents, StreamedText, type AnswerBounds } from './streamed-text.js';
 import { IncompleteStreamError, upstreamFailure } from './upstream-errors.js';
-import { eventStream, upstreamFetch } from './upstream-fetch.js';
+import { answerCeiling, eventStream, upstreamFetch } from './upstream-fetch.js';
 
 export interface ClaudeAdapterOptions {
   readonly baseUrl: string;
@@ -163,9 +163,14 @@ export function createClaudeAdapter(options: ClaudeAdapterOptions): ProviderAdap
           },
           // SDK 1.x sends the key as a bearer token; per-request headers override the client's. The
           // `accept` tells the transport to hand the body on as it arrives (upstream-fetch.ts).
-          { signal, headers: { Authorization: `Bearer ${apiKey.reveal()}`, accept: eventStream } },
+          // `fetchOptions` carries the call's answer ceiling to the transport, which bounds the bytes read.
+          {
+            signal,
+            headers: { Authorization: `Bearer ${apiKey.reveal()}`, accept: eventStream },
+            fetchOptions: answerCeiling(request.maxAnswerChars),
+          },
         );
-        return await readMessageStream(stream, model, signal, observer);
+        return await readMessageStream(stream, model, answerBoundsOf(request), signal, observer);
       } catch (error) {
         throw upstreamFailure(error, signal, apiKey);
       }
@@ -183,10 +188,12 @@ export function createClaudeAdapter(options: ClaudeAdapterOptions): ProviderAdap
 async function readMessageStream(
   stream: AsyncIterable<unknown>,
   requestedModel: string,
+  bounds: AnswerBounds,
   signal: AbortSignal,
   observer: UpstreamStreamObserver | undefined,
 ): Promise<ProviderAnswer> {
-  const answer = new StreamedText(observer);
+  // Past the ceiling `add` throws out of the loop: the SDK's iteration ends and it aborts its request.
+  const answer = new StreamedText(observer, bounds);
   let stopReason: unknown;
   let stopped = false;
   await readEvents<StreamEventFields>(stream, signal, (record) => {

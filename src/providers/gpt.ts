@@ -12,8 +12,8 @@ import {
   retryAfterMsOf,
 } from './classify-common.js';
 import { sdkTimeoutMs } from './sdk-options.js';
-import { readEvents, StreamedText } from './streamed-text.js';
-import { eventStream, upstreamFetch } from './upstream-fetch.js';
+import { answerBoundsOf, readEvents, StreamedText, type AnswerBounds } from './streamed-text.js';
+import { answerCeiling, eventStream, upstreamFetch } from './upstream-fetch.js';
 import type { ProviderAdapter, ProviderAnswer, UpstreamStreamObserver } from './types.js';
 import { IncompleteStreamError, upstreamFailure } from './upstream-errors.js';
 
@@ -145,9 +145,14 @@ export function createGptAdapter(options: GptAdapterOptions): ProviderAdapter {
             stream_options: { include_usage: true },
           },
           // The `accept` tells the transport to hand the body on as it arrives (upstream-fetch.ts).
-          { signal, headers: { Authorization: `Bearer ${apiKey.reveal()}`, accept: eventStream } },
+          // `fetchOptions` carries the call's answer ceiling to the transport, which bounds the bytes read.
+          {
+            signal,
+            headers: { Authorization: `Bearer ${apiKey.reveal()}`, accept: eventStream },
+            fetchOptions: answerCeiling(request.maxAnswerChars),
+          },
         );
-        return await readChunkStream(stream, model, signal, observer);
+        return await readChunkStream(stream, model, answerBoundsOf(request), signal, observer);
       } catch (error) {
         throw upstreamFailure(error, signal, apiKey);
       }
@@ -165,10 +170,12 @@ export function createGptAdapter(options: GptAdapterOptions): ProviderAdapter {
 async function readChunkStream(
   stream: AsyncIterable<unknown>,
   requestedModel: string,
+  bounds: AnswerBounds,
   signal: AbortSignal,
   observer: UpstreamStreamObserver | undefined,
 ): Promise<ProviderAnswer> {
-  const answer = new StreamedText(observer);
+  // Past the ceiling `add` throws out of the loop: the SDK's iteration ends and it aborts its request.
+  const answer = new StreamedText(observer, bounds);
   let finishReason: unknown;
   await readEvents<ChunkFields>(stream, signal, (record) => {
     answer.noteModel(record.model);

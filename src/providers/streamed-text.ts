@@ -1,35 +1,55 @@
 /**
  * The text of one streamed answer as it arrives: each piece goes to the call's observer at once and is
- * kept, bounded, for the whole answer (what the transport's 8 MiB bound on a buffered body was); with it
- * the model and token counts the stream reported. `readEvents` is the loop both SDK adapters read with.
+ * kept, bounded by the call's own answer ceiling (`GenerationRequest.maxAnswerChars`); with it the model
+ * and token counts the stream reported. `readEvents` is the loop both SDK adapters read with.
  */
 import type { ProviderAnswer, UpstreamStreamObserver } from './types.js';
-import { UnexpectedResponseError, UpstreamAbortError } from './upstream-errors.js';
+import { AnswerTooLongError, UpstreamAbortError } from './upstream-errors.js';
 
-/** The longest answer text kept (UTF-16 units): far above every `max_tokens`, far below a heap. */
-export const maxAnswerChars = 8 * 1024 * 1024;
+/**
+ * Text pieces read past a call's `maxOutputTokens`: a provider streams at most one text piece per output
+ * token (OpenAI a token a chunk, Anthropic one or more a delta), so an answer in more pieces than its token
+ * limit is not the answer asked for. Each piece costs the service an event through the call's actor, so
+ * this bounds that CPU as the character ceiling bounds the memory (the slack covers a few pieces split oddly).
+ */
+export const extraAnswerPieces = 64;
+
+/** What one call's text may be: its characters (`maxAnswerChars`) and its pieces (tokens + slack). */
+export interface AnswerBounds {
+  readonly maxChars: number;
+  readonly maxPieces: number;
+}
+
+/** The bounds of a request's answer, from its own ceiling and token limit. */
+export function answerBoundsOf(request: { readonly maxAnswerChars: number; readonly maxOutputTokens: number }): AnswerBounds {
+  return { maxChars: request.maxAnswerChars, maxPieces: request.maxOutputTokens + extraAnswerPieces };
+}
 
 export class StreamedText {
   readonly #observer: UpstreamStreamObserver | undefined;
-  readonly #limit: number;
+  readonly #bounds: AnswerBounds;
   #text = '';
   #pieces = 0;
   #model: string | undefined;
   #inputTokens: number | null = null;
   #outputTokens: number | null = null;
 
-  constructor(observer: UpstreamStreamObserver | undefined, limit: number = maxAnswerChars) {
+  constructor(observer: UpstreamStreamObserver | undefined, bounds: AnswerBounds) {
     this.#observer = observer;
-    this.#limit = limit;
+    this.#bounds = bounds;
   }
 
-  /** Keeps a piece and hands it on; past the bound the call fails as the provider's (server_error). */
+  /**
+   * Keeps a piece and hands it on. A piece that would take the text past a bound is neither kept
+   * nor handed on: `AnswerTooLongError` (invalid_output), thrown inside the adapter's `for await`, which
+   * ends the SDK's iteration, and the SDK aborts its request (the connection is closed, nothing more is read).
+   */
   add(piece: string): void {
     if (piece.length === 0) return;
-    if (this.#text.length + piece.length > this.#limit)
-      throw new UnexpectedResponseError(
-        `The provider's answer passed ${this.#limit} characters; it was cut off.`,
-      );
+    const { maxChars, maxPieces } = this.#bounds;
+    if (this.#text.length + piece.length > maxChars)
+      throw new AnswerTooLongError(maxChars, 'characters', this.#text.length + piece.length);
+    if (this.#pieces + 1 > maxPieces) throw new AnswerTooLongError(maxPieces, 'text pieces', this.#pieces + 1);
     this.#text += piece;
     this.#pieces += 1;
     this.#observer?.onDelta(piece);

@@ -55,3 +55,25 @@ export function upstreamFailure(error: unknown, signal: AbortSignal, apiKey: Api
 export class IncompleteStreamError extends Error {
   override readonly name = 'IncompleteStreamError';
 }
+
+/**
+ * The answer passed the call's own ceiling (`GenerationRequest.maxAnswerChars`, the bytes the transport
+ * reads for it, or more text pieces than its `maxOutputTokens` allow): reading stopped there and the connection was closed. Class `invalid_output` (never
+ * counted by the breaker): an answer longer than its task can need is not the material asked for, and
+ * says nothing of the provider's health. `received` is how much had arrived when reading stopped.
+ */
+export class AnswerTooLongError extends Error {
+  override readonly name = 'AnswerTooLongError';
+  readonly limit: number;
+  readonly unit: 'characters' | 'bytes' | 'text pieces';
+  readonly received: number;
+
+  constructor(limit: number, unit: 'characters' | 'bytes' | 'text pieces', received: number) {
+    super(
+      `the answer passed ${limit} ${unit}, more than this task can need, and was not read further; answer with the JSON asked for only`,
+    );
+    this.limit = limit;
+    this.unit = unit;
+    this.received = received;
+  }
+}

@@ -17,8 +17,10 @@
  * What differs, on purpose:
  * - the body is read before the promise settles (a provider answer is a few KB), so a body cut off
  *   midway rejects the call itself, classified like the same cut under `fetch` (a socket error);
- * - the body is **bounded** (`maxUpstreamResponseBytes`): a provider that streams without end is cut off
- *   and the call fails as `server_error`, instead of growing this process's memory;
+ * - what is read is **bounded**: by the call's own answer ceiling when the adapter passes one
+ *   (`answerCeiling`, from `GenerationRequest.maxAnswerChars`: a 2xx past it fails `invalid_output` and
+ *   the connection is closed), else by `maxUpstreamResponseBytes` / `maxUpstreamStreamBytes`; a provider
+ *   that answers without end is cut off instead of growing this process's memory;
  * - no content coding is asked for (no `accept-encoding`), so none needs decoding; a body sent coded
  *   anyway is refused (`server_error`), never handed to the SDK as text it cannot read;
  * - redirects are not followed (no provider API redirects a call): a 3xx fails the call as the provider's
@@ -27,18 +29,74 @@
  * goes to the global `fetch` unchanged.
  */
 import { Agent, request, type Dispatcher } from 'undici';
-import { UnexpectedResponseError } from './upstream-errors.js';
+import { AnswerTooLongError, UnexpectedResponseError } from './upstream-errors.js';
 
-/** The largest response body read from a provider: far above every answer's `max_tokens`, far below a heap. */
+/**
+ * The largest response body read from a provider for a call without an answer ceiling (a call with one
+ * reads at most what its ceiling allows, below this): far above every answer's `max_tokens`.
+ */
 export const maxUpstreamResponseBytes = 8 * 1024 * 1024;
 
 /**
- * The most bytes of one event stream read from a provider. An event stream is handed on as it arrives,
- * not kept, so this bounds the time and CPU a provider that streams without end can cost, with room for
- * the events' framing (a text delta of a few characters travels in ~150 bytes); the answer's text itself
- * is bounded by the adapters (streamed-text.ts, 8 Mi characters).
+ * The most bytes of one event stream read from a provider (a call with an answer ceiling reads at most
+ * what its ceiling allows, below this). An event stream is handed on as it arrives, not kept, so this
+ * bounds the time and CPU a provider that streams without end can cost, with room for the events'
+ * framing (a text delta of a few characters travels in ~150 bytes); the answer's text itself is bounded
+ * by the adapters (streamed-text.ts, the call's `maxAnswerChars`).
  */
 export const maxUpstreamStreamBytes = 4 * maxUpstreamResponseBytes;
+
+/**
+ * Bytes of event stream read per character of a call's answer ceiling: a provider's text delta costs
+ * ~100–250 bytes of framing for a token of ~4 characters, and the ceiling allows 16 characters a token,
+ * so an honest answer of the whole `max_tokens` stays far below it (an answer in one-token pieces reaches
+ * the character ceiling first). Past it the call has read more than any answer it asked for.
+ */
+export const streamBytesPerAnswerChar = 64;
+/** Bytes of a whole (buffered) answer per character of its ceiling: a character JSON-escaped is at most 6. */
+export const bodyBytesPerAnswerChar = 6;
+/** Room for what surrounds the text (a stream's opening events, a body's envelope, an error's body). */
+const envelopeBytes = 64 * 1024;
+
+/** Where a call's answer ceiling travels in its `RequestInit` (never sent: only this transport reads it). */
+const answerCeilingKey = Symbol('answerCeiling');
+
+/**
+ * The `RequestInit` fields that carry a call's answer ceiling (characters) to this transport: an SDK
+ * call's per-request `fetchOptions` (both SDKs spread them into the init they hand their `fetch`), or
+ * the init of a call made here directly (TimelyGPT).
+ */
+export function answerCeiling(maxAnswerChars: number): CeilingInit {
+  return { [answerCeilingKey]: maxAnswerChars } as CeilingInit;
+}
+
+/** A `RequestInit` with none of the fields an SDK sets itself (its `fetchOptions` type forbids them). */
+export type CeilingInit = Omit<RequestInit, 'headers' | 'body' | 'method' | 'signal'>;
+
+/** The bytes one call may read: from its answer ceiling, never above the transport's own bounds. */
+interface ReadBounds {
+  readonly stream: number;
+  readonly body: number;
+  /** The bounds come from the call's ceiling: a 2xx past them is an answer too long (invalid_output). */
+  readonly fromCeiling: boolean;
+}
+
+function readBoundsOf(init: RequestInit | undefined): ReadBounds {
+  const chars = (init as { [answerCeilingKey]?: unknown } | undefined)?.[answerCeilingKey];
+  if (typeof chars !== 'number' || !Number.isFinite(chars) || chars < 0)
+    return { stream: maxUpstreamStreamBytes, body: maxUpstreamResponseBytes, fromCeiling: false };
+  return {
+    stream: Math.min(maxUpstreamStreamBytes, envelopeBytes + chars * streamBytesPerAnswerChar),
+    body: Math.min(maxUpstreamResponseBytes, envelopeBytes + chars * bodyBytesPerAnswerChar),
+    fromCeiling: true,
+  };
+}
+
+/** The error for a body past its bound: an answer too long when the bound is the call's ceiling's. */
+function overBound(what: 'stream' | 'response', limit: number, size: number, status: number, fromCeiling: boolean): Error {
+  if (fromCeiling && status < 300) return new AnswerTooLongError(limit, 'bytes', size);
+  return new UnexpectedResponseError(`The provider's ${what} passed ${limit} bytes; it was cut off.`, status);
+}
 
 /** The `accept` an adapter sends for a streamed call: a 2xx is then handed on as it arrives. */
 export const eventStream = 'text/event-stream';
@@ -133,6 +191,7 @@ function streamBody(
   body: Dispatcher.ResponseData['body'],
   limit: number,
   status: number,
+  fromCeiling: boolean,
 ): ReadableStream<Uint8Array> {
   let size = 0;
   let settled = false;
@@ -145,12 +204,7 @@ function streamBody(
           if (size > limit) {
             settled = true;
             discard(body);
-            controller.error(
-              new UnexpectedResponseError(
-                `The provider's stream passed ${limit} bytes; it was cut off.`,
-                status,
-              ),
-            );
+            controller.error(overBound('stream', limit, size, status, fromCeiling));
             return;
           }
           enqueueEvents(controller, chunk);
@@ -234,7 +288,12 @@ function discard(body: Dispatcher.ResponseData['body']): void {
 }
 
 /** The body, whole, or a rejection once it passes `limit` bytes (the rest is not read). */
-function readBody(body: Dispatcher.ResponseData['body'], limit: number, status: number): Promise<Uint8Array> {
+function readBody(
+  body: Dispatcher.ResponseData['body'],
+  limit: number,
+  status: number,
+  fromCeiling: boolean,
+): Promise<Uint8Array> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -242,12 +301,7 @@ function readBody(body: Dispatcher.ResponseData['body'], limit: number, status: 
       size += chunk.length;
       if (size > limit) {
         discard(body);
-        reject(
-          new UnexpectedResponseError(
-            `The provider's response passed ${limit} bytes; it was cut off.`,
-            status,
-          ),
-        );
+        reject(overBound('response', limit, size, status, fromCeiling));
         return;
       }
       chunks.push(chunk);
@@ -280,6 +334,7 @@ export async function upstreamFetch(input: string | URL | Request, init?: Reques
   if (input instanceof Request || (body !== undefined && body !== null && typeof body !== 'string'))
     return fetch(input, init);
   const url = String(input);
+  const bounds = readBoundsOf(init);
   const requestHeaders = init?.headers instanceof Headers ? init.headers : new Headers(init?.headers);
   const {
     statusCode,
@@ -309,9 +364,9 @@ export async function upstreamFetch(input: string | URL | Request, init?: Reques
         statusCode,
       );
     }
-    const stream = streamBody(responseBody, maxUpstreamStreamBytes, statusCode);
+    const stream = streamBody(responseBody, bounds.stream, statusCode, bounds.fromCeiling);
     return new StreamedResponse(statusCode, responseHeaders(headers), stream, url);
   }
-  const bytes = await readBody(responseBody, maxUpstreamResponseBytes, statusCode);
+  const bytes = await readBody(responseBody, bounds.body, statusCode, bounds.fromCeiling);
   return new BufferedResponse(statusCode, responseHeaders(headers), bytes, url);
 }

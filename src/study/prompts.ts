@@ -69,7 +69,8 @@ export const maxCharsPerToken = 16;
 /**
  * The longest answer a provider can honestly give to a step of `task` (issue 28): its output token
  * limit × `maxCharsPerToken` (notes 64 Ki characters; 50 MCQ questions 256 Ki). A longer answer cannot
- * be what was asked for, and is `invalid_output` before it is parsed; material is kilobytes.
+ * be what was asked for, and is `invalid_output` before it is parsed; material is kilobytes. Every request
+ * carries its own (`GenerationRequest.maxAnswerChars`): the adapter stops reading the answer past it.
  */
 export function maxAnswerChars(task: Task, count = 50): number {
   return maxOutputTokens(task, count) * maxCharsPerToken;
@@ -96,6 +97,7 @@ export function buildNotesRequest(input: NotesPromptInput): GenerationRequest {
     messages: [{ role: 'user', content: documentBlock(input.lang, input.text, input.part) }],
     jsonSchema: studyJsonSchema('notes'),
     maxOutputTokens: maxOutputTokens('notes'),
+    maxAnswerChars: maxAnswerChars('notes'),
   };
 }
 
@@ -110,6 +112,7 @@ export function buildMergeNotesRequest(input: { readonly partials: readonly Note
     messages: [{ role: 'user', content: `${words.partialNotes}\n${body}` }],
     jsonSchema: studyJsonSchema('notes'),
     maxOutputTokens: maxOutputTokens('notes'),
+    maxAnswerChars: maxAnswerChars('notes'),
   };
 }
 
@@ -139,5 +142,6 @@ export function buildQuestionsRequest(input: QuestionsPromptInput): GenerationRe
     messages: [{ role: 'user', content: `${words.concepts}\n${conceptList(input.notes)}\n\n${documentBlock(input.lang, input.text, input.part)}` }],
     jsonSchema: studyJsonSchema(input.task),
     maxOutputTokens: maxOutputTokens(input.task, input.count),
+    maxAnswerChars: maxAnswerChars(input.task, input.count),
   };
 }

@@ -111,6 +111,7 @@ export function startRig(options: RigOptions = {}): Rig {
           messages: [{ role: 'user', content: 'Light becomes chemical energy.' }],
           jsonSchema: { type: 'object' },
           maxOutputTokens: 256,
+          maxAnswerChars: 256 * 16,
         },
         validate,
         chain: providers.map((provider) => ({ provider, apiKey: new Secret(`test-${provider}-key-behaviour`) })),

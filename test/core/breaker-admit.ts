@@ -12,7 +12,7 @@ export function stubCall(callId: string, at: number, replyTo: AnyActorRef = answ
     callId,
     replyTo,
     keyId: 'key',
-    request: { task: 'notes', lang: 'en', system: '', messages: [], jsonSchema: {}, maxOutputTokens: 1 },
+    request: { task: 'notes', lang: 'en', system: '', messages: [], jsonSchema: {}, maxOutputTokens: 1, maxAnswerChars: 16 },
     apiKey: new Secret('test-claude-key-admit'),
     validate: () => ({ ok: true, value: null }),
     at,

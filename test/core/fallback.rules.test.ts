@@ -301,6 +301,14 @@ describe('fallback: the re-ask', () => {
     ]);
     expect(reask.messages.slice(0, -2)).toEqual(request.messages);
   });
+
+  it('leaves out an answer that was not kept (read no further than its ceiling): only what was wrong follows', () => {
+    const reask = withValidationErrors(request, '', ['the answer passed 65536 characters']);
+    expect(reask.messages).toEqual([
+      ...request.messages,
+      { role: 'user', content: 'Your answer failed validation:\n- the answer passed 65536 characters\nAnswer again with only the corrected JSON.' },
+    ]);
+  });
 });
 
 describe('fallback: a retry at once into a refusing breaker', () => {

@@ -18,6 +18,7 @@ export const request: GenerationRequest = {
   messages: [{ role: 'user', content: 'Photosynthesis turns light into chemical energy.' }],
   jsonSchema: { type: 'object' },
   maxOutputTokens: 512,
+  maxAnswerChars: 512 * 16,
 };
 
 export const validAnswer = '{"ok":true}';

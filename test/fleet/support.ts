@@ -28,6 +28,7 @@ export const request: GenerationRequest = {
   messages: [{ role: 'user', content: 'Photosynthesis turns light into chemical energy.' }],
   jsonSchema: { type: 'object' },
   maxOutputTokens: 256,
+  maxAnswerChars: 256 * 16,
 };
 
 export interface Instance {

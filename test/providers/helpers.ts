@@ -3,7 +3,7 @@ import type { GenerationRequest, Task } from '../../src/providers/index.js';
 /** A generation request as the study module builds it: the task marker line in the system prompt. */
 export function studyRequest(
   task: Task = 'notes',
-  options: { lang?: 'ko' | 'en'; count?: number; conceptIds?: string[]; text?: string } = {},
+  options: { lang?: 'ko' | 'en'; count?: number; conceptIds?: string[]; text?: string; maxAnswerChars?: number; maxOutputTokens?: number } = {},
 ): GenerationRequest {
   const marker =
     task === 'notes'
@@ -22,7 +22,8 @@ export function studyRequest(
       },
     ],
     jsonSchema: { type: 'object' },
-    maxOutputTokens: 2048,
+    maxOutputTokens: options.maxOutputTokens ?? 2048,
+    maxAnswerChars: options.maxAnswerChars ?? (options.maxOutputTokens ?? 2048) * 16,
   };
 }
 

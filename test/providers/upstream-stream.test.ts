@@ -6,10 +6,11 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGptAdapter } from '../../src/providers/index.js';
-import { maxAnswerChars, StreamedText } from '../../src/providers/streamed-text.js';
-import { UnexpectedResponseError } from '../../src/providers/upstream-errors.js';
-import { eventStream, maxUpstreamStreamBytes, upstreamFetch } from '../../src/providers/upstream-fetch.js';
+import { StreamedText } from '../../src/providers/streamed-text.js';
+import { AnswerTooLongError, UnexpectedResponseError } from '../../src/providers/upstream-errors.js';
+import { answerCeiling, eventStream, maxUpstreamStreamBytes, upstreamFetch } from '../../src/providers/upstream-fetch.js';
 import { Secret } from '../../src/security/secret.js';
+import { rejectionOf } from './fixtures.js';
 import { openSignal, studyRequest } from './helpers.js';
 
 /** Reads a body to its end; the rejection if it fails. */
@@ -133,12 +134,51 @@ describe('upstreamFetch with a stream asked for', () => {
     await expect(abortedReader.read()).rejects.toMatchObject({ name: 'AbortError' });
   });
 
-  it(`fails a streamed answer whose text passes ${maxAnswerChars} characters as server_error`, async () => {
-    // 1 Mi characters a chunk, 9 chunks: under the stream's byte bound, over the text's.
-    const piece = 'x'.repeat(1024 * 1024);
+  it('cuts a 2xx stream off at 64 bytes a character of the call\'s answer ceiling (plus 64 KiB) as an answer too long, and closes it', async () => {
     respond = (_request, response) => {
       response.writeHead(200, { 'content-type': 'text/event-stream' });
-      for (let index = 0; index < 9; index += 1)
+      const chunk = Buffer.alloc(64 * 1024, 0x61);
+      let sent = 0;
+      const more = (): void => {
+        while (sent < 256 && !response.destroyed) {
+          sent += 1;
+          if (!response.write(chunk)) {
+            response.once('drain', more);
+            return;
+          }
+        }
+        response.end();
+      };
+      more();
+    };
+    // A ceiling of 1000 characters: 64 000 + 65 536 bytes may be read, not the 16 MiB sent.
+    const response = await upstreamFetch(`${base}/ceiling`, { ...asked, ...answerCeiling(1000) });
+    const { bytes, error } = await drain(response.body as ReadableStream<Uint8Array>);
+    expect(error).toBeInstanceOf(AnswerTooLongError);
+    expect(bytes).toBeLessThanOrEqual(64_000 + 65_536);
+    await expect.poll(() => closed.includes('/ceiling')).toBe(true);
+  });
+
+  it('bounds a whole 2xx body by the ceiling too (6 bytes a character plus 64 KiB); an error status past it is the provider\'s', async () => {
+    respond = (request, response) => {
+      response.writeHead(request.url === '/whole' ? 200 : 500, { 'content-type': 'application/json' });
+      response.end(`{"text":"${'b'.repeat(200_000)}"}`);
+    };
+    const whole = await rejectionOf(upstreamFetch(`${base}/whole`, answerCeiling(1000)));
+    expect(whole).toBeInstanceOf(AnswerTooLongError);
+    expect((whole as AnswerTooLongError).limit).toBe(6000 + 65_536);
+    const failed = await rejectionOf(upstreamFetch(`${base}/failed`, answerCeiling(1000)));
+    expect(failed).toBeInstanceOf(UnexpectedResponseError);
+    // Without a ceiling the same body is read whole.
+    expect((await upstreamFetch(`${base}/whole`)).status).toBe(200);
+  });
+
+  it('stops a streamed answer at the request\'s own ceiling: invalid_output, no more text handed on than the ceiling', async () => {
+    // 1 Ki characters a chunk, 64 chunks: far under every byte bound, over a ceiling of 10 000 characters.
+    const piece = 'x'.repeat(1024);
+    respond = (_request, response) => {
+      response.writeHead(200, { 'content-type': 'text/event-stream' });
+      for (let index = 0; index < 64; index += 1)
         response.write(
           `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', model: 'm', choices: [{ index: 0, delta: { content: piece }, finish_reason: null }] })}\n\n`,
         );
@@ -146,31 +186,38 @@ describe('upstreamFetch with a stream asked for', () => {
     };
     const adapter = createGptAdapter({ baseUrl: base, model: 'm' });
     let received = 0;
-    const error = await adapter
-      .generate(studyRequest(), new Secret('test-gpt-key-0001'), openSignal(), {
+    const error = await rejectionOf(
+      adapter.generate(studyRequest('notes', { maxAnswerChars: 10_000 }), new Secret('test-gpt-key-0001'), openSignal(), {
         onDelta: (text) => (received += text.length),
-      })
-      .then(
-        () => undefined,
-        (rejection: unknown) => rejection,
-      );
+      }),
+    );
     const failure = adapter.classify(error);
-    expect(failure.errorClass).toBe('server_error');
-    expect(failure.message).toContain(String(maxAnswerChars));
-    expect(received).toBe(8 * 1024 * 1024);
+    expect(failure.errorClass).toBe('invalid_output');
+    expect(failure.message).toContain('10000 characters');
+    expect(failure.validationErrors).toHaveLength(1);
+    // Nine pieces of 1024 fit under 10 000; the tenth would pass it and is neither kept nor handed on.
+    expect(received).toBe(9 * 1024);
   });
 });
 
 describe('StreamedText', () => {
-  it('hands each non-empty piece on in order and keeps them joined; past its bound it throws and hands nothing on', () => {
+  it('hands each non-empty piece on in order and keeps them joined; past its character bound it throws and hands nothing on', () => {
     const seen: string[] = [];
-    const text = new StreamedText({ onDelta: (piece) => seen.push(piece) }, 6);
+    const text = new StreamedText({ onDelta: (piece) => seen.push(piece) }, { maxChars: 6, maxPieces: 10 });
     text.add('abc');
     text.add('');
     text.add('de');
-    expect(() => text.add('fg')).toThrow(UnexpectedResponseError);
+    expect(() => text.add('fg')).toThrow(AnswerTooLongError);
     expect(seen).toEqual(['abc', 'de']);
     expect(text.text).toBe('abcde');
     expect(text.pieces).toBe(2);
+  });
+
+  it('throws at the piece past its piece bound, whatever their length', () => {
+    const seen: string[] = [];
+    const text = new StreamedText({ onDelta: (piece) => seen.push(piece) }, { maxChars: 1000, maxPieces: 3 });
+    for (const piece of ['a', 'b', 'c']) text.add(piece);
+    expect(() => text.add('d')).toThrow(AnswerTooLongError);
+    expect(seen).toEqual(['a', 'b', 'c']);
   });
 });

@@ -85,7 +85,7 @@ export function createTimelyGptAdapter(options: TimelyGptAdapterOptions): Timely
             ),
           ),
           completeChat: fromPromise<TimelyCompletion, CompleteChatInput>(({ input }) =>
-            postCompletion(baseUrl, input.token, body, input.signal),
+            postCompletion(baseUrl, input.token, body, input.signal, request.maxAnswerChars),
           ),
         },
         actions: {

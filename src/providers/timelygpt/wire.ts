@@ -4,8 +4,8 @@
  * Default base: https://hello.timelygpt.co.kr/api/v2/chat
  */
 import { numberOrNull } from '../streamed-text.js';
-import { UnexpectedResponseError } from '../upstream-errors.js';
-import { upstreamFetch } from '../upstream-fetch.js';
+import { AnswerTooLongError, UnexpectedResponseError } from '../upstream-errors.js';
+import { answerCeiling, upstreamFetch } from '../upstream-fetch.js';
 import type { TimelyCompletion } from '../../machines/timelygpt-session.machine.js';
 import { TimelyGptHttpError, type TimelyGptEndpoint } from './errors.js';
 
@@ -60,14 +60,20 @@ export async function fetchAccessToken(
   return token;
 }
 
-/** `POST {base}/llm-completion` with the bearer token. A 2xx `{"type":"error"}` is a provider failure. */
+/**
+ * `POST {base}/llm-completion` with the bearer token. A 2xx `{"type":"error"}` is a provider failure.
+ * The answer is read whole, so `maxAnswerChars` (the call's ceiling) bounds the bytes read (the transport
+ * stops past them) and then the text: past either the call fails `invalid_output` (`AnswerTooLongError`).
+ */
 export async function postCompletion(
   baseUrl: string,
   token: string,
   body: TimelyCompletionBody,
   signal: AbortSignal,
+  maxAnswerChars: number,
 ): Promise<TimelyCompletion> {
   const response = await upstreamFetch(`${baseUrl}/llm-completion`, {
+    ...answerCeiling(maxAnswerChars),
     method: 'POST',
     headers: {
       authorization: `Bearer ${token}`,
@@ -99,8 +105,10 @@ export async function postCompletion(
       response.status,
     );
   }
+  const text = typeof answer.message === 'string' ? answer.message : JSON.stringify(answer.message);
+  if (text.length > maxAnswerChars) throw new AnswerTooLongError(maxAnswerChars, 'characters', text.length);
   return {
-    text: typeof answer.message === 'string' ? answer.message : JSON.stringify(answer.message),
+    text,
     model: typeof answer.model === 'string' ? answer.model : undefined,
     inputTokens: numberOrNull(answer.usage?.input_tokens),
     outputTokens: numberOrNull(answer.usage?.output_tokens),
