@@ -6,7 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { readContinuation } from './continuation.js';
 import type { FaultBoard } from './faults.js';
 import { serveGeneration, type GenerationOptions, type ProviderWire, type WireErrorKind } from './generation.js';
-import { countOf, sseEvent, type ReplayedAnswer, type StreamDetail } from './streaming.js';
+import { countOf, sseEvent, tokenLimitOf, type ReplayedAnswer, type StreamDetail } from './streaming.js';
 import { bearerToken, headerValue, parseJsonObject, readBody, send, type WireResponse } from './http-io.js';
 
 function requestId(sequence: number): string {
@@ -176,6 +176,7 @@ export async function handleAnthropicMessages(
     userText,
     stream: body['stream'] === true,
     includeUsage: true,
+    maxTokens: tokenLimitOf(body['max_tokens']),
   };
   serveGeneration(anthropicWire, board, options, response, call);
   return undefined;

@@ -49,6 +49,8 @@ export interface GenerationCall {
   readonly stream: boolean;
   /** OpenAI: the request asked for the usage chunk (`stream_options.include_usage`). */
   readonly includeUsage: boolean;
+  /** The request's output token limit (`max_tokens`, `max_completion_tokens`), when it gave one. */
+  readonly maxTokens?: number | undefined;
   /** The request asks for the rest of an answer begun elsewhere (src/emulator/continuation.ts). */
   readonly continuation?: ContinuationAsk;
 }
@@ -168,6 +170,7 @@ export function serveGeneration(
       outputTokens: replayed.outputTokens ?? approximateTokens(replayed.text),
       sequence,
       includeUsage: call.includeUsage,
+      maxTokens: call.maxTokens,
     };
     const replayHeaders = { ...headers, ...fault?.headers };
     delete (replayHeaders as Record<string, string>)['content-type'];
@@ -187,6 +190,7 @@ export function serveGeneration(
       outputTokens: approximateTokens(text),
       sequence,
       includeUsage: call.includeUsage,
+      maxTokens: call.maxTokens,
     };
     const start = (): void => {
       serveStream(response, streamWire, headers, text, detail, fault, options, () =>

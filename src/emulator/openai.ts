@@ -8,7 +8,7 @@ import { readContinuation } from './continuation.js';
 import type { FaultBoard } from './faults.js';
 import { serveGeneration, type GenerationOptions, type ProviderWire, type WireErrorKind } from './generation.js';
 import { bearerToken, parseJsonObject, readBody, send, type WireResponse } from './http-io.js';
-import { countOf, sseEvent, type ReplayedAnswer, type StreamDetail } from './streaming.js';
+import { countOf, sseEvent, tokenLimitOf, type ReplayedAnswer, type StreamDetail } from './streaming.js';
 
 function openaiError(status: number, message: string, type: string, code: string | null, param: string | null = null): WireResponse {
   return { status, body: { error: { message, type, param, code } } };
@@ -190,6 +190,7 @@ export async function handleOpenaiChatCompletions(
     userText,
     ...(continuation === undefined ? {} : { continuation }),
     stream: body['stream'] === true,
+    maxTokens: tokenLimitOf(body['max_completion_tokens'] ?? body['max_tokens']),
     includeUsage:
       typeof streamOptions === 'object' &&
       streamOptions !== null &&

@@ -16,6 +16,13 @@ export interface StreamDetail {
   readonly sequence: number;
   /** OpenAI: the request asked `stream_options.include_usage`. */
   readonly includeUsage: boolean;
+  /** The request's output token limit: the stream never has more text pieces than it (a real API's never does). */
+  readonly maxTokens?: number | undefined;
+}
+
+/** A request's token limit, when it is a positive whole number. */
+export function tokenLimitOf(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isInteger(value) && value > 0 ? value : undefined;
 }
 
 /** A whole answer's parts, read from a replayed success body (`respond` on a streamed call). */
@@ -50,10 +57,18 @@ const minTickMs = 10;
 /** The most tokens of an unpaced stream in one write (~450 KB of events). */
 const maxPiecesPerWrite = 4096;
 
-/** The pieces `from` (inclusive) to `to` (exclusive) of the answer's text, one token each: made per write, never all at once. */
-function tokenPieces(text: string, from: number, to: number): string[] {
+/**
+ * Characters per streamed piece: a token's 4, more when the text would otherwise take more pieces than the
+ * request's token limit (a real API streams at most one piece per output token).
+ */
+function pieceCharsOf(text: string, maxTokens: number | undefined): number {
+  return maxTokens === undefined ? tokenChars : Math.max(tokenChars, Math.ceil(text.length / maxTokens));
+}
+
+/** The pieces `from` (inclusive) to `to` (exclusive) of the answer's text: made per write, never all at once. */
+function tokenPieces(text: string, pieceChars: number, from: number, to: number): string[] {
   const pieces: string[] = [];
-  for (let index = from; index < to; index += 1) pieces.push(text.slice(index * tokenChars, (index + 1) * tokenChars));
+  for (let index = from; index < to; index += 1) pieces.push(text.slice(index * pieceChars, (index + 1) * pieceChars));
   return pieces;
 }
 
@@ -120,7 +135,8 @@ export async function serveStream(
   inBandError: () => unknown,
 ): Promise<'served' | 'cut'> {
   const active = fault !== undefined && streamFaults.has(fault.fault) ? fault : undefined;
-  const pieceCount = Math.ceil(text.length / tokenChars);
+  const pieceChars = pieceCharsOf(text, detail.maxTokens);
+  const pieceCount = Math.ceil(text.length / pieceChars);
   const after = afterOf(active, pieceCount);
   response.writeHead(200, {
     'content-type': 'text/event-stream; charset=utf-8',
@@ -141,7 +157,7 @@ export async function serveStream(
   let sent = 0;
   while (sent < stopAt && !response.destroyed) {
     if (sent > 0) await pause(response, pacing, tickMs);
-    const batch = tokenPieces(text, sent, Math.min(stopAt, sent + perTick));
+    const batch = tokenPieces(text, pieceChars, sent, Math.min(stopAt, sent + perTick));
     await write(response, batch.map((piece) => wire.delta(piece, detail)).join(''));
     sent += batch.length;
   }

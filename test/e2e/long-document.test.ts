@@ -49,6 +49,6 @@ describe('a long document in parts, end to end', () => {
     // It really was done in parts, for the notes and for the questions.
     expect(Math.max(...progress.filter((item) => item.stage === 'notes').map((item) => item.parts))).toBeGreaterThan(2);
     expect(Math.max(...progress.filter((item) => item.stage === task).map((item) => item.parts))).toBeGreaterThan(2);
-    expect(outcome.attempts.every((attempt) => attempt.outcome === 'succeeded')).toBe(true);
+    expect(outcome.attempts.filter((attempt) => attempt.outcome !== 'succeeded')).toEqual([]);
   });
 });
