@@ -24,9 +24,10 @@ import {
  * streak goes on closed; each instance's machine trips the failing key on its own side.
  *
  * KEYS[1] the breaker hash (state, failures, openedAt, retryAt, opens, version, changedAt, period, keys)
- * KEYS[2] the probe lease (SET NX PX: one probe per recovery window). It is short (seconds) and the
- *         prober renews it (`renew`, only while it still holds it) while its call runs, so a dead prober's
- *         lease lapses within a few seconds and another instance may probe
+ * KEYS[2] the probe lease (SET NX PX: one probe per recovery window), its value `callId|startedAt` (the
+ *         probe's start, epoch ms; a value without `|` is a bare call id, start unknown). It is short
+ *         (seconds) and the prober renews it (`renew`, only while it still holds it) while its call runs,
+ *         so a dead prober's lease lapses within a few seconds and another instance may probe
  * ARGV    op, now, threshold, recoveryMs, callId, leaseMs, channel, maxRecoveryMs, quorum, then for
  *         `merge`: state, failures, openedAt, retryAt, changedAt, period, keys of the local breaker; for
  *         `failed` / `ignored`: the error class, which (when given) decides between the two by the
@@ -34,7 +35,9 @@ import {
  *         the strategy's (`distinctKeyQuorum.voterLua`: the origin when given, else the key id; neither:
  *         the one voter 'anonymous')
  * Returns state, failures, openedAt, retryAt, opens, version, changedAt, period, keys (the ids joined
- * by spaces), granted (-1 = none for times).
+ * by spaces), granted, probeStartedAt (-1 = none for times). `probeStartedAt` is the start of the probe
+ * whose lease refused this `acquire` (another call's, in flight), so the refused caller can tell how
+ * long that probe may still run; -1 for every other operation or when the start is unknown.
  * Every change bumps `version` and is published on `channel` as the fields before `granted` joined by commas.
  */
 export function breakerScriptFor(strategy: OpenStrategyName): string {
@@ -118,7 +121,17 @@ end
 
 resolveTime()
 local holder = redis.call('GET', KEYS[2])
-local isProbe = holder ~= false and holder == callId
+local holderId = holder
+local holderStart = -1
+if holder ~= false then
+  local id, started = string.match(holder, '^(.*)|(%d+)$')
+  if id ~= nil then
+    holderId = id
+    holderStart = tonumber(started)
+  end
+end
+local isProbe = holder ~= false and holderId == callId
+local probeStartedAt = -1
 
 if op == 'failed' then
   if s.state == 'closed' then
@@ -147,7 +160,11 @@ elseif op == 'acquire' then
   if s.state == 'closed' then
     granted = 1
   elseif s.state == 'halfOpen' then
-    if redis.call('SET', KEYS[2], callId, 'NX', 'PX', leaseMs) then granted = 1 end
+    if redis.call('SET', KEYS[2], callId .. '|' .. ARGV[2], 'NX', 'PX', leaseMs) then
+      granted = 1
+    elseif holder ~= false then
+      probeStartedAt = holderStart
+    end
   end
 elseif op == 'renew' then
   if isProbe then
@@ -192,6 +209,7 @@ if changed then
   redis.call('PUBLISH', channel, table.concat(reply, ','))
 end
 reply[10] = granted
+reply[11] = probeStartedAt
 return reply
 `;
 }

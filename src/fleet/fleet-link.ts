@@ -1,7 +1,7 @@
 import { fromCallback, type SnapshotFrom } from 'xstate';
 import type { FleetLinkEvent, FleetLinkInput, FleetLinkReply } from '../machines/fleet-link.js';
 import type { BreakerEvent, breakerMachine, SharedBreakerState } from '../machines/breaker.machine.js';
-import type { FleetBreakerOperation, SharedBreakerStore } from './redis-state-store.js';
+import type { FleetBreakerOperation, FleetBreakerResult, SharedBreakerStore } from './redis-state-store.js';
 
 export interface FleetLinkOptions {
   /** How often the link re-reads the fleet state (a lost pub/sub message heals within this). */
@@ -14,6 +14,12 @@ export interface FleetLinkOptions {
   readonly probeLeaseMs?: number;
   /** Renewal stops after this even if the probe's outcome was never seen (PROVIDER_TIMEOUT_MS + margin). */
   readonly probeMaxMs?: number;
+  /**
+   * PROVIDER_TIMEOUT_MS, the longest a probe call can take: a call refused because another instance's
+   * probe holds the lease is told that probe ends by its start plus this (`probe.leased.probeEndsBy`).
+   * Without it, the refusal says nothing of when (try again in a moment).
+   */
+  readonly probeDeadlineMs?: number;
   readonly now?: () => number;
 }
 
@@ -84,13 +90,22 @@ export function createFleetLink(store: SharedBreakerStore, options: FleetLinkOpt
       const timer = setInterval(() => {
         if (stopped || now() > until) return stopRenewing(callId);
         if (!store.isUp()) return;
-        void run({ op: 'renew', callId }, now()).then((held) => {
+        void run({ op: 'renew', callId }, now()).then((result) => {
           // false: the lease is no longer this call's (it ended, or lapsed and another instance probes).
-          if (held === false) stopRenewing(callId);
+          if (result?.granted === false) stopRenewing(callId);
         });
       }, Math.max(10, Math.floor(leaseMs / 3)));
       timer.unref?.();
       renewals.set(callId, timer);
+    };
+    /**
+     * When the other instance's probe that holds the lease ends at the latest: its start plus the call's
+     * deadline, never past a whole deadline from now (another clock may run ahead) nor before now.
+     */
+    const probeEnd = (startedAt: number | null, at: number): number | undefined => {
+      const deadline = options.probeDeadlineMs;
+      if (startedAt === null || deadline === undefined) return undefined;
+      return Math.max(at, Math.min(startedAt + deadline, at + deadline));
     };
     /** When the local breaker last changed state on its own (while unshared). */
     let localChangedAt: number | null = null;
@@ -110,7 +125,7 @@ export function createFleetLink(store: SharedBreakerStore, options: FleetLinkOpt
       sendBack({ type: 'breaker.unshared', at: now() });
     };
 
-    const run = (operation: FleetBreakerOperation, at: number): Promise<boolean | undefined> => {
+    const run = (operation: FleetBreakerOperation, at: number): Promise<FleetBreakerResult | undefined> => {
       inFlight += 1;
       return store
         .apply(providerId, operation, at)
@@ -123,7 +138,7 @@ export function createFleetLink(store: SharedBreakerStore, options: FleetLinkOpt
               inFlight === 1 &&
               result.shared.state !== localStateName(breaker.getSnapshot());
             adopt(result.shared, operation.op === 'merge' || repair);
-            return result.granted;
+            return result;
           },
           () => {
             lose();
@@ -182,10 +197,19 @@ export function createFleetLink(store: SharedBreakerStore, options: FleetLinkOpt
           ? run({ op: 'acquire', callId: event.callId }, event.at)
           : Promise.resolve(undefined);
         // Unreachable store: the local breaker alone decides this window's probe.
-        void ask.then((granted) => {
+        void ask.then((result) => {
           if (stopped) return;
-          if (granted === true) renewWhileRunning(event.callId);
-          sendBack({ type: 'probe.leased', callId: event.callId, granted: granted ?? true, at: now() });
+          const granted = result?.granted ?? true;
+          if (result?.granted === true) renewWhileRunning(event.callId);
+          const at = now();
+          const probeEndsBy = granted ? undefined : probeEnd(result?.probeStartedAt ?? null, at);
+          sendBack({
+            type: 'probe.leased',
+            callId: event.callId,
+            granted,
+            ...(probeEndsBy === undefined ? {} : { probeEndsBy }),
+            at,
+          });
         });
         return;
       }

@@ -15,7 +15,10 @@ export interface FleetOptions {
   /** REDIS_PREFIX. */
   readonly prefix: string;
   readonly breaker: BreakerSettings;
-  /** PROVIDER_TIMEOUT_MS: the longest a probe call runs, so the longest its lease is renewed (plus 2 s). */
+  /**
+   * PROVIDER_TIMEOUT_MS: the longest a probe call runs, so the longest its lease is renewed (plus 2 s),
+   * and when a call refused for another instance's probe may try again (`Retry-After`).
+   */
   readonly providerTimeoutMs: number;
   /**
    * The half-open probe lease's lifetime without renewal (default 3000): the prober renews it every third
@@ -84,6 +87,7 @@ export async function connectFleet(options: FleetOptions): Promise<Fleet> {
     ...(options.syncIntervalMs === undefined ? {} : { syncIntervalMs: options.syncIntervalMs }),
     probeLeaseMs,
     probeMaxMs: options.providerTimeoutMs + 2000,
+    probeDeadlineMs: options.providerTimeoutMs,
   });
   const keyStore = createKeyHealthStore({
     url: options.url,

@@ -37,6 +37,11 @@ export interface FleetBreakerResult {
   readonly shared: SharedBreakerState;
   /** `acquire` only: the probe lease is this call's (or the fleet is closed, so no lease is needed). */
   readonly granted: boolean;
+  /**
+   * A refused `acquire` only: when the probe holding this window's lease (another call's, in flight)
+   * started, epoch ms; null when no probe holds it or its start is unknown.
+   */
+  readonly probeStartedAt: number | null;
 }
 
 export interface BreakerSettings {
@@ -219,7 +224,12 @@ export function createRedisStateStore(options: RedisStateStoreOptions): RedisSta
       );
       if (!Array.isArray(reply) || reply.length < 10)
         throw new Error('Unexpected reply from the breaker script');
-      return { shared: parseState(reply.slice(0, 9)), granted: Number(reply[9]) === 1 };
+      const startedAt = Number(reply[10]);
+      return {
+        shared: parseState(reply.slice(0, 9)),
+        granted: Number(reply[9]) === 1,
+        probeStartedAt: Number.isFinite(startedAt) && startedAt >= 0 ? startedAt : null,
+      };
     },
     subscribe(providerId, listener) {
       let set = listeners.get(providerId);

@@ -23,7 +23,17 @@ export type FleetLinkEvent =
 /** What the fleet link answers its provider actor. */
 export type FleetLinkReply =
   | Extract<BreakerEvent, { type: 'breaker.synced' | 'breaker.unshared' }>
-  | { type: 'probe.leased'; callId: string; granted: boolean; at: number };
+  | {
+      type: 'probe.leased';
+      callId: string;
+      granted: boolean;
+      /**
+       * Refused only: when the probe that holds the lease (another instance's, in flight) ends at the
+       * latest, epoch ms (its start plus PROVIDER_TIMEOUT_MS); absent when unknown.
+       */
+      probeEndsBy?: number;
+      at: number;
+    };
 
 /**
  * The embedded default (no `REDIS_URL`): no fleet, so the link never answers and the breaker

@@ -563,14 +563,17 @@ export function createProviderMachine(table: ErrorTable) {
               ],
             },
             {
-              /** Another instance holds this window's probe: refused, to try again in a moment. */
+              /**
+               * Another instance holds this window's probe: refused, to try again when that probe ends
+               * at the latest (its start plus PROVIDER_TIMEOUT_MS), or in a moment when that is unknown.
+               */
               guard: 'isLeaseAwaited',
               actions: [
                 {
                   type: 'rejectCall',
                   params: ({ context, event }) => {
                     const call = leasedCall(context, event.callId);
-                    return { callId: call.callId, replyTo: call.replyTo, retryAt: event.at, at: event.at };
+                    return { callId: call.callId, replyTo: call.replyTo, retryAt: probeRetryAt(event), at: event.at };
                   },
                 },
                 { type: 'countStat', params: { stat: 'rejected' } },
@@ -683,6 +686,11 @@ function keyFailed(event: FailedEvent): KeyBookEvent {
 /** A running call's id in the actor system (its actor leaves the system when it ends). */
 export function callSystemId(callId: string): string {
   return `call.${callId}`;
+}
+
+/** A refused lease's retry time: when the holder's probe ends by, never before the answer's time. */
+function probeRetryAt(event: Extract<FleetLinkReply, { type: 'probe.leased' }>): number {
+  return Math.max(event.at, event.probeEndsBy ?? event.at);
 }
 
 function leasedCall(context: ProviderContext, callId: string): CallRequest {

@@ -234,6 +234,21 @@ describe('a probe in a fleet: the lease first', () => {
     expect(r.context().leasing).toEqual({});
   });
 
+  it("refuses the call until the other instance's probe ends by (probeEndsBy), never with a time already past", () => {
+    const r = rig();
+    r.synced('halfOpen', t + 990);
+    r.request('c1');
+    r.request('c2');
+    r.provider.send({ type: 'probe.leased', callId: 'c1', granted: false, probeEndsBy: t + 3500, at: t + 1 });
+    // A bound already past (the holder's clock behind): try again at once, not in the past.
+    r.provider.send({ type: 'probe.leased', callId: 'c2', granted: false, probeEndsBy: t - 50, at: t + 2 });
+    expect(r.replies).toEqual([
+      { type: 'provider.rejected', callId: 'c1', providerId: 'claude', retryAt: t + 3500, at: t + 1 },
+      { type: 'provider.rejected', callId: 'c2', providerId: 'claude', retryAt: t + 2, at: t + 2 },
+    ]);
+    expect(r.context().leasing).toEqual({});
+  });
+
   it('refuses the call when the breaker moved (open, not due) before the lease came', () => {
     const r = rig();
     r.synced('halfOpen', t + 990);

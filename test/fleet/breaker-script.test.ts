@@ -42,6 +42,7 @@ afterAll(async () => {
 function breaker() {
   const providerId = `p-${randomUUID().slice(0, 8)}`;
   return {
+    providerId,
     apply: (operation: FleetBreakerOperation, now: number) =>
       store.breakers.apply(providerId, operation, now),
     lease: () => reader.get(`${prefix}breaker:${providerId}:probe`),
@@ -91,8 +92,35 @@ describe('the fleet breaker script, rule by rule', () => {
     const probe = await b.apply({ op: 'acquire', callId: 'probe' }, t0 + 1000);
     expect(probe.granted).toBe(true);
     expect(probe.shared.state).toBe('halfOpen');
-    expect(await b.lease()).toBe('probe');
+    expect(await b.lease()).toBe(`probe|${t0 + 1000}`);
     expect((await b.apply({ op: 'acquire', callId: 'second' }, t0 + 1001)).granted).toBe(false);
+  });
+
+  it('answers a refused probe with the start of the probe in flight, kept through renewals', async () => {
+    const b = await opened();
+    const probe = await b.apply({ op: 'acquire', callId: 'probe' }, t0 + 1200);
+    expect(probe.probeStartedAt).toBeNull();
+    expect((await b.apply({ op: 'renew', callId: 'probe' }, t0 + 2000)).granted).toBe(true);
+    const refused = await b.apply({ op: 'acquire', callId: 'other' }, t0 + 2500);
+    expect(refused.granted).toBe(false);
+    expect(refused.probeStartedAt).toBe(t0 + 1200);
+    // Still the probe's own lease after the renewal: its outcome closes the breaker.
+    expect((await b.apply({ op: 'succeeded', callId: 'probe' }, t0 + 2600)).shared.state).toBe('closed');
+  });
+
+  it('answers a refusal without a probe in flight (still open), or of a bare lease, with no start', async () => {
+    const b = await opened();
+    const early = await b.apply({ op: 'acquire', callId: 'early' }, t0 + 500);
+    expect(early.granted).toBe(false);
+    expect(early.probeStartedAt).toBeNull();
+    // A lease written as a bare call id (no start): its holder is still recognised, its start unknown.
+    await b.apply({ op: 'read' }, t0 + 1000);
+    await b.apply({ op: 'acquire', callId: 'probe' }, t0 + 1000);
+    await reader.set(`${prefix}breaker:${b.providerId}:probe`, 'probe', 'PX', 600_000);
+    const refused = await b.apply({ op: 'acquire', callId: 'other' }, t0 + 1100);
+    expect(refused.granted).toBe(false);
+    expect(refused.probeStartedAt).toBeNull();
+    expect((await b.apply({ op: 'renew', callId: 'probe' }, t0 + 1200)).granted).toBe(true);
   });
 
   it("re-opens on the probe's counted failure: a doubled open period from now, one more opening, lease freed", async () => {
@@ -147,7 +175,7 @@ describe('the fleet breaker script, rule by rule', () => {
       state: 'halfOpen',
       consecutiveFailures: 2,
     });
-    expect(await b.lease()).toBe('probe');
+    expect(await b.lease()).toBe(`probe|${t0 + 1000}`);
   });
 
   it('frees the slot when the probe ends user-side or aborted (ignored), so the next call probes', async () => {

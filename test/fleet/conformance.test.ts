@@ -402,8 +402,13 @@ function storeSide(threshold: number, quorum = 1): ScriptSide {
         granted,
       };
     },
-    probeHolder: async () => reader.get(`${prefix}breaker:${providerId}:probe`),
+    probeHolder: async () => holderOf(await reader.get(`${prefix}breaker:${providerId}:probe`)),
   };
+}
+
+/** The lease's holder: its value is `callId|startedAt` (the probe's start, for the refused callers' Retry-After). */
+function holderOf(lease: string | null): string | null {
+  return lease === null ? null : lease.replace(/\|\d+$/, '');
 }
 
 /** A script run by EVAL with the store's argument order (for the kept mutant only). */
@@ -448,7 +453,7 @@ function rawScriptSide(script: string, threshold: number, quorum = 1): ScriptSid
         granted: Number(reply[9]) === 1,
       };
     },
-    probeHolder: async () => reader.get(`${key}:probe`),
+    probeHolder: async () => holderOf(await reader.get(`${key}:probe`)),
   };
 }
 

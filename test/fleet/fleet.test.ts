@@ -105,6 +105,28 @@ describe('one breaker per provider across the fleet (Redis)', () => {
     expect(a!.state()).toBe('closed');
   });
 
+  it("bounds the Retry-After of a refusal for another's probe: a whole PROVIDER_TIMEOUT_MS at most, a moment when its start is unknown", async () => {
+    const prefix = uniquePrefix('lease-bounds');
+    const [a] = await fleetOf(1, { prefix, recoveryMs: 200 });
+    rig.emulator.setFault({ provider: 'claude', fault: 'http500', count: 3 });
+    for (let i = 0; i < 3; i += 1) await a!.call();
+    await waitFor(() => a!.state() === 'open', 2000);
+    await new Promise((resolve) => setTimeout(resolve, 220));
+    const lease = `${prefix}breaker:claude:probe`;
+    // A prober whose clock runs a minute ahead: its start + 5 s (the instances' PROVIDER_TIMEOUT_MS) is
+    // 65 s away by this clock, but no probe call runs longer than 5 s from now.
+    await a!.fleet.store.client.set(lease, `ahead|${Date.now() + 60_000}`, 'PX', 60_000);
+    const ahead = await a!.call();
+    expect(ahead.attempts[0]?.reason).toBe('circuit_open');
+    expect(ahead.status === 'failed' && ahead.retryAfterSeconds).toBe(5);
+    // A lease without its start (a bare call id): try again in a moment, as before.
+    await a!.fleet.store.client.set(lease, 'bare', 'PX', 60_000);
+    const bare = await a!.call();
+    expect(bare.attempts[0]?.reason).toBe('circuit_open');
+    expect(bare.status === 'failed' && bare.retryAfterSeconds).toBe(1);
+    await a!.fleet.store.client.del(lease);
+  });
+
   it("renews a live prober's short lease while its call runs, and lets another instance probe soon after the prober dies", async () => {
     const prefix = uniquePrefix('probe-death');
     const probeLeaseMs = 600;
