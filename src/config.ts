@@ -14,7 +14,7 @@ import { providerIds } from './providers/index.js';
 import type { ProviderId } from './providers/index.js';
 import { defaultWorkerNice } from './threads/thread-priority.js';
 
-export const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof logLevels)[number];
 
 export interface Config {
@@ -175,21 +175,21 @@ export interface Config {
   readonly warnings: readonly string[];
 }
 
-export const defaultProviderOrder: readonly ProviderId[] = providerIds;
+const defaultProviderOrder: readonly ProviderId[] = providerIds;
 
 /**
  * PDF_WORKERS by default: one worker per core but one, at least one. The workers' CPU is taken from the
  * same cores as the event loop: with as many busy workers as cores, two hostile PDFs on a 2-core machine
  * held both cores and every other request waited (issue 12).
  */
-export const defaultPdfWorkers = Math.max(1, availableParallelism() - 1);
+const defaultPdfWorkers = Math.max(1, availableParallelism() - 1);
 
 /**
  * MAX_CONNECTIONS by default: three quarters of the process's open-file limit (Linux's /proc/self/limits),
  * leaving the rest to upstream calls, Redis, workers and files; 8192 where the limit cannot be read.
  * Past the file limit every new connection is reset, whoever makes it (issue 28).
  */
-export const defaultMaxConnections = (() => {
+const defaultMaxConnections = (() => {
   try {
     const line = /^Max open files\s+(\d+)/mu.exec(readFileSync('/proc/self/limits', 'utf8'));
     const soft = Number(line?.[1]);
@@ -240,14 +240,14 @@ const derivedLimits = {
   maxJobsPerAddress: (maxJobs: number, maxJobsPerClient: number): number => Math.max(5 * maxJobsPerClient, Math.floor(maxJobs / 10)),
 } as const;
 
-export const defaultBaseUrls: Readonly<Record<ProviderId, string>> = {
+const defaultBaseUrls: Readonly<Record<ProviderId, string>> = {
   claude: 'https://api.anthropic.com',
   gpt: 'https://api.openai.com/v1',
   timelygpt: 'https://hello.timelygpt.co.kr/api/v2/chat',
 };
 
 /** The models seed 004 defaults to; override per deployment with CLAUDE_MODEL / GPT_MODEL / TIMELYGPT_MODEL. */
-export const defaultModels: Readonly<Record<ProviderId, string>> = {
+const defaultModels: Readonly<Record<ProviderId, string>> = {
   claude: 'claude-sonnet-4-6',
   gpt: 'gpt-5.2',
   timelygpt: 'gpt-5.2',

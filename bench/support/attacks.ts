@@ -69,7 +69,7 @@ export function hugeText(context: AttackContext): Promise<Outcomes> {
 }
 
 /** Uploads `pdf` (from 127.0.0.1 unless `fetcher` is another address's); the document id, or the outcome when refused. */
-export async function upload(url: string, pdf: Uint8Array, name = 'attack.pdf', fetcher: typeof fetch = fetch): Promise<{ documentId?: string; outcome: string }> {
+async function upload(url: string, pdf: Uint8Array, name = 'attack.pdf', fetcher: typeof fetch = fetch): Promise<{ documentId?: string; outcome: string }> {
   const form = new FormData();
   form.append('file', new Blob([Uint8Array.from(pdf)], { type: 'application/pdf' }), name);
   try {
@@ -314,7 +314,7 @@ export function hugePageCountPdf(): Buffer {
  * A fetch from `localAddress` (127.0.0.2 and up: Linux routes all of 127/8 to loopback), so that the
  * per-address limits see the hostile client apart from the steady one (127.0.0.1).
  */
-export function fetchFrom(localAddress: string): { fetch: typeof fetch; close(): Promise<void> } {
+function fetchFrom(localAddress: string): { fetch: typeof fetch; close(): Promise<void> } {
   // undici's connector drops `localAddress`: the socket is made here (a run at 09:2x UTC sent every
   // fetch-based attack from 127.0.0.1, the steady client's own address).
   const agent = new Agent({

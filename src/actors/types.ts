@@ -18,15 +18,15 @@ import type {
 
 export { fallbackPolicies } from '../machines/types.js';
 export type {
-  AbortedRunOutcome,
+  
   AnswerContinuation,
   ApiKey,
   Attempt,
   BreakerAction,
   CallRecord,
-  FailedRunOutcome,
+  
   FallbackPolicy,
-  ProviderStats,
+  
   Validation,
 } from '../machines/types.js';
 

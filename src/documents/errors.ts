@@ -2,7 +2,7 @@
  * Why a PDF was refused. The first three are codes of the HTTP registry (src/http/errors.ts); the four
  * limits answer 422 `PDF_TOO_COMPLEX` with the limit named (`pdfLimits`).
  */
-export const pdfRejectionCodes = [
+const pdfRejectionCodes = [
   'INVALID_PDF',
   'ENCRYPTED_PDF',
   'NO_EXTRACTABLE_TEXT',

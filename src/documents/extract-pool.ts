@@ -67,18 +67,18 @@ interface Slot {
  * Heap a worker started from TypeScript source (tests, `tsx`) needs for the loader alone (tsx and esbuild,
  * ~200 MB); compiled (`npm start`) there is none, and PDF_WORKER_MEMORY_MB is pdf.js's own heap.
  */
-export const tsxLoaderAllowanceMb = 208;
+const tsxLoaderAllowanceMb = 208;
 
 /**
  * Waiting extractions one client may hold by default: the whole queue while nobody else waits. The
  * share is kept by displacement (fair-queue.ts): a newcomer takes the newest place of the largest holder.
  */
-export function defaultQueuePerClient(queueMax: number): number {
+function defaultQueuePerClient(queueMax: number): number {
   return Math.max(1, queueMax);
 }
 
 /** What a worker's resident set may grow by beyond its heap and the decoded budget (native buffers, fonts). */
-export const ceilingSlackMb = 32;
+const ceilingSlackMb = 32;
 
 /** The default growth ceiling of a worker for a heap of `memoryMb` and a decoded budget of `decodedMb`. */
 export function defaultCeilingMb(memoryMb: number, decodedMb = 64): number {

@@ -15,7 +15,7 @@ import type { WorkerEntry } from '../threads/worker-entry.js';
 import type { ExtractRequestToChild, ExtractResponse } from './worker-protocol.js';
 
 /** How often the resident set of a child that is extracting is read. */
-export const memoryPollMs = 20;
+const memoryPollMs = 20;
 
 const pageBytes = 4096;
 

@@ -88,7 +88,7 @@ const pdfjsOptions = {
  * every this many pages: each stretch holds no more than a read of `pagesPerLoad` pages, the default
  * MAX_PDF_PAGES that every real PDF measured reads within the default heap (docs/documents.md).
  */
-export const pagesPerLoad = 50;
+const pagesPerLoad = 50;
 
 /**
  * Called after each page is read (and after the document is opened), so the caller can sample memory

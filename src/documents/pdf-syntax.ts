@@ -10,7 +10,7 @@
 export type PdfValue = number | PdfName | PdfRef | PdfValue[] | PdfDict | undefined;
 
 /** `/Name` (with `#xx` escapes decoded). */
-export interface PdfName {
+interface PdfName {
   kind: 'name';
   name: string;
 }

@@ -38,7 +38,7 @@ export interface StreamScanLimits {
 }
 
 /** Filters in one stream's chain at most (no real PDF uses more than three). */
-export const maxFilterChain = 16;
+const maxFilterChain = 16;
 
 const pageObjectPattern = /\/Type\s*\/Page(?![A-Za-z0-9#])/gu;
 

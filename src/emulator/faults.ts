@@ -4,10 +4,10 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 
-export const emulatedProviders = ['claude', 'gpt', 'timelygpt'] as const;
+const emulatedProviders = ['claude', 'gpt', 'timelygpt'] as const;
 export type EmulatedProvider = (typeof emulatedProviders)[number];
 
-export const faultNames = [
+const faultNames = [
   'http500',
   'http503',
   'overloaded',
@@ -48,7 +48,7 @@ export interface FaultSpec {
 }
 
 /** The errors a `streamError` can name, in the emulator's own words (each provider renders its real body). */
-export const streamErrorKinds = [
+const streamErrorKinds = [
   'auth',
   'permission',
   'quota',

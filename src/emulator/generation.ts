@@ -13,13 +13,13 @@ import { parseTaskMarker, type TaskMarker } from './task-marker.js';
 /** The errors every emulated provider can answer, in the emulator's words (each renders its own body). */
 export type WireErrorKind = StreamErrorKind;
 
-export interface ErrorDetail {
+interface ErrorDetail {
   readonly key?: string;
   readonly message?: string;
   readonly inputTokens?: number;
 }
 
-export interface SuccessDetail {
+interface SuccessDetail {
   readonly model: string;
   readonly text: string;
   readonly truncated: boolean;
@@ -67,7 +67,7 @@ export interface GenerationOptions {
 
 /** Key prefixes that pick a per-key behaviour (docs/emulator.md). */
 /** Keys whose generation calls never answer, as the `hang` fault but for that key alone. */
-export const hangingKeyPrefix = 'emu-hang-';
+const hangingKeyPrefix = 'emu-hang-';
 
 export function keyFault(key: string): WireErrorKind | undefined {
   if (key.startsWith('emu-bad-')) return 'auth';
@@ -77,7 +77,7 @@ export function keyFault(key: string): WireErrorKind | undefined {
   return undefined;
 }
 
-export function withHeaders(wire: WireResponse, headers: WireHeaders): WireResponse {
+function withHeaders(wire: WireResponse, headers: WireHeaders): WireResponse {
   return { ...wire, headers: { ...headers, ...wire.headers } };
 }
 

@@ -9,7 +9,7 @@
  * - the per-part notes a merge request carries, `<part index="i">{notes JSON}</part>`.
  */
 
-export interface PromptConcept {
+interface PromptConcept {
   readonly term: string;
   readonly definition: string;
 }

@@ -55,7 +55,7 @@ export interface Emulator {
 const timelyBase = '/timelygpt/api/v2/chat';
 
 /** Reads a control-endpoint fault body; a string says what is wrong with it. */
-export function parseFaultSpec(body: Record<string, unknown> | undefined): FaultSpec | string {
+function parseFaultSpec(body: Record<string, unknown> | undefined): FaultSpec | string {
   if (!body) return 'body must be a JSON object';
   const { provider, fault, count, ms, status, headers, after, error } = body;
   if (!isEmulatedProvider(provider)) return 'provider must be claude, gpt or timelygpt';

@@ -113,7 +113,7 @@ function conceptsOf(text: string, lang: Lang): Concept[] {
 }
 
 /** Notes of one document text (the text inside `<document>`, never the prompt around it). */
-export function notesAnswer(text: string, lang: Lang): JsonRecord {
+function notesAnswer(text: string, lang: Lang): JsonRecord {
   const concepts = conceptsOf(text, lang);
   const all = sentencesOf(text);
   const quotable = all.filter((sentence) => inLanguage(sentence, lang));
@@ -150,7 +150,7 @@ export function notesAnswer(text: string, lang: Lang): JsonRecord {
 const maxMergedConcepts = 8;
 
 /** The reduce step: per-part notes merged, concepts deduplicated by term and renumbered. */
-export function mergedNotesAnswer(partials: readonly PartialNotes[], lang: Lang): JsonRecord {
+function mergedNotesAnswer(partials: readonly PartialNotes[], lang: Lang): JsonRecord {
   const concepts: { term: string; definition: string }[] = [];
   const seen = new Set<string>();
   for (const concept of partials.flatMap((notes) => notes.keyConcepts)) {
@@ -322,7 +322,7 @@ function questionGround(userText: string, marker: TaskMarker): { variation: Retu
   return { variation: variationOf(prompt), terms, ids: [...terms.keys()] };
 }
 
-export function mcqAnswer(userText: string, marker: TaskMarker): JsonRecord {
+function mcqAnswer(userText: string, marker: TaskMarker): JsonRecord {
   const { lang, count } = marker;
   const { variation, terms, ids } = questionGround(userText, marker);
   const templates = mcqTemplates[lang];
@@ -378,7 +378,7 @@ const fillTemplates: Readonly<Record<Lang, readonly ((first: string, second: str
   ],
 };
 
-export function fillAnswer(userText: string, marker: TaskMarker): JsonRecord {
+function fillAnswer(userText: string, marker: TaskMarker): JsonRecord {
   const { lang, count } = marker;
   const { variation, terms, ids } = questionGround(userText, marker);
   const words = fillerWords[lang];

@@ -7,7 +7,7 @@
  */
 
 /** What the API answers for a class (the HTTP registry in src/http/errors.ts holds the same code). */
-export interface ApiAnswer {
+interface ApiAnswer {
   readonly status: number;
   readonly code: string;
   readonly message: string;
@@ -146,10 +146,10 @@ export type IgnoredErrorClass = Exclude<ErrorClass, CountedErrorClass>;
 /** A table with docs/errors.md's shape; the production one is `errorTable` (tests inject flipped rows). */
 export type ErrorTable = Readonly<Record<ErrorClass, ErrorRow>>;
 
-/** What a class does (the B/R/F columns): kept as the name the rest of the code reads. */
-export type ErrorPolicy = ErrorRow;
-
-/** The production table, typed as a table of this shape (what the machines' factories take). */
+/**
+ * The production table, typed as a table of this shape (what the machines' factories take).
+ * @alias of `errorTable`, whose type keeps each row's literal values.
+ */
 export const errorPolicy: ErrorTable = errorTable;
 
 function isErrorClass(name: string): name is ErrorClass {
@@ -170,7 +170,7 @@ export function countsInTable(table: ErrorTable, errorClass: ErrorClass): boolea
 }
 
 /** Column B of the production table, as a type guard. */
-export function isCountedErrorClass(errorClass: ErrorClass): errorClass is CountedErrorClass {
+function isCountedErrorClass(errorClass: ErrorClass): errorClass is CountedErrorClass {
   return countsInTable(errorTable, errorClass);
 }
 
@@ -184,7 +184,7 @@ export function countedClassGuard(
   return (errorClass: ErrorClass): errorClass is CountedErrorClass => countsInTable(table, errorClass);
 }
 
-export function isIgnoredErrorClass(errorClass: ErrorClass): errorClass is IgnoredErrorClass {
+function isIgnoredErrorClass(errorClass: ErrorClass): errorClass is IgnoredErrorClass {
   return !isCountedErrorClass(errorClass);
 }
 

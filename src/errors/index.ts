@@ -6,30 +6,30 @@ export {
   errorPolicy,
   errorTable,
   ignoredErrorClasses,
-  isCountedErrorClass,
-  isIgnoredErrorClass,
+  
+  
   isProviderSideIn,
   keyVerdictInTable,
   ownClasses,
 } from './error-class.js';
 export type {
-  ApiAnswer,
+  
   CountedErrorClass,
   ErrorClass,
-  ErrorPolicy,
+  
   ErrorRow,
   ErrorTable,
   IgnoredErrorClass,
-  KeyVerdict,
+  
   ProviderFailure,
 } from './error-class.js';
 export {
   clipText,
   invalidOutputMessage,
-  invalidOutputMessagePrefix,
-  maxReasonChars,
+  
+  
   maxReasonsChars,
-  maxReportedReasons,
+  
   reasonsOfInvalidOutputMessage,
   summarizeValidationErrors,
 } from './validation-reasons.js';

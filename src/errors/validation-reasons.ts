@@ -5,14 +5,14 @@
  */
 
 /** At most this many reasons are named; the others are counted. */
-export const maxReportedReasons = 3;
+const maxReportedReasons = 3;
 /** Longest single reason kept, in characters (longer ones end in "…"). */
-export const maxReasonChars = 160;
+const maxReasonChars = 160;
 /** Longest summary of reasons, in characters. */
 export const maxReasonsChars = 480;
 
 /** The attempt message of an `invalid_output` call; the summary follows it. */
-export const invalidOutputMessagePrefix = 'The output failed validation: ';
+const invalidOutputMessagePrefix = 'The output failed validation: ';
 const invalidOutputWithoutReasons = 'The output failed validation.';
 
 /** `text` cut to at most `max` characters, ending in "…" when cut. */

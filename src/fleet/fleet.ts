@@ -34,7 +34,7 @@ export interface FleetOptions {
 }
 
 /** Where the fleet says that the store was lost or is back (the service passes its logger). */
-export interface FleetLog {
+interface FleetLog {
   info(message: string): void;
   warn(message: string): void;
 }

@@ -57,7 +57,7 @@ export interface AdmissionOptions {
 }
 
 /** The words of a refusal: what is counted, and the two settings that bound it. */
-export interface AdmissionLabels {
+interface AdmissionLabels {
   /** Plural noun: "generations", "event streams". */
   readonly what: string;
   readonly perClientSetting: string;

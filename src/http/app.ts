@@ -93,7 +93,7 @@ const smallBodyLimit = 16 * 1024;
  * character is sent as a 6-byte `\uXXXX` escape, plus 4 KiB for the rest; never above MAX_UPLOAD_MB.
  * A body over it is cut while it streams (413 REQUEST_TOO_LARGE), never parsed.
  */
-export function generateBodyLimit(config: Pick<Config, 'maxUploadMb' | 'maxTextChars'>): number {
+function generateBodyLimit(config: Pick<Config, 'maxUploadMb' | 'maxTextChars'>): number {
   return Math.min(Math.ceil(config.maxUploadMb * mebibyte), (config.maxTextChars + maxAnswerChars('notes')) * 6 + 4096);
 }
 

@@ -79,7 +79,7 @@ function frameworkError(error: FastifyError, request: FastifyRequest): ApiError 
 }
 
 /** The error → response mapping, as a pure function the tests can read. */
-export function toApiError(error: unknown, request: FastifyRequest): ApiError | undefined {
+function toApiError(error: unknown, request: FastifyRequest): ApiError | undefined {
   if (error instanceof ApiError) return error;
   if (error instanceof DocumentStoreUnavailableError) {
     return new ApiError('DOCUMENT_STORE_UNAVAILABLE', error.message, { retryAfterSeconds: error.retryAfterSeconds });

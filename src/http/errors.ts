@@ -51,6 +51,7 @@ export type ErrorCode = keyof typeof errorCodes;
 /**
  * The statuses of provider failures above are read from the error table (src/errors), which names the
  * code of each class; every code it names is in this registry (a type error otherwise).
+ * @public A compile-time check, exported so that `tsc` keeps it.
  */
 export const providerFailureCodes: readonly ErrorCode[] = errorClasses.map(
   (errorClass) => errorTable[errorClass].api.code,

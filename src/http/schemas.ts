@@ -126,8 +126,3 @@ export const providerStatusSchema = z.object({
     .describe("How many callers' keys this provider refuses now (per-key health): counts only, never which keys."),
 });
 
-/** Responses every route may answer besides its own (the error handler's). */
-export const commonErrorResponses = {
-  400: errorBodySchema,
-  500: errorBodySchema,
-} as const;

@@ -107,12 +107,12 @@ function sanitizeStateValue(value: unknown, depth = 0): unknown {
   return copy;
 }
 
-export const sanitizeEvent = (event: AnyEventObject): AnyEventObject => {
+const sanitizeEvent = (event: AnyEventObject): AnyEventObject => {
   const sanitized = sanitizeForInspection(event);
   return typeof sanitized === 'object' && sanitized !== null ? { ...(sanitized as Record<string, unknown>), type: event.type } : { type: event.type };
 };
 
-export const sanitizeContext = (context: MachineContext): MachineContext => {
+const sanitizeContext = (context: MachineContext): MachineContext => {
   const sanitized = sanitizeForInspection(context);
   return typeof sanitized === 'object' && sanitized !== null ? (sanitized as MachineContext) : {};
 };
@@ -121,7 +121,7 @@ export const sanitizeContext = (context: MachineContext): MachineContext => {
  * The last step before an event leaves: the whole snapshot (context, but also `input` and `output`,
  * which carry the request and the answer) and the event, sanitized. The machine `definition` stays whole.
  */
-export function serializeForInspection(event: StatelyInspectionEvent): StatelyInspectionEvent {
+function serializeForInspection(event: StatelyInspectionEvent): StatelyInspectionEvent {
   const copy: Record<string, unknown> = { ...event };
   if ('snapshot' in event) {
     const snapshot = sanitizeForInspection(event.snapshot);

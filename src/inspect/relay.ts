@@ -92,7 +92,7 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
 }
 
 /** No Origin (not a browser) or one of the relay's own page origins. */
-export function isAllowedOrigin(origin: string | undefined, allowed: ReadonlySet<string>): boolean {
+function isAllowedOrigin(origin: string | undefined, allowed: ReadonlySet<string>): boolean {
   return origin === undefined || allowed.has(origin);
 }
 

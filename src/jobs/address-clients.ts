@@ -7,7 +7,7 @@
  */
 
 /** Distinct key sets one address may hold at once before they count as one client (a household, a small office). */
-export const addressKeysAsOneClient = 4;
+const addressKeysAsOneClient = 4;
 
 /** The key sets each address holds now, and the client each of them counts as. */
 export interface AddressClients {

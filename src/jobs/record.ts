@@ -8,7 +8,7 @@ import type { JobRecord, JobResumeData, JobView } from './types.js';
  */
 
 /** The message of `JOB_INTERRUPTED`, the same wherever the interruption was noticed. */
-export const interruptedMessage =
+const interruptedMessage =
   'The instance running this job stopped before the job ended. Its finished stages and parts are kept: ' +
   'POST /v1/jobs/:id/resume with the same key headers continues it.';
 
@@ -43,7 +43,7 @@ export function newKeySalt(): string {
 }
 
 /** HMAC-SHA256(salt, provider and key): the key itself never leaves the request. */
-export function keyFingerprint(salt: string, provider: ProviderId, key: ApiKey): string {
+function keyFingerprint(salt: string, provider: ProviderId, key: ApiKey): string {
   return createHmac('sha256', salt).update(`${provider}\u0000${key.reveal()}`).digest('hex');
 }
 

@@ -71,7 +71,7 @@ export interface JobRegistryOptions {
   readonly leaseMs?: number;
 }
 
-export type JobListener = (event: JobStreamEvent) => void;
+type JobListener = (event: JobStreamEvent) => void;
 
 export interface JobRegistry {
   /**
@@ -162,7 +162,7 @@ function statusOf(snapshot: JobSnapshot): JobStatus {
 }
 
 /** The plain JSON view of a job's snapshot (ended at `finishedAt`, epoch ms): no key, no document text. */
-export function jobView(snapshot: JobSnapshot, finishedAt?: number): JobView {
+function jobView(snapshot: JobSnapshot, finishedAt?: number): JobView {
   const context = snapshot.context;
   const status = statusOf(snapshot);
   const result =

@@ -21,23 +21,23 @@ import type {
 export { jobStatuses, jobStages, isFinalStatus } from '../machines/job-types.js';
 export type {
   JobStatus,
-  JobStage,
-  JobPosition,
-  FinalJobStatus,
-  FinishedPart,
-  StageMeta,
-  JobError,
+  
+  
+  
+  
+  
+  
   ProgressEvent,
   JobStreamEvent,
 } from '../machines/job-types.js';
 
-export interface JobResult {
+interface JobResult {
   readonly notes: NotesResult;
   readonly mcq: McqResult;
   readonly fill: FillResult;
 }
 
-export interface JobMeta {
+interface JobMeta {
   readonly lang: StudyLang;
   /** `request`: options.lang gave it; `detected`: read from the document. */
   readonly langSource?: 'request' | 'detected';

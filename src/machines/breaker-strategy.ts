@@ -3,7 +3,7 @@
  * failure record the breaker keeps and answers. A rate-based strategy is one more entry here; the
  * machine's states do not change.
  */
-export interface FailureRecord {
+interface FailureRecord {
   readonly consecutiveFailures: number;
 }
 
@@ -18,7 +18,7 @@ export interface OpenStrategy {
 }
 
 /** Opens after `threshold` consecutive counted failures (docs/errors.md "Resilience rules"). */
-export const consecutiveFailures: OpenStrategy = {
+const consecutiveFailures: OpenStrategy = {
   shouldOpen: (record, threshold) => record.consecutiveFailures >= threshold,
   lua: 'failures >= threshold',
 };

@@ -1,6 +1,6 @@
 import { assign, fromPromise, sendParent, setup, type AnyActorRef } from 'xstate';
 import { ownClasses, type ProviderFailure } from '../errors/index.js';
-import type { CallRequest, CallTicket } from './call-request.js';
+import type { CallTicket } from './call-request.js';
 import type {
   ApiKey,
   GenerationRequest,
@@ -49,11 +49,9 @@ export interface UpstreamInput {
  * The `upstream` actor's contract: it resolves with the provider's answer or rejects with the failure
  * already classified (`ProviderFailure`, the adapter's `classify`); a stream's pieces go to
  * `input.call` as `upstream.delta` events. XState aborts `signal` when the call leaves `calling`
- * (its deadline, a timeout of its stream, or its caller's cancel).
+ * (its deadline, a timeout of its stream, or its caller's cancel). It resolves with the answer and when it
+ * came (epoch ms).
  */
-export type UpstreamLogic = ReturnType<typeof fromPromise<UpstreamAnswer, UpstreamInput>>;
-
-/** What the `upstream` actor resolves with: the answer and when it came (epoch ms). */
 export interface UpstreamAnswer {
   readonly answer: ProviderAnswer;
   readonly at: number;
@@ -122,7 +120,7 @@ export interface CallContext {
  * The study layer's verdict on an answer; a truncated answer is `invalid_output` whatever it holds.
  * Judged next to the call, so the breaker hears an invalid answer as inconclusive, never as a success.
  */
-export function judgeAnswer(
+function judgeAnswer(
   answer: ProviderAnswer,
   validate: (answer: ProviderAnswer) => Validation<unknown>,
 ): Validation<unknown> {
@@ -358,4 +356,4 @@ export const callMachine = setup({
 });
 
 export type CallMachine = typeof callMachine;
-export type { CallRequest };
+;

@@ -118,7 +118,7 @@ export interface FallbackContext {
 /** `at`: epoch ms when it happened; time enters the run only through events (and the backoff delays). */
 export type FallbackEvent = ProviderReply | { type: 'request.aborted'; at: number };
 
-export type FallbackEmitted =
+type FallbackEmitted =
   | { type: 'attempt.recorded'; attempt: Attempt }
   | { type: 'fallback.taken'; from: ProviderId; to: ProviderId }
   /** The next call continues the answer from `prefix` (what was written so far stands, up to there). */
@@ -184,7 +184,7 @@ function isSameProviderRetryAllowed(context: FallbackContext): boolean {
 }
 
 /** The shortest `Retry-After` hint for a refusal whose breaker is already past `retryAt` (probe in flight). */
-export const minRetryAfterMs = 1000;
+const minRetryAfterMs = 1000;
 
 /** RETRY_BACKOFF_MS: the delay before the next retry; the last one repeats. */
 function backoffOf(context: FallbackContext): number {
@@ -666,4 +666,3 @@ export function createFallbackMachine(table: ErrorTable) {
 /** The retry-and-fallback machine on docs/errors.md's table. */
 export const fallbackMachine = createFallbackMachine(errorPolicy);
 
-export type FallbackMachine = typeof fallbackMachine;

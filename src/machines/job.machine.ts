@@ -17,12 +17,12 @@ import type {
 import type { ApiKey, Attempt, ProviderId } from './types.js';
 
 /** One provider of the job's chain, in the user's order. The key stays a `Secret` in the actor's memory. */
-export interface JobKey {
+interface JobKey {
   readonly provider: ProviderId;
   readonly apiKey: ApiKey;
 }
 
-export interface JobInput {
+interface JobInput {
   readonly jobId: string;
   /** The document's text. */
   readonly text: string;
@@ -52,7 +52,7 @@ export interface JobRestore {
   readonly finishedParts: readonly FinishedPart[];
 }
 
-export interface JobContext extends JobInput {
+interface JobContext extends JobInput {
   /** Aborts the stage in flight (its provider calls end as `call.cancelled`, counted nowhere). */
   readonly abortController: AbortController;
   /** 0–100; never decreases. */
@@ -72,7 +72,7 @@ export interface JobContext extends JobInput {
 }
 
 /** What a stage actor reports to its job while it works. */
-export type JobStageReport =
+type JobStageReport =
   | { type: 'stage.progress'; stage: JobStage; part: number; parts: number }
   | { type: 'stage.attempt'; attempt: Attempt }
   | { type: 'stage.part'; part: FinishedPart }
@@ -83,10 +83,10 @@ export type JobStageReport =
  * `job.interrupt`: the job must stop here without ending for good (this instance shuts down past its grace,
  * or lost the job's lease): it is left `interrupted`, resumable elsewhere.
  */
-export type JobEvent = { type: 'job.start' } | { type: 'job.cancel' } | { type: 'job.interrupt' } | JobStageReport;
+type JobEvent = { type: 'job.start' } | { type: 'job.cancel' } | { type: 'job.interrupt' } | JobStageReport;
 
 /** The job's emitted events are its SSE events, as they are. */
-export type JobEmitted = JobStreamEvent;
+type JobEmitted = JobStreamEvent;
 
 /** Input of `generateStage`: one stage of the pipeline through the study module. */
 export interface StageActorInput {
@@ -108,7 +108,7 @@ export interface StageActorInput {
 }
 
 /** Where each stage sits on the 0–100 progress scale. */
-export const stageSpans: Readonly<Record<JobStage, { readonly start: number; readonly weight: number }>> = {
+const stageSpans: Readonly<Record<JobStage, { readonly start: number; readonly weight: number }>> = {
   notes: { start: 0, weight: 40 },
   mcq: { start: 40, weight: 30 },
   fill: { start: 70, weight: 30 },

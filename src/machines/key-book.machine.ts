@@ -24,7 +24,7 @@ import {
 import { embeddedKeyLink, type KeyLinkReply } from './key-link.js';
 import type { ProviderId } from './types.js';
 
-export type { KeySkipReason } from './key-health.machine.js';
+;
 
 /** Per-key health settings (KEY_QUARANTINE_MS, KEY_COOLING_MS; at most 10 000 keys: docs/configuration.md "Derived limits"). */
 export interface KeyHealthSettings {
@@ -38,7 +38,7 @@ export interface KeyHealthSettings {
 /** Per-key health off: what a provider gets when none is configured. */
 export const keyHealthOff: KeyHealthSettings = { quarantineMs: 0, coolingMs: 0, maxKeys: 0 };
 
-export interface KeyBookInput extends KeyHealthSettings {
+interface KeyBookInput extends KeyHealthSettings {
   readonly providerId: ProviderId;
 }
 
@@ -49,7 +49,7 @@ export type KeyBookEvent = KeyHealthEvent & { keyId: string };
  * What a shelf is told by its book: hold a key's actor (`key.hold`), let it go (`key.release`), or pass
  * a key event on to it; and what its keys tell it (`key.changed`, passed up to the book).
  */
-export type KeyShelfEvent =
+type KeyShelfEvent =
   | { type: 'key.hold'; keyId: string; input: KeyHealthInput }
   | { type: 'key.release'; keyId: string }
   | KeyBookEvent
@@ -75,7 +75,7 @@ function createHeldKeyMachine(table: ErrorTable) {
  * children because XState copies an actor's `children` on every spawn and stop: 10 000 children of one
  * actor cost ~40 ms per refused key. The shelf decides nothing.
  */
-export function createKeyShelfMachine(table: ErrorTable) {
+function createKeyShelfMachine(table: ErrorTable) {
   return setup({
     types: {
       events: {} as KeyShelfEvent,
@@ -116,6 +116,7 @@ export function createKeyShelfMachine(table: ErrorTable) {
   });
 }
 
+/** @public The shelf on docs/errors.md's table, for the generated machine docs (scripts/generate-machine-docs.ts reads it by name). */
 export const keyShelfMachine = createKeyShelfMachine(errorPolicy);
 
 type ShelfRef = ActorRefFrom<ReturnType<typeof createKeyShelfMachine>>;
@@ -134,7 +135,7 @@ function shelfCount(maxKeys: number): number {
 }
 
 /** One key's state as the views read it: its actor's state value and context. */
-export interface KeyEntry {
+interface KeyEntry {
   readonly value: StateValue;
   readonly context: KeyHealthContext;
 }
@@ -171,7 +172,7 @@ interface Expiry {
  * so one timer per key made each stop O(keys)). It decides nothing: the book's guards and actions read
  * and update it.
  */
-export class KeyIndex implements KeyEntries {
+class KeyIndex implements KeyEntries {
   readonly counts = { quarantined: 0, cooling: 0 };
   /** When the book's pending `key.expired` is due (book time, epoch ms), if one is pending. */
   expiryDueAt: number | undefined;
@@ -342,7 +343,7 @@ export interface KeyBookContext extends KeyBookInput {
  * ms, is the time it was due). One is pending while any key is tracked: raised with a delay for the
  * earliest `forgetAt`, raised again (earlier) when a change brings an earlier one.
  */
-export type KeyExpiredEvent = { type: 'key.expired'; at: number };
+type KeyExpiredEvent = { type: 'key.expired'; at: number };
 
 /** Node's timers hold at most 2^31 − 1 ms (~24.8 days); a longer wait is raised again for the rest. */
 const maxTimerMs = 2_147_483_647;
@@ -633,4 +634,3 @@ function admitEvent(event: { type: string }): Extract<KeyBookEvent, { type: 'key
 /** The key book on docs/errors.md's table. */
 export const keyBookMachine = createKeyBookMachine(errorPolicy);
 
-export type KeyBookMachine = typeof keyBookMachine;

@@ -373,4 +373,3 @@ function admitEvent(event: KeyHealthEvent): AdmitEvent {
 /** The key machine on docs/errors.md's table. */
 export const keyHealthMachine = createKeyHealthMachine(errorPolicy);
 
-export type KeyHealthMachine = typeof keyHealthMachine;

@@ -5,7 +5,7 @@
  * from `authenticate`, which means a bad key — ends in `failed`, and the classifier makes it `auth`:
  * never a class that counts toward the breaker (test/providers/timelygpt-session.graph.test.ts).
  */
-import { assign, fromPromise, setup, type EventFromLogic } from 'xstate';
+import { assign, fromPromise, setup } from 'xstate';
 import type { ApiKey } from './types.js';
 
 /** One `llm-completion` answer, as the session carries it (src/providers/timelygpt/wire.ts reads it off the wire). */
@@ -161,5 +161,3 @@ export const timelyGptSessionMachine = setup({
     context.completion ? { status: 'succeeded', completion: context.completion } : { status: 'failed', error: context.error },
 });
 
-/** The machine takes no external events: it moves on its invoked actors' results only. */
-export type TimelyGptSessionEvent = EventFromLogic<typeof timelyGptSessionMachine>;

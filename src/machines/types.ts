@@ -12,14 +12,13 @@ export type ProviderId = (typeof providerIds)[number];
 export const tasks = ['notes', 'mcq', 'fill'] as const;
 export type Task = (typeof tasks)[number];
 
-export interface ChatMessage {
+interface ChatMessage {
   readonly role: 'user' | 'assistant';
   readonly content: string;
 }
 
 /** The languages study material is written in (docs/api.md `options.lang`). */
-export const requestLangs = ['ko', 'en'] as const;
-export type RequestLang = (typeof requestLangs)[number];
+export type RequestLang = 'ko' | 'en';
 
 /** One provider-neutral generation request; adapters translate it to their wire format. */
 export interface GenerationRequest {

@@ -12,7 +12,7 @@ import { AnswerTooLongError, UpstreamAbortError } from './upstream-errors.js';
  * limit is not the answer asked for. Each piece costs the service an event through the call's actor, so
  * this bounds that CPU as the character ceiling bounds the memory (the slack covers a few pieces split oddly).
  */
-export const extraAnswerPieces = 64;
+const extraAnswerPieces = 64;
 
 /** What one call's text may be: its characters (`maxAnswerChars`) and its pieces (tokens + slack). */
 export interface AnswerBounds {

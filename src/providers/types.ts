@@ -10,7 +10,7 @@ import type {
 export { providerIds, tasks } from '../machines/types.js';
 export type {
   ApiKey,
-  ChatMessage,
+  
   GenerationRequest,
   ProviderAnswer,
   ProviderId,

@@ -31,7 +31,7 @@ export class UpstreamAbortError extends Error {
   }
 }
 
-export function isTimeoutReason(reason: unknown): boolean {
+function isTimeoutReason(reason: unknown): boolean {
   return (
     typeof reason === 'object' && reason !== null && (reason as { name?: unknown }).name === 'TimeoutError'
   );

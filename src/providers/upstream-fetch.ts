@@ -52,9 +52,9 @@ export const maxUpstreamStreamBytes = 4 * maxUpstreamResponseBytes;
  * so an honest answer of the whole `max_tokens` stays far below it (an answer in one-token pieces reaches
  * the character ceiling first). Past it the call has read more than any answer it asked for.
  */
-export const streamBytesPerAnswerChar = 64;
+const streamBytesPerAnswerChar = 64;
 /** Bytes of a whole (buffered) answer per character of its ceiling: a character JSON-escaped is at most 6. */
-export const bodyBytesPerAnswerChar = 6;
+const bodyBytesPerAnswerChar = 6;
 /** Room for what surrounds the text (a stream's opening events, a body's envelope, an error's body). */
 const envelopeBytes = 64 * 1024;
 

@@ -28,7 +28,7 @@ function textOf(key: KeyLike): string {
   return typeof key === 'string' ? key : key.reveal();
 }
 /** Pieces of a key shorter than this are not secret enough to find (and would mangle ordinary text). */
-export const minimumPieceLength = 8;
+const minimumPieceLength = 8;
 
 /**
  * The letters and digits of an already lowercased text, what a key is compared on, as base-36 symbols
@@ -176,7 +176,7 @@ export function redactKeysDeep<T>(value: T, keys: readonly KeyLike[]): T {
  * body every string is a field of the material, where 6 consecutive characters of a random key do not
  * occur by chance. (Messages keep the 8-character rule: they quote ids and paths that would collide.)
  */
-export const minimumShortPieceLength = 6;
+const minimumShortPieceLength = 6;
 
 /** Every `minimumShortPieceLength`-symbol piece of the keys' letters and digits, lowercased. */
 function shortPiecesOfKeys(keys: readonly KeyLike[]): ReadonlySet<string> {

@@ -4,7 +4,7 @@ import { createHash, createHmac, randomBytes } from 'node:crypto';
 const processSalt = randomBytes(16);
 
 /** A short salted fingerprint of a key, safe for logs (never for metric labels). */
-export function fingerprint(value: string): string {
+function fingerprint(value: string): string {
   return createHash('sha256').update(processSalt).update(value).digest('hex').slice(0, 10);
 }
 

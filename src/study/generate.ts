@@ -71,7 +71,7 @@ export interface StudyTaskInput extends StudyStreamSink {
 }
 
 /** A step's identity: the sha256 of its whole request, so the same document and options give the same key. */
-export function stepKey(request: GenerationRequest): string {
+function stepKey(request: GenerationRequest): string {
   return sha256Hex(JSON.stringify(request));
 }
 
@@ -86,6 +86,7 @@ export type StudyTaskOutcome = StudyOutcome;
 
 /** `tsc` fails the moment the job machine's stage outcome stops being the gateway's outcome plus `cached`. */
 type StudySucceeded = Extract<StudyTaskOutcome, { status: 'succeeded' }>;
+/** @public A compile-time check, exported so that `tsc` keeps it. */
 export type StudyTaskOutcomeIsTheGateways = [
   Expect<Identical<Omit<StudySucceeded, 'cached'>, Succeeded<StudyResult>>>,
   Expect<Identical<Pick<StudySucceeded, 'cached'>, { readonly cached?: boolean }>>,
@@ -93,8 +94,8 @@ export type StudyTaskOutcomeIsTheGateways = [
 ];
 
 export const defaultQuestionCount = 10;
-export const defaultConcurrency = 2;
-export const defaultMaxParts = 40;
+const defaultConcurrency = 2;
+const defaultMaxParts = 40;
 
 class StepFailed extends Error {
   constructor(readonly outcome: NotSucceeded) {

@@ -12,11 +12,11 @@ import { isSpace } from './whitespace.js';
  */
 
 /** Fewest percent of counted words in the asked script (pinned by test/study/language.test.ts). */
-export const minLanguagePercent = 60;
+const minLanguagePercent = 60;
 /** Below this many counted words the material is too short to judge and passes. */
-export const minJudgedWords = 3;
+const minJudgedWords = 3;
 
-export interface ScriptCounts {
+interface ScriptCounts {
   hangul: number;
   latin: number;
   other: number;
@@ -76,7 +76,7 @@ function countWord(word: number, counts: ScriptCounts): void {
 }
 
 /** Adds the words of `text` to `counts`. One pass over its code points, nothing allocated per character or word. */
-export function countScriptWords(text: string, counts: ScriptCounts): ScriptCounts {
+function countScriptWords(text: string, counts: ScriptCounts): ScriptCounts {
   let word = 0;
   let inCode = false;
   for (let at = 0; at < text.length;) {
@@ -119,7 +119,7 @@ export function countScriptWords(text: string, counts: ScriptCounts): ScriptCoun
 }
 
 /** Every prose text of the material, in order: what a student reads as sentences (terms, titles and answers may be names). */
-export function forEachProse(
+function forEachProse(
   value: NotesResult | McqResult | FillResult,
   visit: (text: string) => void,
 ): void {
@@ -145,13 +145,6 @@ export function forEachProse(
       visit(question.hint);
     }
   }
-}
-
-/** The prose of the material, as a list (`forEachProse`). */
-export function proseOf(value: NotesResult | McqResult | FillResult): string[] {
-  const texts: string[] = [];
-  forEachProse(value, (text) => texts.push(text));
-  return texts;
 }
 
 const languageNames: Readonly<Record<StudyLang, string>> = {
@@ -185,7 +178,7 @@ export function checkLanguage<T extends NotesResult | McqResult | FillResult>(
 export type LangSource = 'request' | 'detected';
 
 /** Characters of the document read by `detectLang` (its first ones): bounded work whatever the size. */
-export const detectSampleChars = 20_000;
+const detectSampleChars = 20_000;
 
 /** The document's language when the request gives none: Hangul syllables at least half the Latin letters → `ko`, else `en`. */
 export function detectLang(text: string): StudyLang {

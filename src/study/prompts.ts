@@ -8,14 +8,14 @@ import { studyJsonSchema, type NotesResult, type StudyLang } from './schemas.js'
  * question can name the concept it tests.
  */
 
-export interface PartPosition {
+interface PartPosition {
   /** 1-based. */
   readonly index: number;
   readonly total: number;
 }
 
 /** The marker line, exactly as the cross-team conventions fix it. */
-export function taskMarker(task: Task, lang: StudyLang, questions?: { count: number; conceptIds: readonly string[] }): string {
+function taskMarker(task: Task, lang: StudyLang, questions?: { count: number; conceptIds: readonly string[] }): string {
   const payload = questions === undefined ? { task, lang } : { task, lang, count: questions.count, conceptIds: questions.conceptIds };
   return `study-helper-task: ${JSON.stringify(payload)}`;
 }
@@ -64,7 +64,7 @@ function maxOutputTokens(task: Task, count = 0): number {
  * Characters one token may stand for, generously: English prose averages ~4, Korean ~1–2; 16 leaves room
  * for long runs of punctuation or whitespace a tokenizer takes as one token.
  */
-export const maxCharsPerToken = 16;
+const maxCharsPerToken = 16;
 
 /**
  * The longest answer a provider can honestly give to a step of `task` (issue 28): its output token

@@ -17,7 +17,7 @@ export interface QuestionCheckOptions {
 }
 
 /** Fewest good questions that still make an answer worth keeping. */
-export function minimumQuestions(count: number): number {
+function minimumQuestions(count: number): number {
   return Math.max(1, Math.ceil(count / 2));
 }
 

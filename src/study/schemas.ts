@@ -14,8 +14,8 @@ import type { Task } from '../providers/index.js';
  * (normalize.ts); the JSON schemas handed to providers are derived from them with `z.toJSONSchema`.
  */
 
-export const studyLangs = ['ko', 'en'] as const;
-export type StudyLang = (typeof studyLangs)[number];
+/** The languages study material is written in (docs/api.md `options.lang`). */
+export type StudyLang = 'ko' | 'en';
 
 export const optionLetters = ['A', 'B', 'C', 'D'] as const;
 export type OptionLetter = (typeof optionLetters)[number];
@@ -39,8 +39,8 @@ export const notesResultSchema = z.object({
   glossary: z.array(glossaryEntrySchema),
 });
 
-export const questionLevelSchema = z.int().min(1).max(5);
-export const questionTypeSchema = z.enum(['concept', 'application']);
+const questionLevelSchema = z.int().min(1).max(5);
+const questionTypeSchema = z.enum(['concept', 'application']);
 
 export const mcqQuestionSchema = z.object({
   id: text,
@@ -81,6 +81,7 @@ export type StudyResult = NotesResult | McqResult | FillResult;
  * The job machine (src/machines, below this layer) holds these results as plain types of its own:
  * this fails `tsc` the moment a schema and the machine's type stop being the same type.
  */
+/** @public A compile-time check, exported so that `tsc` keeps it. */
 export type JobMachineHoldsTheseResults = [
   Expect<Identical<NotesResult, JobNotesResult>>,
   Expect<Identical<McqResult, JobMcqResult>>,

@@ -1,5 +1,5 @@
 import { countTokens, decode, encode } from 'gpt-tokenizer';
-import { cleanForSplit, defaultPartBudgetTokens, iteratePieces, splitBudget, splitWithoutCounting, yieldToEventLoop, type TextPart } from './token-count.js';
+import { cleanForSplit, iteratePieces, splitBudget, splitWithoutCounting, yieldToEventLoop, type TextPart } from './token-count.js';
 
 /**
  * Long documents: token estimate with a real BPE tokenizer (gpt-tokenizer, o200k_base — the
@@ -9,17 +9,11 @@ import { cleanForSplit, defaultPartBudgetTokens, iteratePieces, splitBudget, spl
  * alone proves a text fits; `splitTextSliced` hands the event loop back every few milliseconds.
  */
 
-export { defaultPartBudgetTokens };
 export type { TextPart };
 
 /** Tokens in `text`: linear in its length, whatever it holds. */
 export function estimateTokens(text: string): number {
   return runToEnd(countWork(text));
-}
-
-/** `estimateTokens` for the request path: the count hands the event loop back every `sliceMs`. */
-export function estimateTokensSliced(text: string, sliceMs = 8): Promise<number> {
-  return runSliced(countWork(text), sliceMs);
 }
 
 /**

@@ -40,9 +40,9 @@ import {
 export type StudyItemKind = 'keyConcept' | 'section' | 'glossaryEntry' | 'question';
 
 /** A notes section as the schema checks it. */
-export type NotesSection = NotesResult['sections'][number];
+type NotesSection = NotesResult['sections'][number];
 /** A glossary entry as the schema checks it. */
-export type GlossaryEntry = NotesResult['glossary'][number];
+type GlossaryEntry = NotesResult['glossary'][number];
 
 /** One complete, valid element of the result. */
 export type StudyItem =
@@ -69,8 +69,8 @@ export interface ContinuationPoint {
   readonly elements: number;
 }
 
-export const defaultMaxStreamChars = 1024 * 1024;
-export const defaultMaxStreamDepth = 64;
+const defaultMaxStreamChars = 1024 * 1024;
+const defaultMaxStreamDepth = 64;
 /** Longest object key followed; a longer one names no list. */
 const maxKeyChars = 64;
 

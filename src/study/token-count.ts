@@ -10,7 +10,7 @@
 import { isSpace } from './whitespace.js';
 
 /** Longest run of whitespace or of non-whitespace encoded in one go. */
-export const maxRunChars = 256;
+const maxRunChars = 256;
 /** A piece is cut at the next word boundary once it is this long… */
 const softPieceChars = 8192;
 /** …and anywhere once it is this long. */

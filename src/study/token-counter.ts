@@ -37,7 +37,7 @@ export interface TokenCounterOptions {
  * again costs a few hundred milliseconds at the workers' low priority (WORKER_NICE). 10 s covers the
  * counts of one job's stages, and a burst of long texts does not leave its memory behind for a minute.
  */
-export const tokenWorkerIdleMs = 10_000;
+const tokenWorkerIdleMs = 10_000;
 
 interface Waiting {
   readonly resolve: (response: TokenResponse) => void;

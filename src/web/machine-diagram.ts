@@ -17,7 +17,7 @@ export interface DiagramState {
   readonly children: DiagramState[];
 }
 
-export interface DiagramEdge {
+interface DiagramEdge {
   /** A state path, or `*` for the machine's root-level (any state) transitions. */
   readonly from: string;
   readonly to: string;

@@ -16,7 +16,7 @@ import type { ELK, ElkExtendedEdge, ElkLabel, ElkNode } from 'elkjs/lib/elk-api.
 import type { DiagramState, MachineDiagram } from './machine-diagram.js';
 
 /** One state as drawn: absolute box in the machine's SVG coordinates. */
-export interface DrawnState {
+interface DrawnState {
   /** The dotted state path, as XState names it (`halfOpen.probing`): what the page highlights by. */
   readonly path: string;
   readonly name: string;
@@ -34,7 +34,7 @@ export interface DrawnState {
 }
 
 /** One arrow: every transition from `from` to `to`, merged. */
-export interface DrawnEdge {
+interface DrawnEdge {
   /** A state path, `*` (any state) or `initial:<parent path>` (the initial dot of that level; `initial:` at the root). */
   readonly from: string;
   readonly to: string;

@@ -4,10 +4,10 @@ import type { CallRequest } from '../../src/machines/call-request.js';
 import { Secret } from '../../src/security/secret.js';
 
 /** Where a breaker's answers go in tests that only read the breaker's own state: nowhere. */
-export const answerSink: AnyActorRef = createActor(fromCallback(() => undefined)).start();
+const answerSink: AnyActorRef = createActor(fromCallback(() => undefined)).start();
 
 /** A call as the provider actor asks the breaker about it (only its id and time matter to the breaker). */
-export function stubCall(callId: string, at: number, replyTo: AnyActorRef = answerSink): CallRequest {
+function stubCall(callId: string, at: number, replyTo: AnyActorRef = answerSink): CallRequest {
   return {
     callId,
     replyTo,

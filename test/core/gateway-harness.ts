@@ -61,7 +61,7 @@ export function startHarness(options: HarnessOptions = {}): Harness {
   return { gateway, adapters };
 }
 
-export function chainOf(...providers: ProviderId[]): ChainLink[] {
+function chainOf(...providers: ProviderId[]): ChainLink[] {
   return providers.map((provider) => ({ provider, apiKey: new Secret(keys[provider]) }));
 }
 

@@ -21,7 +21,7 @@ export function uniquePrefix(name: string): string {
 
 export const testKey = 'test-claude-key-fleet-0001';
 
-export const request: GenerationRequest = {
+const request: GenerationRequest = {
   task: 'notes',
   lang: 'en',
   system: 'You write study notes.',
@@ -126,7 +126,7 @@ export interface ServiceProcess {
  * Starts `src/main.ts` in its own process with REDIS_URL, the prefix and the emulator's base URLs,
  * plus `env`; resolves once `/healthz` answers.
  */
-export async function startServiceProcess(
+async function startServiceProcess(
   emulator: Emulator,
   prefix: string,
   env: Record<string, string>,

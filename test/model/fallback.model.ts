@@ -11,7 +11,7 @@ import { assign, setup } from 'xstate';
 export type FallbackPolicy = 'retry-then-fallback' | 'fallback-first';
 
 /** The classes a call of the walk ends in: a provider-side one (retried) and a user-side one (not). */
-export type ModelFailureClass = 'server_error' | 'rate_limited';
+type ModelFailureClass = 'server_error' | 'rate_limited';
 
 export type FallbackModelEvent =
   /** The provider answered: valid study material, or material that fails validation (`invalid_output`). */

@@ -15,7 +15,7 @@ import { setup } from 'xstate';
 export const quarantineClasses = ['auth', 'quota_exhausted'] as const;
 export const coolingClasses = ['rate_limited'] as const;
 /** A provider-side class: nothing for the key (and a FAILURE for the breaker). */
-export const neutralClasses = ['server_error'] as const;
+const neutralClasses = ['server_error'] as const;
 
 export type ModelErrorClass =
   | (typeof quarantineClasses)[number]

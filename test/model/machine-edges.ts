@@ -8,7 +8,7 @@
 import type { AnyStateMachine, AnyStateNode } from 'xstate';
 
 /** A delayed (`after`) transition and a model's explicit time event both read as this event. */
-export const timePasses = 'time passes';
+const timePasses = 'time passes';
 
 /** What a model calls its explicit time events: `time.<what elapsed>`. */
 const isTimeEvent = (eventType: string): boolean => eventType.startsWith('time.');

@@ -37,7 +37,7 @@ export function freshKey(provider: ProviderId, prefix = 'test-'): string {
   return `${prefix}${provider}-key-mbt-${process.pid}-${keySequence}`;
 }
 
-export const keyHeader = (provider: ProviderId): string => `x-${provider}-key`;
+const keyHeader = (provider: ProviderId): string => `x-${provider}-key`;
 
 /** `POST /v1/generate` of a small notes task to `providers` (in order), each with its key. */
 export function generate(
@@ -171,13 +171,6 @@ export function wireFault(provider: ProviderId, kind: WireFailure, count = 1): F
   const { 'retry-after': _dropped, ...headers } = (wire.headers ?? {}) as Record<string, string>;
   return { provider, fault: 'respond', count, status: wire.status, body: wire.body, headers };
 }
-
-/** The error class docs/errors.md gives each of the wire failures above. */
-export const classOfWireFailure: Readonly<Record<WireFailure, string>> = {
-  auth: 'auth',
-  quota: 'quota_exhausted',
-  rateLimit: 'rate_limited',
-};
 
 /**
  * The user-side failures that must never count for the provider's breaker, each as a request the

@@ -5,7 +5,7 @@
  * state (the service is reset between paths), and no path is longer than it must be.
  */
 import type { AnyStateMachine, EventFromLogic } from 'xstate';
-import { createTestModel, serializeSnapshot, type TestModel, type TestPath } from 'xstate/graph';
+import { createTestModel, serializeSnapshot, type TestPath } from 'xstate/graph';
 
 type ModelOf<TMachine extends AnyStateMachine> = ReturnType<typeof createTestModel<TMachine>>;
 
@@ -52,7 +52,7 @@ export function edgeCover<TMachine extends AnyStateMachine>(
   return { model, paths, vertices: Object.keys(adjacency).length, edges };
 }
 
-export type { TestModel };
+;
 
 /**
  * `path.test` skips an event without an executor and a state without a test, silently: a model that

@@ -25,7 +25,7 @@ import { findProjectRoot } from '../../src/web/assets.js';
 const execFileAsync = promisify(execFile);
 
 /** The flags every browser test launches Chromium with. */
-export const chromiumArgs: readonly string[] = [
+const chromiumArgs: readonly string[] = [
   '--headless',
   '--no-sandbox',
   '--disable-gpu',
@@ -35,10 +35,10 @@ export const chromiumArgs: readonly string[] = [
 ];
 
 /** Debian's Chromium (package `chromium`). */
-export const debianChromiumPath = '/usr/bin/chromium';
+const debianChromiumPath = '/usr/bin/chromium';
 
 /** Where a started browser came from. */
-export type ChromiumSource = 'CHROMIUM_PATH' | 'debian' | '@sparticuz/chromium';
+type ChromiumSource = 'CHROMIUM_PATH' | 'debian' | '@sparticuz/chromium';
 
 /** A browser executable to try, with the environment it needs. */
 export interface ChromiumCandidate {
@@ -66,7 +66,7 @@ export interface StartChromiumOptions {
 }
 
 /** Launches `candidate` through playwright-core with {@link chromiumArgs}. */
-export function launchCandidate(candidate: ChromiumCandidate): Promise<Browser> {
+function launchCandidate(candidate: ChromiumCandidate): Promise<Browser> {
   return chromium.launch({
     executablePath: candidate.executablePath,
     args: [...chromiumArgs],

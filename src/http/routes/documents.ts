@@ -39,7 +39,7 @@ export interface DocumentsRoutesOptions {
 }
 
 /** The 201 body of `POST /v1/documents` (docs/api.md). */
-export const documentUploadResponseSchema = z.object({
+const documentUploadResponseSchema = z.object({
   documentId: z.string(),
   sha256: z.string().regex(/^[0-9a-f]{64}$/u),
   fileName: z.string(),

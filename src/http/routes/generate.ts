@@ -68,7 +68,7 @@ function wantsEventStream(headers: IncomingHttpHeaders): boolean {
   return typeof accept === 'string' && accept.toLowerCase().includes('text/event-stream');
 }
 
-export const generateBodySchema = z
+const generateBodySchema = z
   .strictObject({
     task: taskSchema.describe('notes, mcq or fill.'),
     documentId: z

@@ -79,7 +79,7 @@ export interface JobsRoutesOptions {
 
 const countSchema = z.int().min(1).max(50);
 
-export const createJobBodySchema = z.strictObject({
+const createJobBodySchema = z.strictObject({
   documentId: z.string().min(1).max(200).describe('An id from POST /v1/documents.'),
   providers: providerOrderSchema,
   options: z
@@ -110,7 +110,7 @@ const stageMetaSchema = z.object({
 
 const stageSchema = z.enum(['queued', ...jobStages, 'done']);
 
-export const jobViewSchema = z
+const jobViewSchema = z
   .object({
     jobId: z.string(),
     status: z.enum(jobStatuses),

@@ -39,21 +39,21 @@ export interface WebRoutesOptions {
 }
 
 /** Obviously fake keys the emulator accepts; the page is prefilled with them in demo mode. */
-export const demoKeys: Readonly<Record<ProviderId, string>> = {
+const demoKeys: Readonly<Record<ProviderId, string>> = {
   claude: 'demo-claude-key-0001',
   gpt: 'demo-gpt-key-0001',
   timelygpt: 'demo-timelygpt-key-0001',
 };
 
 /** The same keys with the emulator's 429 prefix: "rate-limit this key" in the fault panel. */
-export const demoRateLimitedKeys: Readonly<Record<ProviderId, string>> = {
+const demoRateLimitedKeys: Readonly<Record<ProviderId, string>> = {
   claude: 'emu-ratelimit-demo-claude-0001',
   gpt: 'emu-ratelimit-demo-gpt-0001',
   timelygpt: 'emu-ratelimit-demo-timelygpt-0001',
 };
 
 /** The emulator faults the panel may set (docs/emulator.md). */
-export const demoFaults = ['http500', 'http503', 'overloaded', 'slow', 'hang', 'reset', 'garbage', 'invalidOutput', 'truncated'] as const;
+const demoFaults = ['http500', 'http503', 'overloaded', 'slow', 'hang', 'reset', 'garbage', 'invalidOutput', 'truncated'] as const;
 
 const securityHeaders: Readonly<Record<string, string>> = {
   'content-security-policy':

@@ -31,4 +31,4 @@ function describeBody(body: unknown): string {
   return typeof body === 'string' && body.length > 0 ? body.slice(0, 200) : 'no body';
 }
 
-export { isExpiredTokenError } from '../../machines/timelygpt-session.machine.js';
+;
