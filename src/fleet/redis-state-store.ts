@@ -33,7 +33,7 @@ export type FleetBreakerOperation =
       readonly local: Omit<SharedBreakerState, 'opens' | 'version'>;
     };
 
-interface FleetBreakerResult {
+export interface FleetBreakerResult {
   readonly shared: SharedBreakerState;
   /** `acquire` only: the probe lease is this call's (or the fleet is closed, so no lease is needed). */
   readonly granted: boolean;
