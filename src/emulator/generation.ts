@@ -170,7 +170,8 @@ export function serveGeneration(
       outputTokens: replayed.outputTokens ?? approximateTokens(replayed.text),
       sequence,
       includeUsage: call.includeUsage,
-      maxTokens: call.maxTokens,
+      // A replayed answer streams as given, a token's 4 characters a piece, whatever the request's limit:
+      // it stands for a provider that does not keep to it (the adapters' bounds are tested with it).
     };
     const replayHeaders = { ...headers, ...fault?.headers };
     delete (replayHeaders as Record<string, string>)['content-type'];

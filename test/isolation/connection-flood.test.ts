@@ -69,11 +69,15 @@ function victim(port: number): Promise<number | string> {
 
 describe('connection caps', () => {
   it("keeps one address to MAX_CONNECTIONS_PER_ADDRESS under a 22,000-connection flood; the victim's new connections still get in", async () => {
-    const { port } = await listen({ MAX_CONNECTIONS_PER_ADDRESS: '64' });
+    const { app, port } = await listen({ MAX_CONNECTIONS_PER_ADDRESS: '64' });
     // Two processes of 11,000: together past this process's file limit (20,000 on the test machine).
     const reports = await Promise.all([flood(port, '127.0.0.2', 11_000), flood(port, '127.0.0.2', 11_000)]);
-    const stillOpen = reports.reduce((sum, report) => sum + report.open, 0);
-    expect(stillOpen).toBeLessThanOrEqual(64);
+    // The server holds at most the cap (the flood's own count can lag: a close reaches a loaded client late).
+    const held = await new Promise<number>((resolve, reject) =>
+      app.server.getConnections((error, count) => (error ? reject(error) : resolve(count))),
+    );
+    expect(held).toBeLessThanOrEqual(64);
+    expect(reports.reduce((sum, report) => sum + report.connected, 0)).toBeGreaterThan(64);
     const answers = [];
     for (let attempt = 0; attempt < 10; attempt += 1) answers.push(await victim(port));
     expect(answers).toEqual(Array.from({ length: 10 }, () => 200));

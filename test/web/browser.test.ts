@@ -312,15 +312,27 @@ describe('the page in Chromium: a provider fails in the middle of its answer', (
     await page.setInputFiles('#upload-file', { name: 'plants.pdf', mimeType: 'application/pdf', buffer: Buffer.from(await englishTextPdf(2)) });
     await page.fill('#mcq-count', '3');
     await page.fill('#fill-count', '3');
+    // The page is watched as it changes (a loaded machine may poll it only after the stall window): the
+    // order in which live notes and the first attempt row appear, and how many notes were live then.
+    await page.evaluate(() => {
+      const seen = { order: [] as string[], formed: 0 };
+      (window as unknown as { seen: typeof seen }).seen = seen;
+      new MutationObserver(() => {
+        const live = document.querySelectorAll('#results[data-live] #notes li').length;
+        if (!seen.order.includes('notes') && live > 0) {
+          seen.order.push('notes');
+          seen.formed = live;
+        }
+        if (!seen.order.includes('attempt') && document.querySelectorAll('#attempts tbody tr').length > 0) seen.order.push('attempt');
+      }).observe(document.body, { childList: true, subtree: true, attributes: true });
+    });
     await page.click('#upload-button');
-    // Items forming: notes on the page, marked live, while no attempt has ended (Claude's answer is stalled).
+    // Items forming: notes on the page, marked live, before any attempt has ended (Claude's answer is stalled).
     // The first upload starts the extraction worker: seconds on a quiet machine, a minute on a loaded one.
-    await page.waitForFunction(
-      () => document.querySelectorAll('#results[data-live] #notes li').length > 0 && document.querySelectorAll('#attempts tbody tr').length === 0,
-      undefined,
-      { timeout: 120_000 },
-    );
-    const formed = await page.locator('#notes li').count();
+    const seen = () => page.evaluate(() => (window as unknown as { seen: { order: string[]; formed: number } }).seen);
+    await expect.poll(async () => (await seen()).order.length, { timeout: 120_000 }).toBeGreaterThan(0);
+    expect((await seen()).order[0]).toBe('notes');
+    const { formed } = await seen();
     await page.screenshot({ path: join(artifacts, '08-notes-forming.png'), fullPage: true });
     // The fallback in the middle: Claude's attempt failed on the stall (timeout) after streaming, GPT continued it.
     const claudeRow = page.locator('#attempts tbody tr', { hasText: 'Claude' }).filter({ hasText: 'timeout' });
