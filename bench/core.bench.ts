@@ -256,41 +256,6 @@ async function timePerCall(variant: Variant): Promise<number> {
   return (elapsed * 1000) / variant.calls;
 }
 
-/** Where the time goes (from the diagnostics above and a --cpu-prof of the provider loop). */
-const analysis = `
-Where the time goes (\`node --cpu-prof\`, and each piece timed alone in CPU µs, 2026-12-01 18:15-18:35 UTC,
-load 10-12): a call through the provider actor is two steps of the provider machine and the messages they
-send: \`call.requested\` with \`call.started\` to the breaker and the fleet link, ~6 µs; \`upstream.succeeded\`
-with \`call.succeeded\`, the reply and the \`call.finished\` emit, ~7 µs; the upstream call's runtime ~4.8 µs
-over the direct call, ~3.8 µs of it the AbortController and the deadline timer. A child step that changes
-nothing (the breaker hearing \`call.started\` while closed) still costs ~0.7-0.8 µs: XState's macrostep (the
-scan for eventless transitions, the snapshot's bookkeeping) is the floor of every message, and the 15 µs
-goal is ~4.4 bare \`send()\`s of an idle run, fewer than the provider's own two steps.
-Applied: the provider keeps nothing per call in flight (a call's ticket travels with it, stats counted in
-place); a call's life is call.machine.ts stepped with each transition taken from XState once and reused (no
-actor per call); the breaker leaves its snapshot alone on a success with nothing to clear; the key book
-hears a call's start and answer only for a key it tracks (a healthy key's call sends it nothing); each
-\`generate()\`'s fallback run is stepped with the machine's own \`machine.transition\` instead of an actor
-with its own system per request, its updates written as literals (spreading an object just built, then
-adding properties, took V8's slow clone path: 3-10 µs per object). A run's own XState work was ~12 µs (its
-initial step ~4.6 µs, the answer's three microsteps ~7.5 µs); the rest of a \`generate()\` is the
-provider's call above and the key id's HMAC per request. Since 21:45 UTC (docs/performance.md, "The actors
-under load"): a valid answer goes straight to \`succeeded\` (no \`validating\` microstep), the final state
-names the run's end in its output (no \`settle\` assign), the call id is derived (no \`requestCall\`
-assign), and the provider sends with plain \`sendTo\` / \`emit\` actions instead of \`enqueueActions\`
-(whose helpers were a dozen closures per call): about -19 µs of CPU per \`generate()\` with 50 in flight.
-Since 23:50 UTC (docs/performance.md, "The actors' messages and the run's answer"): a start and a valid
-answer reach the breaker only when its own transitions would take them (\`can()\`: a closed breaker with
-nothing to clear hears neither, so the bench's provider call sends it nothing) and the fleet link hears no
-start; a valid answer ends the run without an assign: -17 µs of CPU per \`generate()\` with 50 in flight,
-61.8 -> 50.7 KB allocated per \`generate()\` (one-process A/B against main, load 2-3).
-Since 2026-12-02 07:30 UTC (docs/performance.md, "Abort controllers reused" and "No fleet, no fleet report"):
-an upstream call takes a controller whose signal is as good as new from a pool instead of making one (a
-signal costs ~5 µs on Node 20: the "AbortController + deadline timer alone" diagnostic still makes a fresh
-one), and a valid answer is told to no fleet link when no fleet shares the breaker (the embedded link did
-nothing with it, ~3.9 µs): -8.5 µs per provider call against main of 00:55 UTC (one-process A/B, 15 rounds).
-`;
-
 async function main(): Promise<void> {
   const loadAtStart = loadAverage();
   const direct: Variant = { name: 'direct adapter call', run: directCalls, calls: callsPerRound };
@@ -399,50 +364,27 @@ async function main(): Promise<void> {
         `| ${name} | ${round(total)} | ${overhead === undefined ? '—' : round(overhead)} | ${round(cpuRows[index] ?? 0)} |`,
     )
     .join('\n');
-  const cpuSend = median(cpu.send);
-  const markdown = `## Core: breaker and actor bookkeeping per call
+  const markdown = `## core: the actors' bookkeeping per call
+\`npm run bench -- core\` (\`BENCH_ROUNDS\`=${rounds}, \`BENCH_CALLS\`=${callsPerRound}) · ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC · load ${loadAtStart} → ${loadAverage()} · ${machineInfo()}
+Sequential calls to a scripted upstream answering through a microtask (a macrotask turn every ${chunk}), so only the
+bookkeeping counts; overhead = variant − direct adapter call, medians of ${rounds} alternating rounds; CPU = \`process.cpuUsage\` per call.
 
-Command: \`npm run bench -- core\` (bench/core.bench.ts; \`BENCH_ROUNDS\`=${rounds}, \`BENCH_CALLS\`=${callsPerRound}).
-Machine: ${machineInfo()}. Measured ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC; load average (1/5/15 min) ${loadAtStart} at the start, ${loadAverage()} at the end
-(the machine is shared: a bare XState \`send()\` is the yardstick of the moment, see its row).
-
-Sequential calls (each awaited, a macrotask turn every ${chunk} calls) to a scripted upstream that
-answers through a microtask, so only the bookkeeping is measured. Overhead = variant − direct adapter call, A/B alternating per round, median of
-${rounds} rounds (a warm-up round discarded).
-
-| per call | µs per call | overhead µs | CPU µs (overhead) |
+| per call | µs | overhead µs | CPU µs (overhead) |
 | --- | ---: | ---: | ---: |
 ${table}
-
-CPU µs: the process's CPU time (\`process.cpuUsage\`, user + system, all its threads) per call over the same
-rounds, medians; for the two variants, less the direct call's in the same round. Wall time also counts
-the time the process waited for one of the 2 shared CPUs; CPU time does not, so it is the steadier figure
-under load. CPU time also counts the garbage collector's helper threads, which run beside the loop, so on a
-quiet machine it can exceed the wall time.
-
-The same calls with ${inFlight} in flight at once (a per-call cost that grew with the calls in flight, such as a
-map of pending calls copied on every admission and answer, shows as a ratio above 1):
 
 | overhead per call, µs | 1 in flight | ${inFlight} in flight | ratio |
 | --- | ---: | ---: | ---: |
 ${inFlightTable}
 
-Where the provider actor's time goes (same rounds, medians):
-
 | diagnostic | µs per call |
 | --- | ---: |
 ${diagnosticTable}
 
-Goals (issue 15): provider actor + breaker bookkeeping ≤ ${goalMicroseconds} µs per call — **${verdict}**
-(${round(actorMedian)} µs, ${round(actorMedian / sendMedian, 1)}× one bare \`send()\`); full \`gateway.generate()\` ≤ ${generateGoalMicroseconds} µs —
-**${generateVerdict}** (${round(fullMedian)} µs, ${round(fullMedian / sendMedian, 1)}× one bare \`send()\`). On an idle run of this machine a bare
-\`send()\` took 3.4 µs (2026-11-30); the goals were set for such a machine, so under load compare the multiples:
-the goals are ${round(goalMicroseconds / idleSendMicroseconds, 1)}× and ${round(generateGoalMicroseconds / idleSendMicroseconds, 1)}× such a \`send()\`, here ${round(actorMedian / sendMedian, 1)}× and ${round(fullMedian / sendMedian, 1)}× (${
-  actorMedian / sendMedian <= goalMicroseconds / idleSendMicroseconds ? 'met' : 'missed'
-} / ${fullMedian / sendMedian <= generateGoalMicroseconds / idleSendMicroseconds ? 'met' : 'missed'} in multiples).
-In CPU time: provider ${round(median(cpu.actor))} µs (${round(median(cpu.actor) / cpuSend, 1)}× a bare \`send()\`'s ${round(cpuSend, 2)} µs), \`generate()\`
-${round(median(cpu.full))} µs (${round(median(cpu.full) / cpuSend, 1)}×).
-${verdict === 'missed' ? analysis : ''}`;
+- provider actor + breaker ≤ ${goalMicroseconds} µs per call (${round(goalMicroseconds / idleSendMicroseconds, 1)}× an idle bare \`send()\`) — **${verdict}** (${round(actorMedian)} µs, ${round(actorMedian / sendMedian, 1)}× this run's \`send()\`)
+- full \`gateway.generate()\` ≤ ${generateGoalMicroseconds} µs (${round(generateGoalMicroseconds / idleSendMicroseconds, 1)}×) — **${generateVerdict}** (${round(fullMedian)} µs, ${round(fullMedian / sendMedian, 1)}×); CPU ${round(median(cpu.actor))} / ${round(median(cpu.full))} µs
+- These goals were set for the stepped runtime; a real actor per call and per run (one runtime) costs more: see performance.md.
+`;
   writeBenchmarkSection('core', markdown);
   process.stdout.write(`\n${markdown}`);
   await gateway.stop();
