@@ -9,7 +9,7 @@
  * copying it or allocating per character; only a text that holds an echo is rebuilt. A JSON value is
  * copied only where one of its strings changed (`redactDeep`).
  *
- * What counts as an echo of a key (docs/errors.md "Keys in answers"): any run of **8 or more consecutive
+ * What counts as an echo of a key (docs/errors.md "Keys in answers"): every run of **8 or more consecutive
  * characters of the key**, compared
  * - ignoring case and every character that is not a letter or a digit (so `s k - a n t`, `sk.ant`,
  *   `SK-ANT` and `sk_ant` all match `sk-ant`), which also covers spaced, dotted, dashed and line-broken echoes;

@@ -25,6 +25,26 @@ async function drain(body: ReadableStream<Uint8Array>): Promise<{ bytes: number;
   }
 }
 
+/** An event stream of `count` chunks of `size` bytes ('a'), written as the client takes them (back-pressure kept). */
+function streamOf(size: number, count: number): (request: IncomingMessage, response: ServerResponse) => void {
+  return (_request, response) => {
+    response.writeHead(200, { 'content-type': 'text/event-stream' });
+    const chunk = Buffer.alloc(size, 0x61);
+    let sent = 0;
+    const more = (): void => {
+      while (sent < count && !response.destroyed) {
+        sent += 1;
+        if (!response.write(chunk)) {
+          response.once('drain', more);
+          return;
+        }
+      }
+      response.end();
+    };
+    more();
+  };
+}
+
 describe('upstreamFetch with a stream asked for', () => {
   let server: Server;
   let base: string;
@@ -71,22 +91,7 @@ describe('upstreamFetch with a stream asked for', () => {
   });
 
   it(`cuts a stream off past ${maxUpstreamStreamBytes} bytes as the provider's UnexpectedResponseError`, async () => {
-    respond = (_request, response) => {
-      response.writeHead(200, { 'content-type': 'text/event-stream' });
-      const chunk = Buffer.alloc(1024 * 1024, 0x61);
-      let sent = 0;
-      const more = (): void => {
-        while (sent < 64 && !response.destroyed) {
-          sent += 1;
-          if (!response.write(chunk)) {
-            response.once('drain', more);
-            return;
-          }
-        }
-        response.end();
-      };
-      more();
-    };
+    respond = streamOf(1024 * 1024, 64);
     const response = await upstreamFetch(`${base}/endless`, asked);
     const { bytes, error } = await drain(response.body as ReadableStream<Uint8Array>);
     expect(error).toBeInstanceOf(UnexpectedResponseError);
@@ -135,22 +140,7 @@ describe('upstreamFetch with a stream asked for', () => {
   });
 
   it('cuts a 2xx stream off at 64 bytes a character of the call\'s answer ceiling (plus 64 KiB) as an answer too long, and closes it', async () => {
-    respond = (_request, response) => {
-      response.writeHead(200, { 'content-type': 'text/event-stream' });
-      const chunk = Buffer.alloc(64 * 1024, 0x61);
-      let sent = 0;
-      const more = (): void => {
-        while (sent < 256 && !response.destroyed) {
-          sent += 1;
-          if (!response.write(chunk)) {
-            response.once('drain', more);
-            return;
-          }
-        }
-        response.end();
-      };
-      more();
-    };
+    respond = streamOf(64 * 1024, 256);
     // A ceiling of 1000 characters: 64 000 + 65 536 bytes may be read, not the 16 MiB sent.
     const response = await upstreamFetch(`${base}/ceiling`, { ...asked, ...answerCeiling(1000) });
     const { bytes, error } = await drain(response.body as ReadableStream<Uint8Array>);
