@@ -100,12 +100,13 @@ export function createFleetLink(store: SharedBreakerStore, options: FleetLinkOpt
     };
     /**
      * When the other instance's probe that holds the lease ends at the latest: its start plus the call's
-     * deadline, never past a whole deadline from now (another clock may run ahead) nor before now.
+     * deadline, never past a whole deadline from now (another clock may run ahead). A time already past is
+     * the provider machine's to bound (`probeRetryAt`: never before the answer's time).
      */
     const probeEnd = (startedAt: number | null, at: number): number | undefined => {
       const deadline = options.probeDeadlineMs;
       if (startedAt === null || deadline === undefined) return undefined;
-      return Math.max(at, Math.min(startedAt + deadline, at + deadline));
+      return Math.min(startedAt + deadline, at + deadline);
     };
     /** When the local breaker last changed state on its own (while unshared). */
     let localChangedAt: number | null = null;
