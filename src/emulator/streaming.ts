@@ -54,8 +54,12 @@ export interface StreamWire {
 const tokenChars = 4;
 /** Below this many ms between tokens, several tokens go out per timer tick. */
 const minTickMs = 10;
-/** The most tokens of an unpaced stream in one write (~450 KB of events). */
-const maxPiecesPerWrite = 4096;
+/**
+ * The most tokens of an unpaced stream in one write (~40 KB of events): each write waits for the socket,
+ * so the emulator's one event loop turns between writes and a long answer to one client (a replayed 7 MB
+ * answer) delays the others' answers by a write's worth, as separate provider APIs would not delay each other at all.
+ */
+const maxPiecesPerWrite = 256;
 
 /**
  * Characters per streamed piece: a token's 4, more when the text would otherwise take more pieces than the

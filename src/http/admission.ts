@@ -54,6 +54,12 @@ export interface AdmissionOptions {
   readonly maxPerAddress?: number;
   /** What the slots hold and the settings that bound them, for the refusals' messages (default: generations). */
   readonly labels?: AdmissionLabels;
+  /**
+   * Whether the instance is busy now (its event loop: load-gauge.ts). While it is, the addresses holding
+   * slots share them equally: an address past an equal share of what is in flight is refused (429), so
+   * one address's runs cannot take the CPU another's wait for. Never busy when absent.
+   */
+  readonly busy?: () => boolean;
 }
 
 /** The words of a refusal: what is counted, and the two settings that bound it. */
@@ -100,6 +106,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
   const maxPerAddress = options.maxPerAddress ?? Number.POSITIVE_INFINITY;
   const labels = options.labels ?? generationLabels;
   let total = 0;
+  const recent = createRecentAddresses(byAddress);
   const refusal = { retryAfterSeconds: options.retryAfterSeconds };
   // The longest text still runs (alone): a run never takes more than a client's, an address's or the instance's slots.
   const mostSlots = Math.max(1, Math.min(options.maxPerClient, options.maxInFlight, maxPerAddress));
@@ -128,6 +135,18 @@ export function createAdmission(options: AdmissionOptions): Admission {
         refusal,
       );
     }
+    if (address !== undefined && options.busy?.() === true) {
+      // Every address that held slots lately, this one included, gets an equal share of the slots in flight.
+      const addresses = recent.count(address);
+      const equalShare = Math.max(busyShareFloor, Math.ceil((total + slots) / addresses));
+      if (addresses > 1 && fromAddress + slots > equalShare) {
+        throw new ApiError(
+          'TOO_MANY_REQUESTS',
+          `This instance is busy, and the clients of this address hold ${fromAddress} of the ${total} slots for ${labels.what} in flight, from ${addresses} addresses: while it is busy each address gets an equal share; retry when one has finished.`,
+          refusal,
+        );
+      }
+    }
     if (total + slots > options.maxInFlight) {
       throw new ApiError(
         'SERVER_BUSY',
@@ -147,6 +166,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
       if (address !== undefined) {
         byAddress.set(address, (byAddress.get(address) ?? 0) + slots);
         addressClients.add(clientId, address);
+        recent.touch(address);
       }
       let released = false;
       return () => {
@@ -157,6 +177,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
         if (address !== undefined) {
           take(byAddress, address, slots);
           addressClients.remove(clientId, address);
+          recent.touch(address);
         }
       };
     },
@@ -166,6 +187,44 @@ export function createAdmission(options: AdmissionOptions): Admission {
     slotsFor,
     inFlight() {
       return { total, clients: byClient.size };
+    },
+  };
+}
+
+/**
+ * Slots an address may always hold, busy or not: a client with one run in flight and the next on its way
+ * is never refused for the equal shares; only an address holding more than this and more than the others
+ * is.
+ */
+const busyShareFloor = 2;
+
+/**
+ * How long an address counts among those sharing the slots after it last took or gave one back: a client
+ * sending one request after another holds nothing between them (its answer on the way, its next request
+ * being parsed), and must not look gone to the equal shares in that moment.
+ */
+const recentAddressMs = 2_000;
+
+/** The addresses that hold slots now or took or gave one back within `recentAddressMs`. */
+function createRecentAddresses(holding: ReadonlyMap<string, number>): {
+  touch(address: string): void;
+  /** How many there are, counting `address` among them. */
+  count(address: string): number;
+} {
+  const lastSeen = new Map<string, number>();
+  let sweptAt = 0;
+  return {
+    touch(address) {
+      lastSeen.set(address, performance.now());
+    },
+    count(address) {
+      const now = performance.now();
+      // At most one sweep each quarter of the window: the map holds the addresses of the last few seconds.
+      if (now - sweptAt >= recentAddressMs / 4) {
+        sweptAt = now;
+        for (const [seen, at] of lastSeen) if (now - at > recentAddressMs && !holding.has(seen)) lastSeen.delete(seen);
+      }
+      return lastSeen.size + (lastSeen.has(address) ? 0 : 1);
     },
   };
 }

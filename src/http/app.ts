@@ -18,6 +18,7 @@ import type { Registry } from 'prom-client';
 import { createProviderMetrics } from '../metrics/index.js';
 import { createResultCache, maxAnswerChars, setTokenWorkerNice } from '../study/index.js';
 import { createAdmission } from './admission.js';
+import { startLoadGauge } from './load-gauge.js';
 import { clientErrorHandler, createErrorHandler, frameworkErrors, notFoundHandler } from './error-handler.js';
 import { ApiError } from './errors.js';
 import { registerJsonBodyParser } from './json-body.js';
@@ -60,6 +61,8 @@ export interface AppOptions {
   readonly processMetrics?: boolean;
   /** The request rates counted fleet-wide (REDIS_URL): the fleet's Redis, prefix and salt; per instance when absent. */
   readonly sharedRateLimits?: SharedRateLimitStore;
+  /** Whether the instance counts as busy, for the equal shares of generation slots (admission.ts); this process's event loop (load-gauge.ts) when absent. */
+  readonly busy?: () => boolean;
 }
 
 const mebibyte = 1024 * 1024;
@@ -244,6 +247,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       nice: config.workerNice,
     },
   });
+  // While the event loop is busy, the addresses holding generation slots share them equally (admission.ts).
+  const loadGauge = options.busy === undefined ? startLoadGauge() : undefined;
   await app.register(generateRoutes, {
     gateway,
     documentStore,
@@ -252,7 +257,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     bodyLimit: generateBodyLimit(config),
     maxTextChars: config.maxTextChars,
     maxTextParts: config.maxTextParts,
-    admission: createAdmission(config.admission),
+    admission: createAdmission({ ...config.admission, busy: options.busy ?? loadGauge?.busy }),
     rateLimit: { max: config.rateLimit.generations, windowSeconds, ...rateSalt },
     originOf,
     sseMaxBufferBytes: config.server.sseMaxBufferBytes,
@@ -287,6 +292,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
 
   app.addHook('onClose', async () => {
+    loadGauge?.stop();
     metrics.stop();
     await gateway.stop();
     await documentStore.close?.();

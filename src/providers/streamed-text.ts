@@ -3,6 +3,7 @@
  * kept, bounded by the call's own answer ceiling (`GenerationRequest.maxAnswerChars`); with it the model
  * and token counts the stream reported. `readEvents` is the loop both SDK adapters read with.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { ProviderAnswer, UpstreamStreamObserver } from './types.js';
 import { AnswerTooLongError, UpstreamAbortError } from './upstream-errors.js';
 
@@ -95,21 +96,49 @@ function throwIfAborted(signal: AbortSignal): void {
 }
 
 /**
+ * How fast one call reads its provider's events: the first `burst` at once, then at most `perSecond` a
+ * second (issue 28). Each event costs this process CPU whatever it holds (the SDK parses it, the adapter reads
+ * it): a notes answer is ~400 events, and the fastest honest stream sends a few hundred a second, so neither
+ * ever waits; a provider that pours out events (a replayed 7 MB answer, a flood of pings within the byte
+ * bound) costs at most ~`perSecond` events' CPU a second per call instead of a core. While a call waits the
+ * SDK does not pull, so the connection is paused (back-pressure), not buffered.
+ */
+const eventPace = { burst: 1_000, perSecond: 1_000 } as const;
+
+/**
  * Reads an SDK stream to its end, handing each event to `onEvent` (as an object of unchecked fields; `{}`
- * for anything that is not an object). The SDK still yields the events it had parsed when the signal
- * fired: none of them is read, and the call fails as aborted.
+ * for anything that is not an object), no faster than `eventPace`. The SDK still yields the events it had
+ * parsed when the signal fired: none of them is read, and the call fails as aborted.
  */
 export async function readEvents<Event extends object>(
   stream: AsyncIterable<unknown>,
   signal: AbortSignal,
   onEvent: (event: Event) => void,
+  pace: { readonly burst: number; readonly perSecond: number } = eventPace,
 ): Promise<void> {
+  const started = performance.now();
+  let events = 0;
   for await (const event of stream) {
     if (signal.aborted) break;
     // `Event` lists the fields a reader looks at, each optional and `unknown` until it is checked.
     onEvent((typeof event === 'object' && event !== null ? event : {}) as Event);
+    events += 1;
+    if (events > pace.burst) {
+      const dueMs = ((events - pace.burst) * 1000) / pace.perSecond - (performance.now() - started);
+      if (dueMs >= 1 && !(await waitUnlessAborted(dueMs, signal))) break;
+    }
   }
   throwIfAborted(signal);
+}
+
+/** Waits `ms`; false when the signal fired first (then at once). */
+async function waitUnlessAborted(ms: number, signal: AbortSignal): Promise<boolean> {
+  try {
+    await sleep(ms, undefined, { signal });
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** A token count a stream event reported, or null when it reported none (or not a finite number). */

@@ -19,11 +19,11 @@ afterEach(async () => {
   await Promise.all(apps.splice(0).map((app) => app.close()));
 });
 
-async function start(env: NodeJS.ProcessEnv): Promise<{ app: FastifyInstance; gateway: StaticGateway; store: DocumentStore }> {
+async function start(env: NodeJS.ProcessEnv, busy?: () => boolean): Promise<{ app: FastifyInstance; gateway: StaticGateway; store: DocumentStore }> {
   const gateway = staticGateway();
   gateway.hold = new Promise<void>((resolve) => releases.push(resolve));
   const store = createMemoryDocumentStore({ ttlSeconds: 60 });
-  const app = await buildApp({ config: testConfig({ REFUSAL_DELAY_MS: '0', ...env }), gateway, documentStore: store, processMetrics: false });
+  const app = await buildApp({ config: testConfig({ REFUSAL_DELAY_MS: '0', ...env }), gateway, documentStore: store, processMetrics: false, ...(busy === undefined ? {} : { busy }) });
   apps.push(app);
   await putTestDocument(store);
   return { app, gateway, store };
@@ -74,6 +74,58 @@ describe('generation slots by address', () => {
     // Another address is not affected.
     held.push(generate('198.51.100.9', 'victim-gpt-key-000001'));
     await until(() => gateway.generateCalls.length === 8);
+    void held;
+  });
+});
+
+describe('equal shares while the instance is busy', () => {
+  const body = { task: 'notes', text: 'Photosynthesis.' };
+  const generateOn = (app: FastifyInstance) => (remoteAddress: string, key: string) =>
+    app.inject({ method: 'POST', url: '/v1/generate', remoteAddress, headers: { 'content-type': 'application/json', 'x-gpt-key': key }, payload: body });
+
+  it('holds an address to an equal share of the slots in flight while busy, never below 2, and lets it use what is idle otherwise', async () => {
+    let busy = false;
+    const { app, gateway } = await start({ RATE_LIMIT_GENERATIONS: '0' }, () => busy);
+    const generate = generateOn(app);
+    const held: Promise<unknown>[] = [];
+    // Not busy: one address alone takes 6 slots with one key (its client's share is 8).
+    for (let n = 0; n < 6; n += 1) held.push(generate('203.0.113.7', 'hostile-gpt-key-000001'));
+    await until(() => gateway.generateCalls.length === 6);
+    busy = true;
+    // Busy, and alone: nobody else is waiting for the CPU, so it still gets its 7th.
+    held.push(generate('203.0.113.7', 'hostile-gpt-key-000001'));
+    await until(() => gateway.generateCalls.length === 7);
+    // A second address arrives: it gets its 2 however much the first holds.
+    held.push(generate('198.51.100.9', 'victim-gpt-key-000001'), generate('198.51.100.9', 'victim-gpt-key-000001'));
+    await until(() => gateway.generateCalls.length === 9);
+    // The first now holds 7 of 9 slots from 2 addresses: past an equal share (5), it is refused.
+    const refused = await generate('203.0.113.7', 'hostile-gpt-key-000001');
+    expect(refused.statusCode).toBe(429);
+    expect(refused.json().error.message).toContain('busy');
+    expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+    // The second, holding 2 of 9, is under its share (5): its third goes in.
+    held.push(generate('198.51.100.9', 'victim-gpt-key-000001'));
+    await until(() => gateway.generateCalls.length === 10);
+    // No longer busy: the first uses what is idle again, up to its client's 8.
+    busy = false;
+    held.push(generate('203.0.113.7', 'hostile-gpt-key-000001'));
+    await until(() => gateway.generateCalls.length === 11);
+    void held;
+  });
+
+  it('still counts an address between its requests (it gave a slot back within 2 s)', async () => {
+    const { app, gateway } = await start({ RATE_LIMIT_GENERATIONS: '0' }, () => true);
+    const generate = generateOn(app);
+    // The victim's one request comes and goes (held calls are released, the gateway then answers).
+    const victim = generate('198.51.100.9', 'victim-gpt-key-000001');
+    await until(() => gateway.generateCalls.length === 1);
+    releases.splice(0).forEach((release) => release());
+    await victim;
+    gateway.hold = new Promise<void>((resolve) => releases.push(resolve));
+    // The victim holds nothing now, but sent a request a moment ago: the hostile address gets 2, not all 8.
+    const held = [generate('203.0.113.7', 'hostile-gpt-key-000001'), generate('203.0.113.7', 'hostile-gpt-key-000001')];
+    await until(() => gateway.generateCalls.length === 3);
+    expect((await generate('203.0.113.7', 'hostile-gpt-key-000001')).statusCode).toBe(429);
     void held;
   });
 });

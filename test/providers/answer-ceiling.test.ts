@@ -87,6 +87,27 @@ describe.each(['claude', 'gpt'] as const)('%s: an answer past the call\'s ceilin
     await expect.poll(() => rig.emulator.stats()[provider].streamsCut).toBe(1);
   });
 
+  it('is read no faster than 1 000 events a second after its first 1 000 (a provider pouring out events costs a bounded CPU a second)', async () => {
+    // 2 500 text pieces, all sent at once by the emulator, within every bound: read whole, but paced.
+    const text = 'Chlorophyll absorbs light in the chloroplast.'.padEnd(10_000, ' light');
+    const body =
+      provider === 'claude'
+        ? { ...wholeAnswers.claude, content: [{ type: 'text', text }] }
+        : { ...wholeAnswers.gpt, choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' }] };
+    await postFault(rig.emulator, { provider, fault: 'respond', status: 200, body });
+    let firstPieceAt: number | undefined;
+    const answer = await rig.adapters[provider].generate(
+      studyRequest('notes', { maxAnswerChars: 1_000_000, maxOutputTokens: 4_000 }),
+      new Secret(`test-${provider}-key-0001`),
+      openSignal(),
+      { onDelta: () => (firstPieceAt ??= performance.now()) },
+    );
+    const readMs = performance.now() - (firstPieceAt ?? 0);
+    expect(answer.text).toBe(text);
+    // At least 2 500 events (the pieces, plus the stream's own): 1 500 past the first 1 000, at 1 000 a second.
+    expect(readMs).toBeGreaterThanOrEqual(1_450);
+  });
+
   it('the same answer under a ceiling above it is read whole', async () => {
     const short = 'Chlorophyll absorbs light. '.repeat(100);
     const body =
