@@ -79,11 +79,12 @@ it('a key quarantined on one instance is skipped on the other and on one started
 it('a key whose probe succeeds is healthy again on every instance', async () => {
   const prefix = uniquePrefix('key-health-probe');
   const start = () =>
-    startInstance({ url: redisTestUrl, prefix, emulator: rig.emulator, keyQuarantineMs: 1500 });
+    startInstance({ url: redisTestUrl, prefix, emulator: rig.emulator, keyQuarantineMs: 4000 });
   const [a, b] = await Promise.all([start(), start()]);
   running.push(a!, b!);
-  // A working key refused once (a 401 fault for one call): quarantined for 1.5 s on both instances (long
-  // enough for b to see it on a loaded machine: with 300 ms the quarantine ended before b's view caught up).
+  // A working key refused once (a 401 fault for one call): quarantined for 4 s on both instances (long
+  // enough for b to see it on a loaded machine: with 300 ms, and once in a full run with 1.5 s, the
+  // quarantine ended before b's view caught up).
   rig.emulator.setFault({
     provider: 'claude',
     fault: 'respond',
@@ -96,7 +97,7 @@ it('a key whose probe succeeds is healthy again on every instance', async () => 
     },
   });
   expect((await a!.call()).attempts[0]).toMatchObject({ outcome: 'failed', errorClass: 'auth' });
-  await waitFor(() => healthOf(b!, testKey).state === 'quarantined', 2000);
+  await waitFor(() => healthOf(b!, testKey).state === 'quarantined', 3500);
   const until = healthOf(b!, testKey).until ?? 0;
   while (Date.now() <= until) await new Promise((resolve) => setTimeout(resolve, until - Date.now() + 20));
   // The probe from the other instance succeeds: healthy on both.
