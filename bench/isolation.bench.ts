@@ -75,6 +75,8 @@ interface Window {
   readonly steady: LoadResult;
   readonly loopDelayP99Ms: number;
   readonly loopDelayMaxMs: number;
+  /** The service's garbage collection in the window: main-thread pauses, full and young collections. */
+  readonly gc: { readonly pauseMs: number; readonly majors: number; readonly minors: number };
   readonly peakRssMb: number;
   readonly hostile: Outcomes;
   /** CPU time the service (all its threads) and the emulator used in the window. */
@@ -162,7 +164,8 @@ async function main(): Promise<void> {
 
   const measureWindow = async (seconds: number, attack?: Attack): Promise<Window> => {
     await service.request('loopDelay', { reset: true });
-    const cpuBefore = { service: (await service.usage(true)).cpuMicros, emulator: (await emulator.usage()).cpuMicros };
+    const serviceBefore = await service.usage(true);
+    const cpuBefore = { service: serviceBefore.cpuMicros, emulator: (await emulator.usage()).cpuMicros };
     const profile = attack !== undefined && profileDirectory !== undefined ? join(profileDirectory, `isolation-${attack.key}.cpuprofile`) : undefined;
     if (profile !== undefined) await service.request('profileStart');
     const deadline = Date.now() + seconds * 1000;
@@ -173,7 +176,8 @@ async function main(): Promise<void> {
     const delay = await service.request<{ p99Ms: number; maxMs: number }>('loopDelay', { reset: true });
     const usage = await service.usage(true);
     const cpuSeconds = { service: (usage.cpuMicros - cpuBefore.service) / 1e6, emulator: ((await emulator.usage()).cpuMicros - cpuBefore.emulator) / 1e6 };
-    return { steady: steadyResult, loopDelayP99Ms: delay.p99Ms, loopDelayMaxMs: delay.maxMs, peakRssMb: mebibytes(usage.peakRss), hostile: hostileOutcomes, cpuSeconds };
+    const gc = { pauseMs: (usage.gcMicros - serviceBefore.gcMicros) / 1000, majors: usage.majorGcs - serviceBefore.majorGcs, minors: usage.minorGcs - serviceBefore.minorGcs };
+    return { steady: steadyResult, loopDelayP99Ms: delay.p99Ms, loopDelayMaxMs: delay.maxMs, peakRssMb: mebibytes(usage.peakRss), hostile: hostileOutcomes, cpuSeconds, gc };
   };
 
   const rows: Row[] = [];
@@ -194,7 +198,7 @@ async function main(): Promise<void> {
         process.stdout.write(
           `${attack.key} ${index + 1}/${rounds}: p50 ${round(baseline.steady.p50, 1)} → ${round(attacked.steady.p50, 1)} ms, p99 ${round(baseline.steady.p99, 1)} → ${round(attacked.steady.p99, 1)} ms, requests ${baseline.steady.requests} → ${attacked.steady.requests}, errors ${round(errorRate(attacked.steady) * 100, 2)} %, ` +
             `loop p99 ${round(attacked.loopDelayP99Ms, 1)} ms (max ${round(attacked.loopDelayMaxMs, 0)}), peak RSS ${round(attacked.peakRssMb, 0)} MiB, ` +
-            `CPU s service ${round(baseline.cpuSeconds.service, 1)} → ${round(attacked.cpuSeconds.service, 1)}, emulator ${round(baseline.cpuSeconds.emulator, 1)} → ${round(attacked.cpuSeconds.emulator, 1)}, ` +
+            `GC pauses ms ${round(baseline.gc.pauseMs, 0)} → ${round(attacked.gc.pauseMs, 0)} (full ${baseline.gc.majors} → ${attacked.gc.majors}, young ${baseline.gc.minors} → ${attacked.gc.minors}), CPU s service ${round(baseline.cpuSeconds.service, 1)} → ${round(attacked.cpuSeconds.service, 1)}, emulator ${round(baseline.cpuSeconds.emulator, 1)} → ${round(attacked.cpuSeconds.emulator, 1)}, ` +
             `hostile ${JSON.stringify(attacked.hostile)}\n`,
         );
         // Let the hostile client's leftovers (jobs, closing sockets) finish before the next baseline: at

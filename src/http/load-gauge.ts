@@ -1,6 +1,8 @@
 /**
- * Whether this process's event loop is busy (issue 28): the share of the last moments it spent running
- * (Node's `performance.eventLoopUtilization`), smoothed, with hysteresis. Admission reads it: while the
+ * Whether this process is busy (issue 28): the share of the last moments its event loop spent running
+ * (Node's `performance.eventLoopUtilization`) or its CPU time per second of them (`process.cpuUsage`: the
+ * garbage collector's threads included, which a flood of big answers keeps busy while the loop itself
+ * waits), whichever is higher, capped at 1, smoothed, with hysteresis. Admission reads it: while the
  * loop is busy, each address gets an equal share of the generations in flight (admission.ts), so one
  * address's requests cannot take the CPU every other client's requests wait for; while it is not, an
  * address may use what is idle.
@@ -17,18 +19,18 @@ export interface LoadThresholds {
 }
 
 /**
- * Busy from 60 % (a steady client's streamed generations keep it near 30 % on 2 cores; with another address
- * taking as much again, every request already waits for the loop), idle again below 40 % (between the
+ * Busy from 45 % (a steady client's streamed generations keep it near 25 % on 2 cores; past 45 % one more
+ * address taking as much again is felt in every request's latency), idle again below 30 % (between the
  * two it stays as it was, so an address held to its share does not get everything back the moment the loop
- * eases, and take it again).
+ * eases, and take it again). Busy only ever shares the slots equally: one address alone is never held back.
  */
-const defaultLoadThresholds: LoadThresholds = { busyAt: 0.6, idleBelow: 0.4 };
+const defaultLoadThresholds: LoadThresholds = { busyAt: 0.45, idleBelow: 0.3 };
 
 /** The loop is sampled this often; each sample is weighed half against what came before. */
 const sampleEveryMs = 250;
 
 export interface LoadGauge {
-  /** Whether the loop counts as busy now. */
+  /** Whether the process counts as busy now. */
   busy(): boolean;
   /** The smoothed utilization, 0–1 (metrics, tests). */
   utilization(): number;
@@ -36,16 +38,18 @@ export interface LoadGauge {
   stop(): void;
 }
 
-/** Starts sampling this process's event loop (the timer does not keep the process alive). */
+/** Starts sampling this process's event loop and CPU time (the timer does not keep the process alive). */
 export function startLoadGauge(thresholds: LoadThresholds = defaultLoadThresholds): LoadGauge {
-  let last = performance.eventLoopUtilization();
+  let last = { loop: performance.eventLoopUtilization(), cpu: process.cpuUsage(), at: performance.now() };
   let smoothed = 0;
   let busy = false;
   const timer = setInterval(() => {
-    const now = performance.eventLoopUtilization();
-    const sample = performance.eventLoopUtilization(now, last).utilization;
+    const now = { loop: performance.eventLoopUtilization(), cpu: process.cpuUsage(), at: performance.now() };
+    const loop = performance.eventLoopUtilization(now.loop, last.loop).utilization;
+    const cpuMicros = now.cpu.user + now.cpu.system - last.cpu.user - last.cpu.system;
+    const cpu = Math.min(1, cpuMicros / 1000 / Math.max(1, now.at - last.at));
     last = now;
-    smoothed = (smoothed + sample) / 2;
+    smoothed = (smoothed + Math.max(loop, cpu)) / 2;
     if (smoothed >= thresholds.busyAt) busy = true;
     else if (smoothed < thresholds.idleBelow) busy = false;
   }, sampleEveryMs);

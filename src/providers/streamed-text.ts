@@ -97,13 +97,23 @@ function throwIfAborted(signal: AbortSignal): void {
 
 /**
  * How fast one call reads its provider's events: the first `burst` at once, then at most `perSecond` a
- * second (issue 28). Each event costs this process CPU whatever it holds (the SDK parses it, the adapter reads
- * it): a notes answer is ~400 events, and the fastest honest stream sends a few hundred a second, so neither
- * ever waits; a provider that pours out events (a replayed 7 MB answer, a flood of pings within the byte
- * bound) costs at most ~`perSecond` events' CPU a second per call instead of a core. While a call waits the
- * SDK does not pull, so the connection is paused (back-pressure), not buffered.
+ * second, in batches of `batch` (issue 28). Each event costs this process CPU whatever it holds (the SDK's
+ * parse, the adapter's read, its share of the call actor's message): a notes answer is ~400 events, and
+ * Claude's and OpenAI's streams send 100–300 a second, so neither ever waits; a provider that pours out
+ * events (a replayed 7 MB answer, a flood of pings within the byte bound) costs at most `perSecond` events'
+ * CPU a second per call instead of a core. The wait comes once a batch, not once an event: the events of
+ * a batch are read in one turn of the event loop and reach the call actor as one message
+ * (src/actors/upstream.ts), where a wait per event made every event a message of its own (in the
+ * isolation bench the service then allocated ~1.8 GB in 8 s, XState's transitions most of it).
+ * While a call waits the SDK does not pull, so the connection is paused (back-pressure), not buffered.
  */
-const eventPace = { burst: 1_000, perSecond: 1_000 } as const;
+const eventPace: EventPace = { burst: 1_000, perSecond: 500, batch: 50 };
+
+interface EventPace {
+  readonly burst: number;
+  readonly perSecond: number;
+  readonly batch: number;
+}
 
 /**
  * Reads an SDK stream to its end, handing each event to `onEvent` (as an object of unchecked fields; `{}`
@@ -114,7 +124,7 @@ export async function readEvents<Event extends object>(
   stream: AsyncIterable<unknown>,
   signal: AbortSignal,
   onEvent: (event: Event) => void,
-  pace: { readonly burst: number; readonly perSecond: number } = eventPace,
+  pace: EventPace = eventPace,
 ): Promise<void> {
   const started = performance.now();
   let events = 0;
@@ -123,8 +133,10 @@ export async function readEvents<Event extends object>(
     // `Event` lists the fields a reader looks at, each optional and `unknown` until it is checked.
     onEvent((typeof event === 'object' && event !== null ? event : {}) as Event);
     events += 1;
-    if (events > pace.burst) {
-      const dueMs = ((events - pace.burst) * 1000) / pace.perSecond - (performance.now() - started);
+    const paced = events - pace.burst;
+    if (paced > 0 && paced % pace.batch === 0) {
+      // The next batch is due once this one's share of the rate has passed.
+      const dueMs = (paced * 1000) / pace.perSecond - (performance.now() - started);
       if (dueMs >= 1 && !(await waitUnlessAborted(dueMs, signal))) break;
     }
   }

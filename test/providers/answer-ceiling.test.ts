@@ -87,7 +87,7 @@ describe.each(['claude', 'gpt'] as const)('%s: an answer past the call\'s ceilin
     await expect.poll(() => rig.emulator.stats()[provider].streamsCut).toBe(1);
   });
 
-  it('is read no faster than 1 000 events a second after its first 1 000 (a provider pouring out events costs a bounded CPU a second)', async () => {
+  it('is read no faster than 500 events a second after its first 1 000 (a provider pouring out events costs a bounded CPU a second)', async () => {
     // 2 500 text pieces, all sent at once by the emulator, within every bound: read whole, but paced.
     const text = 'Chlorophyll absorbs light in the chloroplast.'.padEnd(10_000, ' light');
     const body =
@@ -104,8 +104,8 @@ describe.each(['claude', 'gpt'] as const)('%s: an answer past the call\'s ceilin
     );
     const readMs = performance.now() - (firstPieceAt ?? 0);
     expect(answer.text).toBe(text);
-    // At least 2 500 events (the pieces, plus the stream's own): 1 500 past the first 1 000, at 1 000 a second.
-    expect(readMs).toBeGreaterThanOrEqual(1_450);
+    // At least 2 500 events (the pieces, plus the stream's own): 1 500 past the first 1 000, at 500 a second.
+    expect(readMs).toBeGreaterThanOrEqual(2_950);
   });
 
   it('the same answer under a ceiling above it is read whole', async () => {

@@ -1,6 +1,7 @@
 /**
  * How fast a call reads its provider's events (src/providers/streamed-text.ts `readEvents`, issue 28): the
- * first `burst` at once, then no more than `perSecond` a second, the stream left unread (paused) meanwhile;
+ * first `burst` at once, then no more than `perSecond` a second, `batch` at a time (a batch is read in one
+ * turn of the event loop: one message to the call actor), the stream left unread (paused) meanwhile;
  * an abort while it waits ends the wait at once. The answers through the real SDKs are paced too:
  * answer-ceiling.test.ts.
  */
@@ -21,17 +22,20 @@ function recordedStream(count: number, pulledAt: number[]): AsyncIterable<unknow
 }
 
 describe('readEvents pace', () => {
-  it('hands on the first 20 at once, then no more than 100 a second', async () => {
+  it('hands on the first 20 at once, then no more than 100 a second, 10 at a time', async () => {
     const pulledAt: number[] = [];
     const read: number[] = [];
     const started = performance.now();
     await readEvents<{ index?: number }>(recordedStream(60, pulledAt), new AbortController().signal, (event) => read.push(event.index ?? -1), {
       burst: 20,
       perSecond: 100,
+      batch: 10,
     });
     expect(read).toEqual(Array.from({ length: 60 }, (_, index) => index));
-    // Event n (from 0) past the burst is pulled no sooner than (n + 1 − 20) / 100 s after the start.
-    for (let n = 20; n < 60; n += 1) expect((pulledAt[n] ?? 0) - started).toBeGreaterThanOrEqual(((n - 20) * 1000) / 100 - 2);
+    // Event n (from 0) past the burst is in batch ⌊(n − 20) / 10⌋, pulled no sooner than that many batches
+    // of 10 at 100 a second after the start (0.1 s each); the events of a batch follow each other at once.
+    for (let n = 20; n < 60; n += 1) expect((pulledAt[n] ?? 0) - started).toBeGreaterThanOrEqual(Math.floor((n - 20) / 10) * 100 - 2);
+    for (const first of [30, 40, 50]) expect((pulledAt[first + 9] ?? 0) - (pulledAt[first] ?? 0)).toBeLessThan(50);
     // The first 20 did not wait.
     expect((pulledAt[19] ?? 0) - started).toBeLessThan(200);
   });
@@ -41,7 +45,7 @@ describe('readEvents pace', () => {
     const read: unknown[] = [];
     const started = performance.now();
     setTimeout(() => controller.abort(new Error('deadline')), 100);
-    const error = await readEvents(recordedStream(1_000, []), controller.signal, (event) => read.push(event), { burst: 5, perSecond: 1 }).catch((caught: unknown) => caught);
+    const error = await readEvents(recordedStream(1_000, []), controller.signal, (event) => read.push(event), { burst: 5, perSecond: 1, batch: 1 }).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(UpstreamAbortError);
     expect(read.length).toBe(6);
     expect(performance.now() - started).toBeLessThan(900);
