@@ -55,8 +55,9 @@ export interface AdmissionOptions {
   /** What the slots hold and the settings that bound them, for the refusals' messages (default: generations). */
   readonly labels?: AdmissionLabels;
   /**
-   * Whether the instance is busy now (its event loop: load-gauge.ts). While it is, the addresses holding
-   * slots share them equally: an address past an equal share of what is in flight is refused (429), so
+   * Whether the instance is busy now (its event loop or CPU time: load-gauge.ts). While it is, the addresses
+   * that held slots lately share them equally: an address past an equal share of what is in flight (and past
+   * 2 slots) is refused (429), so
    * one address's runs cannot take the CPU another's wait for. Never busy when absent.
    */
   readonly busy?: () => boolean;

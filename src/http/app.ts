@@ -61,7 +61,7 @@ export interface AppOptions {
   readonly processMetrics?: boolean;
   /** The request rates counted fleet-wide (REDIS_URL): the fleet's Redis, prefix and salt; per instance when absent. */
   readonly sharedRateLimits?: SharedRateLimitStore;
-  /** Whether the instance counts as busy, for the equal shares of generation slots (admission.ts); this process's event loop (load-gauge.ts) when absent. */
+  /** Whether the instance counts as busy, for the equal shares of generation slots (admission.ts); this process's event loop and CPU time (load-gauge.ts) when absent. */
   readonly busy?: () => boolean;
 }
 
@@ -247,7 +247,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       nice: config.workerNice,
     },
   });
-  // While the event loop is busy, the addresses holding generation slots share them equally (admission.ts).
+  // While the process is busy, the addresses holding generation slots share them equally (admission.ts).
   const loadGauge = options.busy === undefined ? startLoadGauge() : undefined;
   await app.register(generateRoutes, {
     gateway,

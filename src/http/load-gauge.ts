@@ -3,7 +3,7 @@
  * (Node's `performance.eventLoopUtilization`) or its CPU time per second of them (`process.cpuUsage`: the
  * garbage collector's threads included, which a flood of big answers keeps busy while the loop itself
  * waits), whichever is higher, capped at 1, smoothed, with hysteresis. Admission reads it: while the
- * loop is busy, each address gets an equal share of the generations in flight (admission.ts), so one
+ * process is busy, each address gets an equal share of the generations in flight (admission.ts), so one
  * address's requests cannot take the CPU every other client's requests wait for; while it is not, an
  * address may use what is idle.
  *
@@ -12,7 +12,7 @@
  */
 import { performance } from 'node:perf_hooks';
 
-/** The utilization at which the loop counts as busy, and the one below which it no longer does. */
+/** The utilization at which the process counts as busy, and the one below which it no longer does. */
 export interface LoadThresholds {
   readonly busyAt: number;
   readonly idleBelow: number;
@@ -26,7 +26,7 @@ export interface LoadThresholds {
  */
 const defaultLoadThresholds: LoadThresholds = { busyAt: 0.45, idleBelow: 0.3 };
 
-/** The loop is sampled this often; each sample is weighed half against what came before. */
+/** Sampled this often; each sample is weighed half against what came before. */
 const sampleEveryMs = 250;
 
 export interface LoadGauge {
