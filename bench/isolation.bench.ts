@@ -32,6 +32,7 @@ import {
   victimFailed,
 } from './support/attacks.js';
 import type { LoadResult } from './support/load.child.js';
+import type { Usage } from './support/child-ipc.js';
 import { benchText, gptKey, postJson, resetFaults, setFault, startEmulatorChild, startLoadChild, startServiceChild } from './support/index.js';
 import { mebibytes } from './support/stats.js';
 import { loadAverage, machineInfo, median, round, writeBenchmarkSection } from './report.js';
@@ -210,6 +211,10 @@ async function main(): Promise<void> {
           await new Promise((resolve) => setTimeout(resolve, 1000));
           if ((await service.usage()).cpuMicros - before < 150_000) break;
         }
+        // Each round starts from a collected heap: a window's peak RSS is then its own attack's, not the
+        // garbage an earlier window left uncollected; what the collection leaves shows what is retained.
+        const collected = await service.request<Usage>('gc');
+        process.stdout.write(`  after the round, collected: RSS ${round(mebibytes(collected.rss), 0)} MiB, heap ${round(mebibytes(collected.heapUsed), 0)} MiB\n`);
       }
       rows.push({ attack, baselines, attacks: attackWindows });
     }
