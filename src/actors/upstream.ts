@@ -22,7 +22,7 @@ export function createUpstreamLogic(
 ) {
   return fromPromise<UpstreamAnswer, UpstreamInput>(({ input, signal }) => {
     const adapter = adapters[input.providerId];
-    const stream = turnObserver(input.call, signal, now);
+    const stream = turnObserver(input.call, signal, now, input.deadlineMs);
     return adapter.generate(input.request, input.apiKey, signal, stream.observer).then(
       (answer) => {
         stream.flush();
@@ -48,6 +48,7 @@ function turnObserver(
   call: AnyActorRef,
   signal: AbortSignal,
   now: () => number,
+  readWithinMs: number,
 ): { observer: UpstreamStreamObserver; flush: () => void } {
   let text = '';
   let pieces = 0;
@@ -68,6 +69,7 @@ function turnObserver(
         pieces += 1;
         scheduled ??= setImmediate(flush);
       },
+      readWithinMs,
     },
     flush,
   };

@@ -43,6 +43,8 @@ export interface UpstreamInput {
   readonly apiKey: ApiKey;
   /** The call actor, which hears each piece as `upstream.delta`. */
   readonly call: AnyActorRef;
+  /** The call's overall deadline (ms from its start): a stream is never paced past what it allows. */
+  readonly deadlineMs: number;
 }
 
 /**
@@ -274,6 +276,7 @@ export const callMachine = setup({
           request: context.input.request,
           apiKey: context.input.apiKey,
           call: self,
+          deadlineMs: context.input.timings.deadlineMs,
         }),
         onDone: {
           target: 'answered',

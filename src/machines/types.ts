@@ -59,6 +59,13 @@ export interface ProviderAnswer {
  */
 export interface UpstreamStreamObserver {
   onDelta(text: string): void;
+  /**
+   * The call's overall deadline, from its start (ms): the adapters' pace (streamed-text.ts) never holds a
+   * stream back so long that the longest answer the call allows could not be read within half of it. A
+   * provider that answers fast is read no slower than its deadline allows: the time the pace takes is never
+   * the provider's timeout.
+   */
+  readonly readWithinMs?: number;
 }
 
 /**

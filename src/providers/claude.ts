@@ -16,7 +16,7 @@ import {
 import { withJsonInstruction } from './json-instruction.js';
 import { sdkTimeoutMs } from './sdk-options.js';
 import type { ProviderAdapter, ProviderAnswer, UpstreamStreamObserver } from './types.js';
-import { answerBoundsOf, readEvents, StreamedText, type AnswerBounds } from './streamed-text.js';
+import { answerBoundsOf, paceFor, readEvents, StreamedText, type AnswerBounds } from './streamed-text.js';
 import { IncompleteStreamError, upstreamFailure } from './upstream-errors.js';
 import { answerCeiling, eventStream, upstreamFetch } from './upstream-fetch.js';
 
@@ -196,7 +196,7 @@ async function readMessageStream(
   const answer = new StreamedText(observer, bounds);
   let stopReason: unknown;
   let stopped = false;
-  await readEvents<StreamEventFields>(stream, signal, (record) => {
+  await readEvents<StreamEventFields>(stream, signal, paceFor(bounds, observer?.readWithinMs), (record) => {
     switch (record.type) {
       case 'message_start':
         answer.noteModel(record.message?.model);

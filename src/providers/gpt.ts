@@ -12,7 +12,7 @@ import {
   retryAfterMsOf,
 } from './classify-common.js';
 import { sdkTimeoutMs } from './sdk-options.js';
-import { answerBoundsOf, readEvents, StreamedText, type AnswerBounds } from './streamed-text.js';
+import { answerBoundsOf, paceFor, readEvents, StreamedText, type AnswerBounds } from './streamed-text.js';
 import { answerCeiling, eventStream, upstreamFetch } from './upstream-fetch.js';
 import type { ProviderAdapter, ProviderAnswer, UpstreamStreamObserver } from './types.js';
 import { IncompleteStreamError, upstreamFailure } from './upstream-errors.js';
@@ -177,7 +177,7 @@ async function readChunkStream(
   // Past the ceiling `add` throws out of the loop: the SDK's iteration ends and it aborts its request.
   const answer = new StreamedText(observer, bounds);
   let finishReason: unknown;
-  await readEvents<ChunkFields>(stream, signal, (record) => {
+  await readEvents<ChunkFields>(stream, signal, paceFor(bounds, observer?.readWithinMs), (record) => {
     answer.noteModel(record.model);
     const choice = Array.isArray(record.choices) ? record.choices[0] : undefined;
     if (typeof choice?.delta?.content === 'string') answer.add(choice.delta.content);

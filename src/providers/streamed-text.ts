@@ -109,6 +109,20 @@ function throwIfAborted(signal: AbortSignal): void {
  */
 const eventPace: EventPace = { burst: 1_000, perSecond: 500, batch: 50 };
 
+/**
+ * The pace of one call: `eventPace`, or faster when the call's deadline (`readWithinMs`) is too short to read
+ * the longest answer it allows (its pieces, and as many other events) within half of it at that pace. A
+ * provider answering fast is never timed out by the pace: a long answer cut at its bound is `invalid_output`,
+ * never a `timeout` the breaker would count.
+ */
+export function paceFor(bounds: AnswerBounds, readWithinMs: number | undefined): EventPace {
+  if (readWithinMs === undefined) return eventPace;
+  const events = 2 * bounds.maxPieces;
+  const paced = Math.max(0, events - eventPace.burst);
+  const perSecond = Math.max(eventPace.perSecond, Math.ceil(paced / (Math.max(1, readWithinMs) / 2 / 1000)));
+  return { ...eventPace, perSecond };
+}
+
 interface EventPace {
   readonly burst: number;
   readonly perSecond: number;
@@ -117,14 +131,14 @@ interface EventPace {
 
 /**
  * Reads an SDK stream to its end, handing each event to `onEvent` (as an object of unchecked fields; `{}`
- * for anything that is not an object), no faster than `eventPace`. The SDK still yields the events it had
+ * for anything that is not an object), no faster than `pace` (`paceFor`). The SDK still yields the events it had
  * parsed when the signal fired: none of them is read, and the call fails as aborted.
  */
 export async function readEvents<Event extends object>(
   stream: AsyncIterable<unknown>,
   signal: AbortSignal,
+  pace: EventPace,
   onEvent: (event: Event) => void,
-  pace: EventPace = eventPace,
 ): Promise<void> {
   const started = performance.now();
   let events = 0;

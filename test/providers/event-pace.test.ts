@@ -6,7 +6,7 @@
  * answer-ceiling.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { readEvents } from '../../src/providers/streamed-text.js';
+import { paceFor, readEvents } from '../../src/providers/streamed-text.js';
 import { UpstreamAbortError } from '../../src/providers/upstream-errors.js';
 
 /** `count` events, each recorded with the time it was pulled. */
@@ -26,11 +26,9 @@ describe('readEvents pace', () => {
     const pulledAt: number[] = [];
     const read: number[] = [];
     const started = performance.now();
-    await readEvents<{ index?: number }>(recordedStream(60, pulledAt), new AbortController().signal, (event) => read.push(event.index ?? -1), {
-      burst: 20,
-      perSecond: 100,
-      batch: 10,
-    });
+    await readEvents<{ index?: number }>(recordedStream(60, pulledAt), new AbortController().signal, { burst: 20, perSecond: 100, batch: 10 }, (event) =>
+      read.push(event.index ?? -1),
+    );
     expect(read).toEqual(Array.from({ length: 60 }, (_, index) => index));
     // Event n (from 0) past the burst is in batch ⌊(n − 20) / 10⌋, pulled no sooner than that many batches
     // of 10 at 100 a second after the start (0.1 s each); the events of a batch follow each other at once.
@@ -45,9 +43,21 @@ describe('readEvents pace', () => {
     const read: unknown[] = [];
     const started = performance.now();
     setTimeout(() => controller.abort(new Error('deadline')), 100);
-    const error = await readEvents(recordedStream(1_000, []), controller.signal, (event) => read.push(event), { burst: 5, perSecond: 1, batch: 1 }).catch((caught: unknown) => caught);
+    const error = await readEvents(recordedStream(1_000, []), controller.signal, { burst: 5, perSecond: 1, batch: 1 }, (event) => read.push(event)).catch(
+      (caught: unknown) => caught,
+    );
     expect(error).toBeInstanceOf(UpstreamAbortError);
     expect(read.length).toBe(6);
     expect(performance.now() - started).toBeLessThan(900);
   });
+
+  it('reads 1 000 events at once then 500 a second, faster only when the call\'s deadline needs it', () => {
+    // Rule: a call's longest answer (its pieces, and as many other events) is read within half its deadline.
+    expect(paceFor({ maxChars: 65_536, maxPieces: 4_160 }, undefined)).toEqual({ burst: 1_000, perSecond: 500, batch: 50 });
+    // 60 s: 8 320 events, 7 320 past the burst, in 30 s → 244 a second: the floor of 500 holds.
+    expect(paceFor({ maxChars: 65_536, maxPieces: 4_160 }, 60_000).perSecond).toBe(500);
+    // 3 s: 7 320 paced events within 1.5 s → 4 880 a second.
+    expect(paceFor({ maxChars: 65_536, maxPieces: 4_160 }, 3_000).perSecond).toBe(4_880);
+  });
 });
+
