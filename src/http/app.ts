@@ -18,7 +18,7 @@ import type { Registry } from 'prom-client';
 import { createProviderMetrics } from '../metrics/index.js';
 import { createResultCache, maxAnswerChars, setTokenWorkerNice } from '../study/index.js';
 import { createAdmission } from './admission.js';
-import { startLoadGauge } from './load-gauge.js';
+import { registerLoadMetrics, startLoadGauge } from './load-gauge.js';
 import { clientErrorHandler, createErrorHandler, frameworkErrors, notFoundHandler } from './error-handler.js';
 import { ApiError } from './errors.js';
 import { registerJsonBodyParser } from './json-body.js';
@@ -249,6 +249,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
   // While the process is busy, the addresses holding generation slots share them equally (admission.ts).
   const loadGauge = options.busy === undefined ? startLoadGauge() : undefined;
+  const busy = options.busy ?? loadGauge?.busy ?? ((): boolean => false);
+  registerLoadMetrics(metrics.registry, busy, loadGauge);
   await app.register(generateRoutes, {
     gateway,
     documentStore,
@@ -257,7 +259,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     bodyLimit: generateBodyLimit(config),
     maxTextChars: config.maxTextChars,
     maxTextParts: config.maxTextParts,
-    admission: createAdmission({ ...config.admission, busy: options.busy ?? loadGauge?.busy }),
+    admission: createAdmission({ ...config.admission, busy }),
     rateLimit: { max: config.rateLimit.generations, windowSeconds, ...rateSalt },
     originOf,
     sseMaxBufferBytes: config.server.sseMaxBufferBytes,

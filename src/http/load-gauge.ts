@@ -11,6 +11,7 @@
  * saturated (every client then waits), the utilization rises with the work itself.
  */
 import { performance } from 'node:perf_hooks';
+import { Gauge, type Registry } from 'prom-client';
 
 /** The utilization at which the process counts as busy, and the one below which it no longer does. */
 export interface LoadThresholds {
@@ -59,4 +60,28 @@ export function startLoadGauge(thresholds: LoadThresholds = defaultLoadThreshold
     utilization: () => smoothed,
     stop: () => clearInterval(timer),
   };
+}
+
+/**
+ * `/metrics`: `studyhelper_busy` (1 while the equal shares of generation slots apply, else 0) and, with a
+ * gauge, `studyhelper_load` (its smoothed utilization, 0–1), both read at scrape time.
+ */
+export function registerLoadMetrics(registry: Registry, busy: () => boolean, gauge: LoadGauge | undefined): void {
+  new Gauge({
+    name: 'studyhelper_busy',
+    help: 'The instance is busy: 1 while the addresses holding generation slots share them equally, else 0.',
+    registers: [registry],
+    collect() {
+      this.set(busy() ? 1 : 0);
+    },
+  });
+  if (gauge === undefined) return;
+  new Gauge({
+    name: 'studyhelper_load',
+    help: "The instance's load, 0-1: its event loop's utilization or its CPU time per second, whichever is higher, smoothed.",
+    registers: [registry],
+    collect() {
+      this.set(gauge.utilization());
+    },
+  });
 }

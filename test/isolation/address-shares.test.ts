@@ -106,11 +106,22 @@ describe('equal shares while the instance is busy', () => {
     // The second, holding 2 of 9, is under its share (5): its third goes in.
     held.push(generate('198.51.100.9', 'victim-gpt-key-000001'));
     await until(() => gateway.generateCalls.length === 10);
+    expect((await app.inject({ method: 'GET', url: '/metrics' })).body).toMatch(/^studyhelper_busy 1$/m);
     // No longer busy: the first uses what is idle again, up to its client's 8.
     busy = false;
+    expect((await app.inject({ method: 'GET', url: '/metrics' })).body).toMatch(/^studyhelper_busy 0$/m);
     held.push(generate('203.0.113.7', 'hostile-gpt-key-000001'));
     await until(() => gateway.generateCalls.length === 11);
     void held;
+  });
+
+  it("shows the instance's own load and whether it is busy in /metrics", async () => {
+    const { app } = await start({});
+    const body = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(body).toMatch(/^studyhelper_busy [01]$/m);
+    const load = Number(/^studyhelper_load (\S+)$/m.exec(body)?.[1]);
+    expect(load).toBeGreaterThanOrEqual(0);
+    expect(load).toBeLessThanOrEqual(1);
   });
 
   it('still counts an address between its requests (it gave a slot back within 2 s)', async () => {
