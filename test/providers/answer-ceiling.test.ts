@@ -7,24 +7,17 @@
  * A stream in more text pieces than the call's output tokens + 64 is cut off the same way (each piece
  * costs the service an event through the call's actor).
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Secret } from '../../src/security/secret.js';
-import { postFault, rejectionOf, startRig, type Rig } from './fixtures.js';
+import { postFault, rejectionOf, useRig } from './fixtures.js';
 import { openSignal, studyRequest } from './helpers.js';
 
 const ceiling = 8000;
 const bigText = JSON.stringify({ notes: 'Chlorophyll absorbs light in the chloroplast. '.repeat(22_000) });
 
-let rig: Rig;
-beforeAll(async () => {
-  rig = await startRig();
-});
-afterAll(async () => {
-  await rig.emulator.close();
-});
-beforeEach(() => {
-  rig.emulator.resetFaults();
-  rig.emulator.resetStats();
+const suite = useRig((emulator) => {
+  emulator.resetFaults();
+  emulator.resetStats();
 });
 
 const wholeAnswers = {
@@ -50,41 +43,41 @@ const wholeAnswers = {
 
 describe.each(['claude', 'gpt'] as const)('%s: an answer past the call\'s ceiling', (provider) => {
   it('is read no further than the ceiling, fails invalid_output, and its connection is closed', async () => {
-    await postFault(rig.emulator, { provider, fault: 'respond', status: 200, body: wholeAnswers[provider] });
+    await postFault(suite.rig.emulator, { provider, fault: 'respond', status: 200, body: wholeAnswers[provider] });
     let received = 0;
     const error = await rejectionOf(
-      rig.adapters[provider].generate(
+      suite.rig.adapters[provider].generate(
         studyRequest('notes', { maxAnswerChars: ceiling }),
         new Secret(`test-${provider}-key-0001`),
         openSignal(),
         { onDelta: (text) => (received += text.length) },
       ),
     );
-    const failure = rig.adapters[provider].classify(error);
+    const failure = suite.rig.adapters[provider].classify(error);
     expect(failure.errorClass).toBe('invalid_output');
     expect(failure.message).toContain(`${ceiling} characters`);
     // The emulator streams 4 characters a piece: every piece up to the ceiling was handed on, none past it.
     expect(received).toBeLessThanOrEqual(ceiling);
     expect(received).toBeGreaterThan(ceiling - 4);
-    await expect.poll(() => rig.emulator.stats()[provider].streamsCut).toBe(1);
+    await expect.poll(() => suite.rig.emulator.stats()[provider].streamsCut).toBe(1);
   });
 
   it('in more text pieces than the call\'s output tokens allow (+ 64) is read no further: invalid_output', async () => {
-    await postFault(rig.emulator, { provider, fault: 'respond', status: 200, body: wholeAnswers[provider] });
+    await postFault(suite.rig.emulator, { provider, fault: 'respond', status: 200, body: wholeAnswers[provider] });
     let pieces = 0;
     const error = await rejectionOf(
-      rig.adapters[provider].generate(
+      suite.rig.adapters[provider].generate(
         studyRequest('notes', { maxAnswerChars: 1_000_000, maxOutputTokens: 500 }),
         new Secret(`test-${provider}-key-0001`),
         openSignal(),
         { onDelta: () => (pieces += 1) },
       ),
     );
-    const failure = rig.adapters[provider].classify(error);
+    const failure = suite.rig.adapters[provider].classify(error);
     expect(failure.errorClass).toBe('invalid_output');
     expect(failure.message).toContain('564 text pieces');
     expect(pieces).toBe(564);
-    await expect.poll(() => rig.emulator.stats()[provider].streamsCut).toBe(1);
+    await expect.poll(() => suite.rig.emulator.stats()[provider].streamsCut).toBe(1);
   });
 
   it('is read no faster than 500 events a second after its first 1 000 (a provider pouring out events costs a bounded CPU a second)', async () => {
@@ -94,9 +87,9 @@ describe.each(['claude', 'gpt'] as const)('%s: an answer past the call\'s ceilin
       provider === 'claude'
         ? { ...wholeAnswers.claude, content: [{ type: 'text', text }] }
         : { ...wholeAnswers.gpt, choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' }] };
-    await postFault(rig.emulator, { provider, fault: 'respond', status: 200, body });
+    await postFault(suite.rig.emulator, { provider, fault: 'respond', status: 200, body });
     let firstPieceAt: number | undefined;
-    const answer = await rig.adapters[provider].generate(
+    const answer = await suite.rig.adapters[provider].generate(
       studyRequest('notes', { maxAnswerChars: 1_000_000, maxOutputTokens: 4_000 }),
       new Secret(`test-${provider}-key-0001`),
       openSignal(),
@@ -114,14 +107,14 @@ describe.each(['claude', 'gpt'] as const)('%s: an answer past the call\'s ceilin
       provider === 'claude'
         ? { ...wholeAnswers.claude, content: [{ type: 'text', text: short }] }
         : { ...wholeAnswers.gpt, choices: [{ index: 0, message: { role: 'assistant', content: short }, finish_reason: 'stop' }] };
-    await postFault(rig.emulator, { provider, fault: 'respond', status: 200, body });
-    const answer = await rig.adapters[provider].generate(
+    await postFault(suite.rig.emulator, { provider, fault: 'respond', status: 200, body });
+    const answer = await suite.rig.adapters[provider].generate(
       studyRequest('notes', { maxAnswerChars: short.length }),
       new Secret(`test-${provider}-key-0001`),
       openSignal(),
     );
     expect(answer.text).toBe(short);
-    expect(rig.emulator.stats()[provider].streamsCut).toBe(0);
+    expect(suite.rig.emulator.stats()[provider].streamsCut).toBe(0);
   });
 });
 
@@ -129,24 +122,24 @@ describe('timelygpt: a whole answer past the call\'s ceiling', () => {
   const completion = (message: string): unknown => ({ type: 'final_response', message, model: 'timely-emu-1' });
 
   it('past 6 bytes a character (plus 64 KiB) is not read further: invalid_output', async () => {
-    await postFault(rig.emulator, { provider: 'timelygpt', fault: 'respond', status: 200, body: completion(bigText) });
+    await postFault(suite.rig.emulator, { provider: 'timelygpt', fault: 'respond', status: 200, body: completion(bigText) });
     const error = await rejectionOf(
-      rig.adapters.timelygpt.generate(studyRequest('notes', { maxAnswerChars: ceiling }), new Secret('test-timelygpt-key-0001'), openSignal()),
+      suite.rig.adapters.timelygpt.generate(studyRequest('notes', { maxAnswerChars: ceiling }), new Secret('test-timelygpt-key-0001'), openSignal()),
     );
-    const failure = rig.adapters.timelygpt.classify(error);
+    const failure = suite.rig.adapters.timelygpt.classify(error);
     expect(failure.errorClass).toBe('invalid_output');
     expect(failure.message).toContain(`${ceiling * 6 + 65_536} bytes`);
   });
 
   it('under the byte bound but past the ceiling in characters: invalid_output, no text handed on', async () => {
-    await postFault(rig.emulator, { provider: 'timelygpt', fault: 'respond', status: 200, body: completion('x'.repeat(ceiling + 1)) });
+    await postFault(suite.rig.emulator, { provider: 'timelygpt', fault: 'respond', status: 200, body: completion('x'.repeat(ceiling + 1)) });
     let received = 0;
     const error = await rejectionOf(
-      rig.adapters.timelygpt.generate(studyRequest('notes', { maxAnswerChars: ceiling }), new Secret('test-timelygpt-key-0001'), openSignal(), {
+      suite.rig.adapters.timelygpt.generate(studyRequest('notes', { maxAnswerChars: ceiling }), new Secret('test-timelygpt-key-0001'), openSignal(), {
         onDelta: (text) => (received += text.length),
       }),
     );
-    const failure = rig.adapters.timelygpt.classify(error);
+    const failure = suite.rig.adapters.timelygpt.classify(error);
     expect(failure.errorClass).toBe('invalid_output');
     expect(failure.message).toContain(`${ceiling} characters`);
     expect(received).toBe(0);

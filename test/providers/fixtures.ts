@@ -1,4 +1,6 @@
 /** Test plumbing: one emulator and the three adapters pointed at it. */
+import type { ServerResponse } from 'node:http';
+import { afterAll, beforeAll, beforeEach } from 'vitest';
 import { startEmulator, type Emulator, type FaultSpec } from '../../src/emulator/index.js';
 import { createClaudeAdapter, createGptAdapter, createTimelyGptAdapter } from '../../src/providers/index.js';
 import type { ProviderAdapter, ProviderId } from '../../src/providers/index.js';
@@ -18,6 +20,47 @@ export async function startRig(): Promise<Rig> {
       timelygpt: createTimelyGptAdapter({ baseUrl: emulator.timelygptBaseUrl, model: 'timely-emu-1', tokenTtlMs: 3_300_000 }),
     },
   };
+}
+
+/**
+ * One rig for the enclosing suite: started before its tests, closed after them, and `reset` run on its
+ * emulator before each test. Read `.rig` inside the tests.
+ */
+export function useRig(reset: (emulator: Emulator) => void): { readonly rig: Rig } {
+  let rig: Rig | undefined;
+  beforeAll(async () => {
+    rig = await startRig();
+  });
+  afterAll(async () => {
+    await rig?.emulator.close();
+  });
+  beforeEach(() => reset(startedRig(rig).emulator));
+  return {
+    get rig() {
+      return startedRig(rig);
+    },
+  };
+}
+
+function startedRig(rig: Rig | undefined): Rig {
+  if (rig === undefined) throw new Error('the rig starts in beforeAll');
+  return rig;
+}
+
+/** Writes `chunk` `count` times as the client takes them (waiting for `drain`: back-pressure kept), then ends. */
+export function writeChunks(response: ServerResponse, chunk: Buffer, count: number): void {
+  let sent = 0;
+  const more = (): void => {
+    while (sent < count && !response.destroyed) {
+      sent += 1;
+      if (!response.write(chunk)) {
+        response.once('drain', more);
+        return;
+      }
+    }
+    response.end();
+  };
+  more();
 }
 
 /** Sets a fault through the real control endpoint, as the demo and benchmarks do. */

@@ -4,12 +4,12 @@
  * Expected classes are written out from docs/errors.md; expected texts and usage come from the emulator's
  * own non-streamed answer to the same request (a second, independent path), never from the adapter.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { ErrorClass } from '../../src/errors/index.js';
 import type { UpstreamStreamObserver } from '../../src/providers/index.js';
 import { withJsonInstruction } from '../../src/providers/json-instruction.js';
 import { Secret } from '../../src/security/secret.js';
-import { postFault, rejectionOf, startRig, type Rig } from './fixtures.js';
+import { postFault, rejectionOf, useRig, type Rig } from './fixtures.js';
 import { openSignal, studyRequest } from './helpers.js';
 
 type Streaming = 'claude' | 'gpt';
@@ -116,23 +116,16 @@ const kindRows: readonly (readonly [string, ErrorClass])[] = [
 ];
 
 describe.each(['claude', 'gpt'] as const)('%s: streamed calls through the real SDK', (provider) => {
-  let rig: Rig;
+  const suite = useRig((emulator) => {
+    emulator.resetFaults();
+    emulator.setSpeed(0);
+  });
   const key = new Secret(`test-${provider}-key-0001`);
-  beforeAll(async () => {
-    rig = await startRig();
-  });
-  afterAll(async () => {
-    await rig.emulator.close();
-  });
-  beforeEach(() => {
-    rig.emulator.resetFaults();
-    rig.emulator.setSpeed(0);
-  });
 
   it('hands each piece on in order; the pieces join to the answer, which is the whole answer', async () => {
     const observer = recorder();
-    const answer = await rig.adapters[provider].generate(studyRequest(), key, openSignal(), observer);
-    const whole = await wholeAnswer(rig, provider);
+    const answer = await suite.rig.adapters[provider].generate(studyRequest(), key, openSignal(), observer);
+    const whole = await wholeAnswer(suite.rig, provider);
     expect(answer.text).toBe(whole.text);
     expect(observer.deltas.join('')).toBe(whole.text);
     // One piece per emulated token (4 characters), the last one shorter or equal.
@@ -143,16 +136,16 @@ describe.each(['claude', 'gpt'] as const)('%s: streamed calls through the real S
   });
 
   it('reads the usage from the stream', async () => {
-    const answer = await rig.adapters[provider].generate(studyRequest(), key, openSignal(), recorder());
-    const whole = await wholeAnswer(rig, provider);
+    const answer = await suite.rig.adapters[provider].generate(studyRequest(), key, openSignal(), recorder());
+    const whole = await wholeAnswer(suite.rig, provider);
     expect(answer.usage).toEqual({ inputTokens: whole.inputTokens, outputTokens: whole.outputTokens });
   });
 
   it('hands the first piece on before the answer has arrived (paced at 2000 tokens a second)', async () => {
-    rig.emulator.setSpeed(2000);
+    suite.rig.emulator.setSpeed(2000);
     let resolved = false;
     const seenBeforeEnd: boolean[] = [];
-    const call = rig.adapters[provider].generate(studyRequest(), key, openSignal(), {
+    const call = suite.rig.adapters[provider].generate(studyRequest(), key, openSignal(), {
       onDelta: () => seenBeforeEnd.push(!resolved),
     });
     const answer = await call.finally(() => (resolved = true));
@@ -162,109 +155,109 @@ describe.each(['claude', 'gpt'] as const)('%s: streamed calls through the real S
   });
 
   it('works without an observer', async () => {
-    const answer = await rig.adapters[provider].generate(studyRequest(), key, openSignal());
-    expect(answer.text).toBe((await wholeAnswer(rig, provider)).text);
+    const answer = await suite.rig.adapters[provider].generate(studyRequest(), key, openSignal());
+    expect(answer.text).toBe((await wholeAnswer(suite.rig, provider)).text);
   });
 
   it('reports a max_tokens / length stop as truncated', async () => {
-    await postFault(rig.emulator, { provider, fault: 'truncated', count: 1 });
-    const answer = await rig.adapters[provider].generate(studyRequest(), key, openSignal(), recorder());
+    await postFault(suite.rig.emulator, { provider, fault: 'truncated', count: 1 });
+    const answer = await suite.rig.adapters[provider].generate(studyRequest(), key, openSignal(), recorder());
     expect(answer.truncated).toBe(true);
   });
 
   it('a connection cut after 3 chunks: connection, after exactly those 3 pieces', async () => {
-    await postFault(rig.emulator, { provider, fault: 'cut', after: 3, count: 1 });
+    await postFault(suite.rig.emulator, { provider, fault: 'cut', after: 3, count: 1 });
     const observer = recorder();
-    const error = await rejectionOf(rig.adapters[provider].generate(studyRequest(), key, openSignal(), observer));
-    expect(rig.adapters[provider].classify(error).errorClass).toBe('connection');
+    const error = await rejectionOf(suite.rig.adapters[provider].generate(studyRequest(), key, openSignal(), observer));
+    expect(suite.rig.adapters[provider].classify(error).errorClass).toBe('connection');
     expect(observer.deltas).toHaveLength(3);
   });
 
   it('a stream stalled after 2 chunks: the deadline signal ends it as timeout', async () => {
-    await postFault(rig.emulator, { provider, fault: 'stall', after: 2, count: 1 });
+    await postFault(suite.rig.emulator, { provider, fault: 'stall', after: 2, count: 1 });
     const observer = recorder();
     const error = await rejectionOf(
-      rig.adapters[provider].generate(studyRequest(), key, AbortSignal.timeout(300), observer),
+      suite.rig.adapters[provider].generate(studyRequest(), key, AbortSignal.timeout(300), observer),
     );
-    expect(rig.adapters[provider].classify(error).errorClass).toBe('timeout');
+    expect(suite.rig.adapters[provider].classify(error).errorClass).toBe('timeout');
     expect(observer.deltas).toHaveLength(2);
   });
 
   it('a caller abort mid-stream rejects as aborted, and no piece arrives after it', async () => {
-    rig.emulator.setSpeed(200);
+    suite.rig.emulator.setSpeed(200);
     const controller = new AbortController();
     const observer = recorder();
     let afterAbort = 0;
-    const call = rig.adapters[provider].generate(studyRequest(), key, controller.signal, {
+    const call = suite.rig.adapters[provider].generate(studyRequest(), key, controller.signal, {
       onDelta: (text) => {
         if (controller.signal.aborted) afterAbort += 1;
         observer.onDelta(text);
         if (observer.deltas.length === 3) controller.abort();
       },
     });
-    const failure = rig.adapters[provider].classify(await rejectionOf(call));
+    const failure = suite.rig.adapters[provider].classify(await rejectionOf(call));
     expect(failure.errorClass).toBe('aborted');
     expect(afterAbort).toBe(0);
     expect(observer.deltas).toHaveLength(3);
   });
 
   it('a caller abort while the stream stalls rejects as aborted (the stall never ends by itself)', async () => {
-    await postFault(rig.emulator, { provider, fault: 'stall', after: 1, count: 1 });
+    await postFault(suite.rig.emulator, { provider, fault: 'stall', after: 1, count: 1 });
     const controller = new AbortController();
-    const call = rig.adapters[provider].generate(studyRequest(), key, controller.signal, {
+    const call = suite.rig.adapters[provider].generate(studyRequest(), key, controller.signal, {
       onDelta: () => setTimeout(() => controller.abort(), 20),
     });
-    expect(rig.adapters[provider].classify(await rejectionOf(call)).errorClass).toBe('aborted');
+    expect(suite.rig.adapters[provider].classify(await rejectionOf(call)).errorClass).toBe('aborted');
   });
 
   it('a slow first token: the answer arrives whole after it; a deadline before it is timeout with no piece', async () => {
-    await postFault(rig.emulator, { provider, fault: 'slowFirstToken', ms: 30, count: 1 });
-    const answer = await rig.adapters[provider].generate(studyRequest(), key, openSignal(), recorder());
-    expect(answer.text).toBe((await wholeAnswer(rig, provider)).text);
+    await postFault(suite.rig.emulator, { provider, fault: 'slowFirstToken', ms: 30, count: 1 });
+    const answer = await suite.rig.adapters[provider].generate(studyRequest(), key, openSignal(), recorder());
+    expect(answer.text).toBe((await wholeAnswer(suite.rig, provider)).text);
 
-    await postFault(rig.emulator, { provider, fault: 'slowFirstToken', ms: 60_000, count: 1 });
+    await postFault(suite.rig.emulator, { provider, fault: 'slowFirstToken', ms: 60_000, count: 1 });
     const observer = recorder();
     const error = await rejectionOf(
-      rig.adapters[provider].generate(studyRequest(), key, AbortSignal.timeout(200), observer),
+      suite.rig.adapters[provider].generate(studyRequest(), key, AbortSignal.timeout(200), observer),
     );
-    expect(rig.adapters[provider].classify(error).errorClass).toBe('timeout');
+    expect(suite.rig.adapters[provider].classify(error).errorClass).toBe('timeout');
     expect(observer.deltas).toEqual([]);
   });
 
   it('a malformed chunk after 2 chunks: server_error', async () => {
-    await postFault(rig.emulator, { provider, fault: 'malformedChunk', after: 2, count: 1 });
+    await postFault(suite.rig.emulator, { provider, fault: 'malformedChunk', after: 2, count: 1 });
     const observer = recorder();
-    const error = await rejectionOf(rig.adapters[provider].generate(studyRequest(), key, openSignal(), observer));
-    expect(rig.adapters[provider].classify(error).errorClass).toBe('server_error');
+    const error = await rejectionOf(suite.rig.adapters[provider].generate(studyRequest(), key, openSignal(), observer));
+    expect(suite.rig.adapters[provider].classify(error).errorClass).toBe('server_error');
     expect(observer.deltas).toHaveLength(2);
   });
 
   it.each(inBandRows[provider])('an in-band %s after 2 chunks → its class', async (_label, body, expected) => {
-    await postFault(rig.emulator, { provider, fault: 'streamError', after: 2, body, count: 1 });
+    await postFault(suite.rig.emulator, { provider, fault: 'streamError', after: 2, body, count: 1 });
     const observer = recorder();
-    const error = await rejectionOf(rig.adapters[provider].generate(studyRequest(), key, openSignal(), observer));
-    const failure = rig.adapters[provider].classify(error);
+    const error = await rejectionOf(suite.rig.adapters[provider].generate(studyRequest(), key, openSignal(), observer));
+    const failure = suite.rig.adapters[provider].classify(error);
     expect(failure.errorClass).toBe(expected);
     expect(observer.deltas).toHaveLength(2);
   });
 
   it.each(kindRows)("the emulator's in-band %s (the provider's own body) → %s", async (kind, expected) => {
-    await postFault(rig.emulator, {
+    await postFault(suite.rig.emulator, {
       provider,
       fault: 'streamError',
       after: 1,
       error: kind as 'http500',
       count: 1,
     });
-    const error = await rejectionOf(rig.adapters[provider].generate(studyRequest(), key, openSignal(), recorder()));
-    expect(rig.adapters[provider].classify(error).errorClass).toBe(expected);
+    const error = await rejectionOf(suite.rig.adapters[provider].generate(studyRequest(), key, openSignal(), recorder()));
+    expect(suite.rig.adapters[provider].classify(error).errorClass).toBe(expected);
   });
 
   it('an in-band error before any text (after 0 chunks) is classed the same', async () => {
-    await postFault(rig.emulator, { provider, fault: 'streamError', after: 0, error: 'quota', count: 1 });
+    await postFault(suite.rig.emulator, { provider, fault: 'streamError', after: 0, error: 'quota', count: 1 });
     const observer = recorder();
-    const error = await rejectionOf(rig.adapters[provider].generate(studyRequest(), key, openSignal(), observer));
-    expect(rig.adapters[provider].classify(error).errorClass).toBe('quota_exhausted');
+    const error = await rejectionOf(suite.rig.adapters[provider].generate(studyRequest(), key, openSignal(), observer));
+    expect(suite.rig.adapters[provider].classify(error).errorClass).toBe('quota_exhausted');
     expect(observer.deltas).toEqual([]);
   });
 
@@ -273,7 +266,7 @@ describe.each(['claude', 'gpt'] as const)('%s: streamed calls through the real S
       provider === 'claude'
         ? 'event: message_start\ndata: {"type":"message_start","message":{"id":"m","type":"message","role":"assistant","model":"claude-emu-1","content":[]}}\n\nevent: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"{\\"a\\""}}\n\n'
         : 'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-emu-1","choices":[{"index":0,"delta":{"content":"{\\"a\\""},"finish_reason":null}]}\n\n';
-    await postFault(rig.emulator, {
+    await postFault(suite.rig.emulator, {
       provider,
       fault: 'respond',
       count: 1,
@@ -282,13 +275,13 @@ describe.each(['claude', 'gpt'] as const)('%s: streamed calls through the real S
       headers: { 'content-type': 'text/event-stream' },
     });
     const observer = recorder();
-    const error = await rejectionOf(rig.adapters[provider].generate(studyRequest(), key, openSignal(), observer));
-    expect(rig.adapters[provider].classify(error).errorClass).toBe('connection');
+    const error = await rejectionOf(suite.rig.adapters[provider].generate(studyRequest(), key, openSignal(), observer));
+    expect(suite.rig.adapters[provider].classify(error).errorClass).toBe('connection');
     expect(observer.deltas).toEqual(['{"a"']);
   });
 
   it('a whole JSON answer where a stream was asked for: server_error with its status', async () => {
-    await postFault(rig.emulator, {
+    await postFault(suite.rig.emulator, {
       provider,
       fault: 'respond',
       count: 1,
@@ -296,8 +289,8 @@ describe.each(['claude', 'gpt'] as const)('%s: streamed calls through the real S
       // JSON, but neither an event stream nor a whole answer the emulator would stream in its place.
       body: { id: 'x', note: 'not a stream' },
     });
-    const error = await rejectionOf(rig.adapters[provider].generate(studyRequest(), key, openSignal(), recorder()));
-    const failure = rig.adapters[provider].classify(error);
+    const error = await rejectionOf(suite.rig.adapters[provider].generate(studyRequest(), key, openSignal(), recorder()));
+    const failure = suite.rig.adapters[provider].classify(error);
     expect(failure.errorClass).toBe('server_error');
     expect(failure.httpStatus).toBe(200);
   });
@@ -324,9 +317,9 @@ describe.each(['claude', 'gpt'] as const)('%s: streamed calls through the real S
             choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'length' }],
             usage: { prompt_tokens: 11, completion_tokens: 22, total_tokens: 33 },
           };
-    await postFault(rig.emulator, { provider, fault: 'respond', count: 1, status: 200, body, headers: { 'content-type': 'application/json' } });
+    await postFault(suite.rig.emulator, { provider, fault: 'respond', count: 1, status: 200, body, headers: { 'content-type': 'application/json' } });
     const observer = recorder();
-    const answer = await rig.adapters[provider].generate(studyRequest(), key, openSignal(), observer);
+    const answer = await suite.rig.adapters[provider].generate(studyRequest(), key, openSignal(), observer);
     expect(answer).toEqual({
       text,
       model: `${provider}-replayed`,
@@ -339,32 +332,26 @@ describe.each(['claude', 'gpt'] as const)('%s: streamed calls through the real S
 
   it('sends each concurrent call with its own key, through one client', async () => {
     const keys = [`test-${provider}-key-0101`, `test-${provider}-key-0102`, `test-${provider}-key-0103`];
-    rig.emulator.resetStats();
+    suite.rig.emulator.resetStats();
     await Promise.all(
       [0, 1, 2, 0, 1, 2, 0].map((index) =>
-        rig.adapters[provider].generate(studyRequest(), new Secret(keys[index] ?? ''), openSignal(), recorder()),
+        suite.rig.adapters[provider].generate(studyRequest(), new Secret(keys[index] ?? ''), openSignal(), recorder()),
       ),
     );
-    expect(rig.emulator.stats()[provider].byKey).toEqual({
-      [rig.emulator.fingerprint(keys[0] ?? '')]: 3,
-      [rig.emulator.fingerprint(keys[1] ?? '')]: 2,
-      [rig.emulator.fingerprint(keys[2] ?? '')]: 2,
+    expect(suite.rig.emulator.stats()[provider].byKey).toEqual({
+      [suite.rig.emulator.fingerprint(keys[0] ?? '')]: 3,
+      [suite.rig.emulator.fingerprint(keys[1] ?? '')]: 2,
+      [suite.rig.emulator.fingerprint(keys[2] ?? '')]: 2,
     });
   });
 });
 
 describe('timelygpt: an API without a stream', () => {
-  let rig: Rig;
-  beforeAll(async () => {
-    rig = await startRig();
-  });
-  afterAll(async () => {
-    await rig.emulator.close();
-  });
+  const suite = useRig(() => undefined);
 
   it('hands the whole text on as one piece, once it has arrived', async () => {
     const observer = recorder();
-    const answer = await rig.adapters.timelygpt.generate(
+    const answer = await suite.rig.adapters.timelygpt.generate(
       studyRequest(),
       new Secret('test-timelygpt-key-0001'),
       openSignal(),

@@ -17,6 +17,7 @@ import {
 } from '../../src/providers/upstream-fetch.js';
 import { UnexpectedResponseError } from '../../src/providers/upstream-errors.js';
 import { Secret } from '../../src/security/secret.js';
+import { writeChunks } from './fixtures.js';
 import { openSignal, studyRequest } from './helpers.js';
 
 /**
@@ -126,19 +127,7 @@ describe('upstreamFetch', () => {
   it(`cuts a body off past ${maxUpstreamResponseBytes} bytes: the call fails, the memory is not spent`, async () => {
     respond = (_request, response) => {
       response.setHeader('content-type', 'application/json');
-      const chunk = Buffer.alloc(1024 * 1024, 0x20);
-      let sent = 0;
-      const more = (): void => {
-        while (sent < 64 && !response.destroyed) {
-          sent += 1;
-          if (!response.write(chunk)) {
-            response.once('drain', more);
-            return;
-          }
-        }
-        response.end();
-      };
-      more();
+      writeChunks(response, Buffer.alloc(1024 * 1024, 0x20), 64);
     };
     const rejection = await upstreamFetch(`${base}/endless`).then(
       () => undefined,

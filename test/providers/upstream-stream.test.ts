@@ -10,7 +10,7 @@ import { StreamedText } from '../../src/providers/streamed-text.js';
 import { AnswerTooLongError, UnexpectedResponseError } from '../../src/providers/upstream-errors.js';
 import { answerCeiling, eventStream, maxUpstreamStreamBytes, upstreamFetch } from '../../src/providers/upstream-fetch.js';
 import { Secret } from '../../src/security/secret.js';
-import { rejectionOf } from './fixtures.js';
+import { rejectionOf, writeChunks } from './fixtures.js';
 import { openSignal, studyRequest } from './helpers.js';
 
 /** Reads a body to its end; the rejection if it fails. */
@@ -29,19 +29,7 @@ async function drain(body: ReadableStream<Uint8Array>): Promise<{ bytes: number;
 function streamOf(size: number, count: number): (request: IncomingMessage, response: ServerResponse) => void {
   return (_request, response) => {
     response.writeHead(200, { 'content-type': 'text/event-stream' });
-    const chunk = Buffer.alloc(size, 0x61);
-    let sent = 0;
-    const more = (): void => {
-      while (sent < count && !response.destroyed) {
-        sent += 1;
-        if (!response.write(chunk)) {
-          response.once('drain', more);
-          return;
-        }
-      }
-      response.end();
-    };
-    more();
+    writeChunks(response, Buffer.alloc(size, 0x61), count);
   };
 }
 
