@@ -16,7 +16,14 @@ export interface SharedKeyStore {
   subscribe(providerId: string, listener: (keyId: string, shared: SharedKeyHealth) => void): () => void;
   /** The refused keys the fleet holds for this provider now, at most `limit` of them. */
   load(providerId: string, limit: number): Promise<readonly (readonly [string, SharedKeyHealth])[]>;
-  onAvailability(listener: (up: boolean) => void): () => void;
+  /**
+   * Called each time the store starts hearing the fleet's changes: its subscription confirmed by Redis
+   * while commands are answered (at start, and after either connection came back). A change published
+   * before that moment was not heard, so the link reads the refused keys back then (`load`).
+   */
+  onListening(listener: () => void): () => void;
+  isListening(): boolean;
+  /** Commands are answered (writes go through). */
   isUp(): boolean;
 }
 
@@ -57,14 +64,34 @@ export function createKeyHealthStore(options: KeyHealthStoreOptions): SharedKeyS
   const channel = `${prefix}keys:health`;
   const recordKey = (providerId: string, keyId: string) => `${prefix}keys:health:${providerId}:${keyId}`;
   const listeners = new Map<string, Set<(keyId: string, shared: SharedKeyHealth) => void>>();
-  // Its own subscriber connection: it keeps the subscription across reconnects (autoResubscribe).
+  const listening = new Set<() => void>();
+  // Its own subscriber connection, subscribed again on every (re)connection; the store is listening
+  // once Redis confirmed the subscription and the command connection is up.
   const subscriber = new Redis(options.url, {
     connectTimeout: 1000,
-    autoResubscribe: true,
+    autoResubscribe: false,
     retryStrategy: (times: number) => Math.min(50 * 2 ** Math.min(times, 6), 2000),
   });
+  let subscribed = false;
+  let heard = false;
+  const report = (): void => {
+    const next = subscribed && options.isUp();
+    if (next === heard) return;
+    heard = next;
+    if (next) listening.forEach((listener) => listener());
+  };
   subscriber.on('error', () => undefined);
-  subscriber.subscribe(channel).catch(() => undefined);
+  subscriber.on('ready', () => {
+    subscriber.subscribe(channel).then(() => {
+      subscribed = true;
+      report();
+    }, () => undefined);
+  });
+  subscriber.on('close', () => {
+    subscribed = false;
+    report();
+  });
+  const unwatch = options.onAvailability(report);
   subscriber.on('message', (_channel: string, message: string) => {
     if (message.length > 256) return;
     const [providerId, keyId, ...rest] = message.split('|');
@@ -113,10 +140,16 @@ export function createKeyHealthStore(options: KeyHealthStoreOptions): SharedKeyS
       });
       return records;
     },
-    onAvailability: options.onAvailability,
+    onListening(listener) {
+      listening.add(listener);
+      return () => listening.delete(listener);
+    },
+    isListening: () => heard,
     isUp: options.isUp,
     close() {
+      unwatch();
       listeners.clear();
+      listening.clear();
       subscriber.disconnect();
     },
   };

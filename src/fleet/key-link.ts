@@ -11,7 +11,8 @@ export interface KeyLinkOptions {
 /**
  * The link between one provider's key book and the fleet store: every key change made here is written
  * (a record that expires with the refusal) and published; every change made elsewhere, and at
- * (re)connection every refused key the fleet holds, comes back as `key.synced` for the book to adopt.
+ * (re)connection every refused key the fleet holds, comes back as `key.synced` for the book to adopt
+ * (read once the store hears the fleet's changes, so none falls between the read and the subscription).
  * While Redis is unreachable each instance keeps what its own calls teach it.
  */
 export function createKeyLink(store: SharedKeyStore, options: KeyLinkOptions) {
@@ -29,10 +30,9 @@ export function createKeyLink(store: SharedKeyStore, options: KeyLinkOptions) {
       );
     };
     const unsubscribe = store.subscribe(providerId, adopt);
-    const unwatch = store.onAvailability((up) => {
-      if (up) load();
-    });
-    if (store.isUp()) load();
+    // Read back only once listening: a change published between the read and the subscription would be lost.
+    const unwatch = store.onListening(load);
+    if (store.isListening()) load();
     receive((event) => {
       if (!store.isUp()) return;
       store.write(providerId, event.keyId, event.shared, event.at).catch(() => undefined);
