@@ -178,6 +178,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   let shuttingDown = false;
   app.addHook('preClose', async () => {
     shuttingDown = true;
+    // Node closes the keep-alive sockets that are idle when close() begins, not those that go idle later:
+    // a response that ends afterwards past onSend (an event stream, hijacked) would hold close() open
+    // until the client's keep-alive or ours (72 s) ends. Swept until the server has closed.
+    if (!app.server.listening) return;
+    const sweep = setInterval(() => app.server.closeIdleConnections(), 100);
+    app.server.once('close', () => clearInterval(sweep));
   });
   let jobRegistry: JobRegistry | undefined;
   drains.set(app, async (graceMs) => {

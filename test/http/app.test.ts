@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { Agent, request as httpRequest } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMemoryDocumentStore } from '../../src/documents/index.js';
 import { buildApp } from '../../src/http/app.js';
@@ -311,5 +312,50 @@ describe('graceful shutdown', () => {
     // Without `connection: close` the server would wait for the keep-alive timeout (72 s) to close.
     expect((await inFlight).headers.get('connection')).toBe('close');
     await closing;
+  });
+
+  it('closes the keep-alive socket of an event stream that ends after shutdown began', async () => {
+    const { app, gateway } = await start();
+    let release: () => void = () => undefined;
+    gateway.hold = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const address = new URL(await app.listen({ port: 0, host: '127.0.0.1' }));
+    // A client that keeps its sockets (as a browser does): nothing on its side ends the connection.
+    const agent = new Agent({ keepAlive: true, keepAliveMsecs: 60_000 });
+    try {
+      const streamed = new Promise<string>((resolve, reject) => {
+        const request = httpRequest(
+          {
+            host: address.hostname,
+            port: address.port,
+            path: '/v1/generate',
+            method: 'POST',
+            agent,
+            headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...key },
+          },
+          (response) => {
+            let text = '';
+            response.setEncoding('utf8');
+            response.on('data', (chunk: string) => (text += chunk));
+            response.on('end', () => resolve(text));
+          },
+        );
+        request.on('error', reject);
+        request.end(JSON.stringify({ task: 'notes', text: 'x' }));
+      });
+      await expect.poll(() => gateway.generateCalls.length).toBe(1);
+      const closing = app.close();
+      await new Promise((resolve) => setImmediate(resolve));
+      const endedAt = performance.now();
+      release();
+      expect(await streamed).toContain('event: ');
+      // The stream's socket, idle once the stream ended, must not hold close() open until the client's
+      // keep-alive or the server's (72 s) ends.
+      await closing;
+      expect(performance.now() - endedAt).toBeLessThan(2000);
+    } finally {
+      agent.destroy();
+    }
   });
 });
