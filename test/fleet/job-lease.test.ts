@@ -10,7 +10,6 @@
  * - SIGTERM: requests during the drain are 503 SHUTTING_DOWN (never a reset), the job that can finish
  *   within SHUTDOWN_GRACE_MS finishes, the one that cannot is left interrupted; no job reads running.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
@@ -18,6 +17,7 @@ import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { startService, type Service } from '../../src/http/service.js';
 import { englishTextPdf } from '../fixtures/pdf/generate.js';
 import { postJson, request } from '../http/blackbox-support.js';
+import { startRecordingProxy, stepOf, type RecordingProxy } from '../jobs/recording-proxy.js';
 import { openEvents } from '../jobs/support.js';
 import { dumpKeys, redisTestUrl, startServiceProcesses, uniquePrefix, type ServiceProcess } from './support.js';
 
@@ -25,84 +25,6 @@ const leaseMs = 1500;
 const graceMs = 5000;
 const key = 'test-claude-key-0001-lease';
 const otherKey = 'test-claude-key-0002-lease';
-
-/** One provider call the proxy saw: its request body and whether the caller got the emulator's 200. */
-interface Seen {
-  readonly body: string;
-  answered: boolean;
-}
-
-/**
- * A recording proxy to the emulator's Anthropic endpoint. `hold(body)` true: the call is never answered
- * (the instance waits on it, as on a slow provider); `delayMs` before each answer otherwise.
- */
-interface RecordingProxy {
-  readonly url: string;
-  readonly seen: Seen[];
-  hold: (body: string) => boolean;
-  delayMs: number;
-  close(): Promise<void>;
-}
-
-async function startProxy(emulator: Emulator): Promise<RecordingProxy> {
-  const held = new Set<ServerResponse>();
-  const proxy: RecordingProxy = {
-    url: '',
-    seen: [],
-    hold: () => false,
-    delayMs: 0,
-    close: async () => undefined,
-  };
-  const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks).toString('utf8');
-      const seen: Seen = { body, answered: false };
-      proxy.seen.push(seen);
-      if (proxy.hold(body)) {
-        held.add(res);
-        return;
-      }
-      const headers: Record<string, string> = {};
-      for (const [name, value] of Object.entries(req.headers)) {
-        if (typeof value === 'string' && name !== 'host' && name !== 'content-length' && name !== 'connection')
-          headers[name] = value;
-      }
-      void (async () => {
-        if (proxy.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, proxy.delayMs));
-        const upstream = await fetch(`${emulator.anthropicBaseUrl}${req.url ?? ''}`, {
-          method: req.method ?? 'POST',
-          headers,
-          body,
-        });
-        const text = await upstream.text();
-        res.writeHead(upstream.status, { 'content-type': upstream.headers.get('content-type') ?? 'application/json' });
-        res.end(text, () => {
-          seen.answered = upstream.status === 200;
-        });
-      })().catch(() => res.destroy());
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  const port = typeof address === 'object' && address !== null ? address.port : 0;
-  return Object.assign(proxy, {
-    url: `http://127.0.0.1:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const res of held) res.destroy();
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  });
-}
-
-/** What a step is: the request body without what may differ between two instances' SDK calls. */
-function stepOf(body: string): string {
-  const parsed = JSON.parse(body) as { system?: unknown; messages?: unknown };
-  return JSON.stringify({ system: parsed.system, messages: parsed.messages });
-}
 
 let emulator: Emulator;
 let prefix: string;
@@ -114,7 +36,7 @@ let readerProxy: RecordingProxy;
 beforeAll(async () => {
   emulator = await startEmulator({ host: '127.0.0.1', port: 0 });
   prefix = uniquePrefix('job-lease');
-  proxies = await Promise.all([startProxy(emulator), startProxy(emulator), startProxy(emulator)]);
+  proxies = await Promise.all([startRecordingProxy(emulator), startRecordingProxy(emulator), startRecordingProxy(emulator)]);
   const [killedProxy, drainedProxy, otherProxy] = proxies as [RecordingProxy, RecordingProxy, RecordingProxy];
   readerProxy = otherProxy;
   const common = {

@@ -123,30 +123,23 @@ export interface ServiceProcess {
 }
 
 /**
- * Starts `src/main.ts` in its own process with REDIS_URL, the prefix and the emulator's base URLs,
- * plus `env`; resolves once `/healthz` answers.
+ * Starts `src/main.ts` (through tsx) in its own process on a free port, with `env` over this process's
+ * (a variable given as undefined is left out); resolves once `/healthz` answers.
  */
-async function startServiceProcess(
-  emulator: Emulator,
-  prefix: string,
-  env: Record<string, string>,
-): Promise<ServiceProcess> {
+export async function startMainProcess(env: Readonly<Record<string, string | undefined>>): Promise<ServiceProcess> {
   const port = await freePort();
+  const processEnv: NodeJS.ProcessEnv = {
+    ...process.env,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+    // Workers at the process's priority on the oversubscribed test machine (test/http/support.ts says why).
+    WORKER_NICE: '0',
+    ...env,
+  };
+  for (const [name, value] of Object.entries(processEnv)) if (value === undefined) delete processEnv[name];
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    env: {
-      ...process.env,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      REDIS_URL: redisTestUrl,
-      REDIS_PREFIX: prefix,
-      ANTHROPIC_BASE_URL: emulator.anthropicBaseUrl,
-      OPENAI_BASE_URL: emulator.openaiBaseUrl,
-      TIMELYGPT_BASE_URL: emulator.timelygptBaseUrl,
-      LOG_LEVEL: 'warn',
-      // Workers at the process's priority on the oversubscribed test machine (test/http/support.ts says why).
-      WORKER_NICE: '0',
-      ...env,
-    },
+    env: processEnv,
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   const stop = (): Promise<void> =>
@@ -176,6 +169,18 @@ async function startServiceProcess(
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
+}
+
+/** A service process on the shared Redis under `prefix` and on `emulator`, plus `env`. */
+function startServiceProcess(emulator: Emulator, prefix: string, env: Record<string, string>): Promise<ServiceProcess> {
+  return startMainProcess({
+    REDIS_URL: redisTestUrl,
+    REDIS_PREFIX: prefix,
+    ANTHROPIC_BASE_URL: emulator.anthropicBaseUrl,
+    OPENAI_BASE_URL: emulator.openaiBaseUrl,
+    TIMELYGPT_BASE_URL: emulator.timelygptBaseUrl,
+    ...env,
+  });
 }
 
 /** Starts every process of `envs` at once; on any failure stops those that started, then throws. */

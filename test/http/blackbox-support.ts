@@ -2,6 +2,7 @@
  * Black-box harness: the real service (config → adapters → actor system → Fastify on a loopback port)
  * talking over real HTTP to the provider emulator on another loopback port. Nothing is mocked.
  */
+import type { Server } from 'node:http';
 import { PDFDocument, StandardFonts } from 'pdf-lib';
 import { loadConfig } from '../../src/config.js';
 import { startEmulator } from '../../src/emulator/index.js';
@@ -42,6 +43,7 @@ export async function startHarness(env: NodeJS.ProcessEnv = {}, emulatorOptions:
     ...env,
   });
   const service = await startService(config, { log: { stream: capture.stream } });
+  const inFlight = requestsInFlight(service.app.server);
   const harness: Harness = {
     emulator,
     service,
@@ -60,11 +62,33 @@ export async function startHarness(env: NodeJS.ProcessEnv = {}, emulatorOptions:
       }
     },
     async close() {
-      await service.close();
+      // A service that does not close within a while says what it still serves (seen twice in CI as a
+      // bare hook timeout), then its connections are cut so the file's other tests still end.
+      const watchdog = setTimeout(() => {
+        console.error(`harness: the service has not closed after ${closeWarningMs} ms; requests in flight: ${inFlight() || 'none'}`);
+        service.app.server.closeAllConnections();
+      }, closeWarningMs);
+      try {
+        await service.close();
+      } finally {
+        clearTimeout(watchdog);
+      }
       await emulator.close();
     },
   };
   return harness;
+}
+
+const closeWarningMs = 15_000;
+
+/** The requests the server is answering now (method, path, age), for a close that takes too long. */
+function requestsInFlight(server: Server): () => string {
+  const open = new Map<object, { what: string; since: number }>();
+  server.on('request', (request, response) => {
+    open.set(response, { what: `${request.method} ${request.url?.split('?')[0]}`, since: performance.now() });
+    response.once('close', () => open.delete(response));
+  });
+  return () => [...open.values()].map(({ what, since }) => `${what} (${Math.round(performance.now() - since)} ms)`).join(', ');
 }
 
 export interface HttpResult {

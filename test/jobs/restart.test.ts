@@ -6,135 +6,31 @@
  * resumable), other keys get 403, the same keys resume it (202), and it succeeds without any step the
  * killed process was answered being asked of the provider again.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { englishTextPdf } from '../fixtures/pdf/generate.js';
 import { postJson, request } from '../http/blackbox-support.js';
-import { freePort } from '../fleet/support.js';
+import { startMainProcess, type ServiceProcess } from '../fleet/support.js';
+import { startRecordingProxy, stepOf, type RecordingProxy } from './recording-proxy.js';
 
 const key = 'test-claude-key-0001-restart';
 const otherKey = 'test-claude-key-0002-restart';
 
-interface Seen {
-  readonly body: string;
-  answered: boolean;
-}
-
-/** A recording proxy to the emulator's Anthropic endpoint; `hold(seen)` true leaves the call unanswered. */
-interface RecordingProxy {
-  readonly url: string;
-  readonly seen: Seen[];
-  hold: (index: number) => boolean;
-  close(): Promise<void>;
-}
-
-async function startProxy(emulator: Emulator): Promise<RecordingProxy> {
-  const held = new Set<ServerResponse>();
-  const seenCalls: Seen[] = [];
-  const state = { hold: (_index: number) => false };
-  const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks).toString('utf8');
-      const seen: Seen = { body, answered: false };
-      seenCalls.push(seen);
-      if (state.hold(seenCalls.length - 1)) {
-        held.add(res);
-        return;
-      }
-      const headers: Record<string, string> = {};
-      for (const [name, value] of Object.entries(req.headers)) {
-        if (typeof value === 'string' && name !== 'host' && name !== 'content-length' && name !== 'connection') headers[name] = value;
-      }
-      void (async () => {
-        const upstream = await fetch(`${emulator.anthropicBaseUrl}${req.url ?? ''}`, { method: req.method ?? 'POST', headers, body });
-        const text = await upstream.text();
-        res.writeHead(upstream.status, { 'content-type': upstream.headers.get('content-type') ?? 'application/json' });
-        res.end(text, () => {
-          seen.answered = upstream.status === 200;
-        });
-      })().catch(() => res.destroy());
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  const port = typeof address === 'object' && address !== null ? address.port : 0;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    seen: seenCalls,
-    get hold() {
-      return state.hold;
-    },
-    set hold(decide: (index: number) => boolean) {
-      state.hold = decide;
-    },
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const res of held) res.destroy();
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
-
-/** What a step is: the request body without what may differ between two processes' SDK calls. */
-function stepOf(body: string): string {
-  const parsed = JSON.parse(body) as { system?: unknown; messages?: unknown };
-  return JSON.stringify({ system: parsed.system, messages: parsed.messages });
-}
-
-interface Running {
-  readonly url: string;
-  readonly child: ChildProcess;
-  readonly exited: Promise<unknown>;
-}
-
 /** `src/main.ts` in its own process, without REDIS_URL, on `jobsDir`; resolves once `/healthz` answers. */
-async function startProcess(jobsDir: string, proxy: RecordingProxy, emulator: Emulator): Promise<Running> {
-  const port = await freePort();
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    PORT: String(port),
-    HOST: '127.0.0.1',
+function startProcess(jobsDir: string, proxy: RecordingProxy, emulator: Emulator): Promise<ServiceProcess> {
+  return startMainProcess({
+    REDIS_URL: undefined,
     JOBS_DIR: jobsDir,
     ANTHROPIC_BASE_URL: proxy.url,
     OPENAI_BASE_URL: emulator.openaiBaseUrl,
     TIMELYGPT_BASE_URL: emulator.timelygptBaseUrl,
-    LOG_LEVEL: 'warn',
-    WORKER_NICE: '0',
     // Small parts: the job is many provider steps, so it can die between them.
     JOB_PART_BUDGET_TOKENS: '64',
     PROVIDER_TIMEOUT_MS: '30000',
-  };
-  delete env.REDIS_URL;
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env, stdio: ['ignore', 'ignore', 'inherit'] });
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 50_000;
-  for (;;) {
-    try {
-      if ((await fetch(`${url}/healthz`)).ok) return { url, child, exited };
-    } catch {
-      // Not listening yet.
-    }
-    if (Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error('service process did not start');
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
-async function kill(running: Running | undefined): Promise<void> {
-  if (running === undefined || running.child.exitCode !== null || running.child.signalCode !== null) return;
-  running.child.kill('SIGKILL');
-  await running.exited;
+  });
 }
 
 interface ViewBody {
@@ -157,16 +53,16 @@ async function readUntil(url: string, jobId: string, predicate: (body: ViewBody)
 let emulator: Emulator;
 let proxy: RecordingProxy;
 let jobsDir: string;
-const started: Running[] = [];
+const started: ServiceProcess[] = [];
 
 beforeAll(async () => {
   emulator = await startEmulator({ host: '127.0.0.1', port: 0 });
-  proxy = await startProxy(emulator);
+  proxy = await startRecordingProxy(emulator);
   jobsDir = await mkdtemp(join(tmpdir(), 'study-helper-restart-'));
 });
 
 afterAll(async () => {
-  await Promise.all(started.map(kill));
+  await Promise.all(started.map((running) => running.kill('SIGKILL')));
   await proxy?.close();
   await emulator?.close();
   if (jobsDir !== undefined) await rm(jobsDir, { recursive: true, force: true });
@@ -175,7 +71,7 @@ afterAll(async () => {
 describe('a job of a process without Redis, killed mid-job', () => {
   it('reads interrupted after the process starts again on the same directory, and resumes without asking a finished step again', async () => {
     // The first process is answered its first three provider steps, then waits on the rest forever.
-    proxy.hold = (index) => index >= 3;
+    proxy.hold = (_body, index) => index >= 3;
     const first = await startProcess(jobsDir, proxy, emulator);
     started.push(first);
     const form = new FormData();
@@ -214,7 +110,7 @@ describe('a job of a process without Redis, killed mid-job', () => {
     while ((await succeededOnDisk()) < 3 && Date.now() < onDiskBy) await new Promise((resolve) => setTimeout(resolve, 20));
     expect(await succeededOnDisk()).toBe(3);
 
-    await kill(first);
+    await first.kill('SIGKILL');
     const askedBeforeRestart = proxy.seen.length;
     proxy.hold = () => false;
     const second = await startProcess(jobsDir, proxy, emulator);

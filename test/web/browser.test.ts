@@ -7,12 +7,11 @@
  */
 import { mkdir, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { findProjectRoot, webPaths } from '../../src/web/assets.js';
 import { englishTextPdf } from '../fixtures/pdf/generate.js';
-import { startChromium } from './chromium.js';
-import { startDemo } from './support.js';
+import { useDemoPage } from './demo-page.js';
 import type { Demo } from './support.js';
 
 const artifacts = join(findProjectRoot(), 'test-artifacts', 'web');
@@ -77,24 +76,21 @@ function missingGlyphs(): string[] {
 }
 
 describe('the page in Chromium', () => {
+  const rig = useDemoPage({
+    BREAKER_FAILURE_THRESHOLD: '2',
+    // The page's one key opens the breaker: the quorum of distinct keys is off.
+    BREAKER_MIN_DISTINCT_KEYS: '1',
+    BREAKER_RECOVERY_MS: String(recoveryMs),
+    RETRY_MAX: '1',
+    RETRY_BACKOFF_MS: '20',
+  });
+  const { problems } = rig;
   let demo: Demo;
-  let browser: Browser;
   let page: Page;
-  const problems: string[] = [];
 
   beforeAll(async () => {
+    ({ demo, page } = rig);
     await mkdir(artifacts, { recursive: true });
-    demo = await startDemo({
-      BREAKER_FAILURE_THRESHOLD: '2',
-      // The page's one key opens the breaker: the quorum of distinct keys is off.
-      BREAKER_MIN_DISTINCT_KEYS: '1',
-      BREAKER_RECOVERY_MS: String(recoveryMs),
-      RETRY_MAX: '1',
-      RETRY_BACKOFF_MS: '20',
-    });
-    ({ browser } = await startChromium());
-    page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-    page.on('pageerror', (error) => problems.push(`pageerror: ${error.message}`));
     page.on('console', (message) => {
       if (message.type() === 'error') problems.push(`console: ${message.text()}`);
     });
@@ -102,11 +98,6 @@ describe('the page in Chromium', () => {
     page.on('request', (request) => {
       if (!request.url().startsWith(demo.url) && !request.url().startsWith('data:')) problems.push(`request to ${request.url()}`);
     });
-  }, 60_000);
-
-  afterAll(async () => {
-    await browser?.close();
-    await demo?.close();
   });
 
   const card = (provider: string) => page.locator(`.provider-card[data-provider="${provider}"]`);
@@ -285,26 +276,12 @@ describe('the page in Chromium', () => {
  * shown so far kept, then the whole material.
  */
 describe('the page in Chromium: a provider fails in the middle of its answer', () => {
-  let demo: Demo;
-  let browser: Browser;
-  let page: Page;
-  const problems: string[] = [];
   // The stall window the page is watched in: long enough for a loaded machine to render the first items.
   const idleMs = 4000;
-
-  beforeAll(async () => {
-    demo = await startDemo({ RETRY_MAX: '0', STREAM_IDLE_TIMEOUT_MS: String(idleMs) });
-    ({ browser } = await startChromium());
-    page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-    page.on('pageerror', (error) => problems.push(`pageerror: ${error.message}`));
-  }, 60_000);
-
-  afterAll(async () => {
-    await browser?.close();
-    await demo?.close();
-  });
+  const rig = useDemoPage({ RETRY_MAX: '0', STREAM_IDLE_TIMEOUT_MS: String(idleMs) });
 
   it('shows the notes forming, the fallback in the middle, then the whole material', { timeout: 240_000 }, async () => {
+    const { demo, page, problems } = rig;
     await page.goto(demo.url);
     await expect.poll(() => page.locator('#stream-state').textContent()).toBe('live.');
     // Claude's first answer stops after 100 chunks (400 characters: past the first key concept) and stays silent.

@@ -3,32 +3,15 @@
  * whose provider answers slowly (the emulator's `slow` fault on every call) shows its notes while its quiz
  * questions are still being written, then the whole result once the job is done.
  */
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { englishTextPdf } from '../fixtures/pdf/generate.js';
-import { startChromium } from './chromium.js';
-import { startDemo } from './support.js';
-import type { Demo } from './support.js';
+import { useDemoPage } from './demo-page.js';
 
 describe('the page streams the material', () => {
-  let demo: Demo;
-  let browser: Browser;
-  let page: Page;
-  const problems: string[] = [];
-
-  beforeAll(async () => {
-    demo = await startDemo({ PROVIDER_TIMEOUT_MS: '20000' });
-    ({ browser } = await startChromium());
-    page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-    page.on('pageerror', (error) => problems.push(`pageerror: ${error.message}`));
-  }, 60_000);
-
-  afterAll(async () => {
-    await browser?.close();
-    await demo?.close();
-  });
+  const rig = useDemoPage({ PROVIDER_TIMEOUT_MS: '20000' });
 
   it('shows the notes while the questions are still being written, then the whole result', { timeout: 240_000 }, async () => {
+    const { demo, page, problems } = rig;
     await page.goto(demo.url);
     // Every Claude call takes 2 s: the notes stage ends ~2 s before the mcq stage, ~4 s before the job.
     demo.emulator.setFault({ provider: 'claude', fault: 'slow', ms: 2000 });
