@@ -8,7 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Emulator } from '../../src/emulator/index.js';
 
 /** One provider call the proxy saw: its request body and whether the caller got the emulator's 200. */
-export interface Seen {
+interface Seen {
   readonly body: string;
   answered: boolean;
 }
