@@ -48,11 +48,14 @@ export function isPdfRejectionCode(value: unknown): value is PdfRejectionCode {
 export class PdfExtractorBusyError extends Error {
   /** A hint for the Retry-After header. */
   readonly retryAfterSeconds: number;
+  /** What was full: this address's share of the queue, or the whole queue. */
+  readonly scope: 'address' | 'queue';
 
-  constructor(message: string, retryAfterSeconds: number) {
+  constructor(message: string, retryAfterSeconds: number, scope: 'address' | 'queue' = 'queue') {
     super(message);
     this.name = 'PdfExtractorBusyError';
     this.retryAfterSeconds = retryAfterSeconds;
+    this.scope = scope;
   }
 }
 

@@ -129,6 +129,7 @@ export class ExtractPool {
     return new PdfExtractorBusyError(
       `Every PDF extraction worker is busy and ${why} (PDF_WORKERS=${this.limits.workers}, ${this.limits.queueMax} may wait); retry shortly.`,
       this.limits.retryAfterSeconds,
+      own >= share ? 'address' : 'queue',
     );
   }
 

@@ -11,7 +11,7 @@ import { providerIds } from '../providers/index.js';
 import type { ApiKey, ProviderId } from '../providers/index.js';
 import { createAddressClients } from '../jobs/index.js';
 import { shareAddress } from './client-address.js';
-import { ApiError } from './errors.js';
+import { ApiError, type Refusal } from './errors.js';
 
 /** Per-process salt: a client id says nothing about the keys behind it, and means nothing elsewhere. */
 const clientSalt = randomBytes(16).toString('hex');
@@ -67,12 +67,15 @@ export interface AdmissionOptions {
 interface AdmissionLabels {
   /** Plural noun: "generations", "event streams". */
   readonly what: string;
+  /** The same for `studyhelper_refusals_total`: "generations", "event_streams". */
+  readonly metric: string;
   readonly perClientSetting: string;
   readonly totalSetting: string;
 }
 
 const generationLabels: AdmissionLabels = {
   what: 'generations',
+  metric: 'generations',
   perClientSetting: 'MAX_INFLIGHT_GENERATIONS_PER_CLIENT',
   totalSetting: 'MAX_INFLIGHT_GENERATIONS',
 };
@@ -109,6 +112,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
   let total = 0;
   const recent = createRecentAddresses(byAddress);
   const refusal = { retryAfterSeconds: options.retryAfterSeconds };
+  const refusedBy = (limit: Refusal['limit']): Refusal => ({ limit, what: labels.metric });
   // The longest text still runs (alone): a run never takes more than a client's, an address's or the instance's slots.
   const mostSlots = Math.max(1, Math.min(options.maxPerClient, options.maxInFlight, maxPerAddress));
   const slotsFor = (chars: number): number =>
@@ -126,6 +130,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
         'TOO_MANY_REQUESTS',
         `This client's ${labels.what} in flight hold ${mine} of its ${options.maxPerClient} slots (${labels.perClientSetting})${needs}; retry when one has finished.`,
         refusal,
+        refusedBy('client_share'),
       );
     }
     const fromAddress = address === undefined ? 0 : (byAddress.get(address) ?? 0);
@@ -134,6 +139,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
         'TOO_MANY_REQUESTS',
         `The clients of this address hold ${fromAddress} of its ${maxPerAddress} slots for ${labels.what} (the per-address share); retry when one has finished.`,
         refusal,
+        refusedBy('address_share'),
       );
     }
     if (address !== undefined && options.busy?.() === true) {
@@ -145,6 +151,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
           'TOO_MANY_REQUESTS',
           `This instance is busy, and the clients of this address hold ${fromAddress} of the ${total} slots for ${labels.what} in flight, from ${addresses} addresses: while it is busy each address gets an equal share; retry when one has finished.`,
           refusal,
+          refusedBy('busy_share'),
         );
       }
     }
@@ -153,6 +160,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
         'SERVER_BUSY',
         `Every slot for ${labels.what} of this instance is taken (${options.maxInFlight}, ${labels.totalSetting}); retry shortly.`,
         refusal,
+        refusedBy('instance'),
       );
     }
     return mine;

@@ -24,6 +24,7 @@ import { ApiError } from './errors.js';
 import { registerJsonBodyParser } from './json-body.js';
 import { fastifyTrustProxy, trustedPeer } from './trust-proxy.js';
 import { limitConnections } from './connection-limits.js';
+import { createRefusalCounter } from './refusal-metrics.js';
 import { createOriginOf } from './client-address.js';
 import { keyHeaders } from './keys.js';
 import { isAlreadyValidated } from './schemas.js';
@@ -160,15 +161,18 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // ends the socket after that answer (`_http_server.js` socketOnEnd); request deadlines still bound it.
   (app.server as typeof app.server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
   // Open connections bounded per address and per instance, refused as they are accepted (issue 28).
+  // Every refusal by a bound is counted (`studyhelper_refusals_total`, registered with the other metrics below).
+  const refusals = createRefusalCounter();
   limitConnections(app.server, {
     maxConnections: config.server.maxConnections,
     maxPerAddress: config.server.maxConnectionsPerAddress,
     exempt: trustedPeer(config.server.trustProxy),
+    onRefused: (limit) => refusals.count({ limit, what: 'connections' }),
   });
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler<Parameters<typeof serializerCompiler>[0]['schema']>(responseSerializerCompiler);
-  app.setErrorHandler(createErrorHandler({ refusalDelayMs: config.admission.refusalDelayMs }));
+  app.setErrorHandler(createErrorHandler({ refusalDelayMs: config.admission.refusalDelayMs, onRefusal: refusals.count }));
   app.setNotFoundHandler(notFoundHandler);
   // JSON in, JSON out: a text/plain body is refused (400) rather than handed to a schema as a string.
   app.removeContentTypeParser('text/plain');
@@ -228,6 +232,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const resultCache = createResultCache();
   const metrics = createProviderMetrics(gateway, { processMetrics: options.processMetrics ?? true });
   options.registerMetrics?.(metrics.registry);
+  refusals.register(metrics.registry);
   const readiness = options.readiness ?? (async (): Promise<Readiness> => ({ store: 'memory', storeReachable: true }));
 
   // Before the routes: the plugin adds its check to the routes that ask for one (uploads, job creations).

@@ -16,6 +16,8 @@ export interface ConnectionLimits {
   readonly maxPerAddress: number;
   /** A peer whose connections are not counted per address (a trusted proxy, trust-proxy.ts). */
   readonly exempt?: (address: string) => boolean;
+  /** Told of each connection refused: over the address's cap, or over the instance's (Node's `drop`). */
+  readonly onRefused?: (limit: 'address_share' | 'instance') => void;
 }
 
 /** What the limits hold now (tests, metrics). */
@@ -30,6 +32,7 @@ export interface ConnectionCounts {
 export function limitConnections(server: Server, limits: ConnectionLimits): ConnectionCounts {
   // Node itself destroys a connection past `maxConnections` as it is accepted.
   server.maxConnections = limits.maxConnections;
+  server.on('drop', () => limits.onRefused?.('instance'));
   const open = new Map<string, number>();
   let refusedPerAddress = 0;
   server.on('connection', (socket: Socket) => {
@@ -39,6 +42,7 @@ export function limitConnections(server: Server, limits: ConnectionLimits): Conn
     const held = open.get(address) ?? 0;
     if (held >= limits.maxPerAddress) {
       refusedPerAddress += 1;
+      limits.onRefused?.('address_share');
       socket.destroy();
       return;
     }

@@ -8,7 +8,7 @@ import type { Socket } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { DocumentStoreUnavailableError } from '../documents/index.js';
-import { ApiError, type ErrorCode } from './errors.js';
+import { ApiError, type ErrorCode, type Refusal } from './errors.js';
 import { scrubSecrets } from '../security/redact.js';
 import { secretsOf } from './keys.js';
 
@@ -104,6 +104,8 @@ export interface ErrorHandlerOptions {
    * ~3 GB of 10 MB bodies over loopback in 8 s without the hold). Nothing else is ever delayed.
    */
   readonly refusalDelayMs: number;
+  /** Told of each refusal by one of the service's bounds (`studyhelper_refusals_total`). */
+  readonly onRefusal?: (refusal: Refusal) => void;
 }
 
 /** The refusals REFUSAL_DELAY_MS holds: a client looping on them is slowed, no one else. */
@@ -113,6 +115,7 @@ const heldRefusals: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['TOO_MANY_REQUE
 export function createErrorHandler(options: ErrorHandlerOptions): (error: unknown, request: FastifyRequest, reply: FastifyReply) => Promise<unknown> {
   return async (error, request, reply) => {
     const apiError = toApiError(error, request);
+    if (apiError?.refusal !== undefined) options.onRefusal?.(apiError.refusal);
     if (apiError !== undefined && heldRefusals.has(apiError.code) && options.refusalDelayMs > 0) await delay(options.refusalDelayMs);
     return errorHandler(apiError ?? error, request, reply);
   };

@@ -57,18 +57,31 @@ export const providerFailureCodes: readonly ErrorCode[] = errorClasses.map(
   (errorClass) => errorTable[errorClass].api.code,
 );
 
+/**
+ * Which bound refused a request, for `studyhelper_refusals_total` (never in the body): `limit` is the kind
+ * of bound (a client's share, an address's, the equal shares while busy, the instance's, a rate, the PDF
+ * queue) and `what` what it bounds, in snake case (generations, event_streams, jobs, uploads, …).
+ */
+export interface Refusal {
+  readonly limit: 'client_share' | 'address_share' | 'busy_share' | 'instance' | 'rate' | 'queue';
+  readonly what: string;
+}
+
 /** An error the service answers with on purpose: a stable code, the registry's status, a clear message. */
 export class ApiError extends Error {
   readonly code: ErrorCode;
   readonly statusCode: number;
   readonly details: Readonly<Record<string, unknown>>;
+  /** Set on a refusal by one of the service's bounds (429, 503). */
+  readonly refusal: Refusal | undefined;
 
-  constructor(code: ErrorCode, message: string, details: Readonly<Record<string, unknown>> = {}) {
+  constructor(code: ErrorCode, message: string, details: Readonly<Record<string, unknown>> = {}, refusal?: Refusal) {
     super(message);
     this.name = 'ApiError';
     this.code = code;
     this.statusCode = errorCodes[code].status;
     this.details = details;
+    this.refusal = refusal;
   }
 
   toBody(): { error: { code: ErrorCode; message: string } & Record<string, unknown> } {

@@ -79,6 +79,7 @@ export function routeRateLimit(limit: RouteRateLimit): RateLimitOptions | false 
         'TOO_MANY_REQUESTS',
         `This client made more than ${context.max} ${limit.what} in ${limit.windowSeconds} s (${limit.variable}, RATE_LIMIT_WINDOW_SECONDS); retry in ${retryAfterSeconds} s.`,
         { retryAfterSeconds },
+        { limit: 'rate', what: limit.what.replaceAll(' ', '_') },
       );
     },
   };

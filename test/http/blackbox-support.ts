@@ -3,6 +3,7 @@
  * talking over real HTTP to the provider emulator on another loopback port. Nothing is mocked.
  */
 import type { Server } from 'node:http';
+import type { Socket } from 'node:net';
 import { PDFDocument, StandardFonts } from 'pdf-lib';
 import { loadConfig } from '../../src/config.js';
 import { startEmulator } from '../../src/emulator/index.js';
@@ -43,7 +44,7 @@ export async function startHarness(env: NodeJS.ProcessEnv = {}, emulatorOptions:
     ...env,
   });
   const service = await startService(config, { log: { stream: capture.stream } });
-  const inFlight = requestsInFlight(service.app.server);
+  const connections = openConnections(service.app.server);
   const harness: Harness = {
     emulator,
     service,
@@ -65,7 +66,7 @@ export async function startHarness(env: NodeJS.ProcessEnv = {}, emulatorOptions:
       // A service that does not close within a while says what it still serves (seen twice in CI as a
       // bare hook timeout), then its connections are cut so the file's other tests still end.
       const watchdog = setTimeout(() => {
-        console.error(`harness: the service has not closed after ${closeWarningMs} ms; requests in flight: ${inFlight() || 'none'}`);
+        console.error(`harness: the service has not closed after ${closeWarningMs} ms; open connections: ${connections() || 'none'}`);
         service.app.server.closeAllConnections();
       }, closeWarningMs);
       try {
@@ -81,14 +82,33 @@ export async function startHarness(env: NodeJS.ProcessEnv = {}, emulatorOptions:
 
 const closeWarningMs = 15_000;
 
-/** The requests the server is answering now (method, path, age), for a close that takes too long. */
-function requestsInFlight(server: Server): () => string {
-  const open = new Map<object, { what: string; since: number }>();
-  server.on('request', (request, response) => {
-    open.set(response, { what: `${request.method} ${request.url?.split('?')[0]}`, since: performance.now() });
-    response.once('close', () => open.delete(response));
+/**
+ * The server's open connections as the harness saw them (age, requests made on each, the last one and
+ * whether its request and response were complete, bytes read), for a close that takes too long.
+ */
+function openConnections(server: Server): () => string {
+  interface Seen {
+    readonly since: number;
+    requests: number;
+    last: string;
+  }
+  const open = new Map<Socket, Seen>();
+  server.on('connection', (socket: Socket) => {
+    open.set(socket, { since: performance.now(), requests: 0, last: 'none' });
+    socket.once('close', () => open.delete(socket));
   });
-  return () => [...open.values()].map(({ what, since }) => `${what} (${Math.round(performance.now() - since)} ms)`).join(', ');
+  server.on('request', (request, response) => {
+    const seen = open.get(request.socket);
+    if (seen === undefined) return;
+    seen.requests += 1;
+    const what = `${request.method} ${request.url?.split('?')[0]}`;
+    seen.last = `${what} (answering)`;
+    response.once('close', () => {
+      seen.last = `${what} (request ${request.complete ? 'complete' : 'incomplete'}, response ${response.writableFinished ? 'finished' : 'cut'})`;
+    });
+  });
+  return () =>
+    [...open].map(([socket, seen]) => `[${Math.round(performance.now() - seen.since)} ms old, ${seen.requests} request(s), last ${seen.last}, ${socket.bytesRead} bytes read]`).join(', ');
 }
 
 export interface HttpResult {

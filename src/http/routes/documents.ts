@@ -206,7 +206,12 @@ async function extractOrThrow(
     }
     // The error handler mirrors retryAfterSeconds in a Retry-After header.
     if (error instanceof PdfExtractorBusyError) {
-      throw new ApiError('PDF_EXTRACTOR_BUSY', error.message, { retryAfterSeconds: error.retryAfterSeconds });
+      throw new ApiError(
+        'PDF_EXTRACTOR_BUSY',
+        error.message,
+        { retryAfterSeconds: error.retryAfterSeconds },
+        { limit: error.scope === 'address' ? 'address_share' : 'queue', what: 'pdf_extractions' },
+      );
     }
     throw error;
   }

@@ -185,9 +185,13 @@ async function fromStore<T>(read: () => Promise<T>): Promise<T> {
 }
 
 function capacityRefusal(error: JobCapacityError, retryAfterSeconds: number): ApiError {
-  return new ApiError(error.scope === 'instance' ? 'TOO_MANY_JOBS' : 'TOO_MANY_REQUESTS', error.message, {
-    retryAfterSeconds,
-  });
+  const limit = error.scope === 'instance' ? 'instance' : error.scope === 'client' ? 'client_share' : 'address_share';
+  return new ApiError(
+    error.scope === 'instance' ? 'TOO_MANY_JOBS' : 'TOO_MANY_REQUESTS',
+    error.message,
+    { retryAfterSeconds },
+    { limit, what: 'jobs' },
+  );
 }
 
 

@@ -1,0 +1,26 @@
+/**
+ * `studyhelper_refusals_total{limit, what}`: every request or connection one of the service's bounds
+ * refused (docs/operations.md "Metrics"). Under a flood it says which bound holds the line: a client's
+ * share, an address's, the equal shares while busy, the instance's, a rate or the PDF queue.
+ */
+import { Counter, type Registry } from 'prom-client';
+import type { Refusal } from './errors.js';
+
+export interface RefusalCounter {
+  count(refusal: Refusal): void;
+  /** Adds the counter to the app's registry (made later than the error handler that counts). */
+  register(registry: Registry): void;
+}
+
+export function createRefusalCounter(): RefusalCounter {
+  const counter = new Counter({
+    name: 'studyhelper_refusals_total',
+    help: 'Requests and connections refused by a bound: limit (client_share, address_share, busy_share, instance, rate, queue) and what it bounds.',
+    labelNames: ['limit', 'what'] as const,
+    registers: [],
+  });
+  return {
+    count: (refusal) => counter.inc({ limit: refusal.limit, what: refusal.what }),
+    register: (registry) => registry.registerMetric(counter),
+  };
+}
