@@ -36,10 +36,17 @@ describe('createFileJobStatusStore', () => {
   });
 
   it('a finished record lives its TTL, then is gone from the next store', async () => {
+    // One store at a time on the directory, as the directory's lock makes it (claimJobsDirectory): each
+    // is closed (its writes on disk) before the next starts.
     const first = createFileJobStatusStore(options(10_000));
     await first.put(job('b1', 'succeeded'), { holder: 'h1', leaseMs: 15_000, ttlMs: 5_000 });
-    expect((await createFileJobStatusStore(options(14_000)).get('b1'))?.status).toBe('succeeded');
-    expect(await createFileJobStatusStore(options(16_000)).get('b1')).toBeUndefined();
+    await first.close?.();
+    const second = createFileJobStatusStore(options(14_000));
+    expect((await second.get('b1'))?.status).toBe('succeeded');
+    await second.close?.();
+    const third = createFileJobStatusStore(options(16_000));
+    expect(await third.get('b1')).toBeUndefined();
+    await third.close?.();
     expect((await readdir(join(directory))).filter((name) => name.startsWith('b1'))).toEqual([]);
   });
 
