@@ -25,6 +25,7 @@ import { registerJsonBodyParser } from './json-body.js';
 import { fastifyTrustProxy, trustedPeer } from './trust-proxy.js';
 import { limitConnections } from './connection-limits.js';
 import { createRefusalCounter } from './refusal-metrics.js';
+import { closingSweep } from './closing-sweep.js';
 import { createOriginOf } from './client-address.js';
 import { keyHeaders } from './keys.js';
 import { isAlreadyValidated } from './schemas.js';
@@ -180,14 +181,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   registerJsonBodyParser(app);
 
   let shuttingDown = false;
+  // Connections that would hold close() open (idle only later, or a request still arriving): cleared while it closes.
+  const sweep = closingSweep(app.server, config.server.headersTimeoutMs);
   app.addHook('preClose', async () => {
     shuttingDown = true;
-    // Node closes the keep-alive sockets that are idle when close() begins, not those that go idle later:
-    // a response that ends afterwards past onSend (an event stream, hijacked) would hold close() open
-    // until the client's keep-alive or ours (72 s) ends. Swept until the server has closed.
-    if (!app.server.listening) return;
-    const sweep = setInterval(() => app.server.closeIdleConnections(), 100);
-    app.server.once('close', () => clearInterval(sweep));
+    sweep.start();
   });
   let jobRegistry: JobRegistry | undefined;
   drains.set(app, async (graceMs) => {

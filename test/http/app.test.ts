@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { Agent, request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMemoryDocumentStore } from '../../src/documents/index.js';
 import { buildApp } from '../../src/http/app.js';
@@ -312,6 +313,31 @@ describe('graceful shutdown', () => {
     // Without `connection: close` the server would wait for the keep-alive timeout (72 s) to close.
     expect((await inFlight).headers.get('connection')).toBe('close');
     await closing;
+  });
+
+  it('closes a connection whose request is still arriving once the headers deadline has passed since shutdown began', async () => {
+    // Headers are due within min(10 s, REQUEST_TIMEOUT_MS): 800 ms here.
+    const { app } = await start({ REQUEST_TIMEOUT_MS: '800' });
+    const address = new URL(await app.listen({ port: 0, host: '127.0.0.1' }));
+    // Half a request line, then a byte every 100 ms: the socket is never silent, the request never complete.
+    const socket = connect(Number(address.port), address.hostname);
+    socket.on('error', () => undefined);
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ');
+    const trickle = setInterval(() => socket.write('a'), 100);
+    const socketClosed = new Promise((resolve) => socket.once('close', resolve));
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const closedAt = performance.now();
+      // Node stops its own header and request deadlines once close() begins: without the sweep, this
+      // connection would hold close() open for as long as the client trickles.
+      await app.close();
+      expect(performance.now() - closedAt).toBeLessThan(5000);
+      await socketClosed;
+    } finally {
+      clearInterval(trickle);
+      socket.destroy();
+    }
   });
 
   it('closes the keep-alive socket of an event stream that ends after shutdown began', async () => {
