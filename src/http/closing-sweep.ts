@@ -1,12 +1,14 @@
 /**
  * What holds the server's close open, cleared while it closes (docs/operations.md "Shutdown"). Node closes
  * the connections that are idle when `close()` begins, then waits for the others, and stops enforcing its
- * header and request deadlines. Two kinds of connection would then hold `close()`: one that goes idle later
+ * header and request deadlines. Three kinds of connection would then hold `close()`: one that goes idle later
  * (a response that ends after shutdown began past onSend's `Connection: close`, an event stream) until the
  * client's keep-alive or ours (72 s) ends; and one whose request is still arriving (half its headers, or a
- * body trickled a byte at a time) for as long as its client likes. While the server closes, the idle ones
- * are closed as they go idle, and a request still incomplete `headersTimeoutMs` after shutdown began (or
- * after it started, if later) has its connection closed. A request that has arrived is answered.
+ * body trickled a byte at a time) for as long as its client likes; and one opened that has sent nothing yet,
+ * which Node does not count as idle (seen holding a test's close). While the server closes, the idle ones and
+ * those that sent nothing are closed at once (and as they go idle), and a request still incomplete
+ * `headersTimeoutMs` after shutdown began (or after it started, if later) has its connection closed. A
+ * request that has arrived is answered.
  */
 import type { IncomingMessage, Server } from 'node:http';
 import type { Socket } from 'node:net';
@@ -43,8 +45,9 @@ export function closingSweep(server: Server, headersTimeoutMs: number): { start(
         server.closeIdleConnections();
         const now = performance.now();
         for (const [socket, { request, since }] of exchanges) {
-          const incomplete = request === undefined || !request.complete;
-          if (incomplete && now - Math.max(since, startedAt) > headersTimeoutMs) socket.destroy();
+          // Connected, nothing sent yet: Node does not count it among the idle ones, though it is.
+          if (request === undefined && socket.bytesRead === 0) socket.destroy();
+          else if ((request === undefined || !request.complete) && now - Math.max(since, startedAt) > headersTimeoutMs) socket.destroy();
         }
       }, 100);
       server.once('close', () => clearInterval(sweep));

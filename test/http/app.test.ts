@@ -315,6 +315,25 @@ describe('graceful shutdown', () => {
     await closing;
   });
 
+  it('closes at once a connection that has sent nothing yet (Node does not count it as idle)', async () => {
+    const { app } = await start();
+    const address = new URL(await app.listen({ port: 0, host: '127.0.0.1' }));
+    const socket = connect(Number(address.port), address.hostname);
+    socket.on('error', () => undefined);
+    await new Promise((resolve) => socket.once('connect', resolve));
+    const socketClosed = new Promise((resolve) => socket.once('close', resolve));
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const closedAt = performance.now();
+      await app.close();
+      // Not the headers deadline (10 s): at once.
+      expect(performance.now() - closedAt).toBeLessThan(2000);
+      await socketClosed;
+    } finally {
+      socket.destroy();
+    }
+  });
+
   it('closes a connection whose request is still arriving once the headers deadline has passed since shutdown began', async () => {
     // Headers are due within min(10 s, REQUEST_TIMEOUT_MS): 800 ms here.
     const { app } = await start({ REQUEST_TIMEOUT_MS: '800' });
