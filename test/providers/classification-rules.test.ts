@@ -9,7 +9,7 @@ import {
   APIError as AnthropicAPIError,
 } from '@anthropic-ai/sdk';
 import { APIConnectionError as OpenAIConnectionError, APIError as OpenAIAPIError } from 'openai';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { ErrorClass } from '../../src/errors/index.js';
 import {
   classifyTransportError,
@@ -21,7 +21,7 @@ import {
 import { classifyClaudeError, classifyGptError, classifyTimelyGptError } from '../../src/providers/index.js';
 import { TimelyGptHttpError } from '../../src/providers/timelygpt/errors.js';
 import { UnexpectedResponseError, UpstreamAbortError } from '../../src/providers/upstream-errors.js';
-import { postFault, rejectionOf, startRig, type Rig } from './fixtures.js';
+import { postFault, rejectionOf, useRig } from './fixtures.js';
 import { openSignal, studyRequest } from './helpers.js';
 import { Secret } from '../../src/security/secret.js';
 import { loadAnthropicSdk } from '../../src/providers/claude-sdk.js';
@@ -212,19 +212,12 @@ beforeAll(async () => {
 });
 
 describe('single-signal classification over the wire (emulator → SDK → adapter)', () => {
-  let rig: Rig;
-  beforeAll(async () => {
-    rig = await startRig();
-  });
-  afterAll(async () => {
-    await rig.emulator.close();
-  });
-  beforeEach(() => rig.emulator.resetFaults());
+  const suite = useRig((emulator) => emulator.resetFaults());
 
   it.each(anthropicRows)('Claude: %s → %s', async (_label, status, body, expected) => {
-    await postFault(rig.emulator, { provider: 'claude', fault: 'respond', count: 1, status, body });
+    await postFault(suite.rig.emulator, { provider: 'claude', fault: 'respond', count: 1, status, body });
     const error = await rejectionOf(
-      rig.adapters.claude.generate(studyRequest(), new Secret('test-claude-key-rules'), openSignal()),
+      suite.rig.adapters.claude.generate(studyRequest(), new Secret('test-claude-key-rules'), openSignal()),
     );
     const classified = classifyClaudeError(error);
     expect(classified.errorClass).toBe(expected);
@@ -232,9 +225,9 @@ describe('single-signal classification over the wire (emulator → SDK → adapt
   });
 
   it.each(openaiRows)('GPT: %s → %s', async (_label, status, body, expected) => {
-    await postFault(rig.emulator, { provider: 'gpt', fault: 'respond', count: 1, status, body });
+    await postFault(suite.rig.emulator, { provider: 'gpt', fault: 'respond', count: 1, status, body });
     const error = await rejectionOf(
-      rig.adapters.gpt.generate(studyRequest(), new Secret('test-gpt-key-rules'), openSignal()),
+      suite.rig.adapters.gpt.generate(studyRequest(), new Secret('test-gpt-key-rules'), openSignal()),
     );
     const classified = classifyGptError(error);
     expect(classified.errorClass).toBe(expected);
@@ -243,7 +236,7 @@ describe('single-signal classification over the wire (emulator → SDK → adapt
 
   it("keeps the Anthropic body's message, and the retry-after of any status", async () => {
     const body = anthropicError('overloaded_error', 'Overloaded, come back later');
-    await postFault(rig.emulator, {
+    await postFault(suite.rig.emulator, {
       provider: 'claude',
       fault: 'respond',
       count: 1,
@@ -252,7 +245,7 @@ describe('single-signal classification over the wire (emulator → SDK → adapt
       headers: { 'retry-after': '3' },
     });
     const classified = classifyClaudeError(
-      await rejectionOf(rig.adapters.claude.generate(studyRequest(), new Secret('test-claude-key-rules'), openSignal())),
+      await rejectionOf(suite.rig.adapters.claude.generate(studyRequest(), new Secret('test-claude-key-rules'), openSignal())),
     );
     expect(classified).toEqual({
       errorClass: 'overloaded',

@@ -1,8 +1,8 @@
 import { APIConnectionError, APIConnectionTimeoutError, APIUserAbortError } from '@anthropic-ai/sdk';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { ErrorClass } from '../../src/errors/index.js';
 import { classifyClaudeError } from '../../src/providers/index.js';
-import { startRig, postFault, rejectionOf, type Rig } from './fixtures.js';
+import { postFault, rejectionOf, useRig } from './fixtures.js';
 import { openSignal, studyRequest } from './helpers.js';
 import { Secret } from '../../src/security/secret.js';
 import { loadAnthropicSdk } from '../../src/providers/claude-sdk.js';
@@ -43,19 +43,12 @@ beforeAll(async () => {
 });
 
 describe('classifyClaudeError over the wire (emulator → @anthropic-ai/sdk → adapter)', () => {
-  let rig: Rig;
-  beforeAll(async () => {
-    rig = await startRig();
-  });
-  afterAll(async () => {
-    await rig.emulator.close();
-  });
-  beforeEach(() => rig.emulator.resetFaults());
+  const suite = useRig((emulator) => emulator.resetFaults());
 
   it.each(rows)('%s → its class', async (_label, status, body, headers, expected, retryAfterMs) => {
-    await postFault(rig.emulator, { provider: 'claude', fault: 'respond', count: 1, status, body, headers });
-    const error = await rejectionOf(rig.adapters.claude.generate(studyRequest(), new Secret('test-claude-key-0001'), openSignal()));
-    const failure = rig.adapters.claude.classify(error);
+    await postFault(suite.rig.emulator, { provider: 'claude', fault: 'respond', count: 1, status, body, headers });
+    const error = await rejectionOf(suite.rig.adapters.claude.generate(studyRequest(), new Secret('test-claude-key-0001'), openSignal()));
+    const failure = suite.rig.adapters.claude.classify(error);
     expect(failure.errorClass).toBe(expected);
     expect(failure.httpStatus).toBe(status);
     expect(failure.retryAfterMs).toBe(retryAfterMs);
@@ -67,15 +60,15 @@ describe('classifyClaudeError over the wire (emulator → @anthropic-ai/sdk → 
     ['emu-quota-claude-0001', 'quota_exhausted'],
     ['emu-forbidden-claude-0001', 'permission'],
   ] as const)('key %s → %s', async (key, expected) => {
-    const error = await rejectionOf(rig.adapters.claude.generate(studyRequest(), new Secret(key), openSignal()));
-    const failure = rig.adapters.claude.classify(error);
+    const error = await rejectionOf(suite.rig.adapters.claude.generate(studyRequest(), new Secret(key), openSignal()));
+    const failure = suite.rig.adapters.claude.classify(error);
     expect(failure.errorClass).toBe(expected);
     expect(failure.message).not.toContain(key);
     if (expected === 'rate_limited') expect(failure.retryAfterMs).toBe(7000);
   });
 
   it('answers with the model, usage and stop reason it reported', async () => {
-    const answer = await rig.adapters.claude.generate(studyRequest(), new Secret('test-claude-key-0001'), openSignal());
+    const answer = await suite.rig.adapters.claude.generate(studyRequest(), new Secret('test-claude-key-0001'), openSignal());
     expect(answer.model).toBe('claude-emu-1');
     expect(answer.usage.inputTokens).toBeGreaterThan(0);
     expect(answer.usage.outputTokens).toBeGreaterThan(0);
@@ -84,13 +77,13 @@ describe('classifyClaudeError over the wire (emulator → @anthropic-ai/sdk → 
   });
 
   it('reports a max_tokens stop as truncated', async () => {
-    await postFault(rig.emulator, { provider: 'claude', fault: 'truncated', count: 1 });
-    const answer = await rig.adapters.claude.generate(studyRequest(), new Secret('test-claude-key-0001'), openSignal());
+    await postFault(suite.rig.emulator, { provider: 'claude', fault: 'truncated', count: 1 });
+    const answer = await suite.rig.adapters.claude.generate(studyRequest(), new Secret('test-claude-key-0001'), openSignal());
     expect(answer.truncated).toBe(true);
   });
 
   it('reports null usage when the provider reports none', async () => {
-    await postFault(rig.emulator, {
+    await postFault(suite.rig.emulator, {
       provider: 'claude',
       fault: 'respond',
       count: 1,
@@ -113,7 +106,7 @@ describe('classifyClaudeError over the wire (emulator → @anthropic-ai/sdk → 
       ].join('\n'),
       headers: { 'content-type': 'text/event-stream' },
     });
-    const answer = await rig.adapters.claude.generate(studyRequest(), new Secret('test-claude-key-0001'), openSignal());
+    const answer = await suite.rig.adapters.claude.generate(studyRequest(), new Secret('test-claude-key-0001'), openSignal());
     expect(answer.usage).toEqual({ inputTokens: null, outputTokens: null });
     expect(answer.model).toBe('claude-other');
     expect(answer.text).toBe('{}');

@@ -1,8 +1,8 @@
 import { APIConnectionError, APIConnectionTimeoutError, APIUserAbortError } from 'openai';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { ErrorClass } from '../../src/errors/index.js';
 import { classifyGptError } from '../../src/providers/index.js';
-import { startRig, postFault, rejectionOf, type Rig } from './fixtures.js';
+import { postFault, rejectionOf, useRig } from './fixtures.js';
 import { openSignal, studyRequest } from './helpers.js';
 import { Secret } from '../../src/security/secret.js';
 
@@ -34,19 +34,12 @@ const rows: readonly [string, number, unknown, Record<string, string>, ErrorClas
 ];
 
 describe('classifyGptError over the wire (emulator → openai → adapter)', () => {
-  let rig: Rig;
-  beforeAll(async () => {
-    rig = await startRig();
-  });
-  afterAll(async () => {
-    await rig.emulator.close();
-  });
-  beforeEach(() => rig.emulator.resetFaults());
+  const suite = useRig((emulator) => emulator.resetFaults());
 
   it.each(rows)('%s → its class', async (_label, status, body, headers, expected, retryAfterMs) => {
-    await postFault(rig.emulator, { provider: 'gpt', fault: 'respond', count: 1, status, body, headers });
-    const error = await rejectionOf(rig.adapters.gpt.generate(studyRequest(), new Secret('test-gpt-key-0001'), openSignal()));
-    const failure = rig.adapters.gpt.classify(error);
+    await postFault(suite.rig.emulator, { provider: 'gpt', fault: 'respond', count: 1, status, body, headers });
+    const error = await rejectionOf(suite.rig.adapters.gpt.generate(studyRequest(), new Secret('test-gpt-key-0001'), openSignal()));
+    const failure = suite.rig.adapters.gpt.classify(error);
     expect(failure.errorClass).toBe(expected);
     expect(failure.httpStatus).toBe(status);
     expect(failure.retryAfterMs).toBe(retryAfterMs);
@@ -59,15 +52,15 @@ describe('classifyGptError over the wire (emulator → openai → adapter)', () 
     ['emu-quota-gpt-key-0001', 'quota_exhausted'],
     ['emu-forbidden-gpt-key-0001', 'permission'],
   ] as const)('key %s → %s, no key fragment in the message', async (key, expected) => {
-    const error = await rejectionOf(rig.adapters.gpt.generate(studyRequest(), new Secret(key), openSignal()));
-    const failure = rig.adapters.gpt.classify(error);
+    const error = await rejectionOf(suite.rig.adapters.gpt.generate(studyRequest(), new Secret(key), openSignal()));
+    const failure = suite.rig.adapters.gpt.classify(error);
     expect(failure.errorClass).toBe(expected);
     expect(failure.message).not.toContain(key.slice(0, 8));
     expect(failure.message).not.toContain(key.slice(-4));
   });
 
   it('answers with the model, usage and finish reason it reported', async () => {
-    const answer = await rig.adapters.gpt.generate(studyRequest('fill', { count: 2 }), new Secret('test-gpt-key-0001'), openSignal());
+    const answer = await suite.rig.adapters.gpt.generate(studyRequest('fill', { count: 2 }), new Secret('test-gpt-key-0001'), openSignal());
     expect(answer.model).toBe('gpt-emu-1');
     expect(answer.usage.inputTokens).toBeGreaterThan(0);
     expect(answer.truncated).toBe(false);
@@ -75,8 +68,8 @@ describe('classifyGptError over the wire (emulator → openai → adapter)', () 
   });
 
   it('reports finish_reason length as truncated', async () => {
-    await postFault(rig.emulator, { provider: 'gpt', fault: 'truncated', count: 1 });
-    const answer = await rig.adapters.gpt.generate(studyRequest(), new Secret('test-gpt-key-0001'), openSignal());
+    await postFault(suite.rig.emulator, { provider: 'gpt', fault: 'truncated', count: 1 });
+    const answer = await suite.rig.adapters.gpt.generate(studyRequest(), new Secret('test-gpt-key-0001'), openSignal());
     expect(answer.truncated).toBe(true);
   });
 });
