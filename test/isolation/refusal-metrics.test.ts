@@ -98,30 +98,24 @@ it('counts a rate refusal under the route it rates', async () => {
   expect(await refusals(app)).toEqual({ 'rate/key_status_lookups': 1 });
 });
 
-/** Opens a TCP connection to `app`, which listens on loopback. */
-function opener(address: URL): () => Promise<Socket> {
-  return () =>
-    new Promise((resolve, reject) => {
-      const socket = connect(Number(address.port), address.hostname, () => resolve(socket));
-      socket.once('error', reject);
-      sockets.push(socket);
-    });
+/** Opens a TCP connection to `address` (the app listening on loopback). */
+function open(address: URL): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(address.port), address.hostname, () => resolve(socket));
+    socket.once('error', reject);
+    sockets.push(socket);
+  });
 }
 
-it("counts a connection refused over its address's cap, and one over the instance's, before a byte of either is read", async () => {
-  const perAddress = await start({ MAX_CONNECTIONS_PER_ADDRESS: '2' });
-  const open = opener(new URL(await perAddress.app.listen({ port: 0, host: '127.0.0.1' })));
-  await open();
-  await open();
-  const third = await open();
+it.each([
+  ['MAX_CONNECTIONS_PER_ADDRESS', 'address_share/connections'],
+  ['MAX_CONNECTIONS', 'instance/connections'],
+])('counts a connection refused over %s (2) under %s, before a byte of it is read', async (setting, counted) => {
+  const { app } = await start({ [setting]: '2' });
+  const address = new URL(await app.listen({ port: 0, host: '127.0.0.1' }));
+  await open(address);
+  await open(address);
+  const third = await open(address);
   await new Promise((resolve) => third.once('close', resolve));
-  expect(await refusals(perAddress.app)).toEqual({ 'address_share/connections': 1 });
-
-  const instance = await start({ MAX_CONNECTIONS: '2' });
-  const openInstance = opener(new URL(await instance.app.listen({ port: 0, host: '127.0.0.1' })));
-  await openInstance();
-  await openInstance();
-  const dropped = await openInstance();
-  await new Promise((resolve) => dropped.once('close', resolve));
-  expect(await refusals(instance.app)).toEqual({ 'instance/connections': 1 });
+  expect(await refusals(app)).toEqual({ [counted]: 1 });
 });
