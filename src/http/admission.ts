@@ -67,15 +67,12 @@ export interface AdmissionOptions {
 interface AdmissionLabels {
   /** Plural noun: "generations", "event streams". */
   readonly what: string;
-  /** The same for `studyhelper_refusals_total`: "generations", "event_streams". */
-  readonly metric: string;
   readonly perClientSetting: string;
   readonly totalSetting: string;
 }
 
 const generationLabels: AdmissionLabels = {
   what: 'generations',
-  metric: 'generations',
   perClientSetting: 'MAX_INFLIGHT_GENERATIONS_PER_CLIENT',
   totalSetting: 'MAX_INFLIGHT_GENERATIONS',
 };
@@ -112,7 +109,9 @@ export function createAdmission(options: AdmissionOptions): Admission {
   let total = 0;
   const recent = createRecentAddresses(byAddress);
   const refusal = { retryAfterSeconds: options.retryAfterSeconds };
-  const refusedBy = (limit: Refusal['limit']): Refusal => ({ limit, what: labels.metric });
+  // `studyhelper_refusals_total`'s `what`: the plural noun in snake case ("event_streams").
+  const refusedWhat = labels.what.replaceAll(' ', '_');
+  const refusedBy = (limit: Refusal['limit']): Refusal => ({ limit, what: refusedWhat });
   // The longest text still runs (alone): a run never takes more than a client's, an address's or the instance's slots.
   const mostSlots = Math.max(1, Math.min(options.maxPerClient, options.maxInFlight, maxPerAddress));
   const slotsFor = (chars: number): number =>

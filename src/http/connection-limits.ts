@@ -20,28 +20,18 @@ export interface ConnectionLimits {
   readonly onRefused?: (limit: 'address_share' | 'instance') => void;
 }
 
-/** What the limits hold now (tests, metrics). */
-export interface ConnectionCounts {
-  /** Open connections of one share address. */
-  of(address: string): number;
-  /** Connections refused since start, over the per-address cap. */
-  readonly refusedPerAddress: number;
-}
-
 /** Puts the limits on `server`; call before it listens. */
-export function limitConnections(server: Server, limits: ConnectionLimits): ConnectionCounts {
+export function limitConnections(server: Server, limits: ConnectionLimits): void {
   // Node itself destroys a connection past `maxConnections` as it is accepted.
   server.maxConnections = limits.maxConnections;
   server.on('drop', () => limits.onRefused?.('instance'));
   const open = new Map<string, number>();
-  let refusedPerAddress = 0;
   server.on('connection', (socket: Socket) => {
     const peer = socket.remoteAddress ?? '';
     if (limits.exempt?.(peer) === true) return;
     const address = shareAddress(peer);
     const held = open.get(address) ?? 0;
     if (held >= limits.maxPerAddress) {
-      refusedPerAddress += 1;
       limits.onRefused?.('address_share');
       socket.destroy();
       return;
@@ -53,10 +43,4 @@ export function limitConnections(server: Server, limits: ConnectionLimits): Conn
       else open.set(address, left);
     });
   });
-  return {
-    of: (address) => open.get(shareAddress(address)) ?? 0,
-    get refusedPerAddress() {
-      return refusedPerAddress;
-    },
-  };
 }

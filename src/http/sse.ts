@@ -74,7 +74,7 @@ export function createStreamAdmission(limits: { maxStreams: number; maxStreamsPe
     maxInFlight: limits.maxStreams,
     maxPerClient: limits.maxStreamsPerClient,
     retryAfterSeconds: limits.retryAfterSeconds,
-    labels: { what: 'event streams', metric: 'event_streams', perClientSetting: 'SSE_MAX_STREAMS_PER_CLIENT', totalSetting: 'SSE_MAX_STREAMS' },
+    labels: { what: 'event streams', perClientSetting: 'SSE_MAX_STREAMS_PER_CLIENT', totalSetting: 'SSE_MAX_STREAMS' },
   });
 }
 
