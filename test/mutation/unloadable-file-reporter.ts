@@ -4,7 +4,7 @@ import type { Reporter, Vitest } from 'vitest/node';
 /**
  * Counts a test file that fails to load as one failed test, for Stryker (vitest.mutation.config.ts).
  *
- * Stryker's vitest runner (9.6.1, the same in 10.0.0) builds a mutant's result from the tests vitest
+ * Stryker's vitest runner (9.6.1 through 10.1) builds a mutant's result from the tests vitest
  * collected, and a file whose import throws collects none, so a mutant that stops a module from
  * loading is reported as survived (stryker-js#6150). A machine's config is evaluated at import:
  * `initial: ''`, a target or a state emptied makes `createMachine` throw, and every test file that
@@ -41,6 +41,7 @@ function loadFailure(file: RunnerTestFile): RunnerTestCase {
     timeout: 0,
     annotations: [],
     artifacts: [],
+    benchmarks: [],
     result: { state: 'fail', errors: file.result?.errors ?? [] },
   };
   // The test context is built by vitest's runner for a test it runs; nothing reads it once the run
