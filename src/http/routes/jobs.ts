@@ -36,6 +36,8 @@ import { defaultSseMaxBufferBytes, enterStream, openEventStream } from '../sse.j
 import { buildChain, keyHeaders, readProviderKeys, requireChain } from '../keys.js';
 import { attemptSchema, errorBodySchema, outputLanguageSchema, providerIdSchema, providerOrderSchema } from '../schemas.js';
 import { loadDocumentOrThrow } from './documents.js';
+import { documentSourceOrThrow, pageRangeSchema } from '../document-source.js';
+import { jobCacheKey } from '../../jobs/index.js';
 
 export interface JobsRoutesOptions {
   readonly gateway: Gateway;
@@ -81,6 +83,7 @@ const countSchema = z.int().min(1).max(50);
 
 const createJobBodySchema = z.strictObject({
   documentId: z.string().min(1).max(200).describe('An id from POST /v1/documents.'),
+  pages: pageRangeSchema.optional(),
   providers: providerOrderSchema,
   options: z
     .strictObject({
@@ -238,6 +241,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
           202: z.object({ jobId: z.string(), status: z.literal('queued') }),
           400: errorBodySchema,
           404: errorBodySchema,
+          422: errorBodySchema,
           429: errorBodySchema,
           503: errorBodySchema,
         },
@@ -249,13 +253,16 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
       const keys = readProviderKeys(request.headers);
       const chain = requireChain(order, keys);
       const document = await loadDocumentOrThrow(options.documentStore, body.documentId);
+      const source = documentSourceOrThrow(document, body.pages);
       let view;
       try {
         view = registry.create({
-          text: document.text,
+          text: source.text,
+          ...(source.pageMap === undefined ? {} : { pageMap: source.pageMap }),
+          ...(body.pages === undefined ? {} : { pages: body.pages }),
           documentId: body.documentId,
-          cacheKey: document.sha256,
-          ...resolveLang(body.options?.lang, document.text),
+          cacheKey: jobCacheKey(document.sha256, body.pages),
+          ...resolveLang(body.options?.lang, source.text),
           mcqCount: body.options?.mcqCount ?? defaultQuestionCount,
           fillCount: body.options?.fillCount ?? defaultQuestionCount,
           chain,
@@ -346,14 +353,18 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
         );
       if (record.status !== 'interrupted') throw notResumable(record.status);
       const document = await loadDocumentOrThrow(options.documentStore, resume.documentId);
-      if (document.sha256 !== resume.cacheKey) throw notResumable('bound to a document that changed');
+      if (jobCacheKey(document.sha256, resume.pages) !== resume.cacheKey) throw notResumable('bound to a document that changed');
+      // The same pages as the job started on (a range the document no longer has cannot happen: same sha256).
+      const source = documentSourceOrThrow(document, resume.pages);
       const meta = record.meta;
       const spec: JobSpec = {
-        text: document.text,
+        text: source.text,
+        ...(source.pageMap === undefined ? {} : { pageMap: source.pageMap }),
+        ...(resume.pages === undefined ? {} : { pages: resume.pages }),
         documentId: resume.documentId,
         cacheKey: resume.cacheKey,
         ...(meta === undefined
-          ? resolveLang(undefined, document.text)
+          ? resolveLang(undefined, source.text)
           : { lang: meta.lang, ...(meta.langSource === undefined ? {} : { langSource: meta.langSource }) }),
         mcqCount: meta?.mcqCount ?? defaultQuestionCount,
         fillCount: meta?.fillCount ?? defaultQuestionCount,
