@@ -22,8 +22,6 @@ describe('the PDF worker from compiled JavaScript (as under dist/)', () => {
       process.execPath,
       [
         join(root, 'node_modules', 'typescript', 'bin', 'tsc'),
-        // TypeScript 6 refuses files on the command line beside a tsconfig.json unless told to ignore it.
-        '--ignoreConfig',
         ...sources,
         ...['--outDir', buildDir, '--rootDir', join(root, 'src')],
         ...['--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--target', 'ES2022'],
