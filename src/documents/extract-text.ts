@@ -94,7 +94,7 @@ const pdfjsOptions = {
  * file's cross-reference data again (0.3–1 s for a 6 MB manual on a loaded machine): the bound is for
  * memory, not a rhythm to keep.
  */
-const maxPagesPerLoad = 200;
+const maxPagesPerLoad = 50;
 
 /**
  * The share of the heap's room (its limit less what was live when the extraction started: pdf.js's own
@@ -105,7 +105,7 @@ const maxPagesPerLoad = 200;
  * ~0.05 MB for a page of prose), so 50 index pages of LaTeX's `source2e.pdf` filled the 48 MB worker
  * heap. Counting memory instead of pages bounds every kind of page.
  */
-const heapShareToReopen = 0.55;
+const heapShareToReopen = 0.5;
 
 /**
  * Called after each page is read (and after the document is opened), so the caller can sample memory
@@ -124,14 +124,43 @@ function heapInUse(control: HeapControl): number {
   return getHeapStatistics().used_heap_size;
 }
 
+/** Pages between two looks at the heap within a load: full collections close together that free little make V8 give up. */
+const pagesBetweenHeapChecks = 10;
+
 /**
- * True when the heap holds more than `heapShareToReopen` of its room above `baseline` (after a
- * collection, when one can be run: garbage is not a reason to reopen).
+ * Decides when to reopen the document before `maxPagesPerLoad`: every `pagesBetweenHeapChecks` pages, when
+ * the heap holds more than `heapShareToReopen` of its room above `baseline` (after a collection, when one
+ * can be run: garbage is not a reason to reopen), and the stretch itself added at least a tenth of that
+ * room since its first page: what a document holds as soon as it is open (a large cross-reference table,
+ * hyperref's thousands of named destinations) comes back with every load, and reopening for it would only
+ * cost time. Full collections are kept pages apart: run back to back near the limit, collections that
+ * free little make V8 abort ("ineffective mark-compacts near heap limit"), as `hyperref.pdf`, whose own
+ * share fills most of the 48 MB heap, showed.
  */
-function heapIsFull(control: HeapControl, baseline: number): boolean {
-  const full = baseline + (getHeapStatistics().heap_size_limit - baseline) * heapShareToReopen;
-  if (getHeapStatistics().used_heap_size < full) return false;
-  return heapInUse(control) >= full;
+class ReopenGauge {
+  private stretchStart = 0;
+
+  constructor(
+    private readonly control: HeapControl,
+    private readonly baseline: number,
+  ) {}
+
+  private get room(): number {
+    return Math.max(0, getHeapStatistics().heap_size_limit - this.baseline);
+  }
+
+  /** The first page of a load was read: what the heap holds now is the document's own share. */
+  stretchBegan(): void {
+    this.stretchStart = heapInUse(this.control);
+  }
+
+  shouldReopen(pagesThisLoad: number): boolean {
+    if (pagesThisLoad % pagesBetweenHeapChecks !== 0) return false;
+    const full = this.baseline + this.room * heapShareToReopen;
+    if (getHeapStatistics().used_heap_size < full) return false;
+    const inUse = heapInUse(this.control);
+    return inUse >= full && inUse - this.stretchStart >= this.room / 10;
+  }
 }
 
 /**
@@ -171,14 +200,16 @@ export async function extractPdfTextInline(
     const pagesUsed = Math.min(pageCount, options.maxPdfPages);
     const pages = new PageTextAccumulator();
     let pagesThisLoad = 0;
+    const gauge = new ReopenGauge(heap, baseline);
     for (let pageNumber = 1; pageNumber <= pagesUsed; pageNumber += 1) {
-      if (pagesThisLoad >= maxPagesPerLoad || (pagesThisLoad > 0 && heapIsFull(heap, baseline))) {
+      if (pagesThisLoad >= maxPagesPerLoad || (pagesThisLoad > 0 && gauge.shouldReopen(pagesThisLoad))) {
         // Closing the document releases all pdf.js holds for it; the next stretch starts from nothing.
         await parser.destroy();
         parser = open();
         pagesThisLoad = 0;
       }
       pages.add(pageNumber, cleanPageText(await readPageText(parser, pageNumber, declared)));
+      if (pagesThisLoad === 0) gauge.stretchBegan();
       pagesThisLoad += 1;
       observe(pageNumber);
     }

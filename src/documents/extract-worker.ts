@@ -57,15 +57,15 @@ void preloadPdfParse().then(() => {
 });
 
 /**
- * V8's full garbage collection: the extraction runs one when the heap looks full, to tell what pdf.js
- * still holds from garbage before it reopens the document (extract-text.ts `heapShareToReopen`).
+ * A full garbage collection before each memory sample, when asked for (the bench's live-heap figures).
+ * Not handed to the extraction: full collections run by hand near the heap limit make V8 abort
+ * ("ineffective mark-compacts", seen on hyperref.pdf), so the extraction judges the heap as V8 leaves it.
  */
-const collectGarbage = ((): (() => void) => {
+const collect = ((): (() => void) | undefined => {
+  if (process.env.STUDY_HELPER_EXTRACT_LIVE_HEAP !== '1') return undefined;
   setFlagsFromString('--expose-gc');
   return runInNewContext('gc') as () => void;
 })();
-/** A full collection before each memory sample too, when asked for (the bench's live-heap figures). */
-const collect = process.env.STUDY_HELPER_EXTRACT_LIVE_HEAP === '1' ? collectGarbage : undefined;
 
 /** Peak memory of one extraction, sampled at the document's load and after each page. */
 function memorySampler(): { sample: () => void; memory: WorkerMemory } {
@@ -85,7 +85,7 @@ function memorySampler(): { sample: () => void; memory: WorkerMemory } {
 async function answer(request: ExtractRequestToChild): Promise<ExtractResponse> {
   try {
     const { sample, memory } = memorySampler();
-    const result = await extractPdfTextInline(request.bytes, request.options, sample, { collect: collectGarbage });
+    const result = await extractPdfTextInline(request.bytes, request.options, sample);
     return { type: 'result', id: request.id, ok: true, result, memory };
   } catch (error) {
     if (error instanceof PdfRejectedError)
