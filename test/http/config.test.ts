@@ -19,7 +19,7 @@ describe('loadConfig', () => {
       redisUrl: undefined,
       redisPrefix: 'study-helper:',
       maxUploadMb: 20,
-      maxPdfPages: 50,
+      maxPdfPages: 1000,
       documentTtlSeconds: 7200,
       adminToken: undefined,
       baseUrls: {
