@@ -94,6 +94,7 @@ describe('POST /v1/documents', () => {
       'charCount',
       'documentId',
       'fileName',
+      'outline',
       'pageCount',
       'pagesUsed',
       'sha256',
@@ -106,11 +107,15 @@ describe('POST /v1/documents', () => {
       pagesUsed: 3,
       wordCount: 180,
       warnings: [],
+      outline: [],
     });
     expect(body.sha256).toBe(createHash('sha256').update(pdf).digest('hex'));
     const stored = await testApp.store.get(body.documentId);
     expect(stored?.text.split('\n\n')).toHaveLength(3);
     expect(stored).toMatchObject({ sha256: body.sha256, wordCount: 180, charCount: body.charCount });
+    // Where each page begins: page N opens with its chapter line (the fixture's rule).
+    expect(stored?.pageStarts).toHaveLength(3);
+    stored?.pageStarts?.forEach((start, index) => expect(stored.text.startsWith(`Chapter ${index + 1}:`, start)).toBe(true));
   });
 
   it('201: the sha256 of a file that arrives in many chunks (hashed chunk by chunk) is the sha256 of its bytes', async () => {
