@@ -98,12 +98,12 @@ const maxPagesPerLoad = 50;
 
 /**
  * The share of the heap's room (its limit less what was live when the extraction started: pdf.js's own
- * code, and tsx's under tests) that, still taken after a page (and after a full collection, where the
- * caller can run one), ends the stretch: the document is reopened before the next page. What a page
+ * code, and tsx's under tests) that, taken when the heap is looked at (`ReopenGauge`), ends the stretch
+ * early: the document is reopened before the next page. What a page
  * leaves in pdf.js's caches depends on what it holds, not on its text: a page of a hyperref index holds
  * hundreds of link annotations whose dictionaries pdf.js parses and keeps (~0.2 MB a page, against
  * ~0.05 MB for a page of prose), so 50 index pages of LaTeX's `source2e.pdf` filled the 48 MB worker
- * heap. Counting memory instead of pages bounds every kind of page.
+ * heap (the text so far was in the heap then too). Looking at memory as well as pages bounds more kinds of page.
  */
 const heapShareToReopen = 0.5;
 
