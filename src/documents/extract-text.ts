@@ -105,7 +105,7 @@ const maxPagesPerLoad = 50;
  * ~0.05 MB for a page of prose), so 50 index pages of LaTeX's `source2e.pdf` filled the 48 MB worker
  * heap (the text so far was in the heap then too). Looking at memory as well as pages bounds more kinds of page.
  */
-const heapShareToReopen = 0.5;
+const heapShareToReopen = 0.4;
 
 /**
  * Called after each page is read (and after the document is opened), so the caller can sample memory
@@ -125,7 +125,7 @@ function heapInUse(control: HeapControl): number {
 }
 
 /** Pages between two looks at the heap within a load: full collections close together that free little make V8 give up. */
-const pagesBetweenHeapChecks = 10;
+const pagesBetweenHeapChecks = 5;
 
 /**
  * Decides when to reopen the document before `maxPagesPerLoad`: every `pagesBetweenHeapChecks` pages, when
