@@ -24,6 +24,7 @@ import { ApiError } from './errors.js';
 import { registerJsonBodyParser } from './json-body.js';
 import { fastifyTrustProxy, trustedPeer } from './trust-proxy.js';
 import { limitConnections } from './connection-limits.js';
+import { boundPipelining } from './pipelining.js';
 import { createRefusalCounter } from './refusal-metrics.js';
 import { closingSweep } from './closing-sweep.js';
 import { createOriginOf } from './client-address.js';
@@ -170,6 +171,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     exempt: trustedPeer(config.server.trustProxy),
     onRefused: (limit) => refusals.count({ limit, what: 'connections' }),
   });
+  // A connection's pipelined requests are parsed one after another as they are answered (pipelining.ts).
+  boundPipelining(app.server);
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler<Parameters<typeof serializerCompiler>[0]['schema']>(responseSerializerCompiler);
