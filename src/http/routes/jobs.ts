@@ -52,6 +52,7 @@ export interface JobsRoutesOptions {
     readonly maxJobsPerClient?: number;
     readonly maxJobsPerAddress?: number;
     readonly concurrencyPerClient?: number;
+    readonly concurrencyPerAddress?: number;
     /** JOB_LEASE_MS: how long a job's lease lives without renewal (default 15 000). */
     readonly leaseMs?: number;
   };
@@ -207,6 +208,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
     ...(options.jobs.maxJobsPerClient === undefined ? {} : { maxJobsPerClient: options.jobs.maxJobsPerClient }),
     ...(options.jobs.maxJobsPerAddress === undefined ? {} : { maxJobsPerAddress: options.jobs.maxJobsPerAddress }),
     ...(options.jobs.concurrencyPerClient === undefined ? {} : { concurrencyPerClient: options.jobs.concurrencyPerClient }),
+    ...(options.jobs.concurrencyPerAddress === undefined ? {} : { concurrencyPerAddress: options.jobs.concurrencyPerAddress }),
     ttlSeconds: options.jobs.ttlSeconds,
     ...(options.statusStore === undefined ? {} : { store: options.statusStore }),
     ...(options.cancelBus === undefined ? {} : { cancelBus: options.cancelBus }),
