@@ -13,6 +13,7 @@ import type { ProviderId } from '../../providers/index.js';
 import {
   fillResultSchema,
   generateStudyTask,
+  maxAnswerChars,
   mcqResultSchema,
   notesResultSchema,
   resolveLang,
@@ -228,9 +229,19 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
       }
       const language = resolveLang(body.options?.lang, text);
 
+      // The notes that ground the questions ride in the prompts as well: a 1.4 MB notes object on a
+      // 17-character text was weighed as one slot. A notes result is never longer than the longest notes
+      // answer, so a longer one is no notes result.
+      const notesChars = body.options?.notes === undefined ? 0 : JSON.stringify(body.options.notes).length;
+      if (notesChars > maxAnswerChars('notes')) {
+        throw new ApiError(
+          'INVALID_REQUEST',
+          `options.notes has ${notesChars} characters as JSON; a notes result has at most ${maxAnswerChars('notes')} (the longest notes answer).`,
+        );
+      }
       // Held from here to the answer: the text's split and every provider call count against the slots,
-      // one per 25 000 characters of the text.
-      const release = options.admission.enter(clientId, text.length, address);
+      // one per 25 000 characters of the text and the notes together.
+      const release = options.admission.enter(clientId, text.length + notesChars, address);
       try {
         // The client going away (socket closed before the answer was written) aborts the run.
         const controller = controllers.take();
