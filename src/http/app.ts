@@ -225,7 +225,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     transform: jsonSchemaTransform,
   });
   await app.register(fastifySwaggerUi, { routePrefix: '/docs' });
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  // The document is static once built: serialized once, not for every request (a flood of 64 connections
+  // asked for it ~1,100 times a second).
+  let openapiJson: string | undefined;
+  app.get('/openapi.json', { schema: { hide: true } }, async (_request, reply) =>
+    reply.type('application/json; charset=utf-8').send((openapiJson ??= JSON.stringify(app.swagger()))),
+  );
 
   // The process's token worker (one per process, started on the first long text) runs at WORKER_NICE.
   setTokenWorkerNice(config.workerNice);
@@ -239,8 +244,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // Before the routes: the plugin adds its check to the routes that ask for one (uploads, job creations).
   await registerRateLimits(app, options.sharedRateLimits);
   const rateSalt = options.sharedRateLimits === undefined ? {} : { salt: options.sharedRateLimits.salt };
+  // While the process is busy, the addresses holding generation slots share them equally (admission.ts),
+  // and scrapes of /metrics within a second share one rendering.
+  const loadGauge = options.busy === undefined ? startLoadGauge() : undefined;
+  const busy = options.busy ?? loadGauge?.busy ?? ((): boolean => false);
+  registerLoadMetrics(metrics.registry, busy, loadGauge);
   await app.register(healthRoutes, { readiness });
-  await app.register(metricsRoutes, { metrics });
+  await app.register(metricsRoutes, { metrics, busy });
   await app.register(providersRoutes, { gateway, adminToken: config.adminToken });
   const originOf = createOriginOf(options.sharedRateLimits?.salt);
   const windowSeconds = config.rateLimit.windowSeconds;
@@ -259,10 +269,6 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       nice: config.workerNice,
     },
   });
-  // While the process is busy, the addresses holding generation slots share them equally (admission.ts).
-  const loadGauge = options.busy === undefined ? startLoadGauge() : undefined;
-  const busy = options.busy ?? loadGauge?.busy ?? ((): boolean => false);
-  registerLoadMetrics(metrics.registry, busy, loadGauge);
   await app.register(generateRoutes, {
     gateway,
     documentStore,
