@@ -16,7 +16,7 @@ export interface AttackContext {
   readonly hostileKey: string;
 }
 
-function count(outcomes: Outcomes, label: string): void {
+export function count(outcomes: Outcomes, label: string): void {
   outcomes[label] = (outcomes[label] ?? 0) + 1;
 }
 
@@ -69,7 +69,7 @@ export function hugeText(context: AttackContext): Promise<Outcomes> {
 }
 
 /** Uploads `pdf` (from 127.0.0.1 unless `fetcher` is another address's); the document id, or the outcome when refused. */
-async function upload(url: string, pdf: Uint8Array, name = 'attack.pdf', fetcher: typeof fetch = fetch): Promise<{ documentId?: string; outcome: string }> {
+export async function upload(url: string, pdf: Uint8Array, name = 'attack.pdf', fetcher: typeof fetch = fetch): Promise<{ documentId?: string; outcome: string }> {
   const form = new FormData();
   form.append('file', new Blob([Uint8Array.from(pdf)], { type: 'application/pdf' }), name);
   try {
@@ -202,7 +202,7 @@ export async function pdfFlood(context: AttackContext, pdfs: Uint8Array | readon
  * outcome label: `victim ok: …` or `victim FAILED: …`. The bench counts the failed ones as victim errors.
  */
 export const victimFailed = 'victim FAILED: ';
-function victimOutcome(ok: boolean, what: string): string {
+export function victimOutcome(ok: boolean, what: string): string {
   return `${ok ? 'victim ok: ' : victimFailed}${what}`;
 }
 
@@ -314,7 +314,7 @@ export function hugePageCountPdf(): Buffer {
  * A fetch from `localAddress` (127.0.0.2 and up: Linux routes all of 127/8 to loopback), so that the
  * per-address limits see the hostile client apart from the steady one (127.0.0.1).
  */
-function fetchFrom(localAddress: string): { fetch: typeof fetch; close(): Promise<void> } {
+export function fetchFrom(localAddress: string): { fetch: typeof fetch; close(): Promise<void> } {
   // undici's connector drops `localAddress`: the socket is made here (a run at 09:2x UTC sent every
   // fetch-based attack from 127.0.0.1, the steady client's own address).
   const agent = new Agent({
@@ -340,7 +340,7 @@ function inventedKey(): string {
 }
 
 /** `workers` loops sending `send(fetch)` from `localAddress` until the deadline. */
-async function floodFrom(context: AttackContext, localAddress: string, workers: number, send: (fetcher: typeof fetch) => Promise<Response>): Promise<Outcomes> {
+export async function floodFrom(context: AttackContext, localAddress: string, workers: number, send: (fetcher: typeof fetch) => Promise<Response>): Promise<Outcomes> {
   const client = fetchFrom(localAddress);
   try {
     return await flood(context, workers, () => send(client.fetch));
@@ -386,7 +386,7 @@ export async function inventedKeyJobs(context: AttackContext, pdf: Uint8Array, v
 }
 
 /** The victim's one job, started a second into the attack: its outcome label with the time it took. */
-async function victimJob(context: AttackContext, pdf: Uint8Array, key: string): Promise<string> {
+export async function victimJob(context: AttackContext, pdf: Uint8Array, key: string): Promise<string> {
   await new Promise((resolve) => setTimeout(resolve, 1000));
   const { documentId, outcome } = await upload(context.url, pdf, 'victim.pdf');
   if (documentId === undefined) return victimOutcome(false, `upload ${outcome}`);
