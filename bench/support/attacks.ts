@@ -202,7 +202,7 @@ export async function pdfFlood(context: AttackContext, pdfs: Uint8Array | readon
  * outcome label: `victim ok: …` or `victim FAILED: …`. The bench counts the failed ones as victim errors.
  */
 export const victimFailed = 'victim FAILED: ';
-export function victimOutcome(ok: boolean, what: string): string {
+function victimOutcome(ok: boolean, what: string): string {
   return `${ok ? 'victim ok: ' : victimFailed}${what}`;
 }
 
