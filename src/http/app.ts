@@ -172,7 +172,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     onRefused: (limit) => refusals.count({ limit, what: 'connections' }),
   });
   // A connection's pipelined requests are parsed one after another as they are answered (pipelining.ts).
-  boundPipelining(app.server);
+  boundPipelining(app.server, { exempt: trustedPeer(config.server.trustProxy) });
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler<Parameters<typeof serializerCompiler>[0]['schema']>(responseSerializerCompiler);
