@@ -13,9 +13,9 @@
  * requests still unanswered are counted (a request counts from Node's `request` event to its response's
  * `close`); while it has `maxOutstanding` of them, the rest of what it sent is kept unparsed and the socket
  * is paused, so the kernel's buffers fill and the client stops sending. Each answer lets the next request be
- * parsed, in the event loop's next turn. A pipelining client is thereby served like a keep-alive client sending one request after another,
- * and holds at most the bytes of one read unparsed. Bodies pass unchanged (they hold CRLF CRLF rarely, and a
- * cut there only makes one more call).
+ * parsed, in the event loop's next turn. A pipelining client is thereby served like a keep-alive client
+ * sending one request after another, and holds at most the bytes of one read unparsed. Bodies pass unchanged
+ * (they hold CRLF CRLF rarely, and a cut there only makes one more call).
  *
  * Served that way, a connection still makes a request per turn of the event loop without the round trip a
  * keep-alive client waits between them: the pipelined requests of one address (share address, as every
