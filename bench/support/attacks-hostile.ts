@@ -89,7 +89,8 @@ export async function hangingKeyJobs(context: AttackContext, pdf: Uint8Array, vi
   const hostile = fetchFrom('127.0.0.22');
   const outcomes: Outcomes = {};
   try {
-    const { documentId, outcome } = await upload(context.url, pdf, 'attack.pdf', hostile.fetch);
+    // Uploaded with the global fetch (its FormData is its own), from 127.0.0.1: one upload a round.
+    const { documentId, outcome } = await upload(context.url, pdf, 'attack.pdf');
     if (documentId === undefined) return { [`upload ${outcome}`]: 1 };
     const jobs: { id: string; key: string }[] = [];
     for (let index = 0; index < 4; index += 1) {
@@ -114,7 +115,7 @@ export async function hangingKeyJobs(context: AttackContext, pdf: Uint8Array, vi
  * text alone, one slot each: the victim's p99 16 → 265–386 ms, RSS 506 MB).
  */
 export function heavyNotes(context: AttackContext): Promise<Outcomes> {
-  const keyConcepts = Array.from({ length: 20_000 }, (_, index) => ({ id: `c${index}`, term: `Term ${index}`, definition: `A definition of term ${index} that is long enough.`, importance: 'high' }));
+  const keyConcepts = Array.from({ length: 20_000 }, (_, index) => ({ id: `c${index}`, term: `T${index}`, definition: `D${index}`, importance: 'high' }));
   const body = new Blob([JSON.stringify({ task: 'mcq', text: 'Photosynthesis!!!', options: { count: 3, notes: { keyConcepts, sections: [], glossary: [] } } })]);
   return floodFrom(context, '127.0.0.23', 8, (fetcher) =>
     fetcher(`${context.url}/v1/generate`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-gpt-key': context.hostileKey }, body }),
