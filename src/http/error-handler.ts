@@ -11,6 +11,7 @@ import { DocumentStoreUnavailableError } from '../documents/index.js';
 import { ApiError, type ErrorCode, type Refusal } from './errors.js';
 import { scrubSecrets } from '../security/redact.js';
 import { secretsOf } from './keys.js';
+import { safeUrl } from './safe-url.js';
 
 interface ValidationIssue {
   readonly instancePath?: string;
@@ -142,7 +143,8 @@ export async function errorHandler(error: unknown, request: FastifyRequest, repl
 }
 
 export async function notFoundHandler(request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
-  const error = new ApiError('NOT_FOUND', `No route ${request.method} ${request.url.split('?')[0] ?? ''}.`);
+  // The path as sent may hold a key (or kilobytes): repeated only without anything key-shaped, and bounded.
+  const error = new ApiError('NOT_FOUND', `No route ${request.method} ${safeUrl(request.url.split('?')[0] ?? '', secretsOf(request.headers))}.`);
   return reply.code(error.statusCode).type('application/json; charset=utf-8').send(error.toBody());
 }
 

@@ -19,6 +19,7 @@ import {
 } from '../../documents/index.js';
 import { ApiError } from '../errors.js';
 import { routeRateLimit } from '../rate-limit.js';
+import { safeSegment } from '../safe-url.js';
 import type { RouteRateLimit } from '../rate-limit.js';
 
 /** Options of the documents plugin. */
@@ -238,7 +239,7 @@ function cleanFileName(fileName: string): string {
 export async function loadDocumentOrThrow(store: DocumentStore, documentId: string): Promise<StoredDocument> {
   const document = await store.get(documentId);
   if (document === undefined) {
-    throw new ApiError('DOCUMENT_NOT_FOUND', `No document ${JSON.stringify(documentId.slice(0, 100))}: it is unknown or has expired (DOCUMENT_TTL_SECONDS).`);
+    throw new ApiError('DOCUMENT_NOT_FOUND', `No document ${JSON.stringify(safeSegment(documentId.slice(0, 100)))}: it is unknown or has expired (DOCUMENT_TTL_SECONDS).`);
   }
   return document;
 }

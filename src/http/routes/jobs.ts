@@ -29,6 +29,7 @@ import {
 import type { ResultCache } from '../../study/index.js';
 import { clientIdOf, type Admission } from '../admission.js';
 import { ApiError } from '../errors.js';
+import { safeSegment } from '../safe-url.js';
 import { routeRateLimit } from '../rate-limit.js';
 import { shareAddress } from '../client-address.js';
 import type { RouteRateLimit } from '../rate-limit.js';
@@ -158,7 +159,7 @@ const jobViewSchema = z
 function notFound(id: string): ApiError {
   return new ApiError(
     'JOB_NOT_FOUND',
-    `No job ${JSON.stringify(id.slice(0, 100))}: it is unknown or has expired (JOB_TTL_SECONDS).`,
+    `No job ${JSON.stringify(safeSegment(id.slice(0, 100)))}: it is unknown or has expired (JOB_TTL_SECONDS).`,
   );
 }
 
