@@ -38,6 +38,7 @@ import { generateRoutes } from './routes/generate.js';
 import { jobsRoutes } from './routes/jobs.js';
 import { healthRoutes } from './routes/health.js';
 import type { Readiness } from './routes/health.js';
+import { createStorageHealth, type StorageHealth } from './storage-health.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { keyRoutes } from './routes/keys.js';
 import { providersRoutes } from './routes/providers.js';
@@ -57,6 +58,11 @@ export interface AppOptions {
   readonly demo?: { readonly emulatorUrl: string };
   /** What `/readyz` reports; the in-process store when absent. */
   readonly readiness?: () => Promise<Readiness>;
+  /**
+   * Where the stores report their writes (service.ts passes it to the stores it builds); `/readyz` says
+   * `degraded` and names the cause while a store's writes fail. A fresh one (nothing fails) when absent.
+   */
+  readonly storageHealth?: StorageHealth;
   /** Adds more metrics to the app's registry (the fleet's `studyhelper_state_store_up`). */
   readonly registerMetrics?: (registry: Registry) => void;
   /** Process metrics in `/metrics` (default true; tests building many apps turn them off). */
@@ -231,7 +237,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const metrics = createProviderMetrics(gateway, { processMetrics: options.processMetrics ?? true });
   options.registerMetrics?.(metrics.registry);
   refusals.register(metrics.registry);
-  const readiness = options.readiness ?? (async (): Promise<Readiness> => ({ store: 'memory', storeReachable: true }));
+  const storageHealth = options.storageHealth ?? createStorageHealth();
+  storageHealth.register(metrics.registry);
+  storageHealth.attachLog(app.log);
+  const storeReadiness = options.readiness ?? (async (): Promise<Readiness> => ({ store: 'memory', storeReachable: true }));
+  const readiness = async (): Promise<Readiness> => ({ ...(await storeReadiness()), failures: storageHealth.failures() });
 
   // Before the routes: the plugin adds its check to the routes that ask for one (uploads, job creations).
   await registerRateLimits(app, options.sharedRateLimits);

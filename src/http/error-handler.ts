@@ -7,7 +7,7 @@
 import type { Socket } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { DocumentStoreUnavailableError } from '../documents/index.js';
+import { DocumentStoreUnavailableError, DocumentStoreWriteError } from '../documents/index.js';
 import { ApiError, type ErrorCode, type Refusal } from './errors.js';
 import { scrubSecrets } from '../security/redact.js';
 import { secretsOf } from './keys.js';
@@ -82,6 +82,9 @@ function frameworkError(error: FastifyError, request: FastifyRequest): ApiError 
 /** The error → response mapping, as a pure function the tests can read. */
 function toApiError(error: unknown, request: FastifyRequest): ApiError | undefined {
   if (error instanceof ApiError) return error;
+  if (error instanceof DocumentStoreWriteError) {
+    return new ApiError('STORAGE_UNAVAILABLE', error.message, { retryAfterSeconds: error.retryAfterSeconds });
+  }
   if (error instanceof DocumentStoreUnavailableError) {
     return new ApiError('DOCUMENT_STORE_UNAVAILABLE', error.message, { retryAfterSeconds: error.retryAfterSeconds });
   }

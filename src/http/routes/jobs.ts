@@ -96,6 +96,17 @@ const createJobBodySchema = z.strictObject({
     .optional(),
 });
 
+/**
+ * A job is taken only if its records can be stored: while the job store refuses writes (a full disk, a
+ * read-only JOBS_DIR) a new or resumed job would run unstored, its parts paid for and lost with a restart.
+ */
+async function requireWritableStore(registry: JobRegistry, retryAfterSeconds: number): Promise<void> {
+  if (await registry.writable()) return;
+  throw new ApiError('STORAGE_UNAVAILABLE', 'The job records cannot be stored right now (the store refuses writes; /readyz names the cause); no job was created.', {
+    retryAfterSeconds,
+  });
+}
+
 const jobParamsSchema = z.object({ id: z.string().min(1).max(200) });
 
 const usageSchema = z.object({ inputTokens: z.number().nullable(), outputTokens: z.number().nullable() });
@@ -250,6 +261,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
       const keys = readProviderKeys(request.headers);
       const chain = requireChain(order, keys);
       const document = await loadDocumentOrThrow(options.documentStore, body.documentId);
+      await requireWritableStore(registry, retryAfterSeconds);
       let view;
       try {
         view = registry.create({
@@ -348,6 +360,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
       if (record.status !== 'interrupted') throw notResumable(record.status);
       const document = await loadDocumentOrThrow(options.documentStore, resume.documentId);
       if (document.sha256 !== resume.cacheKey) throw notResumable('bound to a document that changed');
+      await requireWritableStore(registry, retryAfterSeconds);
       const meta = record.meta;
       const spec: JobSpec = {
         text: document.text,
