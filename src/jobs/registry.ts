@@ -330,7 +330,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
         // Another instance resumed the job, or it was declared interrupted: it must not go on here. A
         // store that refuses writes (a full disk): the job stops too rather than pay for parts it cannot
         // keep; it reads interrupted, resumable from what was stored once the store writes again.
-        if ((result === 'lost' || result === 'failed') && !finished) job.actor.send({ type: 'job.interrupt' });
+        if ((result === 'lost' || result === 'failed') && !finished && job.actor.getSnapshot().status === 'active') job.actor.send({ type: 'job.interrupt' });
       },
       () => undefined,
     );
