@@ -172,7 +172,7 @@ export async function fleetKeySalt(client: Redis, prefix: string): Promise<strin
 }
 
 /** The salt in Redis is not the one this instance uses: one key has two fingerprints in the fleet. */
-export class KeySaltSplitError extends Error {
+class KeySaltSplitError extends Error {
   constructor() {
     super(
       'The fleet\'s key fingerprint salt in Redis is not the one this instance uses (Redis lost it and an instance ' +

@@ -13,7 +13,7 @@ export type StorageName = 'jobs' | 'documents' | 'keySalt';
 
 const storageNames: readonly StorageName[] = ['jobs', 'documents', 'keySalt'];
 
-export interface StorageFailure {
+interface StorageFailure {
   readonly store: StorageName;
   /** The cause as logged: the error's code and message (never a key). */
   readonly reason: string;
@@ -36,7 +36,7 @@ export interface StorageHealth {
 }
 
 /** The cause in one bounded line: `ENOSPC: no space left on device, write`, `OOM command not allowed…`. */
-export function causeOf(error: unknown): string {
+function causeOf(error: unknown): string {
   const code = typeof error === 'object' && error !== null && 'code' in error ? String((error as { code: unknown }).code) : undefined;
   const message = error instanceof Error ? error.message : String(error);
   const text = code !== undefined && !message.startsWith(code) ? `${code}: ${message}` : message;
