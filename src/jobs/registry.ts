@@ -7,7 +7,7 @@ import { createStageActor, type StageActorDependencies } from './stage-actor.js'
 import { createAddressClients } from './address-clients.js';
 import type { JobCancelBus } from './cancel-bus.js';
 import { keyFingerprints, newKeySalt, publicView } from './record.js';
-import { createMemoryJobStatusStore, type JobStatusStore } from './status-store.js';
+import { createMemoryJobStatusStore, JobStoreUnavailableError, type JobStatusStore } from './status-store.js';
 import type { JobRecord, JobResumeData, JobStatus, JobStreamEvent, JobView, ProgressEvent } from './types.js';
 
 /** What `POST /v1/jobs` asks for, once the document is loaded and the chain built. */
@@ -403,8 +403,8 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
    * empty and whose runner did not write it again within the store's grace) ends it `interrupted`, the
    * status of a job nobody runs; while the store cannot be read, it waits.
    */
-  function followRemoteJob(jobId: string, first: JobView, listener: JobListener): () => void {
-    let last = JSON.stringify(progressOf(first));
+  function followRemoteJob(jobId: string, first: JobView | undefined, listener: JobListener): () => void {
+    let last = first === undefined ? '' : JSON.stringify(progressOf(first));
     const timer = setInterval(() => {
       void store.get(jobId).then(
         (view) => {
@@ -605,7 +605,14 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
         job.listeners.add(listener);
         return () => job.listeners.delete(listener);
       }
-      const view = await store.get(jobId);
+      let view: JobRecord | undefined;
+      try {
+        view = await store.get(jobId);
+      } catch (error) {
+        // Found a moment ago, unreadable now (Redis lost or just back empty): followed until it answers.
+        if (error instanceof JobStoreUnavailableError) return followRemoteJob(jobId, undefined, listener);
+        throw error;
+      }
       if (view === undefined) return undefined;
       listener({ type: 'progress', data: progressOf(view) });
       if (isFinal(view)) {
