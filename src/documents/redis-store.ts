@@ -48,7 +48,8 @@ export function createRedisDocumentStore(options: RedisDocumentStoreOptions): Do
   /** Writes `doc` with the TTL it has left (none left: nothing to write). */
   async function write(doc: StoredDocument): Promise<void> {
     const leftSeconds = Math.ceil(options.ttlSeconds - (Date.now() - doc.createdAt) / 1000);
-    if (leftSeconds <= 0) return;
+    // Expired while held: nothing left to store (and nothing left failing).
+    if (leftSeconds <= 0) return report();
     await client.set(key(doc.documentId), JSON.stringify(doc), 'EX', Math.min(options.ttlSeconds, leftSeconds));
     report();
   }
