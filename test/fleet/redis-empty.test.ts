@@ -10,6 +10,8 @@
  */
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
+import { connectFleet } from '../../src/fleet/index.js';
+import { JobStoreUnavailableError } from '../../src/jobs/index.js';
 import { englishTextPdf } from '../fixtures/pdf/generate.js';
 import { postJson, request, startHarness, type Harness, type HttpResult } from '../http/blackbox-support.js';
 import { dataOf, openEvents } from '../jobs/support.js';
@@ -132,5 +134,34 @@ describe('Redis restarted empty', { timeout: 120_000 }, () => {
       return answer.status !== 503;
     }, 10_000);
     expect(answer?.status, answer?.text).toBe(200);
+  });
+
+  it('a flushed Redis (no reconnection at all): a missing record is 503 for the grace, then unknown', async () => {
+    const redis = await ownRedis();
+    servers.push(redis);
+    await redis.start();
+    const fleet = await connectFleet({ url: redis.url, prefix: uniquePrefix('redis-flushed'), breaker: { threshold: 3, recoveryMs: 60_000 }, providerTimeoutMs: 1000 });
+    const store = fleet.jobStatusStore({ ttlSeconds: 60, maxJobs: 10, leaseMs: 600 });
+    try {
+      const running = { jobId: 'job-flushed', status: 'running' as const, progress: 40, stage: 'notes' as const, createdAt: 1 };
+      expect(await store.put(running, { holder: 'runner-1', leaseMs: 60_000 })).toBe('written');
+      // Before the loss an unknown job is unknown (404).
+      expect(await store.get('job-never-made')).toBeUndefined();
+      const client = new Redis(redis.url);
+      await client.flushall();
+      client.disconnect();
+      // Its runner has not written it again yet: unavailable (503), never unknown.
+      await expect(store.get('job-flushed')).rejects.toBeInstanceOf(JobStoreUnavailableError);
+      // The runner's renewal finds it missing (the registry then writes it whole): readable again.
+      expect(await store.renew('job-flushed', 'runner-1', 60_000)).toBe('missing');
+      expect(await store.put(running, { holder: 'runner-1', leaseMs: 60_000 })).toBe('written');
+      expect((await store.get('job-flushed'))?.status).toBe('running');
+      // Past the grace, a record nobody wrote again is unknown.
+      await new Promise((resolve) => setTimeout(resolve, 700));
+      expect(await store.get('job-never-made')).toBeUndefined();
+    } finally {
+      await store.close?.();
+      await fleet.close();
+    }
   });
 });
