@@ -27,7 +27,7 @@ declare module 'fastify' {
 }
 
 /** The security scheme of each provider's key header (`apiKey`, `in: header`). */
-export const keySchemeNames: Readonly<Record<ProviderId, string>> = {
+const keySchemeNames: Readonly<Record<ProviderId, string>> = {
   claude: 'claudeKey',
   gpt: 'gptKey',
   timelygpt: 'timelygptKey',
