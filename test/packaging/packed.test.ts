@@ -25,7 +25,10 @@ const marker = `<!-- installed copy ${process.pid} -->`;
 /** Runs npm (as the npm scripts find it: the project's own Node first on PATH) and returns its stdout. */
 function npm(args: readonly string[], cwd: string): string {
   const started = Date.now();
-  const result = spawnSync('npm', args, { cwd, encoding: 'utf8', env: { ...process.env, npm_config_update_notifier: 'false' } });
+  // Without the settings `npm test` hands its scripts (npm_config_local_prefix names the project): the install
+  // must know only the folder it runs in.
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^(npm_|init_cwd$)/iu.test(name)));
+  const result = spawnSync('npm', args, { cwd, encoding: 'utf8', env: { ...env, npm_config_update_notifier: 'false' } });
   if (result.status !== 0) throw new Error(`npm ${args.join(' ')} failed (${result.status}): ${result.stderr}`);
   if (process.env.PACKED_TEST_TIMES !== undefined) console.log(`npm ${args[0]}: ${Date.now() - started} ms`);
   return result.stdout;
@@ -72,7 +75,7 @@ beforeAll(async () => {
     child.stderr?.on('data', onData);
     child.once('exit', (code) => reject(new Error(`The installed service exited (${code}) before it listened: ${output}`)));
   });
-}, 180_000);
+}, 300_000);
 
 afterAll(async () => {
   if (service !== undefined && service.exitCode === null) {
