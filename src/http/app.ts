@@ -8,7 +8,7 @@ import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import Fastify from 'fastify';
 import type { FastifyInstance, FastifyServerOptions } from 'fastify';
-import { jsonSchemaTransform, serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
+import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Gateway } from '../actors/types.js';
 import type { Config } from '../config.js';
@@ -27,7 +27,7 @@ import { limitConnections } from './connection-limits.js';
 import { createRefusalCounter } from './refusal-metrics.js';
 import { closingSweep } from './closing-sweep.js';
 import { createOriginOf } from './client-address.js';
-import { keyHeaders } from './keys.js';
+import { openApiOptions } from './openapi.js';
 import { isAlreadyValidated } from './schemas.js';
 import { loggerOptions } from './logger.js';
 import { registerRateLimits, type SharedRateLimitStore } from './rate-limit.js';
@@ -210,23 +210,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     done(null, payload);
   });
 
-  await app.register(fastifySwagger, {
-    openapi: {
-      openapi: '3.0.3',
-      info: {
-        title: 'study-helper',
-        version: '1',
-        description:
-          'PDF to study notes and quizzes through your own LLM provider keys, resilient to provider failure. ' +
-          `Keys travel in the headers ${Object.values(keyHeaders).join(', ')}.` +
-          (options.demo ? ` Demo mode: providers are emulated at ${options.demo.emulatorUrl}.` : ''),
-      },
-      components: {
-        securitySchemes: { adminToken: { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN' } },
-      },
-    },
-    transform: jsonSchemaTransform,
-  });
+  // The document says what the routes take and give: streams, key headers, the upload, components (openapi.ts).
+  await app.register(fastifySwagger, openApiOptions(options.demo));
   await app.register(fastifySwaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
