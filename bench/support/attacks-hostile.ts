@@ -89,8 +89,7 @@ export async function hangingKeyJobs(context: AttackContext, pdf: Uint8Array, vi
   const hostile = fetchFrom('127.0.0.22');
   const outcomes: Outcomes = {};
   try {
-    // Uploaded with the global fetch (its FormData is its own), from 127.0.0.1: one upload a round.
-    const { documentId, outcome } = await upload(context.url, pdf, 'attack.pdf');
+    const { documentId, outcome } = await upload(context.url, pdf, 'attack.pdf', hostile.fetch);
     if (documentId === undefined) return { [`upload ${outcome}`]: 1 };
     const jobs: { id: string; key: string }[] = [];
     for (let index = 0; index < 4; index += 1) {

@@ -6,7 +6,7 @@
 import { connect } from 'node:net';
 import type { Socket } from 'node:net';
 import { createDeflate } from 'node:zlib';
-import { Agent, fetch as undiciFetch } from 'undici';
+import { Agent, FormData as UndiciFormData, fetch as undiciFetch } from 'undici';
 
 export type Outcomes = Record<string, number>;
 
@@ -327,9 +327,23 @@ export function fetchFrom(localAddress: string): { fetch: typeof fetch; close():
     },
   });
   return {
-    fetch: ((input: string | URL, init?: RequestInit) => undiciFetch(input, { ...(init as object), dispatcher: agent } as never)) as unknown as typeof fetch,
+    fetch: ((input: string | URL, init?: RequestInit) =>
+      undiciFetch(input, { ...(init as object), ...(init?.body instanceof FormData ? { body: undiciForm(init.body) } : {}), dispatcher: agent } as never)) as unknown as typeof fetch,
     close: () => agent.close(),
   };
+}
+
+/**
+ * The same form as undici's own FormData: undici's fetch (the npm package, not Node's built-in one) sends a
+ * global FormData as the text `[object FormData]`, and every upload from another address was refused 415.
+ */
+function undiciForm(form: FormData): UndiciFormData {
+  const copy = new UndiciFormData();
+  for (const [name, value] of form.entries()) {
+    if (typeof value === 'string') copy.append(name, value);
+    else copy.append(name, value, value.name);
+  }
+  return copy;
 }
 
 /** A new made-up key for every request: each would be a new client if clients were only their keys. */
