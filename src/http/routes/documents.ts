@@ -144,7 +144,7 @@ async function readUpload(
         continue;
       }
       // Hashed chunk by chunk as it streams in: hashing a large file in one call would hold the event
-      // loop for every such upload (docs/documents.md).
+      // loop for every such upload (docs/performance.md).
       const hash = createHash('sha256');
       const chunks: Buffer[] = [];
       let length = 0;
