@@ -180,14 +180,15 @@ const defaultProviderOrder: readonly ProviderId[] = providerIds;
 /**
  * PDF_WORKERS by default: one worker per core but one, at least one. The workers' CPU is taken from the
  * same cores as the event loop: with as many busy workers as cores, two hostile PDFs on a 2-core machine
- * held both cores and every other request waited (issue 12).
+ * held both cores and every other request waited.
  */
 const defaultPdfWorkers = Math.max(1, availableParallelism() - 1);
 
 /**
  * MAX_CONNECTIONS by default: three quarters of the process's open-file limit (Linux's /proc/self/limits),
  * leaving the rest to upstream calls, Redis, workers and files; 8192 where the limit cannot be read.
- * Past the file limit every new connection is reset, whoever makes it (issue 28).
+ * Past the file limit every new connection is reset, whoever makes it: the
+ * cap keeps room for the connections the service itself needs.
  */
 const defaultMaxConnections = (() => {
   try {
@@ -246,7 +247,10 @@ const defaultBaseUrls: Readonly<Record<ProviderId, string>> = {
   timelygpt: 'https://hello.timelygpt.co.kr/api/v2/chat',
 };
 
-/** The models seed 004 defaults to; override per deployment with CLAUDE_MODEL / GPT_MODEL / TIMELYGPT_MODEL. */
+/**
+ * The model each provider is called with by default; override per deployment with
+ * CLAUDE_MODEL / GPT_MODEL / TIMELYGPT_MODEL.
+ */
 const defaultModels: Readonly<Record<ProviderId, string>> = {
   claude: 'claude-sonnet-4-6',
   gpt: 'gpt-5.2',

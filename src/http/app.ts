@@ -75,14 +75,17 @@ export interface AppOptions {
 
 const mebibyte = 1024 * 1024;
 
-/** zod's serializer, except that bodies built from already validated values are not encoded a second time (schemas.ts, issue 15). */
+/**
+ * zod's serializer, except that bodies built from already validated values are not encoded a second time
+ * (schemas.ts).
+ */
 const responseSerializerCompiler: typeof serializerCompiler = (route) => (isAlreadyValidated(route.schema) ? (data: unknown) => JSON.stringify(data) : serializerCompiler(route));
 
 type CompilersFactory = NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>;
 
 /**
- * zod's compilers as Fastify's defaults: Fastify then never loads its own (ajv and fast-json-stringify,
- * ~1.2 MiB of heap, never used here since every route's schemas are zod's). Fastify types these factories
+ * zod's compilers as Fastify's defaults: Fastify then never loads its own (ajv and fast-json-stringify:
+ * heap spent on code never used here, since every route's schemas are zod's). Fastify types these factories
  * after ajv's and fast-json-stringify's function types, hence the casts.
  */
 const schemaController: FastifyServerOptions['schemaController'] = {
@@ -94,7 +97,7 @@ const schemaController: FastifyServerOptions['schemaController'] = {
 
 /**
  * The JSON body of every route but generate (job creation, breaker control, the demo's fault panel): a
- * few hundred bytes each; 16 KiB leaves room and refuses anything bigger while it streams (issue 28).
+ * few hundred bytes each; 16 KiB leaves room and refuses anything bigger while it streams.
  */
 const smallBodyLimit = 16 * 1024;
 
@@ -146,11 +149,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     bodyLimit: smallBodyLimit,
     requestIdHeader: false,
     // zod validates and serializes every route (below): Fastify's own compilers (ajv, fast-json-stringify)
-    // are never used, and naming ours here keeps Fastify from loading theirs (~1 MiB of heap).
+    // are never used, and naming ours here keeps Fastify from loading theirs (their heap, for nothing).
     schemaController,
     // Behind a proxy, the client's address (per-address shares and rates) comes from X-Forwarded-For.
     trustProxy: fastifyTrustProxy(config.server.trustProxy),
-    // Slow clients are cut (issue 12): headers and the whole request have deadlines, idle sockets close.
+    // Slow clients are cut (else they hold sockets at will): headers and the whole request have deadlines,
+    // idle sockets close.
     requestTimeout: config.server.requestTimeoutMs,
     connectionTimeout: config.server.connectionTimeoutMs,
     keepAliveTimeout: config.server.keepAliveTimeoutMs,
@@ -167,7 +171,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // for a body over its limit) was then never written. With this flag Node answers the request in flight and
   // ends the socket after that answer (`_http_server.js` socketOnEnd); request deadlines still bound it.
   (app.server as typeof app.server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
-  // Open connections bounded per address and per instance, refused as they are accepted (issue 28).
+  // Open connections bounded per address and per instance, refused as they are accepted, so one
+  // address cannot exhaust the process's file descriptors.
   // Every refusal by a bound is counted (`studyhelper_refusals_total`, registered with the other metrics below).
   const refusals = createRefusalCounter();
   limitConnections(app.server, {
@@ -183,7 +188,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.setNotFoundHandler(notFoundHandler);
   // JSON in, JSON out: a text/plain body is refused (400) rather than handed to a schema as a string.
   app.removeContentTypeParser('text/plain');
-  // Nesting bounded before JSON.parse sees a body (issue 28).
+  // Nesting bounded before JSON.parse sees a body (a deep one would stall the event loop).
   registerJsonBodyParser(app);
 
   let shuttingDown = false;

@@ -30,7 +30,7 @@ function scrubOutcome(outcome: StudyTaskOutcome, keys: readonly ApiKey[]): Study
   const attempts = outcome.attempts.map((attempt) => scrubAttempt(attempt, keys));
   if (outcome.status === 'failed')
     return { ...outcome, message: scrubSecrets(outcome.message, keys), attempts };
-  // A model can echo the key it was called with: the result is scrubbed too (issue 12).
+  // A model can echo the key it was called with: the result is scrubbed too, so no key leaves in a job.
   if (outcome.status === 'succeeded') return { ...outcome, value: redactDeep(outcome.value, keyRedactor(keys)), attempts };
   return { ...outcome, attempts };
 }
