@@ -314,8 +314,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     metrics.stop();
     await gateway.stop();
     await documentStore.close?.();
-    // Last: the spans of everything that ended above are exported before the app is closed.
-    await telemetry?.shutdown();
+    // Last: the spans of everything that ended above are exported before the app is closed. A collector
+    // that is down loses them, and only them: the shutdown goes on.
+    await telemetry?.shutdown().catch((error: unknown) => {
+      app.log.warn({ error: error instanceof Error ? error.message : String(error) }, 'telemetry: spans not exported at shutdown');
+    });
   });
 
   return app;
