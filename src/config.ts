@@ -13,7 +13,7 @@ import type { FallbackPolicy } from './actors/types.js';
 import { providerIds } from './providers/index.js';
 import type { ProviderId } from './providers/index.js';
 import { defaultWorkerNice } from './threads/thread-priority.js';
-import { loggableTelemetry, readTelemetryConfig, telemetryVariableNames, type TelemetryConfig } from './telemetry/config.js';
+import { loggableTelemetry, readTelemetryConfig, telemetryVariableNames, type TelemetryConfig } from './telemetry/index.js';
 
 const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof logLevels)[number];

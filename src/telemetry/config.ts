@@ -5,7 +5,7 @@
  */
 
 /** How spans travel: OTLP over HTTP as protobuf or as JSON (gRPC is not offered). */
-export type OtlpProtocol = 'http/protobuf' | 'http/json';
+type OtlpProtocol = 'http/protobuf' | 'http/json';
 
 export interface TelemetryConfig {
   /** Where spans are sent: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as given, else OTEL_EXPORTER_OTLP_ENDPOINT + `/v1/traces`. */

@@ -1,8 +1,8 @@
 /**
  * A server span per HTTP request through `@fastify/otel`: named `<METHOD> <route>`, with
  * `http.request.method`, `http.route` and `http.response.status_code`; an incoming W3C `traceparent`
- * makes it a child of the caller's span. The plugin ends the span when the reply is sent; an event stream
- * (a hijacked reply) is never "sent", so its span ends when its socket's response closes.
+ * makes it a child of the caller's span. The plugin ends the span when the reply is sent, or for an event
+ * stream (a hijacked reply) when the response ends (its `onResponse` hook).
  */
 import { FastifyOtelInstrumentation } from '@fastify/otel';
 import type { TracerProvider } from '@opentelemetry/api';
@@ -20,15 +20,4 @@ export async function registerServerSpans(app: FastifyInstance, provider: Tracer
   });
   instrumentation.setTracerProvider(provider);
   await app.register(instrumentation.plugin());
-  app.addHook('onRequest', (request, reply, done) => {
-    const { span } = request.opentelemetry();
-    if (span !== null) {
-      reply.raw.once('close', () => {
-        if (!span.isRecording()) return;
-        span.setAttribute('http.response.status_code', reply.raw.statusCode);
-        span.end();
-      });
-    }
-    done();
-  });
 }

@@ -165,6 +165,23 @@ describe.each([
     expect(server?.parentSpanId).toBe('');
   });
 
+  it('ends the server span of a streamed answer (an event stream) when the stream closes', { timeout: 60_000 }, async () => {
+    const caller = callerContext();
+    const response = await fetch(`${harness.url}/v1/generate`, {
+      method: 'POST',
+      headers: { ...keys, 'content-type': 'application/json', accept: 'text/event-stream', traceparent: caller.header },
+      body: JSON.stringify({ task: 'notes', text: studyText, providers: ['gpt'], options: { lang: 'en' } }),
+    });
+    expect(response.headers.get('content-type')).toContain('text/event-stream');
+    const stream = await response.text();
+    expect(stream).toContain('event: done');
+    const server = await until(() => spansOf(caller.traceId).find((span) => span.kind === serverKind), 'the stream\'s server span');
+    expect(server.name).toBe('POST /v1/generate');
+    expect(server.attributes['http.response.status_code']).toBe(200);
+    const attempt = spansOf(caller.traceId).find((span) => span.parentSpanId === server.spanId);
+    expect(attempt?.attributes['gen_ai.provider.name']).toBe('openai');
+  });
+
   // A job takes a while (three stages through the emulator): traced once, over protobuf.
   it.runIf(protocol === 'http/protobuf')('traces a job: a span per stage under the creating request, a span per part, attempts under the parts', { timeout: 90_000 }, async () => {
     harness.emulator.resetFaults();
@@ -188,6 +205,14 @@ describe.each([
     }
     expect(done?.status).toBe('succeeded');
     answers.push(...answerTexts(done?.result));
+
+    // The job's event stream is written on the hijacked socket: its span ends when the stream does.
+    const reader = callerContext();
+    const events = await fetch(`${harness.url}/v1/jobs/${jobId}/events`, { headers: { traceparent: reader.header } });
+    expect(await events.text()).toContain('event: done');
+    const eventsSpan = await until(() => spansOf(reader.traceId).find((span) => span.kind === serverKind), 'the event stream\'s server span');
+    expect(eventsSpan.name).toBe('GET /v1/jobs/:id/events');
+    expect(eventsSpan.attributes['http.response.status_code']).toBe(200);
 
     const stages = await until(() => {
       const found = spansOf(caller.traceId).filter((span) => span.name.startsWith('job.stage '));
