@@ -25,10 +25,10 @@ function callerContext(): { traceId: string; spanId: string; header: string } {
   return { traceId, spanId, header: `00-${traceId}-${spanId}-01` };
 }
 
-async function until<T>(read: () => T | undefined, what: string, timeoutMs = 15_000): Promise<T> {
+async function until<T>(read: () => T | undefined | Promise<T | undefined>, what: string, timeoutMs = 15_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const value = read();
+    const value = await read();
     if (value !== undefined) return value;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -237,5 +237,64 @@ describe.each([
         }
       }
     }
+  });
+});
+
+describe('breaker transitions on the attempts that caused them', () => {
+  let receiver: OtlpReceiver;
+  let harness: Harness;
+
+  beforeAll(async () => {
+    receiver = await startOtlpReceiver();
+    harness = await startHarness({
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_BSP_SCHEDULE_DELAY: '20',
+      RETRY_MAX: '0',
+      BREAKER_FAILURE_THRESHOLD: '1',
+      BREAKER_MIN_DISTINCT_KEYS: '1',
+      BREAKER_RECOVERY_MS: '300',
+      PROVIDER_TIMEOUT_MS: '5000',
+    });
+  });
+
+  afterAll(async () => {
+    await harness?.close();
+    await receiver?.close();
+  });
+
+  const transitionsOn = (span: ReceivedSpan) => span.events.filter((event) => event.name === 'breaker.transition').map((event) => `${String(event.attributes.from)}→${String(event.attributes.to)}`);
+
+  it('puts the opening on the failed attempt and the closing on the probe that succeeded, and the timer\'s half-open on none', { timeout: 60_000 }, async () => {
+    harness.fault({ provider: 'claude', fault: 'http500', count: 1 });
+    const failing = callerContext();
+    const first = await postJson(`${harness.url}/v1/generate`, { task: 'notes', text: studyText, providers: ['claude', 'gpt'], options: { lang: 'en' } }, { ...keys, traceparent: failing.header });
+    expect(first.status, first.text).toBe(200);
+    // The recovery timer moves the breaker to half-open on its own: no attempt caused that.
+    await until(async () => {
+      const providers = await request(`${harness.url}/v1/providers`);
+      return (providers.body.providers as { id: string; breaker: { state: string } }[]).find((provider) => provider.id === 'claude')?.breaker.state === 'halfOpen' ? true : undefined;
+    }, 'claude half-open');
+    const probing = callerContext();
+    const second = await postJson(`${harness.url}/v1/generate`, { task: 'notes', text: studyText, providers: ['claude', 'gpt'], options: { lang: 'en' } }, { ...keys, traceparent: probing.header });
+    expect(second.status, second.text).toBe(200);
+    expect(second.body.meta.provider).toBe('claude');
+
+    const attemptsOf = (traceId: string, count: number) =>
+      until(() => {
+        const found = receiver.spans.filter((span) => span.traceId === traceId && span.name.startsWith('chat '));
+        return found.length >= count ? found : undefined;
+      }, `${count} attempt spans`);
+    const [failed, fellBack] = await attemptsOf(failing.traceId, 2).then((spans) => [
+      spans.find((span) => span.attributes['gen_ai.provider.name'] === 'anthropic'),
+      spans.find((span) => span.attributes['gen_ai.provider.name'] === 'openai'),
+    ]);
+    expect(failed && transitionsOn(failed)).toEqual(['closed→open']);
+    expect(fellBack && transitionsOn(fellBack)).toEqual([]);
+    const [probe] = await attemptsOf(probing.traceId, 1);
+    expect(probe?.attributes['studyhelper.attempt.outcome']).toBe('succeeded');
+    expect(probe && transitionsOn(probe)).toEqual(['halfOpen→closed']);
+    // Every transition an attempt caused is on exactly one span.
+    const all = receiver.spans.flatMap(transitionsOn);
+    expect(all.sort()).toEqual(['closed→open', 'halfOpen→closed']);
   });
 });
