@@ -7,6 +7,7 @@
 /** How spans travel: OTLP over HTTP as protobuf or as JSON (gRPC is not offered). */
 type OtlpProtocol = 'http/protobuf' | 'http/json';
 
+/** The trace export as the OTEL_* variables configure it. */
 export interface TelemetryConfig {
   /** Where spans are sent: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as given, else OTEL_EXPORTER_OTLP_ENDPOINT + `/v1/traces`. */
   readonly tracesUrl: string;

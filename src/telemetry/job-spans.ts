@@ -54,6 +54,7 @@ export function createJobTracer(tracer: Tracer): JobTracer {
             const outcome = await context.with(stageContext, () => run(partGateway));
             const status = typeof outcome === 'object' && outcome !== null && 'status' in outcome ? String(outcome.status) : 'succeeded';
             const code = typeof outcome === 'object' && outcome !== null && 'code' in outcome ? String(outcome.code) : undefined;
+            if (typeof outcome === 'object' && outcome !== null && 'cached' in outcome && outcome.cached === true) span.setAttribute('studyhelper.cached', true);
             endWith(span, status, code);
             return outcome;
           } catch (error) {
