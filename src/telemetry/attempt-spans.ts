@@ -62,7 +62,9 @@ export function traceGateway(gateway: Gateway, tracer: Tracer): Gateway {
           'studyhelper.attempt.outcome': attempt.outcome,
           'studyhelper.breaker.counted': attempt.countedByBreaker,
           'studyhelper.retry': attempt.retry,
-          ...(attempt.outcome === 'failed' && attempt.errorClass !== undefined ? { 'error.type': attempt.errorClass } : {}),
+          ...(attempt.outcome === 'failed' && attempt.errorClass !== undefined
+            ? { 'error.type': attempt.errorClass }
+            : {}),
           ...(attempt.reason === undefined ? {} : { 'studyhelper.attempt.skip_reason': attempt.reason }),
           ...(attempt.httpStatus === undefined ? {} : { 'http.response.status_code': attempt.httpStatus }),
           ...(attempt.continuation === true ? { 'studyhelper.attempt.continuation': true } : {}),
@@ -70,15 +72,20 @@ export function traceGateway(gateway: Gateway, tracer: Tracer): Gateway {
       },
       run.parent,
     );
-    if (attempt.outcome === 'failed') span.setStatus({ code: SpanStatusCode.ERROR, message: attempt.errorClass ?? 'failed' });
+    if (attempt.outcome === 'failed')
+      span.setStatus({ code: SpanStatusCode.ERROR, message: attempt.errorClass ?? 'failed' });
     // This attempt's breaker transitions: the ones the result caused (this turn) or its probe admission.
-    for (let index = 0; index < run.transitions.length; ) {
+    for (let index = 0; index < run.transitions.length;) {
       const transition = run.transitions[index];
       if (transition?.provider !== attempt.provider) {
         index += 1;
         continue;
       }
-      span.addEvent('breaker.transition', { from: transition.from, to: transition.to, 'studyhelper.provider': transition.provider }, transition.at);
+      span.addEvent(
+        'breaker.transition',
+        { from: transition.from, to: transition.to, 'studyhelper.provider': transition.provider },
+        transition.at,
+      );
       run.transitions.splice(index, 1);
     }
     run.recent.set(attempt.provider, span);
@@ -92,7 +99,12 @@ export function traceGateway(gateway: Gateway, tracer: Tracer): Gateway {
   return {
     ...gateway,
     generate<T>(input: GenerateInput<T>) {
-      const run: RunTrace = { parent: context.active(), task: input.request.task, transitions: [], recent: new Map() };
+      const run: RunTrace = {
+        parent: context.active(),
+        task: input.request.task,
+        transitions: [],
+        recent: new Map(),
+      };
       const onAttempt = input.onAttempt;
       const traced: GenerateInput<T> = {
         ...input,
@@ -105,4 +117,3 @@ export function traceGateway(gateway: Gateway, tracer: Tracer): Gateway {
     },
   };
 }
-

@@ -65,7 +65,8 @@ function httpUrl(raw: string, name: string, fail: ConfigFailure): URL {
   } catch {
     return fail(name, 'must be an http:// or https:// URL');
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return fail(name, 'must be an http:// or https:// URL');
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    return fail(name, 'must be an http:// or https:// URL');
   return url;
 }
 
@@ -89,7 +90,9 @@ function keyValueList(raw: string | undefined, name: string, fail: ConfigFailure
     const equals = part.indexOf('=');
     if (equals <= 0) fail(name, 'must be a comma-separated list of key=value');
     try {
-      pairs[decodeURIComponent(part.slice(0, equals).trim())] = decodeURIComponent(part.slice(equals + 1).trim());
+      pairs[decodeURIComponent(part.slice(0, equals).trim())] = decodeURIComponent(
+        part.slice(equals + 1).trim(),
+      );
     } catch {
       // The value is not echoed: headers hold credentials.
       fail(name, 'holds a malformed %-escape');
@@ -98,7 +101,13 @@ function keyValueList(raw: string | undefined, name: string, fail: ConfigFailure
   return pairs;
 }
 
-function wholeNumber(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, fail: ConfigFailure): number {
+function wholeNumber(
+  env: NodeJS.ProcessEnv,
+  name: string,
+  fallback: number,
+  min: number,
+  fail: ConfigFailure,
+): number {
   const raw = value(env, name);
   if (raw === undefined) return fallback;
   const parsed = Number(raw);
@@ -109,37 +118,60 @@ function wholeNumber(env: NodeJS.ProcessEnv, name: string, fallback: number, min
 }
 
 function protocol(env: NodeJS.ProcessEnv, fail: ConfigFailure): OtlpProtocol {
-  const name = value(env, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') === undefined ? 'OTEL_EXPORTER_OTLP_PROTOCOL' : 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL';
+  const name =
+    value(env, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') === undefined
+      ? 'OTEL_EXPORTER_OTLP_PROTOCOL'
+      : 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL';
   const raw = value(env, name) ?? 'http/protobuf';
   if (raw === 'http/protobuf' || raw === 'http/json') return raw;
-  return fail(name, `must be http/protobuf or http/json (got ${JSON.stringify(raw.slice(0, 40))}; gRPC is not offered)`);
+  return fail(
+    name,
+    `must be http/protobuf or http/json (got ${JSON.stringify(raw.slice(0, 40))}; gRPC is not offered)`,
+  );
 }
 
 /**
  * The trace export the environment asks for, or `undefined` when it asks for none: no endpoint, or
  * OTEL_SDK_DISABLED=true, or OTEL_TRACES_EXPORTER=none. A bad value fails through `fail`.
  */
-export function readTelemetryConfig(env: NodeJS.ProcessEnv, fail: ConfigFailure): TelemetryConfig | undefined {
+export function readTelemetryConfig(
+  env: NodeJS.ProcessEnv,
+  fail: ConfigFailure,
+): TelemetryConfig | undefined {
   const disabled = value(env, 'OTEL_SDK_DISABLED')?.toLowerCase();
-  if (disabled !== undefined && disabled !== 'true' && disabled !== 'false') fail('OTEL_SDK_DISABLED', 'must be true or false');
+  if (disabled !== undefined && disabled !== 'true' && disabled !== 'false')
+    fail('OTEL_SDK_DISABLED', 'must be true or false');
   const exporter = value(env, 'OTEL_TRACES_EXPORTER')?.toLowerCase();
-  if (exporter !== undefined && exporter !== 'otlp' && exporter !== 'none') fail('OTEL_TRACES_EXPORTER', 'must be otlp or none');
+  if (exporter !== undefined && exporter !== 'otlp' && exporter !== 'none')
+    fail('OTEL_TRACES_EXPORTER', 'must be otlp or none');
   const url = tracesUrl(env, fail);
   const chosenProtocol = protocol(env, fail);
   if (url === undefined || disabled === 'true' || exporter === 'none') return undefined;
-  const timeoutName = value(env, 'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT') === undefined ? 'OTEL_EXPORTER_OTLP_TIMEOUT' : 'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT';
+  const timeoutName =
+    value(env, 'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT') === undefined
+      ? 'OTEL_EXPORTER_OTLP_TIMEOUT'
+      : 'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT';
   const maxQueueSize = wholeNumber(env, 'OTEL_BSP_MAX_QUEUE_SIZE', 2048, 1, fail);
   const maxExportBatchSize = wholeNumber(env, 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 512, 1, fail);
-  if (maxExportBatchSize > maxQueueSize) fail('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', `must not exceed OTEL_BSP_MAX_QUEUE_SIZE (${maxQueueSize})`);
+  if (maxExportBatchSize > maxQueueSize)
+    fail('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', `must not exceed OTEL_BSP_MAX_QUEUE_SIZE (${maxQueueSize})`);
   return {
     tracesUrl: url,
     protocol: chosenProtocol,
     headers: {
       ...keyValueList(value(env, 'OTEL_EXPORTER_OTLP_HEADERS'), 'OTEL_EXPORTER_OTLP_HEADERS', fail),
-      ...keyValueList(value(env, 'OTEL_EXPORTER_OTLP_TRACES_HEADERS'), 'OTEL_EXPORTER_OTLP_TRACES_HEADERS', fail),
+      ...keyValueList(
+        value(env, 'OTEL_EXPORTER_OTLP_TRACES_HEADERS'),
+        'OTEL_EXPORTER_OTLP_TRACES_HEADERS',
+        fail,
+      ),
     },
     serviceName: value(env, 'OTEL_SERVICE_NAME') ?? 'study-helper',
-    resourceAttributes: keyValueList(value(env, 'OTEL_RESOURCE_ATTRIBUTES'), 'OTEL_RESOURCE_ATTRIBUTES', fail),
+    resourceAttributes: keyValueList(
+      value(env, 'OTEL_RESOURCE_ATTRIBUTES'),
+      'OTEL_RESOURCE_ATTRIBUTES',
+      fail,
+    ),
     exportTimeoutMs: wholeNumber(env, timeoutName, 10_000, 1, fail),
     batch: {
       scheduledDelayMillis: wholeNumber(env, 'OTEL_BSP_SCHEDULE_DELAY', 5000, 0, fail),

@@ -29,7 +29,11 @@ export function createJobTracer(tracer: Tracer): JobTracer {
       const parent = context.active();
       return {
         async stage(stage, gateway, run) {
-          const span = tracer.startSpan(`job.stage ${stage}`, { attributes: { 'studyhelper.job.id': jobId, 'studyhelper.job.stage': stage } }, parent);
+          const span = tracer.startSpan(
+            `job.stage ${stage}`,
+            { attributes: { 'studyhelper.job.id': jobId, 'studyhelper.job.stage': stage } },
+            parent,
+          );
           const stageContext = trace.setSpan(parent, span);
           let parts = 0;
           const partGateway: Gateway = {
@@ -38,23 +42,44 @@ export function createJobTracer(tracer: Tracer): JobTracer {
               parts += 1;
               const part = tracer.startSpan(
                 `job.part ${stage}`,
-                { attributes: { 'studyhelper.job.id': jobId, 'studyhelper.job.stage': stage, 'studyhelper.job.part': parts, 'studyhelper.task': input.request.task } },
+                {
+                  attributes: {
+                    'studyhelper.job.id': jobId,
+                    'studyhelper.job.stage': stage,
+                    'studyhelper.job.part': parts,
+                    'studyhelper.task': input.request.task,
+                  },
+                },
                 stageContext,
               );
-              return context.with(trace.setSpan(stageContext, part), () => gateway.generate(input)).then(
-                (outcome) => {
-                  endWith(part, outcome.status, outcome.status === 'failed' ? outcome.code : undefined);
-                  return outcome;
-                },
-                (error: unknown) => endWithError(part, error),
-              );
+              return context
+                .with(trace.setSpan(stageContext, part), () => gateway.generate(input))
+                .then(
+                  (outcome) => {
+                    endWith(part, outcome.status, outcome.status === 'failed' ? outcome.code : undefined);
+                    return outcome;
+                  },
+                  (error: unknown) => endWithError(part, error),
+                );
             },
           };
           try {
             const outcome = await context.with(stageContext, () => run(partGateway));
-            const status = typeof outcome === 'object' && outcome !== null && 'status' in outcome ? String(outcome.status) : 'succeeded';
-            const code = typeof outcome === 'object' && outcome !== null && 'code' in outcome ? String(outcome.code) : undefined;
-            if (typeof outcome === 'object' && outcome !== null && 'cached' in outcome && outcome.cached === true) span.setAttribute('studyhelper.cached', true);
+            const status =
+              typeof outcome === 'object' && outcome !== null && 'status' in outcome
+                ? String(outcome.status)
+                : 'succeeded';
+            const code =
+              typeof outcome === 'object' && outcome !== null && 'code' in outcome
+                ? String(outcome.code)
+                : undefined;
+            if (
+              typeof outcome === 'object' &&
+              outcome !== null &&
+              'cached' in outcome &&
+              outcome.cached === true
+            )
+              span.setAttribute('studyhelper.cached', true);
             endWith(span, status, code);
             return outcome;
           } catch (error) {

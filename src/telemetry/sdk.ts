@@ -37,8 +37,15 @@ function setGlobals(): void {
 /** Starts exporting traces as `config` says. */
 export function startTelemetry(config: TelemetryConfig): Telemetry {
   setGlobals();
-  const exporterOptions = { url: config.tracesUrl, headers: { ...config.headers }, timeoutMillis: config.exportTimeoutMs };
-  const exporter = config.protocol === 'http/json' ? new JsonTraceExporter(exporterOptions) : new ProtobufTraceExporter(exporterOptions);
+  const exporterOptions = {
+    url: config.tracesUrl,
+    headers: { ...config.headers },
+    timeoutMillis: config.exportTimeoutMs,
+  };
+  const exporter =
+    config.protocol === 'http/json'
+      ? new JsonTraceExporter(exporterOptions)
+      : new ProtobufTraceExporter(exporterOptions);
   const provider = new NodeTracerProvider({
     resource: resourceFromAttributes({ ...config.resourceAttributes, 'service.name': config.serviceName }),
     spanProcessors: [new BatchSpanProcessor(exporter, config.batch)],

@@ -5,18 +5,32 @@ import { ConfigError, loadConfig, loggableConfig } from '../../src/config.js';
 describe('OTEL_* variables', () => {
   it('exports nothing without an endpoint, or when the SDK or the exporter is turned off', () => {
     expect(loadConfig({}).telemetry).toBeUndefined();
-    expect(loadConfig({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_SERVICE_NAME: 'x' }).telemetry).toBeUndefined();
-    expect(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'true' }).telemetry).toBeUndefined();
-    expect(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_TRACES_EXPORTER: 'none' }).telemetry).toBeUndefined();
+    expect(
+      loadConfig({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_SERVICE_NAME: 'x' }).telemetry,
+    ).toBeUndefined();
+    expect(
+      loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'true' })
+        .telemetry,
+    ).toBeUndefined();
+    expect(
+      loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_TRACES_EXPORTER: 'none' })
+        .telemetry,
+    ).toBeUndefined();
   });
 
   it('appends /v1/traces to the base endpoint and takes the traces endpoint as it is', () => {
-    expect(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }).telemetry?.tracesUrl).toBe('http://collector:4318/v1/traces');
-    expect(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'https://cloud.langfuse.com/api/public/otel/' }).telemetry?.tracesUrl).toBe(
-      'https://cloud.langfuse.com/api/public/otel/v1/traces',
+    expect(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }).telemetry?.tracesUrl).toBe(
+      'http://collector:4318/v1/traces',
     );
     expect(
-      loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://tempo:4318/custom/path' }).telemetry?.tracesUrl,
+      loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'https://cloud.langfuse.com/api/public/otel/' }).telemetry
+        ?.tracesUrl,
+    ).toBe('https://cloud.langfuse.com/api/public/otel/v1/traces');
+    expect(
+      loadConfig({
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318',
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://tempo:4318/custom/path',
+      }).telemetry?.tracesUrl,
     ).toBe('http://tempo:4318/custom/path');
   });
 
@@ -26,7 +40,12 @@ describe('OTEL_* variables', () => {
       serviceName: 'study-helper',
       headers: {},
       exportTimeoutMs: 10_000,
-      batch: { scheduledDelayMillis: 5000, maxQueueSize: 2048, maxExportBatchSize: 512, exportTimeoutMillis: 30_000 },
+      batch: {
+        scheduledDelayMillis: 5000,
+        maxQueueSize: 2048,
+        maxExportBatchSize: 512,
+        exportTimeoutMillis: 30_000,
+      },
     });
   });
 
@@ -62,15 +81,26 @@ describe('OTEL_* variables', () => {
       throw new Error('accepted');
     };
     expect(refused({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' })).toBe('OTEL_EXPORTER_OTLP_PROTOCOL');
-    expect(refused({ OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'grpc' })).toBe('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL');
+    expect(refused({ OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'grpc' })).toBe(
+      'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL',
+    );
     expect(refused({ OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' })).toBe('OTEL_EXPORTER_OTLP_ENDPOINT');
     expect(refused({ OTEL_BSP_SCHEDULE_DELAY: 'soon' })).toBe('OTEL_BSP_SCHEDULE_DELAY');
-    expect(refused({ OTEL_BSP_MAX_QUEUE_SIZE: '4', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '8' })).toBe('OTEL_BSP_MAX_EXPORT_BATCH_SIZE');
+    expect(refused({ OTEL_BSP_MAX_QUEUE_SIZE: '4', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '8' })).toBe(
+      'OTEL_BSP_MAX_EXPORT_BATCH_SIZE',
+    );
     expect(refused({ OTEL_EXPORTER_OTLP_HEADERS: 'no-equals-sign' })).toBe('OTEL_EXPORTER_OTLP_HEADERS');
   });
 
   it('never logs the collector headers (they hold credentials)', () => {
-    const logged = JSON.stringify(loggableConfig(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_HEADERS: 'Authorization=Basic%20c2VjcmV0LXRva2Vu' })));
+    const logged = JSON.stringify(
+      loggableConfig(
+        loadConfig({
+          OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318',
+          OTEL_EXPORTER_OTLP_HEADERS: 'Authorization=Basic%20c2VjcmV0LXRva2Vu',
+        }),
+      ),
+    );
     expect(logged).not.toContain('c2VjcmV0LXRva2Vu');
     expect(logged).toContain('"headers":"set"');
   });

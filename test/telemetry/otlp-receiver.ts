@@ -16,7 +16,10 @@ export interface ReceivedSpan {
   /** 1 internal, 2 server, 3 client. */
   readonly kind: number;
   readonly attributes: Readonly<Record<string, AttributeValue>>;
-  readonly events: readonly { readonly name: string; readonly attributes: Readonly<Record<string, AttributeValue>> }[];
+  readonly events: readonly {
+    readonly name: string;
+    readonly attributes: Readonly<Record<string, AttributeValue>>;
+  }[];
   /** 0 unset, 1 ok, 2 error. */
   readonly statusCode: number;
   readonly resource: Readonly<Record<string, AttributeValue>>;
@@ -72,7 +75,10 @@ interface JsonSpan {
 
 function decodeJson(body: Buffer): ReceivedSpan[] {
   const request = JSON.parse(body.toString('utf8')) as {
-    resourceSpans?: { resource?: { attributes?: JsonKeyValue[] }; scopeSpans?: { scope?: { name?: string }; spans?: JsonSpan[] }[] }[];
+    resourceSpans?: {
+      resource?: { attributes?: JsonKeyValue[] };
+      scopeSpans?: { scope?: { name?: string }; spans?: JsonSpan[] }[];
+    }[];
   };
   return (request.resourceSpans ?? []).flatMap((resourceSpans) =>
     (resourceSpans.scopeSpans ?? []).flatMap((scopeSpans) =>
@@ -83,7 +89,10 @@ function decodeJson(body: Buffer): ReceivedSpan[] {
         name: span.name,
         kind: span.kind ?? 0,
         attributes: jsonAttributes(span.attributes),
-        events: (span.events ?? []).map((event) => ({ name: event.name, attributes: jsonAttributes(event.attributes) })),
+        events: (span.events ?? []).map((event) => ({
+          name: event.name,
+          attributes: jsonAttributes(event.attributes),
+        })),
         statusCode: span.status?.code ?? 0,
         resource: jsonAttributes(resourceSpans.resource?.attributes),
         scope: scopeSpans.scope?.name ?? '',
@@ -94,7 +103,12 @@ function decodeJson(body: Buffer): ReceivedSpan[] {
 
 // --- OTLP/protobuf: the wire format (varint, 64-bit, length-delimited, 32-bit) ---
 
-type Field = { readonly number: number; readonly wire: number; readonly varint: bigint; readonly bytes: Buffer };
+type Field = {
+  readonly number: number;
+  readonly wire: number;
+  readonly varint: bigint;
+  readonly bytes: Buffer;
+};
 
 function readVarint(buffer: Buffer, at: { pos: number }): bigint {
   let result = 0n;
@@ -130,7 +144,8 @@ function fields(buffer: Buffer): Field[] {
   return out;
 }
 
-const each = (buffer: Buffer, number: number): Field[] => fields(buffer).filter((field) => field.number === number);
+const each = (buffer: Buffer, number: number): Field[] =>
+  fields(buffer).filter((field) => field.number === number);
 const first = (buffer: Buffer, number: number): Field | undefined => each(buffer, number)[0];
 const text = (buffer: Buffer, number: number): string => first(buffer, number)?.bytes.toString('utf8') ?? '';
 
@@ -156,7 +171,12 @@ function protobufValue(buffer: Buffer): AttributeValue {
 
 /** repeated KeyValue (1 key, 2 value) at field `number`. */
 function protobufAttributes(buffer: Buffer, number: number): Record<string, AttributeValue> {
-  return Object.fromEntries(each(buffer, number).map((pair) => [text(pair.bytes, 1), protobufValue(first(pair.bytes, 2)?.bytes ?? Buffer.alloc(0))]));
+  return Object.fromEntries(
+    each(buffer, number).map((pair) => [
+      text(pair.bytes, 1),
+      protobufValue(first(pair.bytes, 2)?.bytes ?? Buffer.alloc(0)),
+    ]),
+  );
 }
 
 function decodeProtobuf(body: Buffer): ReceivedSpan[] {
@@ -174,7 +194,10 @@ function decodeProtobuf(body: Buffer): ReceivedSpan[] {
         name: text(span.bytes, 5),
         kind: Number(first(span.bytes, 6)?.varint ?? 0n),
         attributes: protobufAttributes(span.bytes, 9),
-        events: each(span.bytes, 11).map((event) => ({ name: text(event.bytes, 2), attributes: protobufAttributes(event.bytes, 3) })),
+        events: each(span.bytes, 11).map((event) => ({
+          name: text(event.bytes, 2),
+          attributes: protobufAttributes(event.bytes, 3),
+        })),
         statusCode: Number(first(first(span.bytes, 15)?.bytes ?? Buffer.alloc(0), 3)?.varint ?? 0n),
         resource,
         scope,
@@ -205,7 +228,9 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
         return;
       }
       const json = contentType.includes('json');
-      response.writeHead(200, { 'content-type': json ? 'application/json' : 'application/x-protobuf' }).end(json ? '{}' : Buffer.alloc(0));
+      response
+        .writeHead(200, { 'content-type': json ? 'application/json' : 'application/x-protobuf' })
+        .end(json ? '{}' : Buffer.alloc(0));
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -15,14 +15,27 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
 const recorder = fileURLToPath(new URL('./fixtures/record-loads.mjs', import.meta.url));
 
 /** The tracing SDK's own modules (the OpenTelemetry API alone is loaded by the Anthropic SDK anyway). */
-const sdkModules = [/\/@opentelemetry\/sdk-trace-/, /\/@opentelemetry\/exporter-trace-otlp-/, /\/@fastify\/otel\//, /\/dist\/src\/telemetry\/sdk\.js$/];
+const sdkModules = [
+  /\/@opentelemetry\/sdk-trace-/,
+  /\/@opentelemetry\/exporter-trace-otlp-/,
+  /\/@fastify\/otel\//,
+  /\/dist\/src\/telemetry\/sdk\.js$/,
+];
 
 /** Starts the service with `env`, asks /healthz and /v1/providers, stops it; returns the modules it loaded. */
 async function modulesLoaded(env: NodeJS.ProcessEnv): Promise<string[]> {
   const file = join(mkdtempSync(join(tmpdir(), 'study-helper-loads-')), 'loaded.txt');
   const child = spawn(process.execPath, ['--import', recorder, `${root}dist/src/main.js`], {
     cwd: root,
-    env: { PATH: process.env.PATH, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', JOBS_DIR: 'off', LOADED_MODULES_FILE: file, ...env },
+    env: {
+      PATH: process.env.PATH,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'info',
+      JOBS_DIR: 'off',
+      LOADED_MODULES_FILE: file,
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
@@ -31,7 +44,12 @@ async function modulesLoaded(env: NodeJS.ProcessEnv): Promise<string[]> {
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   try {
-    await expect.poll(() => /Server listening at (http:\/\/[\d.:]+)/.exec(stdout)?.[1], { timeout: 45_000, interval: 20 }).toBeDefined();
+    await expect
+      .poll(() => /Server listening at (http:\/\/[\d.:]+)/.exec(stdout)?.[1], {
+        timeout: 45_000,
+        interval: 20,
+      })
+      .toBeDefined();
     const url = /Server listening at (http:\/\/[\d.:]+)/.exec(stdout)?.[1];
     expect((await fetch(`${url}/healthz`)).status).toBe(200);
     expect((await fetch(`${url}/v1/providers`)).status).toBe(200);
@@ -51,7 +69,14 @@ describe('the tracing SDK is loaded only when traces are exported', () => {
 
   it('is loaded with one', { timeout: 60_000 }, async () => {
     // Nothing listens there: the batch is simply not delivered when the service stops.
-    const loaded = await modulesLoaded({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_EXPORTER_OTLP_TIMEOUT: '200' });
-    for (const pattern of sdkModules) expect(loaded.some((url) => pattern.test(url)), String(pattern)).toBe(true);
+    const loaded = await modulesLoaded({
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9',
+      OTEL_EXPORTER_OTLP_TIMEOUT: '200',
+    });
+    for (const pattern of sdkModules)
+      expect(
+        loaded.some((url) => pattern.test(url)),
+        String(pattern),
+      ).toBe(true);
   });
 });
