@@ -69,7 +69,7 @@ export interface Config {
   readonly documentTtlSeconds: number;
   /** PDF extraction: the worker pool and the limits on one PDF (docs/documents.md). */
   readonly pdf: {
-    /** Worker threads extracting at once (PDF_WORKERS). */
+    /** Worker processes extracting at once (PDF_WORKERS), one extraction each. */
     readonly workers: number;
     /** Extractions waiting for a worker; past it 503 PDF_EXTRACTOR_BUSY (derived: `derivedLimits`). */
     readonly queueMax: number;
@@ -82,7 +82,7 @@ export interface Config {
     /** A PDF declaring or holding more pages is refused (derived: `derivedLimits`). */
     readonly maxTotalPages: number;
   };
-  /** The nice value of the PDF and token-count worker threads (WORKER_NICE, 0–19; Linux only). */
+  /** The nice value of the PDF worker processes and the token-count worker thread (WORKER_NICE, 0–19; Linux only). */
   readonly workerNice: number;
   /** Unset: the operator breaker route answers 404. */
   readonly adminToken: string | undefined;

@@ -8,7 +8,7 @@ import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import Fastify from 'fastify';
 import type { FastifyInstance, FastifyServerOptions } from 'fastify';
-import { jsonSchemaTransform, serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
+import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Gateway } from '../actors/types.js';
 import type { Config } from '../config.js';
@@ -28,7 +28,7 @@ import { limitConnections } from './connection-limits.js';
 import { createRefusalCounter } from './refusal-metrics.js';
 import { closingSweep } from './closing-sweep.js';
 import { createOriginOf } from './client-address.js';
-import { keyHeaders } from './keys.js';
+import { openApiOptions } from './openapi.js';
 import { isAlreadyValidated } from './schemas.js';
 import { loggerOptions } from './logger.js';
 import { registerRateLimits, type SharedRateLimitStore } from './rate-limit.js';
@@ -39,6 +39,7 @@ import { generateRoutes } from './routes/generate.js';
 import { jobsRoutes } from './routes/jobs.js';
 import { healthRoutes } from './routes/health.js';
 import type { Readiness } from './routes/health.js';
+import { createStorageHealth, type StorageHealth } from './storage-health.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { keyRoutes } from './routes/keys.js';
 import { providersRoutes } from './routes/providers.js';
@@ -58,6 +59,11 @@ export interface AppOptions {
   readonly demo?: { readonly emulatorUrl: string };
   /** What `/readyz` reports; the in-process store when absent. */
   readonly readiness?: () => Promise<Readiness>;
+  /**
+   * Where the stores report their writes (service.ts passes it to the stores it builds); `/readyz` says
+   * `degraded` and names the cause while a store's writes fail. A fresh one (nothing fails) when absent.
+   */
+  readonly storageHealth?: StorageHealth;
   /** Adds more metrics to the app's registry (the fleet's `studyhelper_state_store_up`). */
   readonly registerMetrics?: (registry: Registry) => void;
   /** Process metrics in `/metrics` (default true; tests building many apps turn them off). */
@@ -210,23 +216,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     done(null, payload);
   });
 
-  await app.register(fastifySwagger, {
-    openapi: {
-      openapi: '3.0.3',
-      info: {
-        title: 'study-helper',
-        version: '1',
-        description:
-          'PDF to study notes and quizzes through your own LLM provider keys, resilient to provider failure. ' +
-          `Keys travel in the headers ${Object.values(keyHeaders).join(', ')}.` +
-          (options.demo ? ` Demo mode: providers are emulated at ${options.demo.emulatorUrl}.` : ''),
-      },
-      components: {
-        securitySchemes: { adminToken: { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN' } },
-      },
-    },
-    transform: jsonSchemaTransform,
-  });
+  // The document says what the routes take and give: streams, key headers, the upload, components (openapi.ts).
+  await app.register(fastifySwagger, openApiOptions(options.demo));
   await app.register(fastifySwaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
@@ -237,7 +228,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const metrics = createProviderMetrics(gateway, { processMetrics: options.processMetrics ?? true });
   options.registerMetrics?.(metrics.registry);
   refusals.register(metrics.registry);
-  const readiness = options.readiness ?? (async (): Promise<Readiness> => ({ store: 'memory', storeReachable: true }));
+  const storageHealth = options.storageHealth ?? createStorageHealth();
+  storageHealth.register(metrics.registry);
+  storageHealth.attachLog(app.log);
+  const storeReadiness = options.readiness ?? (async (): Promise<Readiness> => ({ store: 'memory', storeReachable: true }));
+  const readiness = async (): Promise<Readiness> => ({ ...(await storeReadiness()), failures: storageHealth.failures() });
 
   // Before the routes: the plugin adds its check to the routes that ask for one (uploads, job creations).
   await registerRateLimits(app, options.sharedRateLimits);

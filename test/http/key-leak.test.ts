@@ -165,6 +165,28 @@ describe('keys never leak', () => {
     expect(findLeaks(harness.logs)).toEqual([]);
   });
 
+  it('a key in a URL (path or query) is neither logged nor echoed', async () => {
+    const logsBefore = harness.logs.length;
+    const bodies: string[] = [];
+    const get = async (path: string, headers: Record<string, string> = {}): Promise<void> => {
+      const result = await request(`${harness.url}${path}`, { headers });
+      bodies.push(result.text);
+      result.headers.forEach((value, name) => bodies.push(`${name}: ${value}`));
+    };
+    // Key-shaped, no header: a provider key's format, a long opaque token, percent-encoded.
+    await get(`/v1/nowhere/${leakKeys.plain.gpt}`);
+    await get(`/v1/${encodeURIComponent(leakKeys.echoed.gpt).replace(/-/g, '%2D')}/x`);
+    await get(`/healthz?key=${leakKeys.plain.timelygpt}&api_key=${leakKeys.echoed.timelygpt}`);
+    await get(`/v1/jobs/${leakKeys.plain.claude}?x=${leakKeys.echoed.claude}`);
+    // Not key-shaped, but the request's own key (sent in its header too).
+    await get(`/v1/nowhere/${leakKeys.bad.claude}`, { 'x-claude-key': leakKeys.bad.claude });
+    expect(bodies.some((body) => body.includes('NOT_FOUND'))).toBe(true);
+    const lines = harness.logs.slice(logsBefore);
+    expect(lines.some((line) => line.includes('incoming request'))).toBe(true);
+    expect(findLeaks(bodies)).toEqual([]);
+    expect(findLeaks(lines)).toEqual([]);
+  });
+
   it('the leak detector itself finds a leaked piece', () => {
     expect(findLeaks([`prefix ${leakKeys.plain.gpt.slice(3, 13)} suffix`])).toHaveLength(1);
     expect(findLeaks(['emu-ratelimit- is a public prefix'])).toEqual([]);

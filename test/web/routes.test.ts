@@ -151,11 +151,11 @@ describe('web routes outside demo mode', () => {
 });
 
 describe('page files', () => {
-  it('are found from the project root, under src/ and dist/ alike', async () => {
+  it('are found beside the module: src/web/public and docs/machines from the sources (dist/ in the build: test/packaging)', async () => {
     const root = findProjectRoot();
     expect(findProjectRoot(join(root, 'dist', 'src', 'web'))).toBe(root);
-    expect(findProjectRoot(join(root, 'src', 'web'))).toBe(root);
-    const paths = webPaths(root);
+    const paths = webPaths();
+    expect(paths).toEqual({ publicDirectory: join(root, 'src', 'web', 'public'), machinesDirectory: join(root, 'docs', 'machines') });
     await expect(readFile(join(paths.publicDirectory, 'index.html'), 'utf8')).resolves.toContain('study-helper');
   });
 
