@@ -16,6 +16,7 @@ import type { DocumentStore } from '../documents/index.js';
 import type { JobCancelBus, JobRegistry, JobStatusStore } from '../jobs/index.js';
 import type { Registry } from 'prom-client';
 import { createProviderMetrics } from '../metrics/index.js';
+import { loadTelemetry } from '../telemetry/index.js';
 import { createResultCache, maxAnswerChars, setTokenWorkerNice } from '../study/index.js';
 import { createAdmission } from './admission.js';
 import { registerLoadMetrics, startLoadGauge } from './load-gauge.js';
@@ -135,7 +136,10 @@ export function drainApp(app: FastifyInstance, graceMs: number): Promise<DrainOu
  * `SHUTTING_DOWN`, in-flight ones finish, then the gateway stops and the document store closes.
  */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
-  const { config, gateway, documentStore } = options;
+  const { config, documentStore } = options;
+  // Traces only with an OTLP endpoint (OTEL_* variables): otherwise the SDK is never even loaded.
+  const telemetry = config.telemetry === undefined ? undefined : await loadTelemetry(config.telemetry);
+  const gateway = telemetry?.traceGateway(options.gateway) ?? options.gateway;
   const logLevel = options.log?.level ?? config.logLevel;
   const app = Fastify({
     // LOG_LEVEL=silent: Fastify's null logger, which skips the pino child logger it makes for every request.
@@ -182,6 +186,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     onRefused: (limit) => refusals.count({ limit, what: 'connections' }),
   });
 
+  // Server spans first, so that every hook and route below runs inside its request's span.
+  await telemetry?.registerServerSpans(app);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler<Parameters<typeof serializerCompiler>[0]['schema']>(responseSerializerCompiler);
   app.setErrorHandler(createErrorHandler({ refusalDelayMs: config.admission.refusalDelayMs, onRefusal: refusals.count }));
@@ -297,6 +303,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     streams,
     ...(options.jobStatusStore === undefined ? {} : { statusStore: options.jobStatusStore }),
     ...(options.jobCancelBus === undefined ? {} : { cancelBus: options.jobCancelBus }),
+    ...(telemetry === undefined ? {} : { tracer: telemetry.jobs }),
     onRegistry: (registry) => {
       jobRegistry = registry;
     },
@@ -307,6 +314,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     metrics.stop();
     await gateway.stop();
     await documentStore.close?.();
+    // Last: the spans of everything that ended above are exported before the app is closed. A collector
+    // that is down loses them, and only them: the shutdown goes on.
+    await telemetry?.shutdown().catch((error: unknown) => {
+      app.log.warn({ error: error instanceof Error ? error.message : String(error) }, 'telemetry: spans not exported at shutdown');
+    });
   });
 
   return app;
