@@ -11,7 +11,7 @@ import { DocumentStoreUnavailableError, DocumentStoreWriteError } from '../docum
 import { ApiError, type ErrorCode, type Refusal } from './errors.js';
 import { scrubSecrets } from '../security/redact.js';
 import { secretsOf } from './keys.js';
-import { safeUrl } from './safe-url.js';
+import { safeUrl } from '../security/safe-url.js';
 
 interface ValidationIssue {
   readonly instancePath?: string;

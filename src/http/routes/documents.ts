@@ -20,7 +20,7 @@ import {
 import { ApiError } from '../errors.js';
 import { errorBodySchema } from '../schemas.js';
 import { routeRateLimit } from '../rate-limit.js';
-import { safeSegment } from '../safe-url.js';
+import { safeSegment } from '../../security/safe-url.js';
 import type { RouteRateLimit } from '../rate-limit.js';
 
 /** Options of the documents plugin. */

@@ -23,7 +23,7 @@ import { defaultQuestionCount, resolveLang } from '../../study/index.js';
 import type { ResultCache } from '../../study/index.js';
 import { clientIdOf, type Admission } from '../admission.js';
 import { ApiError } from '../errors.js';
-import { safeSegment } from '../safe-url.js';
+import { safeSegment } from '../../security/safe-url.js';
 import { routeRateLimit } from '../rate-limit.js';
 import { shareAddress } from '../client-address.js';
 import type { RouteRateLimit } from '../rate-limit.js';
