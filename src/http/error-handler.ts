@@ -11,7 +11,7 @@ import { DocumentStoreUnavailableError, DocumentStoreWriteError } from '../docum
 import { ApiError, type ErrorCode, type Refusal } from './errors.js';
 import { scrubSecrets } from '../security/redact.js';
 import { secretsOf } from './keys.js';
-import { safeUrl } from './safe-url.js';
+import { safeUrl } from '../security/safe-url.js';
 
 interface ValidationIssue {
   readonly instancePath?: string;
@@ -29,9 +29,9 @@ function hasValidation(error: unknown): error is { validation: readonly Validati
 /**
  * What a refused body's message may say, so that it stays a few KB whatever the body held: the first
  * `issuesShown` issues, each naming at most `keysShown` unknown fields, each field or path cut to
- * `fieldChars` characters and each issue to `issueChars`. A body with 130 000 unknown fields earned a
- * 1.58 MB message listing them all (then scrubbed for keys on the event loop); a message never echoes a
- * request's keys or values wholesale.
+ * `fieldChars` characters and each issue to `issueChars`. A body of a hundred thousand unknown fields would
+ * otherwise earn a message listing them all, megabytes scrubbed for keys on the event loop; a message never
+ * echoes a request's keys or values wholesale.
  */
 const issuesShown = 5;
 const keysShown = 3;

@@ -13,7 +13,8 @@ import { fillResultSchema, mcqResultSchema, notesResultSchema } from '../study/i
 /**
  * Response schemas of bodies a route builds only from values already validated against the same zod
  * schemas (the study layer parses the model's answer once, stripping unknown keys; the rest is typed
- * bookkeeping): issue 15's "validate the model's answer once". Such a body is written with
+ * bookkeeping): the model's answer is validated once, not once more on the way out. Such a body is written
+ * with
  * `JSON.stringify` instead of being encoded through the schema a second time; the schema still
  * documents the response (OpenAPI), and test/http/generate-body.test.ts checks that a real body comes out
  * of the schema unchanged, so nothing the schema would strip is ever sent.

@@ -48,7 +48,7 @@ async function inspector(config: Config): Promise<Inspection | undefined> {
 
 /**
  * REDIS_URL: breakers, documents and job views shared by every worker and instance (docs/fleet.md).
- * Imported only then: ioredis and the fleet code stay out of a single instance's memory (~20 MiB RSS).
+ * Imported only then: ioredis and the fleet code stay out of a single instance's memory.
  */
 async function connectFleetIfConfigured(config: Config): Promise<Fleet | undefined> {
   if (config.redisUrl === undefined) return undefined;

@@ -3,7 +3,7 @@ import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import type { ChainLink, FallbackPolicy, Gateway } from '../actors/types.js';
 import { jobMachine, type JobRestore } from '../machines/job.machine.js';
 import type { LangSource, ResultCache, StudyLang } from '../study/index.js';
-import { createStageActor, type StageActorDependencies } from './stage-actor.js';
+import { createStageActor, type JobTracer, type StageActorDependencies } from './stage-actor.js';
 import { createAddressClients } from './address-clients.js';
 import type { JobCancelBus } from './cancel-bus.js';
 import { keyFingerprints, newKeySalt, publicView } from './record.js';
@@ -63,6 +63,8 @@ export interface JobRegistryOptions {
   readonly store?: JobStatusStore;
   /** How often a stream follows a job another instance runs, through the shared store (default 1 s). */
   readonly remotePollMs?: number;
+  /** Traces each job's stages and parts (src/telemetry); absent: untraced. */
+  readonly tracer?: JobTracer;
   /**
    * Carries a cancel to the instance that runs the job (REDIS_URL: Redis pub/sub). Without it a job
    * another instance runs cannot be cancelled from here (its view is answered as it is).
@@ -264,9 +266,22 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
     ...(options.maxParts === undefined ? {} : { maxParts: options.maxParts }),
   };
   const logic = jobMachine.provide({ actors: { generateStage: createStageActor(stageDependencies) } });
-  /** A job's machine: its stages' provider calls carry the origin of the request that created it. */
-  const logicFor = (origin: string | undefined): typeof logic =>
-    origin === undefined ? logic : jobMachine.provide({ actors: { generateStage: createStageActor({ ...stageDependencies, origin }) } });
+  /**
+   * A job's machine: its stages' provider calls carry the origin of the request that created it, and
+   * with tracing on, its stages are traced under that request's span.
+   */
+  const logicFor = (jobId: string, origin: string | undefined): typeof logic =>
+    origin === undefined && options.tracer === undefined
+      ? logic
+      : jobMachine.provide({
+          actors: {
+            generateStage: createStageActor({
+              ...stageDependencies,
+              ...(origin === undefined ? {} : { origin }),
+              ...(options.tracer === undefined ? {} : { trace: options.tracer.job(jobId) }),
+            }),
+          },
+        });
   const live = new Map<string, LiveJob>();
   const queue: LiveJob[] = [];
   const running = new Set<string>();
@@ -498,7 +513,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
   }
 
   function actorFor(jobId: string, spec: JobSpec, createdAt: number, restore?: JobRestore): JobActor {
-    return createActor(logicFor(spec.origin), {
+    return createActor(logicFor(jobId, spec.origin), {
       id: `job.${jobId}`,
       input: {
         jobId,

@@ -1,6 +1,6 @@
 /**
- * A linear pre-scan of JSON text for its nesting depth (issue 28): `JSON.parse` of a 2 MB body of
- * `[[[[…` took ~0.5 s of the event loop and ~200 MB, and what parses it next (schemas, normalizers) may
+ * A linear pre-scan of JSON text for its nesting depth: `JSON.parse` of a 2 MB body of
+ * `[[[[…` holds the event loop and a great deal of memory, and what parses it next (schemas, normalizers) may
  * recurse. Scanning the bytes once, counting `[` and `{` outside strings, refuses such a text at the
  * first byte past the limit, before anything parses it. The scan does not check that the text is JSON
  * (the parser does that next); it only bounds how deep a parser would have to go.
@@ -21,7 +21,7 @@ const comma = 0x2c;
  * Most values a request body may hold in its arrays and objects together, counted by the commas between them
  * (outside strings). The largest body a client honestly sends carries a notes result (at most 64 Ki
  * characters, each value at least 3 of them: some 22 000 values) beside a text that is one string; a body of
- * 130 000 unknown fields cost `JSON.parse`, the schema and the error that lists them ~200 ms of the event loop.
+ * a hundred thousand unknown fields held the event loop in `JSON.parse`, the schema and the error listing them.
  */
 export const maxJsonValues = 50_000;
 

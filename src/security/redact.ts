@@ -171,7 +171,7 @@ export function redactKeysDeep<T>(value: T, keys: readonly KeyLike[]): T {
 }
 
 /**
- * Success bodies only (issue 28): pieces of a key as short as this many letters and digits. A provider
+ * Success bodies only: pieces of a key as short as this many letters and digits. A provider
  * that echoed the key in 7-character pieces, one per JSON field, passed the 8-character scan; in a success
  * body every string is a field of the material, where 6 consecutive characters of a random key do not
  * occur by chance. (Messages keep the 8-character rule: they quote ids and paths that would collide.)

@@ -1,5 +1,5 @@
 /**
- * Job status through Redis (issue 7): two service instances (the real service, each with its own
+ * Job status through Redis: two service instances (the real service, each with its own
  * emulator on loopback) sharing one REDIS_URL and prefix. A job runs in the instance that created it;
  * its plain JSON view is in Redis with a TTL, so `GET /v1/jobs/:id` answers on every instance.
  */

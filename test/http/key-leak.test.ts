@@ -105,7 +105,7 @@ describe('keys never leak', () => {
     expect((await generate(body, headersOf(leakKeys.plain))).status).toBe(502);
     harness.emulator.resetFaults();
 
-    // A 200 whose answer echoes the caller's key (issue 12): raw, percent-encoded, spaced, and a 9-character
+    // A 200 whose answer echoes the caller's key: raw, percent-encoded, spaced, and a 9-character
     // piece. The answer reaches the client scrubbed.
     const echoed = leakKeys.plain.gpt;
     const notes = {

@@ -186,7 +186,7 @@ describe('job registry', () => {
   });
 });
 
-describe('interrupted jobs and their resume (issue 26)', () => {
+describe('interrupted jobs and their resume', () => {
   /** A long text: many parts under a 64-token budget, so the job is many provider steps. */
   function longSpec(tag: string): JobSpec {
     const sentences = Array.from(

@@ -50,7 +50,7 @@ describe('web routes (demo mode, real emulator)', () => {
     }
   });
 
-  it('answers 404 NOT_FOUND for names that live on Object.prototype (issue 12: /web/constructor was a 500)', async () => {
+  it('answers 404 NOT_FOUND for names that live on Object.prototype (a plain-object lookup would find them)', async () => {
     for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf']) {
       const response = await fetch(`${demo.url}/web/${name}`);
       expect(response.status, name).toBe(404);

@@ -20,7 +20,7 @@ import {
 import { ApiError } from '../errors.js';
 import { errorBodySchema } from '../schemas.js';
 import { routeRateLimit } from '../rate-limit.js';
-import { safeSegment } from '../safe-url.js';
+import { safeSegment } from '../../security/safe-url.js';
 import type { RouteRateLimit } from '../rate-limit.js';
 
 /** Options of the documents plugin. */
@@ -110,7 +110,8 @@ export const documentsRoutes: FastifyPluginAsync<DocumentsRoutesOptions> = async
         throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'The file is not a PDF: its first 1024 bytes hold no %PDF- header.');
       }
       const { sha256 } = upload;
-      // The wait queue is shared by address (TRUST_PROXY decides request.ip), IPv6 by /64 (issue 28).
+      // The wait queue is shared by address (TRUST_PROXY decides request.ip), IPv6 by /64, so one
+      // address cannot fill the extract workers while others wait.
       const extracted = await extractOrThrow(extractor, upload.bytes, extractOptions, addressShareKey(request.ip));
       const document: StoredDocument = {
         documentId: randomUUID(),
@@ -148,8 +149,8 @@ async function readUpload(
         part.file.resume();
         continue;
       }
-      // Hashed chunk by chunk as it streams in: hashing a 20 MiB file in one call held the event loop
-      // 12-14 ms (measured here), every such upload.
+      // Hashed chunk by chunk as it streams in: hashing a large file in one call would hold the event
+      // loop for every such upload (docs/performance.md).
       const hash = createHash('sha256');
       const chunks: Buffer[] = [];
       let length = 0;
@@ -223,7 +224,8 @@ async function extractOrThrow(
   }
 }
 
-/** Longest file name kept, in UTF-8 bytes (what file systems allow; issue 28: a 100 KB name was stored and echoed). */
+/** Longest file name kept, in UTF-8 bytes (what file systems allow): a longer name would be
+ * stored and echoed back whole. */
 const maxFileNameBytes = 255;
 
 /** The client's file name without any path, control or bidi-override characters, cut to 255 UTF-8 bytes at a character boundary. */

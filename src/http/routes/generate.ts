@@ -178,7 +178,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
     '/v1/generate',
     {
       bodyLimit: options.bodyLimit,
-      // Per address, whatever keys it sends (issue 28), counted before the body is read: a request
+      // Per address, whatever (invented) keys it sends, counted before the body is read: a request
       // refused later (too large, nested too deep, over a share) still counts.
       config: {
         rateLimit:
@@ -186,7 +186,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
             ? false
             : routeRateLimit({ ...options.rateLimit, what: 'generations', variable: 'RATE_LIMIT_GENERATIONS', client: 'byAddress' }),
       },
-      // Before a byte of the body is read (issue 12): a client whose share of the slots is already taken
+      // Before a byte of the body is read: a client whose share of the slots is already taken
       // is refused without its body being parsed. (A body declared over `bodyLimit` is refused by Fastify
       // on its content-length alone, and its connection closed: test/isolation/rate-limit.test.ts.)
       // Callback-style (no promise per request); the keys and client id are read once, here.
@@ -251,8 +251,8 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
       }
       const language = resolveLang(body.options?.lang, text);
 
-      // The notes that ground the questions ride in the prompts as well: a 1.4 MB notes object on a
-      // 17-character text was weighed as one slot. A notes result is never longer than the longest notes
+      // The notes that ground the questions ride in the prompts as well: megabytes of notes on a
+      // 17-character text were weighed as one slot. A notes result is never longer than the longest notes
       // answer, so a longer one is no notes result.
       const notesChars = body.options?.notes === undefined ? 0 : JSON.stringify(body.options.notes).length;
       if (notesChars > maxAnswerChars('notes')) {
@@ -329,7 +329,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
         if (outcome.status === 'succeeded') {
           const answer = {
             task: body.task,
-            // A model can echo the key it was called with: the answer is scrubbed like any message (issue 12).
+            // A model can echo the key it was called with: the answer is scrubbed like any message.
             result: redactKeysDeep(outcome.value, secrets),
             meta: {
               provider: outcome.provider,

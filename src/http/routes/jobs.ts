@@ -17,13 +17,13 @@ import {
   JobStoreUnavailableError,
   keysMatch,
 } from '../../jobs/index.js';
-import type { JobCancelBus, JobRegistry, JobSpec, JobStatusStore, JobStreamEvent } from '../../jobs/index.js';
+import type { JobCancelBus, JobRegistry, JobSpec, JobStatusStore, JobStreamEvent, JobTracer } from '../../jobs/index.js';
 import type { ProviderId } from '../../providers/index.js';
 import { defaultQuestionCount, resolveLang } from '../../study/index.js';
 import type { ResultCache } from '../../study/index.js';
 import { clientIdOf, type Admission } from '../admission.js';
 import { ApiError } from '../errors.js';
-import { safeSegment } from '../safe-url.js';
+import { safeSegment } from '../../security/safe-url.js';
 import { routeRateLimit } from '../rate-limit.js';
 import { shareAddress } from '../client-address.js';
 import type { RouteRateLimit } from '../rate-limit.js';
@@ -81,6 +81,8 @@ export interface JobsRoutesOptions {
   readonly statusStore?: JobStatusStore;
   /** Carries a cancel to the instance that runs the job (REDIS_URL); without it only local jobs cancel. */
   readonly cancelBus?: JobCancelBus;
+  /** Traces each job's stages and parts (OTEL_* variables, src/telemetry); untraced when absent. */
+  readonly tracer?: JobTracer;
   /** Receives the registry the plugin creates (tests, metrics and the shutdown's drain use it). */
   readonly onRegistry?: (registry: JobRegistry) => void;
 }
@@ -254,6 +256,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
     ...(options.statusStore === undefined ? {} : { store: options.statusStore }),
     ...(options.cancelBus === undefined ? {} : { cancelBus: options.cancelBus }),
     ...(options.jobs.leaseMs === undefined ? {} : { leaseMs: options.jobs.leaseMs }),
+    ...(options.tracer === undefined ? {} : { tracer: options.tracer }),
   });
   options.onRegistry?.(registry);
   const retryAfterSeconds = options.retryAfterSeconds ?? 5;

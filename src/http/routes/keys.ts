@@ -47,7 +47,7 @@ export const keyRoutes: FastifyPluginAsyncZod<KeyRoutesOptions> = async (app, op
     '/v1/keys/status',
     {
       // A key's state says whether it is genuine without a provider call: per address, whatever keys
-      // it sends, so the route is no oracle for lists of candidate keys (issue 28).
+      // it sends, so the route is no oracle for lists of candidate keys.
       config: {
         rateLimit:
           options.rateLimit === undefined

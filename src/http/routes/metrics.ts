@@ -7,8 +7,8 @@ export interface MetricsRoutesOptions {
   readonly metrics: ProviderMetrics;
   /**
    * While this says so (the instance is busy: load-gauge.ts), scrapes within `busyCacheMs` of a rendering
-   * share it: 64 connections asking for `/metrics` ~1,100 times a second rendered the whole registry each
-   * time, and every other client waited on it. An idle instance renders every scrape afresh.
+   * share it: a flood of keep-alive connections asking for `/metrics` had the whole registry rendered for
+   * each, and every other client waited on it. An idle instance renders every scrape afresh.
    */
   readonly busy?: () => boolean;
   /** How long a rendering serves the scrapes of a busy instance (default 1 s). */
