@@ -1,5 +1,5 @@
 /**
- * Isolation (issue 12): a steady client makes healthy `POST /v1/generate` requests (the emulator answers
+ * Isolation: a steady client makes healthy `POST /v1/generate` requests (the emulator answers
  * after 50 ms) while a hostile client runs each attack in turn. For every attack, a no-attack window of
  * the same length runs just before it (same process, same load), and the report gives the steady
  * client's p99 against that baseline, its error rate, the service's event-loop delay p99 and its peak
@@ -31,6 +31,7 @@ import {
   unspacedText,
   victimFailed,
 } from './support/attacks.js';
+import { getFlood, hangingKeyJobs, heavyNotes, pipelinedHealthz, unknownFields } from './support/attacks-hostile.js';
 import type { LoadResult } from './support/load.child.js';
 import type { Usage } from './support/child-ipc.js';
 import { benchText, gptKey, postJson, resetFaults, setFault, startEmulatorChild, startLoadChild, startServiceChild } from './support/index.js';
@@ -152,6 +153,14 @@ async function main(): Promise<void> {
     { key: 'keyGenerations', label: 'generations, a new key per request, 32 connections from one address', run: inventedKeyGenerations },
     { key: 'keyJobs', label: 'job creations, a new key per job, 8 loops from one address; the victim runs one job', run: (context) => inventedKeyJobs(context, smallPdf, gptKey) },
     { key: 'keyStatus', label: 'GET /v1/keys/status, a new candidate key per request, 16 connections', run: keyStatusFlood },
+    // The third round: each from an address of its own (127.0.0.20 and up).
+    { key: 'pipelining', label: '64 sockets × 2,000 pipelined GET /healthz, the next 2,000 once answered', run: (context) => pipelinedHealthz(context, 64, 2_000, true, '127.0.0.20') },
+    { key: 'pipeliningUnread', label: '16 sockets × 10,000 pipelined GET /healthz, never read', run: (context) => pipelinedHealthz(context, 16, 10_000, false, '127.0.0.24') },
+    { key: 'unknownFields', label: '1.45 MB bodies of 130,000 unknown fields, 8 connections', run: unknownFields },
+    { key: 'hangingJobs', label: 'one address, 4 jobs on invented keys whose calls hang; the victim runs one job', run: (context) => hangingKeyJobs(context, smallPdf, gptKey) },
+    { key: 'heavyNotes', label: '1.4 MB options.notes (20,000 concepts) on a 17-character text, 8 connections', run: heavyNotes },
+    { key: 'metricsFlood', label: 'GET /metrics, 64 keep-alive connections', run: (context) => getFlood(context, '/metrics', '127.0.0.25') },
+    { key: 'openapiFlood', label: 'GET /openapi.json, 64 keep-alive connections', run: (context) => getFlood(context, '/openapi.json', '127.0.0.26') },
     {
       key: 'bigAnswers',
       label: 'provider answering 7 MB of valid notes, 16 generations at a time',
@@ -247,7 +256,7 @@ function report(rows: readonly Row[], loadAtStart: string): string {
   const lines = [
     '## isolation: a steady client while a hostile one attacks',
     `\`npm run bench -- isolation\` (\`BENCH_SECONDS\`=${windowSeconds} per window, \`BENCH_ROUNDS\`=${rounds}; \`BENCH_ATTACKS=unspaced,huge,…\` runs some) · ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC · load ${loadAtStart} → ${loadAverage()} · ${machineInfo()}`,
-    "The service on its defaults, the emulator answering after 50 ms, the victim a steady client (2 connections of `POST /v1/generate`, 127.0.0.1); each attack (from 127.0.0.2 and up for issue 28's) follows a baseline window of the same length; rise = median over the rounds; victim errors = its failed requests plus its own uploads or job that failed (`victim FAILED`); loop delay = the service's p99; peak RSS = the service's (each round starts from a collected heap). " +
+    "The service on its defaults, the emulator answering after 50 ms, the victim a steady client (2 connections of `POST /v1/generate`, 127.0.0.1); each attack (from 127.0.0.2 and up for the per-address ones) follows a baseline window of the same length; rise = median over the rounds; victim errors = its failed requests plus its own uploads or job that failed (`victim FAILED`); loop delay = the service's p99; peak RSS = the service's (each round starts from a collected heap). " +
       `Goals, each attack: victim p99 rise ≤ ${goals.p99RiseMs} ms, no victim error, loop delay p99 ≤ ${goals.loopDelayP99Ms} ms, peak RSS ≤ ${goals.peakRssMb} MB.`,
     '',
     '| attack | victim p99 ms, baseline → attack | rise ms | victim errors | loop delay p99 ms | peak RSS MB | the hostile client got | goals met |',
