@@ -29,6 +29,14 @@ function asText(value: unknown): unknown {
   return value;
 }
 
+/**
+ * An element's `pages` kept through normalization (a cached result is re-validated with them; the study
+ * run replaces or removes whatever a model wrote there: page-tags.ts).
+ */
+function keptPages(object: Json): { pages?: unknown } {
+  return object.pages === undefined ? {} : { pages: object.pages };
+}
+
 function asTextOr(value: unknown, fallback: string): unknown {
   return value === undefined ? fallback : asText(value);
 }
@@ -95,6 +103,7 @@ export function normalizeKeyConcept(concept: unknown, index: number): unknown {
     term: asText(pick(concept, 'term', 'name', 'concept', 'title')),
     definition: asText(pick(concept, 'definition', 'description', 'brief_def', 'explanation')),
     importance: asImportance(pick(concept, 'importance', 'priority')),
+    ...keptPages(concept),
   };
 }
 
@@ -105,6 +114,7 @@ export function normalizeSection(section: unknown): unknown {
     title: asText(pick(section, 'title', 'heading', 'name')),
     summary: asTextOr(pick(section, 'summary', 'content', 'description'), ''),
     bullets: asTextArray(pick(section, 'bullets', 'points', 'key_points', 'keyPoints')),
+    ...keptPages(section),
   };
 }
 
@@ -114,6 +124,7 @@ export function normalizeGlossaryEntry(entry: unknown): unknown {
   return {
     term: asText(pick(entry, 'term', 'word', 'name')),
     definition: asTextOr(pick(entry, 'definition', 'brief_def', 'meaning', 'description'), ''),
+    ...keptPages(entry),
   };
 }
 
@@ -214,6 +225,7 @@ export function normalizeMcqQuestion(question: unknown, index: number): unknown 
     conceptId: asText(pick(question, 'conceptId', 'concept_id', 'concept')),
     level: asLevel(pick(question, 'level', 'difficulty')),
     questionType: asQuestionType(pick(question, 'questionType', 'question_type', 'type')),
+    ...keptPages(question),
   };
 }
 
@@ -231,6 +243,7 @@ export function normalizeFillQuestion(question: unknown, index: number): unknown
     conceptId: asText(pick(question, 'conceptId', 'concept_id', 'concept')),
     level: asLevel(pick(question, 'level', 'difficulty')),
     questionType: asQuestionType(pick(question, 'questionType', 'question_type', 'type')),
+    ...keptPages(question),
   };
 }
 

@@ -16,15 +16,26 @@ export function samePages(pages: readonly number[] | undefined): PageTagger {
   return () => copy;
 }
 
-/** `item` with its pages (a fresh object; the value passed in is not changed). */
+/** `value` without a `pages` field (text input: whatever a model wrote there is not a page). */
+function withoutPages<T extends object>(value: T): T {
+  if (!('pages' in value)) return value;
+  const { pages: _pages, ...rest } = value as T & { pages?: unknown };
+  return rest as T;
+}
+
+/** `item` with its pages, or without any for text input (a fresh object; the value passed in is not changed). */
 export function tagItem(item: StudyItem, tagger: PageTagger): StudyItem {
-  if (tagger === undefined) return item;
+  if (tagger === undefined) return 'pages' in item.value ? ({ ...item, value: withoutPages(item.value) } as StudyItem) : item;
   return { ...item, value: { ...item.value, pages: [...tagger(item)] } } as StudyItem;
 }
 
-/** `value` with the pages of each of its elements. */
+/** `value` with the pages of each of its elements, or without any for text input. */
 export function tagResult<T extends StudyResult>(value: T, tagger: PageTagger): T {
-  if (tagger === undefined) return value;
+  if (tagger === undefined) {
+    if ('questions' in value) return { ...value, questions: (value as McqResult | FillResult).questions.map(withoutPages) } as T;
+    const notes = value as NotesResult;
+    return { ...notes, keyConcepts: notes.keyConcepts.map(withoutPages), sections: notes.sections.map(withoutPages), glossary: notes.glossary.map(withoutPages) } as T;
+  }
   if ('questions' in value) {
     const questions = (value as McqResult | FillResult).questions.map((question) => ({ ...question, pages: [...tagger({ kind: 'question', value: question })] }));
     return { ...value, questions } as T;
