@@ -8,3 +8,4 @@ export { DocumentStoreUnavailableError, PdfExtractorBusyError, PdfRejectedError,
 export { looksLikePdf } from './detect.js';
 export { addressShareKey } from './fair-queue.js';
 export { countCharacters, countWords } from './text-stats.js';
+export type { ExtractReservation, PdfInput } from './reservation.js';
