@@ -3,7 +3,7 @@ import { deflateSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { PdfRejectedError } from '../../src/documents/index.js';
 import { scanPdfStreams } from '../../src/documents/stream-scan.js';
-import { chainBombPdf, encode, filterNames, lzwBombStream, type BombLayout, type FilterName } from '../fixtures/pdf/filter-bombs.js';
+import { chainBombPdf, encode, filterNames, lzwBombStream, tooFarBackBombPdf, type BombLayout, type FilterName } from '../fixtures/pdf/filter-bombs.js';
 import { rawPdf } from '../fixtures/pdf/hostile.js';
 
 const mb = 1024 * 1024;
@@ -120,4 +120,29 @@ describe('decompression bombs whatever their filter chain (issue 28)', () => {
     // The fixtures allocate up to 4 MB of zeros each; the scan itself a few 64 KiB chunks a layer.
     expect(peak - before).toBeLessThan(128 * mb);
   }, 120_000);
+});
+
+describe('Flate counted as pdf.js decodes it, not as zlib does', () => {
+  it('refuses a stream of back-references "too far back" (zlib refuses it at once, pdf.js decodes zeros), alone or inside a valid Flate layer', async () => {
+    for (const wrapped of [false, true]) {
+      expect(await outcome(tooFarBackBombPdf(256 * mb, wrapped))).toBe('PDF_DECOMPRESSION_LIMIT');
+    }
+    // Counted to the byte as pdf.js makes it: 258 bytes a back-reference.
+    const references = Math.ceil(mb / 258);
+    expect(await outcome(tooFarBackBombPdf(mb))).toBe(references * 258);
+  });
+
+  it('counts what a stream decodes to past a corrupt checksum (zlib errors after its output, pdf.js ignores the checksum)', async () => {
+    const data = Buffer.alloc(mb, 0x61);
+    const stream = Buffer.from(deflateSync(data));
+    stream.writeUInt32BE((stream.readUInt32BE(stream.length - 4) + 1) >>> 0, stream.length - 4);
+    const pdf = rawPdf([
+      { dict: '<< /Type /Catalog /Pages 2 0 R >>' },
+      { dict: '<< /Type /Pages /Kids [3 0 R] /Count 1 >>' },
+      { dict: '<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>' },
+      { dict: '<< /Filter /FlateDecode >>', stream },
+    ]);
+    // Not twice: the bytes zlib gave before its error are not counted again.
+    expect(await outcome(pdf)).toBe(mb);
+  });
 });
