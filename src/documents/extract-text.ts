@@ -49,6 +49,7 @@ function warmUpPdf(): Uint8Array {
 import { PdfRejectedError } from './errors.js';
 import { scanPdfStreams, type StreamScan } from './stream-scan.js';
 import { cleanPageText, countCharacters, countWords } from './text-stats.js';
+import { defaultMaxTextBytes, TextBudget } from './text-bound.js';
 import type { ExtractedPdf } from './types.js';
 
 /** Options for one extraction. */
@@ -59,6 +60,8 @@ export interface ExtractOptions {
   maxDecodedBytes?: number;
   /** A PDF declaring or holding more pages is refused; default 10000. */
   maxTotalPages?: number;
+  /** Most UTF-8 bytes of text a PDF may extract to (PDF_MAX_TEXT_MB; also 64 × its size): text-bound.ts. */
+  maxTextBytes?: number;
 }
 
 /** Default of `ExtractOptions.maxDecodedBytes` (PDF_MAX_DECODED_MB=64). */
@@ -127,13 +130,16 @@ export async function extractPdfTextInline(
     const pageCount = realPageCount(declared, scan, options.maxTotalPages ?? defaultMaxTotalPages, warnings);
     const pagesUsed = Math.min(pageCount, options.maxPdfPages);
     const text = new PageTextAccumulator();
+    const textBudget = new TextBudget(options.maxTextBytes ?? defaultMaxTextBytes, bytes.byteLength);
     for (let pageNumber = 1; pageNumber <= pagesUsed; pageNumber += 1) {
       if (pageNumber > 1 && (pageNumber - 1) % pagesPerLoad === 0) {
         // Closing the document releases all pdf.js holds for it; the next stretch starts from nothing.
         await parser.destroy();
         parser = open();
       }
-      text.add(pageNumber, cleanPageText(await readPageText(parser, pageNumber, declared)));
+      const pageText = cleanPageText(await readPageText(parser, pageNumber, declared));
+      textBudget.take(pageText);
+      text.add(pageNumber, pageText);
       observe(pageNumber);
     }
     if (pageCount > pagesUsed) {

@@ -30,8 +30,8 @@ export interface DocumentsRoutesOptions {
   maxUploadMb: number;
   /** MAX_PDF_PAGES: pages past it are left out with a warning. */
   maxPdfPages: number;
-  /** PDF_MAX_DECODED_MB and the page bound (defaults: src/documents/extract-text.ts). */
-  pdfLimits?: Pick<ExtractOptions, 'maxDecodedBytes' | 'maxTotalPages'>;
+  /** PDF_MAX_DECODED_MB, the page bound and PDF_MAX_TEXT_MB (defaults: src/documents/extract-text.ts). */
+  pdfLimits?: Pick<ExtractOptions, 'maxDecodedBytes' | 'maxTotalPages' | 'maxTextBytes'>;
   /** The pool of the default extractor: PDF_WORKERS, its queue, PDF_TIMEOUT_MS, PDF_WORKER_MEMORY_MB. */
   extractorOptions?: PdfExtractorOptions;
   /** Defaults to a worker-pool extractor owned (and closed) by the plugin. */
