@@ -1,9 +1,10 @@
 import fc from 'fast-check';
 import { deflateSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { PdfRejectedError } from '../../src/documents/index.js';
+import { createPdfExtractor, PdfRejectedError } from '../../src/documents/index.js';
 import { scanPdfStreams } from '../../src/documents/stream-scan.js';
 import { chainBombPdf, encode, filterNames, lzwBombStream, tooFarBackBombPdf, type BombLayout, type FilterName } from '../fixtures/pdf/filter-bombs.js';
+import { encryptedBombPdf } from '../fixtures/pdf/encrypted-bombs.js';
 import { rawPdf } from '../fixtures/pdf/hostile.js';
 
 const mb = 1024 * 1024;
@@ -144,5 +145,29 @@ describe('Flate counted as pdf.js decodes it, not as zlib does', () => {
     ]);
     // Not twice: the bytes zlib gave before its error are not counted again.
     expect(await outcome(pdf)).toBe(mb);
+  });
+});
+
+describe('the streams of an encrypted PDF that opens without a password are counted decrypted', () => {
+  for (const cipher of ['rc4-128', 'aes-256'] as const) {
+    it(`refuses a Flate bomb in an encrypted PDF (${cipher}, empty user password), and counts the same file at 1 MB to the byte`, async () => {
+      expect(await outcome(encryptedBombPdf(cipher, 256 * mb))).toBe('PDF_DECOMPRESSION_LIMIT');
+      expect(await outcome(encryptedBombPdf(cipher, mb))).toBe(mb);
+    });
+  }
+
+  it('opens those fixtures as pdf.js does (the text of the page is read), so the scan decrypts what pdf.js would', async () => {
+    const extractor = createPdfExtractor({ mode: 'inline' });
+    for (const cipher of ['rc4-128', 'aes-256'] as const) {
+      const result = await extractor.extract(encryptedBombPdf(cipher, 1024), { maxPdfPages: 5 });
+      expect(result.text).toContain('A page of readable text before the bomb.');
+    }
+  });
+
+  it('refuses such a bomb before pdf.js reads it: PDF_TOO_COMPLEX for decompressed bytes, not the worker\'s memory', async () => {
+    const extractor = createPdfExtractor({ mode: 'inline' });
+    const refused = await extractor.extract(encryptedBombPdf('aes-256', 256 * mb), { maxPdfPages: 5 }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(PdfRejectedError);
+    expect((refused as PdfRejectedError).code).toBe('PDF_DECOMPRESSION_LIMIT');
   });
 });
