@@ -472,3 +472,30 @@ export function bigAnswers(context: AttackContext): Promise<Outcomes> {
     fetcher(`${context.url}/v1/generate`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-claude-key': 'bench-big-answer-claude-key-0001' }, body }),
   );
 }
+
+// ---------------------------------------------------------------- upload bodies and amplifying PDFs
+
+/**
+ * `uploads` uploads of `pdf` at once from one address, again as each is answered, until the deadline
+ * (was: 30 uploads of 19.5 MB took the service's RSS to 1.41–1.52 GB, each body held whole before the
+ * queue or the address's share was looked at). One form is built and sent again and again, so the
+ * bench's own process does not copy 20 MB per request on the cores the service shares.
+ */
+export async function uploadBodyFlood(context: AttackContext, pdf: Uint8Array, uploads = 30, localAddress = '127.0.0.20'): Promise<Outcomes> {
+  const form = new FormData();
+  form.append('file', new Blob([Uint8Array.from(pdf)], { type: 'application/pdf' }), 'big.pdf');
+  return floodFrom(context, localAddress, uploads, (fetcher) =>
+    fetcher(`${context.url}/v1/documents`, { method: 'POST', body: form, signal: AbortSignal.timeout(120_000) }),
+  );
+}
+
+/** A real two-page PDF grown to `bytes` by an unreferenced stream of random bytes (an image-heavy upload's size). */
+export async function paddedPdf(bytes: number): Promise<Uint8Array> {
+  const { PDFDocument, StandardFonts } = await import('pdf-lib');
+  const pdf = await PDFDocument.create();
+  const font = await pdf.embedFont(StandardFonts.Helvetica);
+  for (let page = 1; page <= 2; page += 1) pdf.addPage([595, 842]).drawText(`Padded upload, page ${page}.`, { x: 50, y: 780, size: 12, font });
+  const { randomBytes } = await import('node:crypto');
+  pdf.context.register(pdf.context.stream(randomBytes(Math.max(0, bytes - 4096))));
+  return pdf.save({ useObjectStreams: false });
+}

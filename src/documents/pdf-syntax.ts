@@ -10,7 +10,7 @@
 export type PdfValue = number | boolean | PdfName | PdfRef | PdfString | PdfValue[] | PdfDict | undefined;
 
 /** `(…)` or `<…>`: its bytes (the encryption dictionary's /O, /U, the trailer's /ID). */
-export interface PdfString {
+interface PdfString {
   kind: 'string';
   bytes: Uint8Array;
 }
