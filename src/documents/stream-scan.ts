@@ -11,8 +11,10 @@
  * names direct or indirect) with the decoders of stream-filters.ts, chunk by chunk: every layer's
  * output is counted into one budget for the whole file as it passes and dropped, so memory stays at a
  * few 64 KiB chunks a layer whatever the stream expands to, and past `maxDecodedBytes` the PDF is
- * refused. Image-codec layers are counted from their headers (image-estimate.ts), not decoded.
- * What this cannot see (the streams of an encrypted PDF are ciphertext here) is bounded by the
+ * refused. Image-codec layers are counted from their headers (image-estimate.ts), not decoded. Flate
+ * is counted as pdf.js's own decoder would produce it (stream-filters.ts), and the streams of an
+ * encrypted PDF that opens without a password are decrypted first as pdf.js does (pdf-decrypt.ts); one
+ * that needs a password is never decoded by pdf.js. Whatever a bomb might still find is bounded by the
  * extraction process's own memory ceiling (extract-pool.ts).
  */
 import { PdfRejectedError } from './errors.js';
@@ -55,7 +57,7 @@ export async function scanPdfStreams(bytes: Uint8Array, limits: StreamScanLimits
   let pageObjects = countPageObjects(buffer.toString('latin1', 0, buffer.length));
   const pending = locateStreams(buffer, table);
   const trailer = trailerDict(buffer, pending, table);
-  const decrypt = streamDecryptor(trailer, table);
+  const decryption = streamDecryptor(trailer, table);
   // Object streams first: objects they hold can be the /Filter or /Length of other streams.
   pending.sort((a, b) => Number(isObjectStream(b, table)) - Number(isObjectStream(a, table)));
   const done = new Set<string>();
@@ -64,7 +66,7 @@ export async function scanPdfStreams(bytes: Uint8Array, limits: StreamScanLimits
     if (stream === undefined || done.has(stream.key)) continue;
     done.add(stream.key);
     const keep = isObjectStream(stream, table);
-    const decoded = await decodeStream(stream, table, budget, keep, decrypt);
+    const decoded = await decodeStream(stream, table, budget, keep, decryption);
     pageObjects += decoded.pageObjects;
     if (keep && decoded.bytes !== undefined) {
       const entries = objectStreamEntries(decoded.bytes, stream.dict, table);
@@ -76,7 +78,7 @@ export async function scanPdfStreams(bytes: Uint8Array, limits: StreamScanLimits
     decodedBytes: budget.used,
     pageObjects,
     encrypted: trailer?.has('Encrypt') === true || /\/Encrypt[\s/<[0-9]/u.test(trailerOf(buffer)),
-    decrypted: decrypt !== undefined,
+    decrypted: decryption !== undefined,
   };
 }
 
