@@ -70,10 +70,14 @@ export function hugeText(context: AttackContext): Promise<Outcomes> {
 
 /** Uploads `pdf` (from 127.0.0.1 unless `fetcher` is another address's); the document id, or the outcome when refused. */
 async function upload(url: string, pdf: Uint8Array, name = 'attack.pdf', fetcher: typeof fetch = fetch): Promise<{ documentId?: string; outcome: string }> {
-  const form = new FormData();
-  form.append('file', new Blob([Uint8Array.from(pdf)], { type: 'application/pdf' }), name);
+  const { body, contentType } = await multipartUpload(pdf, name);
   try {
-    const response = await fetcher(`${url}/v1/documents`, { method: 'POST', body: form, signal: AbortSignal.timeout(120_000) });
+    const response = await fetcher(`${url}/v1/documents`, {
+      method: 'POST',
+      body,
+      headers: { 'content-type': contentType },
+      signal: AbortSignal.timeout(120_000),
+    });
     const text = await response.text();
     const code = /"code":"([A-Z_]+)"/.exec(text)?.[1];
     const documentId = /"documentId":"([^"]+)"/.exec(text)?.[1];
@@ -81,6 +85,18 @@ async function upload(url: string, pdf: Uint8Array, name = 'attack.pdf', fetcher
   } catch (error) {
     return { outcome: `network ${error instanceof Error ? error.name : 'error'}` };
   }
+}
+
+/**
+ * `pdf` as a multipart body in the field `file`, encoded by the platform's own FormData. Sent as bytes
+ * with its content type: the npm undici that `fetchFrom` uses does not take the platform's FormData
+ * (another class) and sent it as the text `[object FormData]`, which the service answered 415.
+ */
+async function multipartUpload(pdf: Uint8Array, name: string): Promise<{ body: Uint8Array<ArrayBuffer>; contentType: string }> {
+  const form = new FormData();
+  form.append('file', new Blob([Uint8Array.from(pdf)], { type: 'application/pdf' }), name);
+  const encoded = new Response(form);
+  return { body: new Uint8Array(await encoded.arrayBuffer()), contentType: encoded.headers.get('content-type') ?? '' };
 }
 
 /** Job-slot flooding: eight loops creating jobs over one small document as fast as answers come. */
@@ -478,14 +494,13 @@ export function bigAnswers(context: AttackContext): Promise<Outcomes> {
 /**
  * `uploads` uploads of `pdf` at once from one address, again as each is answered, until the deadline
  * (was: 30 uploads of 19.5 MB took the service's RSS to 1.41–1.52 GB, each body held whole before the
- * queue or the address's share was looked at). One form is built and sent again and again, so the
+ * queue or the address's share was looked at). One body is encoded and sent again and again, so the
  * bench's own process does not copy 20 MB per request on the cores the service shares.
  */
 export async function uploadBodyFlood(context: AttackContext, pdf: Uint8Array, uploads = 30, localAddress = '127.0.0.20'): Promise<Outcomes> {
-  const form = new FormData();
-  form.append('file', new Blob([Uint8Array.from(pdf)], { type: 'application/pdf' }), 'big.pdf');
+  const { body, contentType } = await multipartUpload(pdf, 'big.pdf');
   return floodFrom(context, localAddress, uploads, (fetcher) =>
-    fetcher(`${context.url}/v1/documents`, { method: 'POST', body: form, signal: AbortSignal.timeout(120_000) }),
+    fetcher(`${context.url}/v1/documents`, { method: 'POST', body, headers: { 'content-type': contentType }, signal: AbortSignal.timeout(120_000) }),
   );
 }
 
