@@ -31,7 +31,7 @@ import {
   unspacedText,
   victimFailed,
 } from './support/attacks.js';
-import { paddedPdf, uploadBodyFlood } from './support/attacks.js';
+import { encodeUpload, paddedPdf, uploadBodyFlood, type EncodedUpload } from './support/attacks.js';
 import type { LoadResult } from './support/load.child.js';
 import type { Usage } from './support/child-ipc.js';
 import { benchText, gptKey, postJson, resetFaults, setFault, startEmulatorChild, startLoadChild, startServiceChild } from './support/index.js';
@@ -127,7 +127,7 @@ async function main(): Promise<void> {
   // Small PDFs that keep pdf.js busy a second or more each (every page parses the shared stream again).
   const slowPdf = sharedContentStreamPdf(20, 2_000);
   const attacks: Attack[] = [
-    ...uploadAttacks(await paddedPdf(19.5 * 1024 * 1024), amplifyingTextPdf(50, 34_000)),
+    ...uploadAttacks(await encodeUpload(await paddedPdf(19.5 * 1024 * 1024)), amplifyingTextPdf(50, 34_000)),
     { key: 'unspaced', label: '100 KB text without a space (×4 at a time)', run: unspacedText },
     { key: 'huge', label: '10 MB text (×4 at a time)', run: hugeText },
     { key: 'jobs', label: 'job-slot flooding (8 loops of POST /v1/jobs)', run: (context) => jobFlood(context, smallPdf) },
@@ -235,13 +235,13 @@ async function main(): Promise<void> {
  * Upload bodies and text: 30 uploads of 19.5 MB at once from one address (each held whole
  * before the queue was looked at), and a PDF of a few KB whose 50 pages extract to 1.7 M characters.
  */
-function uploadAttacks(bigPdf: Uint8Array, amplifyingPdf: Uint8Array): Attack[] {
+function uploadAttacks(bigUpload: EncodedUpload, amplifyingPdf: Uint8Array): Attack[] {
   return [
     {
       key: 'uploadBodies',
-      label: `${round(bigPdf.length / 1024 / 1024, 1)} MB uploads, 30 at a time from one address`,
+      label: `${round(bigUpload.body.length / 1024 / 1024, 1)} MB uploads, 30 at a time from one address`,
       pdf: true,
-      run: (context) => uploadBodyFlood(context, bigPdf),
+      run: (context) => uploadBodyFlood(context, bigUpload),
     },
     {
       key: 'pdfAmplifying',
