@@ -22,7 +22,6 @@ import { ApiError } from '../errors.js';
 import { routeRateLimit } from '../rate-limit.js';
 import type { RouteRateLimit } from '../rate-limit.js';
 import { createSpoolFolder, removeSpoolFolder, spoolUpload, type SpooledUpload } from './upload-spool.js';
-import { ByteRate, uploadBytesPerSecond } from './upload-rate.js';
 
 /** Options of the documents plugin. */
 export interface DocumentsRoutesOptions {
@@ -71,7 +70,6 @@ export const documentsRoutes: FastifyPluginAsync<DocumentsRoutesOptions> = async
   if (options.extractor === undefined) fastify.addHook('onClose', async () => extractor.close());
   // Uploads stream to files here on their way to the extractor (upload-spool.ts), made on first use.
   const spoolFolder = createSpoolFolder();
-  const uploadRate = new ByteRate(uploadBytesPerSecond);
   spoolFolder.catch(() => {});
   fastify.addHook('onClose', async () => removeSpoolFolder(await spoolFolder));
 
@@ -117,7 +115,6 @@ export const documentsRoutes: FastifyPluginAsync<DocumentsRoutesOptions> = async
           folder: await spoolFolder,
           maxBytes,
           maxUploadMb: options.maxUploadMb,
-          rate: uploadRate,
           ...(reservation === undefined ? {} : { signal: reservation.signal }),
         });
         if (!looksLikePdf(upload.head)) {

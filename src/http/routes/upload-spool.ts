@@ -12,7 +12,6 @@ import { basename, join } from 'node:path';
 import { once } from 'node:events';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
-import type { ByteRate } from './upload-rate.js';
 
 /** An upload on disk. */
 export interface SpooledUpload {
@@ -45,8 +44,6 @@ export interface SpoolOptions {
   maxBytes: number;
   maxUploadMb: number;
   signal?: AbortSignal;
-  /** The process's upload read rate (upload-rate.ts), shared by every upload. */
-  rate?: ByteRate;
 }
 
 /**
@@ -81,7 +78,6 @@ export async function spoolUpload(fastify: FastifyInstance, request: FastifyRequ
       // Read to its end whatever happens (as the plugin's own toBuffer does): busboy stops feeding a
       // truncated file, and leaving the loop early would leave its stream to be cleaned up later.
       for await (const chunk of part.file as AsyncIterable<Buffer>) {
-        await options.rate?.take(chunk.byteLength);
         if (length < headBytes) head.push(chunk.subarray(0, headBytes - length));
         length += chunk.byteLength;
         dropping ||= part.file.truncated || length > options.maxBytes || options.signal?.aborted === true;
