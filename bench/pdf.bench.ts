@@ -1,9 +1,9 @@
 /**
- * PDF extraction (issue 8): pages per second of the project's extractor (src/documents, worker
+ * PDF extraction: pages per second of the project's extractor (src/documents, worker
  * thread as the service runs it, and inline for contrast) on generated 10- and 50-page PDFs, against
  * poppler's `pdftotext` on the same files; event-loop delay (p99 of monitorEventLoopDelay) while each
  * runs. Variants alternate over several rounds; ratios are per round, medians quoted.
- * Then (issue 26) the worker's memory against page count: book-like PDFs of BENCH_PDF_PAGES pages
+ * Then the worker's memory against page count: book-like PDFs of BENCH_PDF_PAGES pages
  * (default 50,100,200,400,700; 40 lines and a font object of its own a page) read once each by a fresh
  * compiled worker at the default PDF_WORKER_MEMORY_MB, which reports its live heap (after a full GC)
  * and resident set at the document's load and after every page; the goal is a flat line.

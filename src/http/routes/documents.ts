@@ -121,7 +121,8 @@ export const documentsRoutes: FastifyPluginAsync<DocumentsRoutesOptions> = async
           throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'The file is not a PDF: its first 1024 bytes hold no %PDF- header.');
         }
         const input = { path: upload.path };
-        // The wait queue is shared by address (TRUST_PROXY decides request.ip), IPv6 by /64 (issue 28).
+        // The wait queue is shared by address (TRUST_PROXY decides request.ip), IPv6 by /64, so one
+        // address cannot fill the extract workers while others wait.
         const extracted = await extractOrThrow(
           reservation === undefined ? extractor.extract(input, extractOptions, client) : reservation.extract(input, extractOptions),
         );

@@ -64,8 +64,8 @@ export async function spoolUpload(fastify: FastifyInstance, request: FastifyRequ
         part.file.resume();
         continue;
       }
-      // Hashed chunk by chunk as it streams in: hashing a 20 MiB file in one call held the event loop
-      // 12-14 ms (measured here), every such upload.
+      // Hashed chunk by chunk as it streams in: hashing a large file in one call would hold the event
+      // loop for every such upload (docs/performance.md).
       const hash = createHash('sha256');
       const head: Buffer[] = [];
       let length = 0;
@@ -124,7 +124,8 @@ function toApiError(errors: FastifyInstance['multipartErrors'], error: unknown, 
   return new ApiError('INVALID_REQUEST', `The multipart body could not be read: ${error instanceof Error ? error.message : String(error)}`);
 }
 
-/** Longest file name kept, in UTF-8 bytes (what file systems allow; issue 28: a 100 KB name was stored and echoed). */
+/** Longest file name kept, in UTF-8 bytes (what file systems allow): a longer name would be
+ * stored and echoed back whole. */
 const maxFileNameBytes = 255;
 
 /** The client's file name without any path, control or bidi-override characters, cut to 255 UTF-8 bytes at a character boundary. */
