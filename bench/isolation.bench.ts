@@ -32,6 +32,7 @@ import {
   victimFailed,
 } from './support/attacks.js';
 import { encodeUpload, paddedPdf, uploadBodyFlood, type EncodedUpload } from './support/attacks.js';
+import { getFlood, hangingKeyJobs, heavyNotes, pipelinedHealthz, unknownFields } from './support/attacks-hostile.js';
 import type { LoadResult } from './support/load.child.js';
 import type { Usage } from './support/child-ipc.js';
 import { benchText, gptKey, postJson, resetFaults, setFault, startEmulatorChild, startLoadChild, startServiceChild } from './support/index.js';
@@ -154,6 +155,14 @@ async function main(): Promise<void> {
     { key: 'keyGenerations', label: 'generations, a new key per request, 32 connections from one address', run: inventedKeyGenerations },
     { key: 'keyJobs', label: 'job creations, a new key per job, 8 loops from one address; the victim runs one job', run: (context) => inventedKeyJobs(context, smallPdf, gptKey) },
     { key: 'keyStatus', label: 'GET /v1/keys/status, a new candidate key per request, 16 connections', run: keyStatusFlood },
+    // The third round: each from an address of its own (127.0.0.20 and up).
+    { key: 'pipelining', label: '64 sockets × 2,000 pipelined GET /healthz, the next 2,000 once answered', run: (context) => pipelinedHealthz(context, 64, 2_000, true, '127.0.0.20') },
+    { key: 'pipeliningUnread', label: '16 sockets × 10,000 pipelined GET /healthz, never read', run: (context) => pipelinedHealthz(context, 16, 10_000, false, '127.0.0.24') },
+    { key: 'unknownFields', label: '1.45 MB bodies of 130,000 unknown fields, 8 connections', run: unknownFields },
+    { key: 'hangingJobs', label: 'one address, 4 jobs on invented keys whose calls hang; the victim runs one job', run: (context) => hangingKeyJobs(context, smallPdf, gptKey) },
+    { key: 'heavyNotes', label: '1.4 MB options.notes (20,000 concepts) on a 17-character text, 8 connections', run: heavyNotes },
+    { key: 'metricsFlood', label: 'GET /metrics, 64 keep-alive connections', run: (context) => getFlood(context, '/metrics', '127.0.0.25') },
+    { key: 'openapiFlood', label: 'GET /openapi.json, 64 keep-alive connections', run: (context) => getFlood(context, '/openapi.json', '127.0.0.26') },
     {
       key: 'bigAnswers',
       label: 'provider answering 7 MB of valid notes, 16 generations at a time',

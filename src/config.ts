@@ -104,6 +104,8 @@ export interface Config {
     readonly maxJobsPerAddress: number;
     /** Most running jobs of one client (JOB_CONCURRENCY_PER_CLIENT). */
     readonly concurrencyPerClient: number;
+    /** Running jobs the clients of one remote address may hold together (derived: `derivedLimits`). */
+    readonly concurrencyPerAddress: number;
     /** A job's runner renews its lease every third of this; a lapsed lease reads interrupted (JOB_LEASE_MS). */
     readonly leaseMs: number;
   };
@@ -244,6 +246,13 @@ const derivedLimits = {
   maxGenerationsPerAddress: (maxInFlight: number, maxPerClient: number): number => Math.max(4 * maxPerClient, Math.floor(maxInFlight / 2)),
   /** Live jobs the clients of one address hold together: a tenth of the instance, but at least five clients' shares. */
   maxJobsPerAddress: (maxJobs: number, maxJobsPerClient: number): number => Math.max(5 * maxJobsPerClient, Math.floor(maxJobs / 10)),
+  /**
+   * Running jobs the clients of one address hold together: half of JOB_CONCURRENCY (at least one client's
+   * share, at most all of it). Four invented key sets from one address, each within its own client's share,
+   * took every slot while their calls hung, and another user's job stayed queued for minutes.
+   */
+  jobConcurrencyPerAddress: (concurrency: number, concurrencyPerClient: number): number =>
+    Math.min(concurrency, Math.max(concurrencyPerClient, Math.floor(concurrency / 2))),
 } as const;
 
 const defaultBaseUrls: Readonly<Record<ProviderId, string>> = {
@@ -533,6 +542,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       maxJobsPerClient,
       maxJobsPerAddress: derivedLimits.maxJobsPerAddress(maxJobs, maxJobsPerClient),
       concurrencyPerClient: read(env, 'JOB_CONCURRENCY_PER_CLIENT'),
+      concurrencyPerAddress: derivedLimits.jobConcurrencyPerAddress(read(env, 'JOB_CONCURRENCY'), read(env, 'JOB_CONCURRENCY_PER_CLIENT')),
       leaseMs: read(env, 'JOB_LEASE_MS'),
     },
     shutdownGraceMs: read(env, 'SHUTDOWN_GRACE_MS'),

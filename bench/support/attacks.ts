@@ -6,7 +6,7 @@
 import { connect } from 'node:net';
 import type { Socket } from 'node:net';
 import { createDeflate } from 'node:zlib';
-import { Agent, fetch as undiciFetch } from 'undici';
+import { Agent, FormData as UndiciFormData, fetch as undiciFetch } from 'undici';
 
 export type Outcomes = Record<string, number>;
 
@@ -16,7 +16,7 @@ export interface AttackContext {
   readonly hostileKey: string;
 }
 
-function count(outcomes: Outcomes, label: string): void {
+export function count(outcomes: Outcomes, label: string): void {
   outcomes[label] = (outcomes[label] ?? 0) + 1;
 }
 
@@ -69,7 +69,7 @@ export function hugeText(context: AttackContext): Promise<Outcomes> {
 }
 
 /** Uploads `pdf` (from 127.0.0.1 unless `fetcher` is another address's); the document id, or the outcome when refused. */
-async function upload(url: string, pdf: Uint8Array, name = 'attack.pdf', fetcher: typeof fetch = fetch): Promise<{ documentId?: string; outcome: string }> {
+export async function upload(url: string, pdf: Uint8Array, name = 'attack.pdf', fetcher: typeof fetch = fetch): Promise<{ documentId?: string; outcome: string }> {
   const { body, contentType } = await multipartUpload(pdf, name);
   try {
     const response = await fetcher(`${url}/v1/documents`, {
@@ -330,7 +330,7 @@ export function hugePageCountPdf(): Buffer {
  * A fetch from `localAddress` (127.0.0.2 and up: Linux routes all of 127/8 to loopback), so that the
  * per-address limits see the hostile client apart from the steady one (127.0.0.1).
  */
-function fetchFrom(localAddress: string): { fetch: typeof fetch; close(): Promise<void> } {
+export function fetchFrom(localAddress: string): { fetch: typeof fetch; close(): Promise<void> } {
   // undici's connector drops `localAddress`: the socket is made here (a run at 09:2x UTC sent every
   // fetch-based attack from 127.0.0.1, the steady client's own address).
   const agent = new Agent({
@@ -343,9 +343,23 @@ function fetchFrom(localAddress: string): { fetch: typeof fetch; close(): Promis
     },
   });
   return {
-    fetch: ((input: string | URL, init?: RequestInit) => undiciFetch(input, { ...(init as object), dispatcher: agent } as never)) as unknown as typeof fetch,
+    fetch: ((input: string | URL, init?: RequestInit) =>
+      undiciFetch(input, { ...(init as object), ...(init?.body instanceof FormData ? { body: undiciForm(init.body) } : {}), dispatcher: agent } as never)) as unknown as typeof fetch,
     close: () => agent.close(),
   };
+}
+
+/**
+ * The same form as undici's own FormData: undici's fetch (the npm package, not Node's built-in one) sends a
+ * global FormData as the text `[object FormData]`, and every upload from another address was refused 415.
+ */
+function undiciForm(form: FormData): UndiciFormData {
+  const copy = new UndiciFormData();
+  for (const [name, value] of form.entries()) {
+    if (typeof value === 'string') copy.append(name, value);
+    else copy.append(name, value, value.name);
+  }
+  return copy;
 }
 
 /** A new made-up key for every request: each would be a new client if clients were only their keys. */
@@ -356,7 +370,7 @@ function inventedKey(): string {
 }
 
 /** `workers` loops sending `send(fetch)` from `localAddress` until the deadline. */
-async function floodFrom(context: AttackContext, localAddress: string, workers: number, send: (fetcher: typeof fetch) => Promise<Response>): Promise<Outcomes> {
+export async function floodFrom(context: AttackContext, localAddress: string, workers: number, send: (fetcher: typeof fetch) => Promise<Response>): Promise<Outcomes> {
   const client = fetchFrom(localAddress);
   try {
     return await flood(context, workers, () => send(client.fetch));
@@ -402,7 +416,7 @@ export async function inventedKeyJobs(context: AttackContext, pdf: Uint8Array, v
 }
 
 /** The victim's one job, started a second into the attack: its outcome label with the time it took. */
-async function victimJob(context: AttackContext, pdf: Uint8Array, key: string): Promise<string> {
+export async function victimJob(context: AttackContext, pdf: Uint8Array, key: string): Promise<string> {
   await new Promise((resolve) => setTimeout(resolve, 1000));
   const { documentId, outcome } = await upload(context.url, pdf, 'victim.pdf');
   if (documentId === undefined) return victimOutcome(false, `upload ${outcome}`);

@@ -25,6 +25,7 @@ import { ApiError } from './errors.js';
 import { registerJsonBodyParser } from './json-body.js';
 import { fastifyTrustProxy, trustedPeer } from './trust-proxy.js';
 import { limitConnections } from './connection-limits.js';
+import { boundPipelining } from './pipelining.js';
 import { createRefusalCounter } from './refusal-metrics.js';
 import { closingSweep } from './closing-sweep.js';
 import { createOriginOf } from './client-address.js';
@@ -185,6 +186,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     exempt: trustedPeer(config.server.trustProxy),
     onRefused: (limit) => refusals.count({ limit, what: 'connections' }),
   });
+  // A connection's pipelined requests are parsed one after another as they are answered (pipelining.ts).
+  boundPipelining(app.server, { exempt: trustedPeer(config.server.trustProxy) });
 
   // Server spans first, so that every hook and route below runs inside its request's span.
   await telemetry?.registerServerSpans(app);
@@ -224,7 +227,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // The document says what the routes take and give: streams, key headers, the upload, components (openapi.ts).
   await app.register(fastifySwagger, openApiOptions(options.demo));
   await app.register(fastifySwaggerUi, { routePrefix: '/docs' });
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  // The document is static once built: serialized once, not for every request (a flood of keep-alive
+  // connections would otherwise have it built for each).
+  let openapiJson: string | undefined;
+  app.get('/openapi.json', { schema: { hide: true } }, async (_request, reply) =>
+    reply.type('application/json; charset=utf-8').send((openapiJson ??= JSON.stringify(app.swagger()))),
+  );
 
   // The process's token worker (one per process, started on the first long text) runs at WORKER_NICE.
   setTokenWorkerNice(config.workerNice);
@@ -242,8 +250,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // Before the routes: the plugin adds its check to the routes that ask for one (uploads, job creations).
   await registerRateLimits(app, options.sharedRateLimits);
   const rateSalt = options.sharedRateLimits === undefined ? {} : { salt: options.sharedRateLimits.salt };
+  // While the process is busy, the addresses holding generation slots share them equally (admission.ts),
+  // and scrapes of /metrics within a second share one rendering.
+  const loadGauge = options.busy === undefined ? startLoadGauge() : undefined;
+  const busy = options.busy ?? loadGauge?.busy ?? ((): boolean => false);
+  registerLoadMetrics(metrics.registry, busy, loadGauge);
   await app.register(healthRoutes, { readiness });
-  await app.register(metricsRoutes, { metrics });
+  await app.register(metricsRoutes, { metrics, busy });
   await app.register(providersRoutes, { gateway, adminToken: config.adminToken });
   const originOf = createOriginOf(options.sharedRateLimits?.salt);
   const windowSeconds = config.rateLimit.windowSeconds;
@@ -266,10 +279,6 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       nice: config.workerNice,
     },
   });
-  // While the process is busy, the addresses holding generation slots share them equally (admission.ts).
-  const loadGauge = options.busy === undefined ? startLoadGauge() : undefined;
-  const busy = options.busy ?? loadGauge?.busy ?? ((): boolean => false);
-  registerLoadMetrics(metrics.registry, busy, loadGauge);
   await app.register(generateRoutes, {
     gateway,
     documentStore,

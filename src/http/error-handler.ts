@@ -11,25 +11,56 @@ import { DocumentStoreUnavailableError, DocumentStoreWriteError } from '../docum
 import { ApiError, type ErrorCode, type Refusal } from './errors.js';
 import { scrubSecrets } from '../security/redact.js';
 import { secretsOf } from './keys.js';
-import { safeUrl } from './safe-url.js';
+import { safeUrl } from '../security/safe-url.js';
 
 interface ValidationIssue {
   readonly instancePath?: string;
   readonly message?: string;
+  /** The schema's issue code (zod's: `unrecognized_keys`, `invalid_type`, …). */
+  readonly keyword?: string;
+  /** The rest of the schema's issue: for unrecognized keys, `keys`, every key the body carried that has no place. */
+  readonly params?: { readonly keys?: unknown };
 }
 
 function hasValidation(error: unknown): error is { validation: readonly ValidationIssue[]; validationContext?: string } {
   return typeof error === 'object' && error !== null && Array.isArray((error as { validation?: unknown }).validation);
 }
 
-/** "body/options/count: Too big: expected number to be <=50; body: Unrecognized key: \"extra\"" */
+/**
+ * What a refused body's message may say, so that it stays a few KB whatever the body held: the first
+ * `issuesShown` issues, each naming at most `keysShown` unknown fields, each field or path cut to
+ * `fieldChars` characters and each issue to `issueChars`. A body of a hundred thousand unknown fields would
+ * otherwise earn a message listing them all, megabytes scrubbed for keys on the event loop; a message never
+ * echoes a request's keys or values wholesale.
+ */
+const issuesShown = 5;
+const keysShown = 3;
+const fieldChars = 40;
+const issueChars = 300;
+
+function cut(text: string, chars: number): string {
+  return text.length <= chars ? text : `${text.slice(0, chars)}…`;
+}
+
+/** One issue's words: unknown fields named a few at a time, anything else as the schema said it, cut. */
+function issueMessage(issue: ValidationIssue): string {
+  const keys = issue.params?.keys;
+  if (issue.keyword === 'unrecognized_keys' && Array.isArray(keys)) {
+    const named = keys.slice(0, keysShown).map((key) => JSON.stringify(cut(String(key), fieldChars)));
+    const more = keys.length > keysShown ? ` and ${keys.length - keysShown} more` : '';
+    return `${keys.length === 1 ? 'Unrecognized key' : `${keys.length} unrecognized keys`}: ${named.join(', ')}${more}`;
+  }
+  return cut(issue.message ?? 'is invalid', issueChars);
+}
+
+/** "body/options/count: Too big: expected number to be <=50; body: 2 unrecognized keys: \"extra\", \"more\"" */
 function describeValidation(issues: readonly ValidationIssue[], context: string | undefined): string {
   const where = context ?? 'request';
-  const parts = issues.slice(0, 5).map((issue) => {
-    const path = issue.instancePath && issue.instancePath !== '/' ? `${where}${issue.instancePath}` : where;
-    return `${path}: ${issue.message ?? 'is invalid'}`;
+  const parts = issues.slice(0, issuesShown).map((issue) => {
+    const path = issue.instancePath && issue.instancePath !== '/' ? `${where}${cut(issue.instancePath, issueChars)}` : where;
+    return `${path}: ${issueMessage(issue)}`;
   });
-  const more = issues.length > 5 ? ` (and ${issues.length - 5} more)` : '';
+  const more = issues.length > issuesShown ? ` (and ${issues.length - issuesShown} more)` : '';
   return `${parts.join('; ')}${more}`;
 }
 

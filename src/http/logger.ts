@@ -7,7 +7,7 @@
 import type { FastifyRequest, FastifyServerOptions } from 'fastify';
 import type { LogLevel } from '../config.js';
 import { readProviderKeys, secretHeaders } from './keys.js';
-import { safeUrl } from './safe-url.js';
+import { safeUrl } from '../security/safe-url.js';
 
 export interface LogOptions {
   readonly level: LogLevel;

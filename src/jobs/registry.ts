@@ -51,6 +51,12 @@ export interface JobRegistryOptions {
   readonly maxJobsPerAddress?: number;
   /** Most running jobs of one client (JOB_CONCURRENCY_PER_CLIENT); default `concurrency`. */
   readonly concurrencyPerClient?: number;
+  /**
+   * Most running jobs of the clients of one address together (derived from JOB_CONCURRENCY); default
+   * `concurrency`. A client is its key set and keys cost nothing to invent: without it one address's four
+   * invented key sets, each within its own share, took every slot.
+   */
+  readonly concurrencyPerAddress?: number;
   /** A finished job is forgotten this long after it ended (JOB_TTL_SECONDS). */
   readonly ttlSeconds: number;
   /** Default: an in-process store bounded by `maxJobs`. */
@@ -290,6 +296,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
   const maxJobsPerClient = options.maxJobsPerClient ?? options.maxJobs;
   const maxJobsPerAddress = options.maxJobsPerAddress ?? options.maxJobs;
   const concurrencyPerClient = options.concurrencyPerClient ?? options.concurrency;
+  const concurrencyPerAddress = options.concurrencyPerAddress ?? options.concurrency;
   /** Writes not yet settled: shutdown waits for them before the store closes. */
   const writes = new Set<Promise<unknown>>();
   let stopped = false;
@@ -303,20 +310,24 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
   };
 
   /**
-   * The next queued job to run: among clients under their running share, the one running the fewest
-   * jobs goes first (in queue order on a tie), so one client's backlog never starves another's job. A
-   * client here is its key set, or its address once that address holds more than a few key sets
-   * (address-clients.ts): inventing keys does not make an address many clients.
+   * The next queued job to run: among clients under their running share whose address is under its own,
+   * the one whose address runs the fewest jobs goes first, then the client running the fewest (in queue
+   * order on a tie), so neither one address's nor one client's backlog starves another's job. A client
+   * here is its key set, or its address once that address holds more than a few key sets
+   * (address-clients.ts): inventing keys does not make an address many clients, nor more slots.
    */
   function nextQueued(): { job: LiveJob; share: string } | undefined {
-    let best: { job: LiveJob; share: string; index: number; running: number } | undefined;
+    let best: { job: LiveJob; share: string; index: number; running: number; addressRunning: number } | undefined;
     for (const [index, job] of queue.entries()) {
       const share = addressClients.shareOf(job.clientId, job.address);
+      const addressRunning = runningByAddress.get(job.address) ?? 0;
+      if (addressRunning >= concurrencyPerAddress) continue;
       // As one client, the address runs every job any of its keys runs.
-      const clientRunning = share === job.clientId ? (runningByClient.get(share) ?? 0) : (runningByAddress.get(job.address) ?? 0);
+      const clientRunning = share === job.clientId ? (runningByClient.get(share) ?? 0) : addressRunning;
       if (clientRunning >= concurrencyPerClient) continue;
-      if (best === undefined || clientRunning < best.running) best = { job, share, index, running: clientRunning };
-      if (clientRunning === 0) break;
+      const before = best === undefined || addressRunning < best.addressRunning || (addressRunning === best.addressRunning && clientRunning < best.running);
+      if (before) best = { job, share, index, running: clientRunning, addressRunning };
+      if (addressRunning === 0 && clientRunning === 0) break;
     }
     if (best !== undefined) queue.splice(best.index, 1);
     return best;

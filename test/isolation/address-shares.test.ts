@@ -45,14 +45,27 @@ describe('job scheduling by address', () => {
     const create = (remoteAddress: string, key: string) =>
       app.inject({ method: 'POST', url: '/v1/jobs', remoteAddress, headers: { 'content-type': 'application/json', 'x-gpt-key': key }, payload: { documentId: 'doc-1' } });
     for (let n = 1; n <= 12; n += 1) expect((await create('203.0.113.7', keyOf(n))).statusCode).toBe(202);
-    // Its first 4 jobs took the 4 slots while it held few keys; it now holds 12 and counts as one client
-    // running 4 jobs, over the 2 of a client: the victim's job (its client runs none) is the next to start.
-    await until(() => gateway.generateCalls.length === 4);
+    // Its address runs at most 2 of the 4 slots (half of JOB_CONCURRENCY), whatever keys it holds.
+    await until(() => gateway.generateCalls.length === 2);
     expect((await create('198.51.100.9', 'victim-gpt-key-000001')).statusCode).toBe(202);
+    // The victim's job takes a free slot at once, before any of the backlog.
+    await until(() => calledKeys(gateway).includes('victim-gpt-key-000001'));
+    expect(calledKeys(gateway).indexOf('victim-gpt-key-000001')).toBe(2);
     // Every held call now fails at once: the jobs end, and the queue drains in the scheduler's order.
     releases.splice(0).forEach((release) => release());
+    await until(() => gateway.generateCalls.length >= 6);
+  });
+
+  it("gives one address at most half of JOB_CONCURRENCY running jobs though each of its jobs has its own key set: another address's job starts at once", async () => {
+    const { app, gateway } = await start({ JOB_CONCURRENCY: '4', JOB_CONCURRENCY_PER_CLIENT: '2', RATE_LIMIT_JOBS: '0' });
+    const create = (remoteAddress: string, key: string) =>
+      app.inject({ method: 'POST', url: '/v1/jobs', remoteAddress, headers: { 'content-type': 'application/json', 'x-gpt-key': key }, payload: { documentId: 'doc-1' } });
+    // Four key sets: not yet merged into one client (that takes more than 4), each within its own share.
+    for (let n = 1; n <= 4; n += 1) expect((await create('203.0.113.7', keyOf(n))).statusCode).toBe(202);
+    expect((await create('198.51.100.9', 'victim-gpt-key-000001')).statusCode).toBe(202);
+    // The address's calls hang; the victim's job is called while they do, beside exactly 2 of them.
     await until(() => calledKeys(gateway).includes('victim-gpt-key-000001'));
-    expect(calledKeys(gateway).indexOf('victim-gpt-key-000001')).toBe(4);
+    expect(calledKeys(gateway).filter((key) => key.startsWith('invented-'))).toHaveLength(2);
   });
 });
 

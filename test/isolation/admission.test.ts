@@ -177,6 +177,35 @@ describe('slots weighted by the size of the text (one per 25 000 characters)', (
     expect(longest.json().error.code).toBe('PROVIDERS_UNAVAILABLE');
   });
 
+  it('weighs the notes that ground the questions with the text: a short text with long notes takes several slots', async () => {
+    const { app, gateway, releaseHold } = await start(env, limits);
+    // Notes of 250 characters as JSON, on a 10-character text: ceil(260 / 100) = 3 of client A's 4 slots.
+    const notesOf = (chars: number) => {
+      const empty = { keyConcepts: [{ id: 'c1', term: 'Light', definition: '', importance: 'high' }], sections: [], glossary: [] };
+      const padding = chars - JSON.stringify(empty).length;
+      return { ...empty, keyConcepts: [{ ...empty.keyConcepts[0], definition: 'd'.repeat(padding) }] };
+    };
+    expect(JSON.stringify(notesOf(250))).toHaveLength(250);
+    const generate = (notesChars: number) =>
+      app.inject({ method: 'POST', url: '/v1/generate', headers: clientA, payload: { task: 'mcq', text: text(10), options: { count: 3, notes: notesOf(notesChars) } } });
+    const held = generate(250);
+    // A question run reaches the gateway after more turns than `until` counts (its first call loads the
+    // token counter): polled until it arrives.
+    for (let tries = 0; tries < 500 && gateway.generateCalls.length === 0; tries += 1) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(gateway.generateCalls).toHaveLength(1);
+    const refused = await generate(250);
+    expect(refused.statusCode).toBe(429);
+    expect(refused.json().error.message).toContain('hold 3 of its 4 slots');
+    expect(refused.json().error.message).toContain('needs 3');
+    // Notes longer than the longest notes answer (65 536 characters) are no notes result: 400, never run.
+    const tooLong = await app.inject({ method: 'POST', url: '/v1/generate', headers: clientB, payload: { task: 'mcq', text: text(10), options: { notes: notesOf(65_537) } } });
+    expect(tooLong.statusCode).toBe(400);
+    expect(tooLong.json().error.message).toContain('options.notes has 65537 characters');
+    expect(gateway.generateCalls).toHaveLength(1);
+    releaseHold();
+    expect((await held).json().error.code).toBe('PROVIDERS_UNAVAILABLE');
+  });
+
   it('refuses a client whose share is taken before reading its body (a malformed body gets 429, not 400)', async () => {
     const { app, gateway, releaseHold } = await start(env, limits);
     const held = app.inject({ method: 'POST', url: '/v1/generate', headers: clientA, payload: { task: 'notes', text: text(400) } });
@@ -237,8 +266,8 @@ describe('admission of POST /v1/jobs', () => {
   it("caps one client's live jobs (429 TOO_MANY_REQUESTS) and runs another client's job beside its backlog", async () => {
     const { app, store, gateway } = await start({ JOB_CONCURRENCY: '2', JOB_CONCURRENCY_PER_CLIENT: '1', JOB_MAX_JOBS_PER_CLIENT: '3' });
     const documentId = await withDocument(store);
-    const create = async (headers: Record<string, string>): Promise<{ statusCode: number; jobId: string; response: Awaited<ReturnType<typeof app.inject>> }> => {
-      const response = await app.inject({ method: 'POST', url: '/v1/jobs', headers, payload: { documentId } });
+    const create = async (headers: Record<string, string>, remoteAddress = '127.0.0.1'): Promise<{ statusCode: number; jobId: string; response: Awaited<ReturnType<typeof app.inject>> }> => {
+      const response = await app.inject({ method: 'POST', url: '/v1/jobs', remoteAddress, headers, payload: { documentId } });
       return { statusCode: response.statusCode, jobId: (response.json() as { jobId?: string }).jobId ?? '', response };
     };
     const a = [await create(clientA), await create(clientA), await create(clientA)];
@@ -248,8 +277,8 @@ describe('admission of POST /v1/jobs', () => {
     expect(fourth.response.json().error.code).toBe('TOO_MANY_REQUESTS');
     expect(fourth.response.headers['retry-after']).toBe('5');
 
-    // Client A's backlog does not hold client B's job back: B runs while two of A's wait.
-    const b = await create(clientB);
+    // Client A's backlog does not hold client B's job (from another address) back: B runs while two of A's wait.
+    const b = await create(clientB, '198.51.100.9');
     expect(b.statusCode).toBe(202);
     await until(() => gateway.generateCalls.length === 2);
     const status = async (jobId: string): Promise<string> => (await app.inject({ method: 'GET', url: `/v1/jobs/${jobId}` })).json().status as string;

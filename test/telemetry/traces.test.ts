@@ -121,6 +121,22 @@ describe.each([
 
   const spansOf = (traceId: string) => receiver.spans.filter((span) => span.traceId === traceId);
 
+  it('gives a server span no key put in the URL (query or path): url.path is the URL the request log shows', async () => {
+    const caller = callerContext();
+    const response = await fetch(
+      `${harness.url}/v1/jobs/${encodeURIComponent(gptKey)}?key=${encodeURIComponent(claudeKey)}`,
+      { headers: { traceparent: caller.header } },
+    );
+    expect(response.status).toBe(404);
+    await response.text();
+    const server = await until(
+      () => spansOf(caller.traceId).find((span) => span.kind === serverKind),
+      'the server span',
+    );
+    // The keys themselves are looked for in every span by the scan after the suite.
+    expect(server.attributes['url.path']).toBe('/v1/jobs/[redacted]?key=[redacted]');
+  });
+
   it(
     'traces a request under its traceparent: a server span, attempt spans, a fallback and a breaker opening',
     { timeout: 60_000 },

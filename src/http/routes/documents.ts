@@ -19,7 +19,9 @@ import {
   type StoredDocument,
 } from '../../documents/index.js';
 import { ApiError } from '../errors.js';
+import { errorBodySchema } from '../schemas.js';
 import { routeRateLimit } from '../rate-limit.js';
+import { safeSegment } from '../../security/safe-url.js';
 import type { RouteRateLimit } from '../rate-limit.js';
 import { createSpoolFolder, removeSpoolFolder, spoolUpload, type SpooledUpload } from './upload-spool.js';
 
@@ -40,6 +42,11 @@ export interface DocumentsRoutesOptions {
   rateLimit?: Pick<RouteRateLimit, 'max' | 'windowSeconds' | 'salt'>;
 }
 
+/** The form of `POST /v1/documents`, for the OpenAPI document only: @fastify/multipart reads it, not the validator. */
+const uploadFormSchema = z.object({
+  file: z.file().describe('The PDF (one file, at most MAX_UPLOAD_MB); other fields are ignored.'),
+});
+
 /** The 201 body of `POST /v1/documents` (docs/api.md). */
 const documentUploadResponseSchema = z.object({
   documentId: z.string(),
@@ -50,9 +57,7 @@ const documentUploadResponseSchema = z.object({
   wordCount: z.number().int().nonnegative(),
   charCount: z.number().int().nonnegative(),
   warnings: z.array(z.string()),
-});
-
-const errorBodySchema = z.object({ error: z.object({ code: z.string(), message: z.string() }).loose() });
+}).meta({ id: 'Document', description: 'An uploaded PDF: its id for generations and jobs, and what was extracted.' });
 
 /**
  * `POST /v1/documents`: a PDF as multipart field `file` → text extracted and stored. Encapsulated:
@@ -86,6 +91,7 @@ export const documentsRoutes: FastifyPluginAsync<DocumentsRoutesOptions> = async
         summary: 'Upload a PDF; its text is extracted and kept for DOCUMENT_TTL_SECONDS',
         tags: ['documents'],
         consumes: ['multipart/form-data'],
+        documentedBody: uploadFormSchema,
         response: {
           201: documentUploadResponseSchema,
           400: errorBodySchema,
@@ -192,7 +198,7 @@ function toExtractorApiError(error: unknown): unknown {
 export async function loadDocumentOrThrow(store: DocumentStore, documentId: string): Promise<StoredDocument> {
   const document = await store.get(documentId);
   if (document === undefined) {
-    throw new ApiError('DOCUMENT_NOT_FOUND', `No document ${JSON.stringify(documentId.slice(0, 100))}: it is unknown or has expired (DOCUMENT_TTL_SECONDS).`);
+    throw new ApiError('DOCUMENT_NOT_FOUND', `No document ${JSON.stringify(safeSegment(documentId.slice(0, 100)))}: it is unknown or has expired (DOCUMENT_TTL_SECONDS).`);
   }
   return document;
 }

@@ -10,7 +10,7 @@ import { createAbortControllers } from '../../actors/abort-controllers.js';
 import type { Attempt, FallbackPolicy, Gateway } from '../../actors/types.js';
 import type { DocumentStore } from '../../documents/index.js';
 import type { ProviderId } from '../../providers/index.js';
-import { generateStudyTask, resolveLang } from '../../study/index.js';
+import { generateStudyTask, maxAnswerChars, resolveLang } from '../../study/index.js';
 import { clientIdOf } from '../admission.js';
 import { shareAddress } from '../client-address.js';
 import { routeRateLimit, type RouteRateLimit } from '../rate-limit.js';
@@ -251,9 +251,19 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
       }
       const language = resolveLang(body.options?.lang, text);
 
+      // The notes that ground the questions ride in the prompts as well: megabytes of notes on a
+      // 17-character text were weighed as one slot. A notes result is never longer than the longest notes
+      // answer, so a longer one is no notes result.
+      const notesChars = body.options?.notes === undefined ? 0 : JSON.stringify(body.options.notes).length;
+      if (notesChars > maxAnswerChars('notes')) {
+        throw new ApiError(
+          'INVALID_REQUEST',
+          `options.notes has ${notesChars} characters as JSON; a notes result has at most ${maxAnswerChars('notes')} (the longest notes answer).`,
+        );
+      }
       // Held from here to the answer: the text's split and every provider call count against the slots,
-      // one per 25 000 characters of the text.
-      const release = options.admission.enter(clientId, text.length, address);
+      // one per 25 000 characters of the text and the notes together.
+      const release = options.admission.enter(clientId, text.length + notesChars, address);
       try {
         // The client going away (socket closed before the answer was written) aborts the run.
         const controller = controllers.take();

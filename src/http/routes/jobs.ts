@@ -23,7 +23,7 @@ import { defaultQuestionCount, resolveLang } from '../../study/index.js';
 import type { ResultCache } from '../../study/index.js';
 import { clientIdOf, type Admission } from '../admission.js';
 import { ApiError } from '../errors.js';
-import { safeSegment } from '../safe-url.js';
+import { safeSegment } from '../../security/safe-url.js';
 import { routeRateLimit } from '../rate-limit.js';
 import { shareAddress } from '../client-address.js';
 import type { RouteRateLimit } from '../rate-limit.js';
@@ -59,6 +59,7 @@ export interface JobsRoutesOptions {
     readonly maxJobsPerClient?: number;
     readonly maxJobsPerAddress?: number;
     readonly concurrencyPerClient?: number;
+    readonly concurrencyPerAddress?: number;
     /** JOB_LEASE_MS: how long a job's lease lives without renewal (default 15 000). */
     readonly leaseMs?: number;
   };
@@ -250,6 +251,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
     ...(options.jobs.maxJobsPerClient === undefined ? {} : { maxJobsPerClient: options.jobs.maxJobsPerClient }),
     ...(options.jobs.maxJobsPerAddress === undefined ? {} : { maxJobsPerAddress: options.jobs.maxJobsPerAddress }),
     ...(options.jobs.concurrencyPerClient === undefined ? {} : { concurrencyPerClient: options.jobs.concurrencyPerClient }),
+    ...(options.jobs.concurrencyPerAddress === undefined ? {} : { concurrencyPerAddress: options.jobs.concurrencyPerAddress }),
     ttlSeconds: options.jobs.ttlSeconds,
     ...(options.statusStore === undefined ? {} : { store: options.statusStore }),
     ...(options.cancelBus === undefined ? {} : { cancelBus: options.cancelBus }),

@@ -7,7 +7,7 @@
  * characters mixing letters and digits that is not a UUID, what the service's own ids are) is replaced whole;
  * the result is cut to a bounded length.
  */
-import { scrubSecrets, type KeyLike } from '../security/redact.js';
+import { scrubSecrets, type KeyLike } from './redact.js';
 
 /** The longest URL repeated: a log line or an error message is no place for a client's kilobytes. */
 const maxRepeatedChars = 200;

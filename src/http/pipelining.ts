@@ -1,0 +1,193 @@
+/**
+ * Pipelined requests, bounded per connection. Node's HTTP server hands every request it parses to the app at
+ * once, and parses whatever one socket read brought: thousands of pipelined `GET /healthz` in one 64 KiB read
+ * became as many requests routed, logged and answered in a single turn of the event loop, and a few dozen such
+ * sockets stalled every other client for seconds. Pausing the socket alone does not help: the read already taken is parsed
+ * whole, in one call into the parser.
+ *
+ * The mechanism: Node's server parses a connection's bytes through the one `data` listener it puts on the
+ * socket (`socketOnData`; once anything else listens to `data`, Node stops feeding its parser from C++ and
+ * the bytes flow through that listener). Here that listener is taken off and called with the bytes one
+ * request head at a time: a request's head ends at the first CRLF CRLF (Node's parser is strict and accepts
+ * no other end), so each call can complete at most a request or two. Before each call the connection's
+ * requests still unanswered are counted (a request counts from Node's `request` event to its response's
+ * `close`); while it has `maxOutstanding` of them, the rest of what it sent is kept unparsed and the socket
+ * is paused, so the kernel's buffers fill and the client stops sending. Each answer lets the next request be
+ * parsed, in the event loop's next turn. A pipelining client is thereby served like a keep-alive client
+ * sending one request after another, and holds at most the bytes of one read unparsed. Bodies pass unchanged
+ * (they hold CRLF CRLF rarely, and a cut there only makes one more call).
+ *
+ * Served that way, a connection still makes a request per turn of the event loop without the round trip a
+ * keep-alive client waits between them: the pipelined requests of one address (share address, as every
+ * per-address bound) are paced, `pipelinedPerSecond` a second, a token bucket of as many.
+ *
+ * A client's FIN can come while what it sent before still waits here; Node's own `end` listener
+ * (`socketOnEnd`: answer what was parsed, then close) is taken off the socket too and called once all is fed.
+ *
+ * Node pauses a socket itself while its answers are not read (`socket._paused`, its `socketOnData` asserts
+ * it is clear): nothing is fed then, and Node's own `resume` brings the feeding back.
+ */
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { shareAddress } from './client-address.js';
+
+/** What Node keeps on an HTTP server's socket that the feeding must respect (`_http_server.js`). */
+interface HttpServerSocket extends Socket {
+  /** Set while the connection has a parser; cleared when Node frees it (closed, upgraded). */
+  parser?: unknown;
+  /** Node's own pause: its answers are not being read. */
+  _paused?: boolean;
+}
+
+interface Connection {
+  /** Requests parsed and not yet answered. */
+  outstanding: number;
+  /** Feeds what is kept, as far as the bound allows. */
+  feed(): void;
+}
+
+/** The end of a request's head: Node's parser accepts no other. */
+const headEnd = Buffer.from('\r\n\r\n');
+
+/** Requests one connection may have unanswered before the rest of what it sent waits unparsed. */
+const maxPipelinedRequests = 2;
+
+/**
+ * Pipelined requests one address may have parsed per second, and at once after a pause: a pipelined request
+ * is one its client sent before the answer to the one before it came (no browser or common client does so).
+ * Served one after another without a round trip between them, a few dozen connections pipelining `GET /healthz`
+ * still made thousands of requests a second from one address; a keep-alive client waits for each answer.
+ */
+const pipelinedPerSecond = 100;
+
+export interface PipeliningLimits {
+  /** Requests one connection may have unanswered (default 2). */
+  readonly maxOutstanding?: number;
+  /** Pipelined requests one address may have parsed per second, and at most at once (default 100). */
+  readonly perAddressPerSecond?: number;
+  /** A peer whose pipelining is not paced (a trusted proxy: it carries many clients). */
+  readonly exempt?: (address: string) => boolean;
+  /** The clock of the pacing (tests); `performance.now` when absent. */
+  readonly now?: () => number;
+}
+
+/** Tokens of one address: one a pipelined request, refilled at the rate up to the rate. */
+interface Bucket {
+  tokens: number;
+  at: number;
+}
+
+/** Puts the bound on `server`; call before it listens, after the framework made it (its listeners come first). */
+export function boundPipelining(server: Server, limits: PipeliningLimits = {}): void {
+  const maxOutstanding = limits.maxOutstanding ?? maxPipelinedRequests;
+  const rate = limits.perAddressPerSecond ?? pipelinedPerSecond;
+  const now = limits.now ?? ((): number => performance.now());
+  const connections = new WeakMap<Socket, Connection>();
+  const buckets = new Map<string, Bucket>();
+  /** Takes a token of `address`, or says how many milliseconds until there is one. */
+  const take = (address: string): number => {
+    const at = now();
+    const bucket = buckets.get(address) ?? { tokens: rate, at };
+    bucket.tokens = Math.min(rate, bucket.tokens + ((at - bucket.at) * rate) / 1000);
+    bucket.at = at;
+    buckets.set(address, bucket);
+    // Full buckets say nothing: forgotten once many addresses were seen.
+    if (buckets.size > 10_000) for (const [seen, { tokens }] of buckets) if (tokens >= rate && seen !== address) buckets.delete(seen);
+    if (bucket.tokens >= 1) {
+      bucket.tokens -= 1;
+      return 0;
+    }
+    return Math.ceil(((1 - bucket.tokens) * 1000) / rate);
+  };
+  server.on('connection', (socket: HttpServerSocket) => {
+    if (socket.destroyed || socket.parser === undefined || socket.parser === null) return;
+    const listeners = socket.listeners('data');
+    // Node's one listener (`socketOnData`), or a server other than Node's plain HTTP one: then nothing is bounded here.
+    if (listeners.length !== 1 || listeners[0]?.name !== 'bound socketOnData') return;
+    const parse = listeners[0] as (chunk: Buffer) => void;
+    socket.removeListener('data', parse);
+    // The client's FIN (`end`) may come while requests it sent before still wait here unparsed; Node's own
+    // `end` listener would then answer only those it has parsed and close. It is called once all are fed.
+    const onEnd = socket.listeners('end').find((listener) => listener.name === 'bound socketOnEnd') as (() => void) | undefined;
+    let ended = false;
+    let kept: Buffer | undefined;
+    // The first request head of bytes that came while the connection had none in flight is not pipelined.
+    let firstHeadFree = false;
+    let retry: NodeJS.Timeout | undefined;
+    const address = limits.exempt?.(socket.remoteAddress ?? '') === true ? undefined : shareAddress(socket.remoteAddress);
+    socket.once('close', () => clearTimeout(retry));
+    if (onEnd !== undefined) socket.removeListener('end', onEnd);
+    const endIfFed = (): void => {
+      if (ended && kept === undefined && onEnd !== undefined) {
+        ended = false;
+        onEnd();
+      }
+    };
+    const connection: Connection = {
+      outstanding: 0,
+      feed() {
+        while (kept !== undefined) {
+          if (socket.destroyed || socket.parser === undefined || socket.parser === null) {
+            kept = undefined;
+            return;
+          }
+          // Node holds the socket (its answers are not read) or the connection has its requests in flight.
+          if (socket._paused === true || connection.outstanding >= maxOutstanding) {
+            socket.pause();
+            return;
+          }
+          const end = kept.indexOf(headEnd);
+          // A request head that is pipelined takes a token of its address; without one it waits.
+          if (end >= 0 && !firstHeadFree && address !== undefined) {
+            const waitMs = take(address);
+            if (waitMs > 0) {
+              socket.pause();
+              retry ??= setTimeout(() => {
+                retry = undefined;
+                connection.feed();
+              }, waitMs);
+              return;
+            }
+          }
+          if (end >= 0) firstHeadFree = false;
+          const cut = end < 0 ? kept.length : end + headEnd.length;
+          const piece = cut === kept.length ? kept : kept.subarray(0, cut);
+          kept = cut === kept.length ? undefined : kept.subarray(cut);
+          parse(piece);
+        }
+        endIfFed();
+        // All fed: no more is read while the connection has its requests in flight; else read on, unless Node holds the socket.
+        if (connection.outstanding >= maxOutstanding) socket.pause();
+        else if (socket.isPaused() && socket._paused !== true && connection.outstanding < maxOutstanding && !socket.destroyed) socket.resume();
+      },
+    };
+    connections.set(socket, connection);
+    // Node's wrapper of `on` stops its parser's own reading when a `data` listener is added: the bytes come here.
+    socket.on('data', (chunk: Buffer) => {
+      if (kept === undefined && connection.outstanding === 0) firstHeadFree = true;
+      kept = kept === undefined ? chunk : Buffer.concat([kept, chunk]);
+      connection.feed();
+    });
+    // Node resuming a socket it held (its answers were read): feed what waits first.
+    socket.on('resume', () => connection.feed());
+    if (onEnd !== undefined) {
+      socket.on('end', () => {
+        ended = true;
+        endIfFed();
+      });
+    }
+  });
+  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    const connection = connections.get(request.socket);
+    if (connection === undefined) return;
+    connection.outstanding += 1;
+    // `close` follows `finish`, and comes too when the connection is lost before the answer ended.
+    response.once('close', () => {
+      connection.outstanding -= 1;
+      // The next request is parsed after the event loop has polled for I/O again: an answer can end within
+      // the same turn as its request (a cheap GET's write completes at once), and feeding on the next tick
+      // chained a connection's 2,000 pipelined requests through one turn, every other client waiting.
+      setImmediate(() => connection.feed());
+    });
+  });
+}

@@ -1,0 +1,127 @@
+/**
+ * Pipelined requests are bounded per connection: a client writing thousands of requests at once on one
+ * socket has at most two of them handed to the app at a time, and the rest wait unparsed until those are
+ * answered (src/http/pipelining.ts), and one address's pipelined requests are paced (100 a second, as many
+ * at once). Every request is still answered, in order. The real service on loopback, a raw TCP client; the
+ * server's own `request` events and responses' `close` are counted.
+ */
+import net from 'node:net';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
+import { startService, type Service } from '../../src/http/service.js';
+import { boundPipelining } from '../../src/http/pipelining.js';
+
+let service: Service;
+let port: number;
+/** Per server-side socket: requests handed to the app and not yet answered, now and at most. */
+const inFlight = new Map<Socket, { now: number; most: number; seen: number }>();
+
+beforeAll(async () => {
+  service = await startService(loadConfig({ PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent' }));
+  port = Number(new URL(service.url).port);
+  service.app.server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    const counts = inFlight.get(request.socket) ?? { now: 0, most: 0, seen: 0 };
+    inFlight.set(request.socket, counts);
+    counts.now += 1;
+    counts.seen += 1;
+    counts.most = Math.max(counts.most, counts.now);
+    response.once('close', () => {
+      counts.now -= 1;
+    });
+  });
+});
+
+afterAll(async () => {
+  await service.close();
+});
+
+/** Writes `raw` at once (then half-closes when `end`), reads until `answers` status lines came or the socket closed. */
+function pipeline(raw: string, answers: number, end = false): Promise<string[]> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1');
+    let text = '';
+    const statuses = (): string[] => text.match(/HTTP\/1\.1 \d{3}/g) ?? [];
+    socket.on('data', (data: Buffer) => {
+      text += data.toString('latin1');
+      if (statuses().length >= answers) {
+        socket.destroy();
+        resolve(statuses());
+      }
+    });
+    socket.on('error', reject);
+    socket.on('close', () => resolve(statuses()));
+    socket.setTimeout(60_000, () => {
+      socket.destroy();
+      reject(new Error(`only ${statuses().length} answers within 60 s`));
+    });
+    socket.write(raw);
+    if (end) socket.end();
+  });
+}
+
+describe('pipelined requests on one connection', () => {
+  it('hands at most two of 300 pipelined requests to the app at a time, and answers all of them', async () => {
+    inFlight.clear();
+    const statuses = await pipeline('GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n'.repeat(300), 300);
+    expect(statuses).toHaveLength(300);
+    expect(new Set(statuses)).toEqual(new Set(['HTTP/1.1 200']));
+    const [counts] = [...inFlight.values()];
+    expect(inFlight.size).toBe(1);
+    expect(counts?.seen).toBe(300);
+    expect(counts?.most).toBeLessThanOrEqual(2);
+  });
+
+  it('reads a pipelined body cut anywhere, and answers everything sent before a half-close', async () => {
+    inFlight.clear();
+    const body = '{"action":"reset"}';
+    const post = `POST /v1/providers/gpt/breaker HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+    const get = 'GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n';
+    const statuses = await pipeline(`${get}${post}${get}`.repeat(50), 150, true);
+    expect(statuses).toHaveLength(150);
+    // No ADMIN_TOKEN: the breaker control answers 404 or 401 whatever the body; the GETs answer 200, in order.
+    statuses.forEach((status, index) => {
+      if (index % 3 === 1) expect(status).not.toBe('HTTP/1.1 200');
+      else expect(status).toBe('HTTP/1.1 200');
+    });
+    expect([...inFlight.values()][0]?.most).toBeLessThanOrEqual(2);
+  });
+});
+
+describe("one address's pipelined requests", () => {
+  it('are parsed a token each: the first request and a burst of tokens at once, then as the clock refills them', async () => {
+    // A plain Node server with the bound, a clock the test moves: 10 tokens a second, as many at once.
+    let clock = 0;
+    let handled = 0;
+    const server = createServer((_request, response) => {
+      handled += 1;
+      response.end('ok');
+    });
+    boundPipelining(server, { perAddressPerSecond: 10, now: () => clock });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const address = server.address();
+    const serverPort = typeof address === 'object' && address !== null ? address.port : 0;
+    const socket = net.connect(serverPort, '127.0.0.1');
+    let answers = 0;
+    socket.on('data', (data: Buffer) => {
+      answers += (data.toString('latin1').match(/HTTP\/1\.1 200/g) ?? []).length;
+    });
+    socket.write('GET / HTTP/1.1\r\nHost: test\r\n\r\n'.repeat(50));
+    const settle = async (count: number): Promise<void> => {
+      for (let turn = 0; turn < 5000 && answers < count; turn += 1) await new Promise((resolve) => setImmediate(resolve));
+      // Then a few more turns, in which nothing more may come.
+      for (let turn = 0; turn < 50; turn += 1) await new Promise((resolve) => setImmediate(resolve));
+    };
+    // The first request is not pipelined; the next 10 take the 10 tokens; then nothing while the clock stands.
+    await settle(11);
+    expect([answers, handled]).toEqual([11, 11]);
+    // Half a second: 5 tokens more (the waiting request is retried within the 100 ms one token takes).
+    clock += 500;
+    for (let tries = 0; tries < 100 && answers < 16; tries += 1) await new Promise((resolve) => setTimeout(resolve, 20));
+    await settle(16);
+    expect(answers).toBe(16);
+    socket.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  });
+});
