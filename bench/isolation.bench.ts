@@ -31,6 +31,7 @@ import {
   unspacedText,
   victimFailed,
 } from './support/attacks.js';
+import { encodeUpload, paddedPdf, uploadBodyFlood, type EncodedUpload } from './support/attacks.js';
 import { getFlood, hangingKeyJobs, heavyNotes, pipelinedHealthz, unknownFields } from './support/attacks-hostile.js';
 import type { LoadResult } from './support/load.child.js';
 import type { Usage } from './support/child-ipc.js';
@@ -39,7 +40,7 @@ import { mebibytes } from './support/stats.js';
 import { loadAverage, machineInfo, median, round, writeBenchmarkSection } from './report.js';
 import { englishTextPdf } from '../test/fixtures/pdf/generate.js';
 import { chainBombPdf, type BombLayout, type FilterName } from '../test/fixtures/pdf/filter-bombs.js';
-import { sharedContentStreamPdf } from '../test/fixtures/pdf/hostile.js';
+import { amplifyingTextPdf, sharedContentStreamPdf } from '../test/fixtures/pdf/hostile.js';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { supportDirectory } from './support/children.js';
@@ -127,6 +128,7 @@ async function main(): Promise<void> {
   // Small PDFs that keep pdf.js busy a second or more each (every page parses the shared stream again).
   const slowPdf = sharedContentStreamPdf(20, 2_000);
   const attacks: Attack[] = [
+    ...uploadAttacks(await encodeUpload(await paddedPdf(19.5 * 1024 * 1024)), amplifyingTextPdf(50, 34_000)),
     { key: 'unspaced', label: '100 KB text without a space (×4 at a time)', run: unspacedText },
     { key: 'huge', label: '10 MB text (×4 at a time)', run: hugeText },
     { key: 'jobs', label: 'job-slot flooding (8 loops of POST /v1/jobs)', run: (context) => jobFlood(context, smallPdf) },
@@ -236,6 +238,27 @@ async function main(): Promise<void> {
   }
   // A run of some attacks (BENCH_ATTACKS) writes its own section, so the full run's table is kept.
   writeBenchmarkSection(only === undefined ? 'isolation' : `isolation:${only.join('+')}`, report(rows, loadAtStart));
+}
+
+/**
+ * Upload bodies and text: 30 uploads of 19.5 MB at once from one address (each held whole
+ * before the queue was looked at), and a PDF of a few KB whose 50 pages extract to 1.7 M characters.
+ */
+function uploadAttacks(bigUpload: EncodedUpload, amplifyingPdf: Uint8Array): Attack[] {
+  return [
+    {
+      key: 'uploadBodies',
+      label: `${round(bigUpload.body.length / 1024 / 1024, 1)} MB uploads, 30 at a time from one address`,
+      pdf: true,
+      run: (context) => uploadBodyFlood(context, bigUpload),
+    },
+    {
+      key: 'pdfAmplifying',
+      label: `PDF of ${round(amplifyingPdf.length / 1024, 0)} KB whose 50 pages extract to 1.7 M characters (×2)`,
+      pdf: true,
+      run: (context) => pdfFlood(context, amplifyingPdf, 2, '127.0.0.21'),
+    },
+  ];
 }
 
 /** The hostile client's outcomes over every round, and how many were the victim's own failures. */

@@ -80,6 +80,8 @@ export interface Config {
     readonly workerMemoryMb: number;
     /** Most bytes a PDF's streams may decompress to, in MB (PDF_MAX_DECODED_MB). */
     readonly maxDecodedMb: number;
+    /** Most UTF-8 bytes of text one document may extract to and keep, in MB (PDF_MAX_TEXT_MB). */
+    readonly maxTextMb: number;
     /** A PDF declaring or holding more pages is refused (derived: `derivedLimits`). */
     readonly maxTotalPages: number;
   };
@@ -360,6 +362,7 @@ const variables = {
   PDF_TIMEOUT_MS: { schema: integer(100, 600_000), fallback: '30000' },
   PDF_WORKER_MEMORY_MB: { schema: integer(32, 8192), fallback: '48' },
   PDF_MAX_DECODED_MB: { schema: integer(1, 4096), fallback: '64' },
+  PDF_MAX_TEXT_MB: { schema: integer(1, 1024), fallback: '8' },
   WORKER_NICE: { schema: integer(0, 19), fallback: String(defaultWorkerNice) },
   ADMIN_TOKEN: { schema: z.string().min(1).optional(), fallback: undefined },
   JOB_TTL_SECONDS: { schema: integer(1, 31_536_000), fallback: '3600' },
@@ -527,6 +530,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       timeoutMs: read(env, 'PDF_TIMEOUT_MS'),
       workerMemoryMb: read(env, 'PDF_WORKER_MEMORY_MB'),
       maxDecodedMb: read(env, 'PDF_MAX_DECODED_MB'),
+      maxTextMb: read(env, 'PDF_MAX_TEXT_MB'),
       maxTotalPages: derivedLimits.pdfMaxTotalPages,
     },
     workerNice: read(env, 'WORKER_NICE'),

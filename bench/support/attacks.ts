@@ -70,10 +70,14 @@ export function hugeText(context: AttackContext): Promise<Outcomes> {
 
 /** Uploads `pdf` (from 127.0.0.1 unless `fetcher` is another address's); the document id, or the outcome when refused. */
 export async function upload(url: string, pdf: Uint8Array, name = 'attack.pdf', fetcher: typeof fetch = fetch): Promise<{ documentId?: string; outcome: string }> {
-  const form = new FormData();
-  form.append('file', new Blob([Uint8Array.from(pdf)], { type: 'application/pdf' }), name);
+  const { body, contentType } = await multipartUpload(pdf, name);
   try {
-    const response = await fetcher(`${url}/v1/documents`, { method: 'POST', body: form, signal: AbortSignal.timeout(120_000) });
+    const response = await fetcher(`${url}/v1/documents`, {
+      method: 'POST',
+      body,
+      headers: { 'content-type': contentType },
+      signal: AbortSignal.timeout(120_000),
+    });
     const text = await response.text();
     const code = /"code":"([A-Z_]+)"/.exec(text)?.[1];
     const documentId = /"documentId":"([^"]+)"/.exec(text)?.[1];
@@ -81,6 +85,18 @@ export async function upload(url: string, pdf: Uint8Array, name = 'attack.pdf', 
   } catch (error) {
     return { outcome: `network ${error instanceof Error ? error.name : 'error'}` };
   }
+}
+
+/**
+ * `pdf` as a multipart body in the field `file`, encoded by the platform's own FormData. Sent as bytes
+ * with its content type: the npm undici that `fetchFrom` uses does not take the platform's FormData
+ * (another class) and sent it as the text `[object FormData]`, which the service answered 415.
+ */
+async function multipartUpload(pdf: Uint8Array, name: string): Promise<{ body: Uint8Array<ArrayBuffer>; contentType: string }> {
+  const form = new FormData();
+  form.append('file', new Blob([Uint8Array.from(pdf)], { type: 'application/pdf' }), name);
+  const encoded = new Response(form);
+  return { body: new Uint8Array(await encoded.arrayBuffer()), contentType: encoded.headers.get('content-type') ?? '' };
 }
 
 /** Job-slot flooding: eight loops creating jobs over one small document as fast as answers come. */
@@ -485,4 +501,54 @@ export function bigAnswers(context: AttackContext): Promise<Outcomes> {
   return floodFrom(context, '127.0.0.7', 16, (fetcher) =>
     fetcher(`${context.url}/v1/generate`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-claude-key': 'bench-big-answer-claude-key-0001' }, body }),
   );
+}
+
+// ---------------------------------------------------------------- upload bodies and amplifying PDFs
+
+/** An upload's multipart body, encoded before the measured window. */
+export type EncodedUpload = Awaited<ReturnType<typeof multipartUpload>>;
+
+/** `pdf` as the multipart body of an upload (encode a big one once, outside the window). */
+export function encodeUpload(pdf: Uint8Array, name = 'big.pdf'): Promise<EncodedUpload> {
+  return multipartUpload(pdf, name);
+}
+
+/**
+ * `uploads` uploads of one encoded body at once from one address, each loop sending at least one and
+ * again as each is answered until the deadline (was: 30 uploads of 19.5 MB took the service's RSS to
+ * 1.41–1.52 GB, each body held whole before the queue or the address's share was looked at). The body
+ * is encoded once, before the window, so the bench's own process does not spend the window encoding
+ * 20 MB (a run that encoded inside it started 9 of the 30 before the deadline).
+ */
+export async function uploadBodyFlood(context: AttackContext, upload: EncodedUpload, uploads = 30, localAddress = '127.0.0.20'): Promise<Outcomes> {
+  const client = fetchFrom(localAddress);
+  const outcomes: Outcomes = {};
+  const send = (): Promise<Response> =>
+    client.fetch(`${context.url}/v1/documents`, {
+      method: 'POST',
+      body: upload.body,
+      headers: { 'content-type': upload.contentType },
+      signal: AbortSignal.timeout(120_000),
+    });
+  const loop = async (): Promise<void> => {
+    do count(outcomes, await outcomeOf(send()));
+    while (Date.now() < context.deadline);
+  };
+  try {
+    await Promise.all(Array.from({ length: uploads }, loop));
+  } finally {
+    await client.close();
+  }
+  return outcomes;
+}
+
+/** A real two-page PDF grown to `bytes` by an unreferenced stream of random bytes (an image-heavy upload's size). */
+export async function paddedPdf(bytes: number): Promise<Uint8Array> {
+  const { PDFDocument, StandardFonts } = await import('pdf-lib');
+  const pdf = await PDFDocument.create();
+  const font = await pdf.embedFont(StandardFonts.Helvetica);
+  for (let page = 1; page <= 2; page += 1) pdf.addPage([595, 842]).drawText(`Padded upload, page ${page}.`, { x: 50, y: 780, size: 12, font });
+  const { randomBytes } = await import('node:crypto');
+  pdf.context.register(pdf.context.stream(randomBytes(Math.max(0, bytes - 4096))));
+  return pdf.save({ useObjectStreams: false });
 }

@@ -1,5 +1,5 @@
 /**
- * Why a PDF was refused. The first three are codes of the HTTP registry (src/http/errors.ts); the four
+ * Why a PDF was refused. The first three are codes of the HTTP registry (src/http/errors.ts); the five
  * limits answer 422 `PDF_TOO_COMPLEX` with the limit named (`pdfLimits`).
  */
 const pdfRejectionCodes = [
@@ -10,6 +10,7 @@ const pdfRejectionCodes = [
   'PDF_MEMORY_LIMIT',
   'PDF_DECOMPRESSION_LIMIT',
   'PDF_TOO_MANY_PAGES',
+  'PDF_TEXT_LIMIT',
 ] as const;
 
 /** Why a PDF was refused. */
@@ -35,6 +36,7 @@ export const pdfLimits = {
   PDF_MEMORY_LIMIT: 'memory',
   PDF_DECOMPRESSION_LIMIT: 'decompressed_bytes',
   PDF_TOO_MANY_PAGES: 'pages',
+  PDF_TEXT_LIMIT: 'text_bytes',
 } as const satisfies Partial<Record<PdfRejectionCode, string>>;
 
 export type PdfLimit = (typeof pdfLimits)[keyof typeof pdfLimits];

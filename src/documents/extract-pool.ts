@@ -14,6 +14,7 @@ import { FairQueue } from './fair-queue.js';
 import type { ExtractOptions } from './extract-text.js';
 import type { ExtractedPdf } from './types.js';
 import type { ExtractResponse, WorkerMemory } from './worker-protocol.js';
+import type { ExtractReservation, PdfInput } from './reservation.js';
 
 /** How to start a worker: a file, or (from TypeScript source) a bootstrap to evaluate. */
 export type ExtractWorkerEntry = WorkerEntry;
@@ -50,10 +51,19 @@ export interface ExtractPoolLimits {
 interface Job {
   id: number;
   client: string;
-  bytes: Uint8Array;
+  input: PdfInput;
   options: ExtractOptions;
   resolve: (result: ExtractedPdf) => void;
   reject: (error: Error) => void;
+}
+
+/** A place held for an upload whose body is still arriving. */
+interface Held {
+  id: number;
+  client: string;
+  abort: AbortController;
+  /** Until extracted, released or displaced. */
+  open: boolean;
 }
 
 interface Slot {
@@ -93,6 +103,9 @@ export class ExtractPool {
   private readonly queue: FairQueue<Job>;
   private nextId = 1;
   private closed = false;
+  /** Places held for uploads whose body is still arriving (`reserve`), by client. */
+  private readonly reserved = new Map<string, Held[]>();
+  private reservedCount = 0;
 
   constructor(
     private readonly entry: ExtractWorkerEntry,
@@ -105,31 +118,129 @@ export class ExtractPool {
    * Extracts in a worker; rejects with PdfRejectedError, PdfExtractorBusyError, or an Error (internal).
    * `client` is the caller's share of the wait queue (an address share key; one key when absent).
    */
-  extract(bytes: Uint8Array, options: ExtractOptions, client = 'unknown'): Promise<ExtractedPdf> {
-    if (this.closed) return Promise.reject(new Error('The PDF extractor is closed.'));
-    return new Promise<ExtractedPdf>((resolve, reject) => {
-      const job: Job = { id: this.nextId, client, bytes: new Uint8Array(bytes), options, resolve, reject };
-      this.nextId += 1;
-      const idle = this.idleSlot();
-      if (idle !== undefined) return this.run(idle, job);
-      if (this.slots.size + this.dying < this.limits.workers) return this.start(job);
-      const queued = this.queue.push(client, job);
-      if (!queued.added) return reject(this.busy(client));
-      queued.displaced?.reject(this.busy(queued.displaced.client));
-    });
+  extract(input: PdfInput, options: ExtractOptions, client = 'unknown'): Promise<ExtractedPdf> {
+    try {
+      return this.reserve(client).extract(input, options);
+    } catch (error) {
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+    }
   }
 
-  private busy(client: string): PdfExtractorBusyError {
-    const own = this.queue.waitingOf(client);
+  /**
+   * Holds a place (a worker or the wait queue) for an upload before its body is read, so that a full
+   * queue or an address past its share is refused before a byte of the file is taken. Throws
+   * PdfExtractorBusyError. The place is the client's until `extract` or `release`; a newcomer from an
+   * address holding fewer places may take it (its `signal` aborts with the busy error), as it may take a
+   * waiting extraction's.
+   */
+  reserve(client = 'unknown'): ExtractReservation {
+    if (this.closed) throw new Error('The PDF extractor is closed.');
+    const capacity = this.limits.workers + this.limits.queueMax;
+    const own = this.holdingsOf(client);
+    const share = (this.limits.queuePerClient ?? defaultQueuePerClient(this.limits.queueMax)) + this.limits.workers;
+    if (own >= share) throw this.busy(client, 'address');
+    if (this.held() >= capacity && !this.displaceFor(own)) throw this.busy(client);
+    const held: Held = { id: this.nextId, client, abort: new AbortController(), open: true };
+    this.nextId += 1;
+    const list = this.reserved.get(client);
+    if (list === undefined) this.reserved.set(client, [held]);
+    else list.push(held);
+    this.reservedCount += 1;
+    return {
+      signal: held.abort.signal,
+      extract: (input, options) => {
+        if (!this.unreserve(held)) return Promise.reject(held.abort.signal.reason instanceof Error ? held.abort.signal.reason : new Error('The reservation was released.'));
+        if (this.closed) return Promise.reject(new Error('The PDF extractor is closed.'));
+        return new Promise<ExtractedPdf>((resolve, reject) => {
+          const job = this.job(client, input, options, resolve, reject);
+          // The place was held: it is queued whatever the queue holds now.
+          if (!this.place(job)) this.queue.add(client, job);
+        });
+      },
+      release: () => {
+        this.unreserve(held);
+      },
+    };
+  }
+
+  private job(client: string, input: PdfInput, options: ExtractOptions, resolve: Job['resolve'], reject: Job['reject']): Job {
+    const job: Job = { id: this.nextId, client, input: input instanceof Uint8Array ? new Uint8Array(input) : input, options, resolve, reject };
+    this.nextId += 1;
+    return job;
+  }
+
+  /** Runs `job` on an idle worker or a new one; false when every worker is taken. */
+  private place(job: Job): boolean {
+    const idle = this.idleSlot();
+    if (idle !== undefined) {
+      this.run(idle, job);
+      return true;
+    }
+    if (this.slots.size + this.dying < this.limits.workers) {
+      this.start(job);
+      return true;
+    }
+    return false;
+  }
+
+  /** Places taken: running or starting extractions, dying workers, waiting extractions, reservations. */
+  private held(): number {
+    let running = this.dying;
+    for (const slot of this.slots) if (slot.job !== undefined) running += 1;
+    return running + this.queue.size + this.reservedCount;
+  }
+
+  /** Waiting extractions and reservations of `client`. */
+  private holdingsOf(client: string): number {
+    return this.queue.waitingOf(client) + (this.reserved.get(client)?.length ?? 0);
+  }
+
+  /**
+   * The queue is full: the client holding the most places, if it holds at least two more than the
+   * newcomer's `own`, gives up its newest (a reservation is aborted, a waiting extraction refused).
+   */
+  private displaceFor(own: number): boolean {
+    let largest: string | undefined;
+    let most = 0;
+    for (const client of new Set([...this.reserved.keys(), ...this.queue.clients()])) {
+      const holdings = this.holdingsOf(client);
+      if (holdings > most) [largest, most] = [client, holdings];
+    }
+    if (largest === undefined || most <= own + 1) return false;
+    const newestHeld = this.reserved.get(largest)?.at(-1);
+    const newestQueued = this.queue.newestOf(largest);
+    if (newestHeld !== undefined && (newestQueued === undefined || newestHeld.id > newestQueued.id)) {
+      this.unreserve(newestHeld);
+      newestHeld.abort.abort(this.busy(largest));
+      return true;
+    }
+    const displaced = this.queue.popNewest(largest);
+    displaced?.reject(this.busy(largest));
+    return displaced !== undefined;
+  }
+
+  /** Gives a reservation's place back; false when it was already given (extracted, released, displaced). */
+  private unreserve(held: Held): boolean {
+    if (!held.open) return false;
+    held.open = false;
+    const list = this.reserved.get(held.client) ?? [];
+    list.splice(list.indexOf(held), 1);
+    if (list.length === 0) this.reserved.delete(held.client);
+    this.reservedCount -= 1;
+    return true;
+  }
+
+  private busy(client: string, scope?: 'address'): PdfExtractorBusyError {
+    const own = this.holdingsOf(client);
     const share = this.limits.queuePerClient ?? defaultQueuePerClient(this.limits.queueMax);
-    const why =
-      own >= share
-        ? `${own} upload(s) from your address are already waiting`
-        : `${this.queue.size} upload(s) are waiting`;
+    const byAddress = scope === 'address' || own >= share;
+    const why = byAddress
+      ? `${own} upload(s) from your address are already waiting`
+      : `${this.queue.size + this.reservedCount} upload(s) are waiting`;
     return new PdfExtractorBusyError(
       `Every PDF extraction worker is busy and ${why} (PDF_WORKERS=${this.limits.workers}, ${this.limits.queueMax} may wait); retry shortly.`,
       this.limits.retryAfterSeconds,
-      own >= share ? 'address' : 'queue',
+      byAddress ? 'address' : 'queue',
     );
   }
 
@@ -138,6 +249,7 @@ export class ExtractPool {
     this.closed = true;
     const closing = new Error('The PDF extractor was closed.');
     for (const job of this.queue.drain()) job.reject(closing);
+    for (const list of [...this.reserved.values()]) for (const held of [...list]) if (this.unreserve(held)) held.abort.abort(closing);
     const workers: Promise<void>[] = [];
     for (const slot of this.slots) {
       this.finish(slot, closing);
@@ -190,7 +302,11 @@ export class ExtractPool {
     slot.job = job;
     slot.worker.hold(true);
     slot.timer = setTimeout(() => this.onDeadline(slot), this.limits.timeoutMs);
-    slot.worker.send({ id: job.id, bytes: job.bytes, options: job.options });
+    slot.worker.send(
+      job.input instanceof Uint8Array
+        ? { id: job.id, bytes: job.input, options: job.options }
+        : { id: job.id, path: job.input.path, options: job.options },
+    );
   }
 
   private onMessage(slot: Slot, message: ExtractResponse): void {

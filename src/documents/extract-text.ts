@@ -51,6 +51,7 @@ import { PdfRejectedError } from './errors.js';
 import { scanPdfStreams, type StreamScan } from './stream-scan.js';
 import { cleanPageText, countCharacters, countWords } from './text-stats.js';
 import { isOutlineSource, readOutline } from './outline.js';
+import { defaultMaxTextBytes, TextBudget } from './text-bound.js';
 import type { ExtractedPdf } from './types.js';
 
 /** Options for one extraction. */
@@ -61,6 +62,8 @@ export interface ExtractOptions {
   maxDecodedBytes?: number;
   /** A PDF declaring or holding more pages is refused; default 10000. */
   maxTotalPages?: number;
+  /** Most UTF-8 bytes of text a PDF may extract to (PDF_MAX_TEXT_MB; also 64 × its size): text-bound.ts. */
+  maxTextBytes?: number;
 }
 
 /** MAX_PDF_PAGES's default: a whole textbook (docs/documents.md "Whole books"). */
@@ -199,6 +202,7 @@ export async function extractPdfTextInline(
     const outline = isOutlineSource(loaded) ? await readOutline(loaded, pageCount) : [];
     const pagesUsed = Math.min(pageCount, options.maxPdfPages);
     const pages = new PageTextAccumulator();
+    const textBudget = new TextBudget(options.maxTextBytes ?? defaultMaxTextBytes, bytes.byteLength);
     let pagesThisLoad = 0;
     const gauge = new ReopenGauge(heap, baseline);
     for (let pageNumber = 1; pageNumber <= pagesUsed; pageNumber += 1) {
@@ -208,7 +212,9 @@ export async function extractPdfTextInline(
         parser = open();
         pagesThisLoad = 0;
       }
-      pages.add(pageNumber, cleanPageText(await readPageText(parser, pageNumber, declared)));
+      const pageText = cleanPageText(await readPageText(parser, pageNumber, declared));
+      textBudget.take(pageText);
+      pages.add(pageNumber, pageText);
       if (pagesThisLoad === 0) gauge.stretchBegan();
       pagesThisLoad += 1;
       observe(pageNumber);

@@ -7,6 +7,7 @@
  * exits, so that its successor starts clean.
  */
 import { readdirSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { setPriority } from 'node:os';
 import { PdfRejectedError } from './errors.js';
 import { extractPdfTextInline, preloadPdfParse } from './extract-text.js';
@@ -85,7 +86,8 @@ function memorySampler(): { sample: () => void; memory: WorkerMemory } {
 async function answer(request: ExtractRequestToChild): Promise<ExtractResponse> {
   try {
     const { sample, memory } = memorySampler();
-    const result = await extractPdfTextInline(request.bytes, request.options, sample);
+    const bytes = 'path' in request ? new Uint8Array(await readFile(request.path)) : request.bytes;
+    const result = await extractPdfTextInline(bytes, request.options, sample);
     return { type: 'result', id: request.id, ok: true, result, memory };
   } catch (error) {
     if (error instanceof PdfRejectedError)

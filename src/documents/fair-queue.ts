@@ -58,6 +58,26 @@ export class FairQueue<T> {
     return displaced === undefined ? { added: true } : { added: true, displaced };
   }
 
+  /** Adds `item` for `client` whatever the queue holds (its place was held before, extract-pool.ts). */
+  add(client: string, item: T): void {
+    const items = this.byClient.get(client);
+    if (items === undefined) {
+      this.byClient.set(client, [item]);
+      this.turn.push(client);
+    } else items.push(item);
+    this.count += 1;
+  }
+
+  /** Clients with items waiting. */
+  clients(): IterableIterator<string> {
+    return this.byClient.keys();
+  }
+
+  /** The newest item of `client`, left in place. */
+  newestOf(client: string): T | undefined {
+    return this.byClient.get(client)?.at(-1);
+  }
+
   /** The next item: the oldest of the client whose turn it is; that client then goes to the back. */
   shift(): T | undefined {
     const client = this.turn.shift();
@@ -83,7 +103,8 @@ export class FairQueue<T> {
     return largest;
   }
 
-  private popNewest(client: string): T | undefined {
+  /** Removes and returns the newest item of `client`. */
+  popNewest(client: string): T | undefined {
     const items = this.byClient.get(client);
     const item = items?.pop();
     if (items !== undefined && items.length === 0) {

@@ -9,3 +9,4 @@ export { DocumentStoreUnavailableError, DocumentStoreWriteError, PdfExtractorBus
 export { looksLikePdf } from './detect.js';
 export { addressShareKey } from './fair-queue.js';
 export { countCharacters, countWords } from './text-stats.js';
+export type { ExtractReservation, PdfInput } from './reservation.js';

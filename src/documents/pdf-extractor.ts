@@ -3,13 +3,21 @@ import { extractPdfTextInline, type ExtractOptions } from './extract-text.js';
 import { workerEntry } from '../threads/worker-entry.js';
 import type { ExtractedPdf } from './types.js';
 import type { WorkerMemory } from './worker-protocol.js';
+import type { ExtractReservation, PdfInput } from './reservation.js';
+import { readFile } from 'node:fs/promises';
 
 export type { ExtractWorkerEntry } from './extract-pool.js';
 
 /** Turns PDF bytes into text. One instance per app; `close` ends its workers. */
 export interface PdfExtractor {
   /** `client`: the uploader's share of the wait queue (`addressShareKey(request.ip)`); one share when absent. */
-  extract(bytes: Uint8Array, options: ExtractOptions, client?: string): Promise<ExtractedPdf>;
+  extract(input: PdfInput, options: ExtractOptions, client?: string): Promise<ExtractedPdf>;
+  /**
+   * Holds a place for an upload before its body is read; throws PdfExtractorBusyError when the queue
+   * is full or the client's share is taken. An extractor without it (a test's) is asked only once the
+   * body is read.
+   */
+  reserve?(client?: string): ExtractReservation;
   close(): Promise<void>;
 }
 
@@ -53,7 +61,9 @@ export function extractWorkerEntry(moduleUrl: string = import.meta.url): Extract
 /** A PDF extractor; by default a pool of worker threads keeps pdf.js off the event loop (extract-pool.ts). */
 export function createPdfExtractor(options: PdfExtractorOptions = {}): PdfExtractor {
   if (options.mode === 'inline') {
-    return { extract: (bytes, extractOptions) => extractPdfTextInline(bytes, extractOptions), close: async () => {} };
+    const extract = async (input: PdfInput, extractOptions: ExtractOptions): Promise<ExtractedPdf> =>
+      extractPdfTextInline(input instanceof Uint8Array ? input : new Uint8Array(await readFile(input.path)), extractOptions);
+    return { extract, close: async () => {} };
   }
   const pool = new ExtractPool(extractWorkerEntry(), {
     workers: options.workers ?? pdfExtractorDefaults.workers,
@@ -66,5 +76,9 @@ export function createPdfExtractor(options: PdfExtractorOptions = {}): PdfExtrac
     nice: options.nice ?? 0,
     ...(options.onWorkerMemory === undefined ? {} : { onWorkerMemory: options.onWorkerMemory }),
   });
-  return { extract: (bytes, extractOptions, client) => pool.extract(bytes, extractOptions, client), close: () => pool.close() };
+  return {
+    extract: (input, extractOptions, client) => pool.extract(input, extractOptions, client),
+    reserve: (client) => pool.reserve(client),
+    close: () => pool.close(),
+  };
 }

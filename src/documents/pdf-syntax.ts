@@ -1,13 +1,19 @@
 /**
  * Just enough PDF object syntax for the stream scan (stream-scan.ts) to read a stream's dictionary the
  * way pdf.js's Lexer and Parser do: names, numbers, references, strings, arrays, nested dictionaries,
- * comments. Values the scan never needs (string contents, booleans) are parsed and dropped.
+ * comments, strings and booleans (the encryption dictionary needs them).
  * Parsing is linear in the bytes read and bounded by `maxItems` and `maxDepth`, so a hostile
  * dictionary cannot make it super-linear.
  */
 
-/** A PDF value as the scan sees it. Strings and keywords other than the ones below read as `undefined`. */
-export type PdfValue = number | PdfName | PdfRef | PdfValue[] | PdfDict | undefined;
+/** A PDF value as the scan sees it. `null` and other keywords read as `undefined`. */
+export type PdfValue = number | boolean | PdfName | PdfRef | PdfString | PdfValue[] | PdfDict | undefined;
+
+/** `(…)` or `<…>`: its bytes (the encryption dictionary's /O, /U, the trailer's /ID). */
+interface PdfString {
+  kind: 'string';
+  bytes: Uint8Array;
+}
 
 /** `/Name` (with `#xx` escapes decoded). */
 interface PdfName {
@@ -98,9 +104,9 @@ function parseValue(bytes: Uint8Array, at: number, budget: Budget, depth: number
   const byte = bytes[at];
   if (byte === undefined) throw new PdfSyntaxError('end of data');
   if (byte === 0x2f) return parseName(bytes, at + 1);
-  if (byte === 0x28) return { value: undefined, end: skipLiteralString(bytes, at + 1) };
+  if (byte === 0x28) return literalString(bytes, at + 1);
   if (byte === 0x3c && bytes[at + 1] === 0x3c) return parseDictBody(bytes, at + 2, budget, depth + 1);
-  if (byte === 0x3c) return { value: undefined, end: skipHexString(bytes, at + 1) };
+  if (byte === 0x3c) return hexString(bytes, at + 1);
   if (byte === 0x5b) return parseArrayBody(bytes, at + 1, budget, depth + 1);
   if (!isRegular(byte)) throw new PdfSyntaxError(`unexpected byte ${byte}`);
   const token = tokenAt(bytes, at);
@@ -108,7 +114,8 @@ function parseValue(bytes: Uint8Array, at: number, budget: Budget, depth: number
   if (token.value !== '' && /^[+-]?(\d+\.?\d*|\.\d+)$/u.test(token.value) && Number.isFinite(number)) {
     return { value: number, end: token.end };
   }
-  if (token.value === 'true' || token.value === 'false' || token.value === 'null') return { value: undefined, end: token.end };
+  if (token.value === 'true' || token.value === 'false') return { value: token.value === 'true', end: token.end };
+  if (token.value === 'null') return { value: undefined, end: token.end };
   throw new PdfSyntaxError(`keyword ${token.value.slice(0, 20)}`);
 }
 
@@ -163,27 +170,48 @@ function parseArrayBody(bytes: Uint8Array, at: number, budget: Budget, depth: nu
   return { value: items, end: pos + 1 };
 }
 
-/** After `(`: balanced parentheses, backslash escapes. */
-function skipLiteralString(bytes: Uint8Array, at: number): number {
+/** Escapes of a literal string (pdf.js Lexer.getString). */
+const escapes: Readonly<Record<number, number>> = { 0x6e: 0x0a, 0x72: 0x0d, 0x74: 0x09, 0x62: 0x08, 0x66: 0x0c };
+
+/** After `(`: balanced parentheses, backslash escapes (octal, line continuations), as pdf.js reads them. */
+function literalString(bytes: Uint8Array, at: number): Parsed<PdfString> {
+  const out: number[] = [];
   let depth = 1;
   let pos = at;
   while (pos < bytes.length) {
-    const byte = bytes[pos];
-    if (byte === 0x5c) pos += 2;
-    else {
-      if (byte === 0x28) depth += 1;
-      else if (byte === 0x29) depth -= 1;
+    const byte = bytes[pos] ?? 0;
+    pos += 1;
+    if (byte === 0x5c) {
+      const next = bytes[pos] ?? 0;
       pos += 1;
-      if (depth === 0) return pos;
+      if (next >= 0x30 && next <= 0x37) {
+        let value = next - 0x30;
+        for (let digits = 1; digits < 3 && (bytes[pos] ?? 0) >= 0x30 && (bytes[pos] ?? 0) <= 0x37; digits += 1) {
+          value = value * 8 + ((bytes[pos] ?? 0) - 0x30);
+          pos += 1;
+        }
+        out.push(value & 0xff);
+      } else if (next === 0x0d) {
+        if (bytes[pos] === 0x0a) pos += 1;
+      } else if (next !== 0x0a) out.push(escapes[next] ?? next);
+      continue;
     }
+    if (byte === 0x28) depth += 1;
+    else if (byte === 0x29) {
+      depth -= 1;
+      if (depth === 0) return { value: { kind: 'string', bytes: Uint8Array.from(out) }, end: pos };
+    }
+    out.push(byte);
   }
   throw new PdfSyntaxError('unterminated string');
 }
 
-function skipHexString(bytes: Uint8Array, at: number): number {
+/** After `<`: hex digits in pairs, white space skipped, an odd last digit followed by 0. */
+function hexString(bytes: Uint8Array, at: number): Parsed<PdfString> {
   const end = bytes.indexOf(0x3e, at);
   if (end < 0) throw new PdfSyntaxError('unterminated hex string');
-  return end + 1;
+  const digits = Buffer.from(bytes.buffer, bytes.byteOffset + at, end - at).toString('latin1').replace(/[^0-9A-Fa-f]/gu, '');
+  return { value: { kind: 'string', bytes: new Uint8Array(Buffer.from(digits.length % 2 === 1 ? `${digits}0` : digits, 'hex')) }, end: end + 1 };
 }
 
 /** The name a value holds (a direct `/Name`), else undefined. */
@@ -194,4 +222,9 @@ export function nameOf(value: PdfValue): string | undefined {
 /** The reference a value holds, else undefined. */
 export function refOf(value: PdfValue): PdfRef | undefined {
   return typeof value === 'object' && !Array.isArray(value) && !(value instanceof Map) && value.kind === 'ref' ? value : undefined;
+}
+
+/** The bytes a value holds (a direct string), else undefined. */
+export function stringOf(value: PdfValue): Uint8Array | undefined {
+  return typeof value === 'object' && !Array.isArray(value) && !(value instanceof Map) && value.kind === 'string' ? value.bytes : undefined;
 }

@@ -4,10 +4,11 @@
  * thousandfold (a Flate, LZW or RunLength bomb) never holds more than a chunk, and the scan counts
  * every layer's output into its budget as it passes, stopping the moment the budget is spent.
  * They follow pdf.js's decoders (src/core/*_stream.js) where a hostile file could tell them apart:
- * where each stops, what it skips. A corrupt stream ends its output (pdf.js fails on it there too).
+ * where each stops, what it skips. A corrupt stream ends its output where pdf.js's decoder ends it.
  */
 import { Readable } from 'node:stream';
 import { constants, createInflate } from 'node:zlib';
+import { inflateAsPdfJs } from './flate-lenient.js';
 import type { PdfDict } from './pdf-syntax.js';
 
 /** Chunks in, chunks out. */
@@ -38,19 +39,43 @@ class Output {
   }
 }
 
-/** FlateDecode through zlib's streaming inflate (backpressure: nothing is inflated ahead of the reader). */
+/**
+ * FlateDecode, counted as pdf.js decodes it. zlib's streaming inflate is the fast path (nothing is
+ * inflated ahead of the reader); where zlib stops on a corrupt stream pdf.js does not (a back-reference
+ * "too far back" is read as zeros, a wrong checksum ignored), so the rest is decoded by a port of pdf.js's
+ * own decoder (flate-lenient.ts) from the start, the bytes zlib already gave skipped. The compressed
+ * input is held for that: the stream's own bytes for a first filter, a counted layer's output otherwise.
+ */
 export async function* inflate(input: AsyncIterable<Uint8Array>): AsyncGenerator<Uint8Array> {
-  const source = Readable.from(input, { objectMode: false });
+  const compressed: Uint8Array[] = [];
+  for await (const chunk of input) compressed.push(chunk);
+  let produced = 0;
+  let strictFailed = false;
+  const source = Readable.from(compressed, { objectMode: false });
   const inflater = createInflate({ finishFlush: constants.Z_SYNC_FLUSH, chunkSize: chunkBytes });
   source.on('error', (error) => inflater.destroy(error));
   source.pipe(inflater);
   try {
-    for await (const chunk of inflater) yield chunk as Buffer;
+    for await (const chunk of inflater) {
+      produced += (chunk as Buffer).length;
+      yield chunk as Buffer;
+    }
   } catch {
-    // A corrupt deflate stream: what was inflated before the error was counted; pdf.js stops there too.
+    strictFailed = true;
   } finally {
     source.destroy();
     inflater.destroy();
+  }
+  if (!strictFailed) return;
+  const whole = compressed.length === 1 && compressed[0] !== undefined ? compressed[0] : Buffer.concat(compressed);
+  let skip = produced;
+  for (const chunk of inflateAsPdfJs(whole, chunkBytes)) {
+    if (skip >= chunk.length) {
+      skip -= chunk.length;
+      continue;
+    }
+    yield skip > 0 ? chunk.subarray(skip) : chunk;
+    skip = 0;
   }
 }
 

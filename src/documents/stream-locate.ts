@@ -283,3 +283,17 @@ export function objectStreamEntries(decoded: Uint8Array, dict: PdfDict, table: O
   }
   return entries;
 }
+
+/**
+ * The `num gen` of the object a stream of the file belongs to: the nearest `N G obj` header before its
+ * data (pdf.js decrypts a stream with the key of the object it fetched). Undefined for a stream of a
+ * decoded object stream (encrypted with that stream, not by itself) or one before any header.
+ */
+export function objectIdOf(stream: LocatedStream, table: ObjectTable): { num: number; gen: number } | undefined {
+  if (!stream.key.startsWith('file:')) return undefined;
+  const header = table.headers[lastBefore(table.headers, stream.dataStart)];
+  if (header === undefined) return undefined;
+  const gen = digitsBefore(stream.bytes, header - objKeyword.length);
+  const num = gen === undefined ? undefined : digitsBefore(stream.bytes, gen.start);
+  return gen === undefined || num === undefined ? undefined : { num: num.value, gen: gen.value };
+}

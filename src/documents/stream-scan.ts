@@ -11,15 +11,19 @@
  * names direct or indirect) with the decoders of stream-filters.ts, chunk by chunk: every layer's
  * output is counted into one budget for the whole file as it passes and dropped, so memory stays at a
  * few 64 KiB chunks a layer whatever the stream expands to, and past `maxDecodedBytes` the PDF is
- * refused. Image-codec layers are counted from their headers (image-estimate.ts), not decoded.
- * What this cannot see (the streams of an encrypted PDF are ciphertext here) is bounded by the
+ * refused. Image-codec layers are counted from their headers (image-estimate.ts), not decoded. Flate
+ * is counted as pdf.js's own decoder would produce it (stream-filters.ts), and the streams of an
+ * encrypted PDF that opens without a password are decrypted first as pdf.js does (pdf-decrypt.ts); one
+ * that needs a password is never decoded by pdf.js. Whatever a bomb might still find is bounded by the
  * extraction process's own memory ceiling (extract-pool.ts).
  */
 import { PdfRejectedError } from './errors.js';
 import { estimateImageBytes, imageFilters, imageHeaderBytes } from './image-estimate.js';
 import { nameOf, type PdfDict, type PdfValue } from './pdf-syntax.js';
 import { chunkBytes, ascii85, asciiHex, inflate, lzw, predictor, runLength, type Decoder } from './stream-filters.js';
-import { ObjectTable, locateStreams, objectStreamEntries, streamData, type LocatedStream } from './stream-locate.js';
+import { ObjectTable, locateStreams, objectIdOf, objectStreamEntries, streamData, type LocatedStream } from './stream-locate.js';
+import { emptyPasswordDecryptor, type StreamDecryptor } from './pdf-decrypt.js';
+import { parseDict, PdfSyntaxError, stringOf } from './pdf-syntax.js';
 
 /** What the scan found. */
 export interface StreamScan {
@@ -27,8 +31,10 @@ export interface StreamScan {
   decodedBytes: number;
   /** `/Type /Page` dictionaries in the raw bytes and in decoded streams (object streams included). */
   pageObjects: number;
-  /** The trailer names an /Encrypt dictionary: streams are ciphertext and were not measured. */
+  /** The trailer names an /Encrypt dictionary. */
   encrypted: boolean;
+  /** The streams were decrypted (with the empty user password, as pdf.js opens the file) before they were measured. */
+  decrypted: boolean;
 }
 
 /** Limits of one scan. */
@@ -50,6 +56,8 @@ export async function scanPdfStreams(bytes: Uint8Array, limits: StreamScanLimits
   table.indexFile(buffer);
   let pageObjects = countPageObjects(buffer.toString('latin1', 0, buffer.length));
   const pending = locateStreams(buffer, table);
+  const trailer = trailerDict(buffer, pending, table);
+  const decryption = streamDecryptor(trailer, table);
   // Object streams first: objects they hold can be the /Filter or /Length of other streams.
   pending.sort((a, b) => Number(isObjectStream(b, table)) - Number(isObjectStream(a, table)));
   const done = new Set<string>();
@@ -58,7 +66,7 @@ export async function scanPdfStreams(bytes: Uint8Array, limits: StreamScanLimits
     if (stream === undefined || done.has(stream.key)) continue;
     done.add(stream.key);
     const keep = isObjectStream(stream, table);
-    const decoded = await decodeStream(stream, table, budget, keep);
+    const decoded = await decodeStream(stream, table, budget, keep, decryption);
     pageObjects += decoded.pageObjects;
     if (keep && decoded.bytes !== undefined) {
       const entries = objectStreamEntries(decoded.bytes, stream.dict, table);
@@ -66,7 +74,45 @@ export async function scanPdfStreams(bytes: Uint8Array, limits: StreamScanLimits
       pending.unshift(...locateStreams(decoded.bytes, table, entries, stream.key));
     }
   }
-  return { decodedBytes: budget.used, pageObjects, encrypted: /\/Encrypt[\s/<[0-9]/u.test(trailerOf(buffer)) };
+  return {
+    decodedBytes: budget.used,
+    pageObjects,
+    encrypted: trailer?.has('Encrypt') === true || /\/Encrypt[\s/<[0-9]/u.test(trailerOf(buffer)),
+    decrypted: decryption !== undefined,
+  };
+}
+
+/**
+ * The dictionary pdf.js takes the file's /Encrypt and /ID from: the last `trailer`, else the last
+ * cross-reference stream's dictionary.
+ */
+function trailerDict(buffer: Buffer, streams: readonly LocatedStream[], table: ObjectTable): PdfDict | undefined {
+  const at = buffer.lastIndexOf('trailer');
+  if (at >= 0) {
+    try {
+      return parseDict(buffer, buffer.indexOf('<<', at)).value;
+    } catch (error) {
+      if (!(error instanceof PdfSyntaxError)) throw error;
+    }
+  }
+  return streams.findLast((stream) => nameOf(table.resolve(stream.dict.get('Type'))) === 'XRef')?.dict;
+}
+
+/** How this file's streams are decrypted (with the empty password), and whether its metadata is in clear. */
+interface Decryption {
+  decrypt: StreamDecryptor;
+  metadataInClear: boolean;
+}
+
+/** How pdf.js decrypts this file's streams with the empty password, if it is encrypted and that opens it. */
+function streamDecryptor(trailer: PdfDict | undefined, table: ObjectTable): Decryption | undefined {
+  const encrypt = table.resolve(trailer?.get('Encrypt'));
+  if (!(encrypt instanceof Map)) return undefined;
+  const ids = table.resolve(trailer?.get('ID'));
+  const fileId = Array.isArray(ids) ? (stringOf(table.resolve(ids[0])) ?? new Uint8Array(0)) : new Uint8Array(0);
+  const decrypt = emptyPasswordDecryptor(encrypt, fileId, (value) => table.resolve(value));
+  if (decrypt === undefined) return undefined;
+  return { decrypt, metadataInClear: table.resolve(encrypt.get('EncryptMetadata')) === false };
 }
 
 function isObjectStream(stream: LocatedStream, table: ObjectTable): boolean {
@@ -174,9 +220,15 @@ interface Decoded {
 }
 
 /** Decodes one stream through its chain, counting every layer into `budget`. */
-async function decodeStream(stream: LocatedStream, table: ObjectTable, budget: DecodeBudget, keep: boolean): Promise<Decoded> {
+async function decodeStream(
+  stream: LocatedStream,
+  table: ObjectTable,
+  budget: DecodeBudget,
+  keep: boolean,
+  decryption: Decryption | undefined,
+): Promise<Decoded> {
   const steps = filterChain(stream.dict, table);
-  const data = streamData(stream, table);
+  const data = decrypted(stream, table, streamData(stream, table), decryption);
   if (steps.length === 0 || data.length === 0) {
     // Unfiltered: pdf.js reads it in place; its size is the file's.
     return { pageObjects: 0, bytes: keep ? data : undefined };
@@ -198,6 +250,19 @@ async function decodeStream(stream: LocatedStream, table: ObjectTable, budget: D
     if (keep) kept.push(new Uint8Array(chunk));
   }
   return { pageObjects: pages.count, bytes: keep ? new Uint8Array(Buffer.concat(kept)) : undefined };
+}
+
+/**
+ * The stream's data as pdf.js decodes it: decrypted with its object's key in an encrypted file, except
+ * cross-reference streams and, under `/EncryptMetadata false`, metadata streams (pdf.js reads both in
+ * clear). A stream of a decoded object stream was decrypted with that stream.
+ */
+function decrypted(stream: LocatedStream, table: ObjectTable, data: Uint8Array, decryption: Decryption | undefined): Uint8Array {
+  if (decryption === undefined || data.length === 0) return data;
+  const type = nameOf(table.resolve(stream.dict.get('Type')));
+  if (type === 'XRef' || (type === 'Metadata' && decryption.metadataInClear)) return data;
+  const id = objectIdOf(stream, table);
+  return id === undefined ? data : decryption.decrypt(data, id.num, id.gen);
 }
 
 /**

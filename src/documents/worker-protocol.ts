@@ -2,12 +2,11 @@ import type { PdfRejectionCode } from './errors.js';
 import type { ExtractOptions } from './extract-text.js';
 import type { ExtractedPdf } from './types.js';
 
-/** Parent → extract child process: one extraction at a time (`bytes` is copied over the IPC channel). */
-export interface ExtractRequestToChild {
-  id: number;
-  bytes: Uint8Array;
-  options: ExtractOptions;
-}
+/**
+ * Parent → extract child process: one extraction at a time, the PDF as a file the child reads (an
+ * upload streamed to disk) or as bytes copied over the IPC channel.
+ */
+export type ExtractRequestToChild = { id: number; options: ExtractOptions } & ({ path: string } | { bytes: Uint8Array });
 
 /**
  * Extract child → parent: `ready` once pdf.js is loaded (an extraction's deadline starts when it

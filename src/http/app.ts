@@ -265,7 +265,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     store: documentStore,
     maxUploadMb: config.maxUploadMb,
     maxPdfPages: config.maxPdfPages,
-    pdfLimits: { maxDecodedBytes: config.pdf.maxDecodedMb * 1024 * 1024, maxTotalPages: config.pdf.maxTotalPages },
+    pdfLimits: {
+      maxDecodedBytes: config.pdf.maxDecodedMb * 1024 * 1024,
+      maxTotalPages: config.pdf.maxTotalPages,
+      maxTextBytes: config.pdf.maxTextMb * 1024 * 1024,
+    },
     rateLimit: { max: config.rateLimit.uploads, windowSeconds: config.rateLimit.windowSeconds, ...rateSalt },
     extractorOptions: {
       workers: config.pdf.workers,

@@ -23,7 +23,7 @@ export const errorCodes = {
   INVALID_PDF: { status: 400, description: 'The PDF is corrupt.' },
   ENCRYPTED_PDF: { status: 400, description: 'The PDF needs a password.' },
   NO_EXTRACTABLE_TEXT: { status: 422, description: 'The PDF has no text layer (scanned).' },
-  PDF_TOO_COMPLEX: { status: 422, description: 'The PDF breaks an extraction limit; `limit` says which: `time` (PDF_TIMEOUT_MS, its worker was stopped), `memory` (PDF_WORKER_MEMORY_MB, its worker was stopped), `decompressed_bytes` (PDF_MAX_DECODED_MB: a decompression bomb, refused before it is parsed) or `pages` (more than 10 000 declared or held). Other uploads are not affected.' },
+  PDF_TOO_COMPLEX: { status: 422, description: 'The PDF breaks an extraction limit; `limit` says which: `time` (PDF_TIMEOUT_MS, its worker was stopped), `memory` (PDF_WORKER_MEMORY_MB, its worker was stopped), `decompressed_bytes` (PDF_MAX_DECODED_MB: a decompression bomb, refused before it is parsed) `pages` (more than 10 000 declared or held) or `text_bytes` (its text past PDF_MAX_TEXT_MB, or past 64 times the file: a PDF that multiplies its text). Other uploads are not affected.' },
   PDF_EXTRACTOR_BUSY: { status: 503, description: 'Every PDF worker (PDF_WORKERS) is busy and the wait queue (16 per worker) is full; Retry-After says when to retry.' },
   ADMIN_AUTH_REQUIRED: { status: 401, description: 'Missing or wrong admin bearer token.' },
   PROVIDER_AUTH_FAILED: { status: errorTable.auth.api.status, description: 'Every attempt failed with auth (the user key was refused).' },

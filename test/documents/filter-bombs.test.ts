@@ -1,10 +1,18 @@
 import fc from 'fast-check';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { deflateSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { PdfRejectedError } from '../../src/documents/index.js';
+import { createPdfExtractor, PdfRejectedError } from '../../src/documents/index.js';
 import { scanPdfStreams } from '../../src/documents/stream-scan.js';
-import { chainBombPdf, encode, filterNames, lzwBombStream, type BombLayout, type FilterName } from '../fixtures/pdf/filter-bombs.js';
+import { chainBombPdf, encode, filterNames, lzwBombStream, tooFarBackBombPdf, type BombLayout, type FilterName } from '../fixtures/pdf/filter-bombs.js';
+import { encryptedBombPdf } from '../fixtures/pdf/encrypted-bombs.js';
 import { rawPdf } from '../fixtures/pdf/hostile.js';
+
+// The collector, callable from the test: each fuzz run's fixture (up to 4 MB of zeros) is garbage once the run
+// ends, and how long a runtime lets garbage pile up before collecting it is not what the memory bound judges.
+setFlagsFromString('--expose-gc');
+const collectGarbage = runInNewContext('gc') as () => void;
 
 const mb = 1024 * 1024;
 const limit = 16 * mb;
@@ -94,8 +102,7 @@ describe('decompression bombs whatever their filter chain', () => {
 
   it('fuzz: any chain of the standard filters and any stream layout is refused past the limit, in bounded memory', async () => {
     const fuzzLimit = mb;
-    const before = process.memoryUsage().rss;
-    let peak = before;
+    let growth = 0;
     await fc.assert(
       fc.asyncProperty(
         fc.array(fc.constantFrom(...filterNames), { minLength: 1, maxLength: 4 }),
@@ -111,13 +118,65 @@ describe('decompression bombs whatever their filter chain', () => {
           // line break, which is inside the data; that is a different (corrupt) stream, not this bomb.
           if (layout.afterKeyword === '  ') layout.afterKeyword = '  \n';
           const pdf = chainBombPdf(chain, decodedBytes, layout);
+          // Measured from after the fixture is built: its layers of encoding are the test's memory, not the scan's.
+          collectGarbage();
+          const before = process.memoryUsage().rss;
           expect(await outcome(pdf, fuzzLimit)).toBe('PDF_DECOMPRESSION_LIMIT');
-          peak = Math.max(peak, process.memoryUsage().rss);
+          growth = Math.max(growth, process.memoryUsage().rss - before);
         },
       ),
       { numRuns: 40, seed: 28 },
     );
-    // The fixtures allocate up to 4 MB of zeros each; the scan itself a few 64 KiB chunks a layer.
-    expect(peak - before).toBeLessThan(128 * mb);
+    // The scan holds a few 64 KiB chunks a layer, never a decoded stream whole.
+    expect(growth).toBeLessThan(32 * mb);
   }, 120_000);
+});
+
+describe('Flate counted as pdf.js decodes it, not as zlib does', () => {
+  it('refuses a stream of back-references "too far back" (zlib refuses it at once, pdf.js decodes zeros), alone or inside a valid Flate layer', async () => {
+    for (const wrapped of [false, true]) {
+      expect(await outcome(tooFarBackBombPdf(256 * mb, wrapped))).toBe('PDF_DECOMPRESSION_LIMIT');
+    }
+    // Counted to the byte as pdf.js makes it: 258 bytes a back-reference.
+    const references = Math.ceil(mb / 258);
+    expect(await outcome(tooFarBackBombPdf(mb))).toBe(references * 258);
+  });
+
+  it('counts what a stream decodes to past a corrupt checksum (zlib errors after its output, pdf.js ignores the checksum)', async () => {
+    const data = Buffer.alloc(mb, 0x61);
+    const stream = Buffer.from(deflateSync(data));
+    stream.writeUInt32BE((stream.readUInt32BE(stream.length - 4) + 1) >>> 0, stream.length - 4);
+    const pdf = rawPdf([
+      { dict: '<< /Type /Catalog /Pages 2 0 R >>' },
+      { dict: '<< /Type /Pages /Kids [3 0 R] /Count 1 >>' },
+      { dict: '<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>' },
+      { dict: '<< /Filter /FlateDecode >>', stream },
+    ]);
+    // Not twice: the bytes zlib gave before its error are not counted again.
+    expect(await outcome(pdf)).toBe(mb);
+  });
+});
+
+describe('the streams of an encrypted PDF that opens without a password are counted decrypted', () => {
+  for (const cipher of ['rc4-128', 'aes-256'] as const) {
+    it(`refuses a Flate bomb in an encrypted PDF (${cipher}, empty user password), and counts the same file at 1 MB to the byte`, async () => {
+      expect(await outcome(encryptedBombPdf(cipher, 256 * mb))).toBe('PDF_DECOMPRESSION_LIMIT');
+      expect(await outcome(encryptedBombPdf(cipher, mb))).toBe(mb);
+    });
+  }
+
+  it('opens those fixtures as pdf.js does (the text of the page is read), so the scan decrypts what pdf.js would', async () => {
+    const extractor = createPdfExtractor({ mode: 'inline' });
+    for (const cipher of ['rc4-128', 'aes-256'] as const) {
+      const result = await extractor.extract(encryptedBombPdf(cipher, 1024), { maxPdfPages: 5 });
+      expect(result.text).toContain('A page of readable text before the bomb.');
+    }
+  });
+
+  it('refuses such a bomb before pdf.js reads it: PDF_TOO_COMPLEX for decompressed bytes, not the worker\'s memory', async () => {
+    const extractor = createPdfExtractor({ mode: 'inline' });
+    const refused = await extractor.extract(encryptedBombPdf('aes-256', 256 * mb), { maxPdfPages: 5 }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(PdfRejectedError);
+    expect((refused as PdfRejectedError).code).toBe('PDF_DECOMPRESSION_LIMIT');
+  });
 });

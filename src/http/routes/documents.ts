@@ -1,7 +1,7 @@
-import { createHash, randomUUID } from 'node:crypto';
-import { basename } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { rm } from 'node:fs/promises';
 import multipart from '@fastify/multipart';
-import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import { type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import {
@@ -12,6 +12,7 @@ import {
   PdfRejectedError,
   pdfLimits,
   type ExtractOptions,
+  type ExtractReservation,
   type PdfExtractorOptions,
   type DocumentStore,
   type PdfExtractor,
@@ -22,6 +23,7 @@ import { errorBodySchema } from '../schemas.js';
 import { routeRateLimit } from '../rate-limit.js';
 import { safeSegment } from '../../security/safe-url.js';
 import type { RouteRateLimit } from '../rate-limit.js';
+import { createSpoolFolder, removeSpoolFolder, spoolUpload, type SpooledUpload } from './upload-spool.js';
 
 /** Options of the documents plugin. */
 export interface DocumentsRoutesOptions {
@@ -30,8 +32,8 @@ export interface DocumentsRoutesOptions {
   maxUploadMb: number;
   /** MAX_PDF_PAGES: pages past it are left out with a warning. */
   maxPdfPages: number;
-  /** PDF_MAX_DECODED_MB and the page bound (defaults: src/documents/extract-text.ts). */
-  pdfLimits?: Pick<ExtractOptions, 'maxDecodedBytes' | 'maxTotalPages'>;
+  /** PDF_MAX_DECODED_MB, the page bound and PDF_MAX_TEXT_MB (defaults: src/documents/extract-text.ts). */
+  pdfLimits?: Pick<ExtractOptions, 'maxDecodedBytes' | 'maxTotalPages' | 'maxTextBytes'>;
   /** The pool of the default extractor: PDF_WORKERS, its queue, PDF_TIMEOUT_MS, PDF_WORKER_MEMORY_MB. */
   extractorOptions?: PdfExtractorOptions;
   /** Defaults to a worker-pool extractor owned (and closed) by the plugin. */
@@ -74,6 +76,10 @@ export const documentsRoutes: FastifyPluginAsync<DocumentsRoutesOptions> = async
   const extractor = options.extractor ?? createPdfExtractor(options.extractorOptions);
   const extractOptions: ExtractOptions = { maxPdfPages: options.maxPdfPages, ...options.pdfLimits };
   if (options.extractor === undefined) fastify.addHook('onClose', async () => extractor.close());
+  // Uploads stream to files here on their way to the extractor (upload-spool.ts), made on first use.
+  const spoolFolder = createSpoolFolder();
+  spoolFolder.catch(() => {});
+  fastify.addHook('onClose', async () => removeSpoolFolder(await spoolFolder));
 
   fastify.withTypeProvider<ZodTypeProvider>().post(
     '/v1/documents',
@@ -108,141 +114,87 @@ export const documentsRoutes: FastifyPluginAsync<DocumentsRoutesOptions> = async
       },
     },
     async (request, reply) => {
-      const upload = await readUpload(fastify, request, maxBytes, options.maxUploadMb);
-      if (!looksLikePdf(upload.bytes)) {
-        throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'The file is not a PDF: its first 1024 bytes hold no %PDF- header.');
+      const client = addressShareKey(request.ip);
+      // The place in the extractor is held before a byte of the body is read: a full queue, or an
+      // address past its share, is refused while the client is still sending.
+      const reservation = reserveOrThrow(extractor, client);
+      let upload: SpooledUpload | undefined;
+      try {
+        upload = await spoolUpload(fastify, request, {
+          folder: await spoolFolder,
+          maxBytes,
+          maxUploadMb: options.maxUploadMb,
+          ...(reservation === undefined ? {} : { signal: reservation.signal }),
+        });
+        if (!looksLikePdf(upload.head)) {
+          throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'The file is not a PDF: its first 1024 bytes hold no %PDF- header.');
+        }
+        const input = { path: upload.path };
+        // The wait queue is shared by address (TRUST_PROXY decides request.ip), IPv6 by /64, so one
+        // address cannot fill the extract workers while others wait.
+        const extracted = await extractOrThrow(
+          reservation === undefined ? extractor.extract(input, extractOptions, client) : reservation.extract(input, extractOptions),
+        );
+        const document: StoredDocument = {
+          documentId: randomUUID(),
+          sha256: upload.sha256,
+          fileName: upload.fileName,
+          ...extracted,
+          createdAt: Date.now(),
+        };
+        await options.store.put(document);
+        const { text: _text, createdAt: _createdAt, pageStarts: _pageStarts, ...summary } = document;
+        return reply.code(201).send({ ...summary, outline: extracted.outline });
+      } catch (error) {
+        throw toExtractorApiError(error);
+      } finally {
+        reservation?.release();
+        if (upload !== undefined) await rm(upload.path, { force: true });
       }
-      const { sha256 } = upload;
-      // The wait queue is shared by address (TRUST_PROXY decides request.ip), IPv6 by /64, so one
-      // address cannot fill the extract workers while others wait.
-      const extracted = await extractOrThrow(extractor, upload.bytes, extractOptions, addressShareKey(request.ip));
-      const document: StoredDocument = {
-        documentId: randomUUID(),
-        sha256,
-        fileName: upload.fileName,
-        ...extracted,
-        createdAt: Date.now(),
-      };
-      await options.store.put(document);
-      const { text: _text, createdAt: _createdAt, pageStarts: _pageStarts, ...summary } = document;
-      return reply.code(201).send({ ...summary, outline: extracted.outline });
     },
   );
 };
 
-interface Upload {
-  bytes: Buffer;
-  fileName: string;
-  /** Of the bytes, hashed chunk by chunk as they arrived. */
-  sha256: string;
-}
-
-async function readUpload(
-  fastify: FastifyInstance,
-  request: FastifyRequest,
-  maxBytes: number,
-  maxUploadMb: number,
-): Promise<Upload> {
-  const errors = fastify.multipartErrors;
-  let upload: Upload | undefined;
+/** A place in the extractor for `client`, or 503 PDF_EXTRACTOR_BUSY; none for an extractor that cannot hold one. */
+function reserveOrThrow(extractor: PdfExtractor, client: string): ExtractReservation | undefined {
   try {
-    for await (const part of request.parts()) {
-      if (part.type !== 'file') continue;
-      if (part.fieldname !== 'file' || upload !== undefined) {
-        part.file.resume();
-        continue;
-      }
-      // Hashed chunk by chunk as it streams in: hashing a large file in one call would hold the event
-      // loop for every such upload (docs/performance.md).
-      const hash = createHash('sha256');
-      const chunks: Buffer[] = [];
-      let length = 0;
-      let tooLarge = false;
-      // Read to its end whatever happens (as the plugin's own toBuffer does): busboy stops feeding a
-      // truncated file, and leaving the loop early would leave its stream to be cleaned up later.
-      for await (const chunk of part.file as AsyncIterable<Buffer>) {
-        length += chunk.byteLength;
-        tooLarge ||= part.file.truncated || length > maxBytes;
-        if (tooLarge) {
-          chunks.length = 0;
-          continue;
-        }
-        hash.update(chunk);
-        chunks.push(chunk);
-      }
-      if (tooLarge || part.file.truncated) throw new errors.RequestFileTooLargeError();
-      upload = { bytes: Buffer.concat(chunks, length), fileName: cleanFileName(part.filename), sha256: hash.digest('hex') };
-    }
+    return extractor.reserve?.(client);
   } catch (error) {
-    if (error instanceof errors.RequestFileTooLargeError) {
-      throw new ApiError('FILE_TOO_LARGE', `The file is larger than MAX_UPLOAD_MB (${maxUploadMb} MB).`, { maxUploadMb });
-    }
-    if (error instanceof errors.FilesLimitError) {
-      throw new ApiError('INVALID_REQUEST', 'Send exactly one file, in the field "file".');
-    }
-    if (error instanceof errors.PartsLimitError || error instanceof errors.FieldsLimitError) {
-      throw new ApiError('INVALID_REQUEST', 'The form has too many parts; send only the field "file".');
-    }
-    if (error instanceof errors.InvalidMultipartContentTypeError) {
-      throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'Send the PDF as multipart/form-data in the field "file".');
-    }
-    if (error instanceof ApiError) throw error;
-    throw new ApiError('INVALID_REQUEST', `The multipart body could not be read: ${error instanceof Error ? error.message : String(error)}`);
+    throw toExtractorApiError(error);
   }
-  if (upload === undefined) throw new ApiError('INVALID_REQUEST', 'The form has no file in the field "file".');
-  if (upload.bytes.byteLength === 0) throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'The file is empty, not a PDF.');
-  return upload;
 }
 
-async function extractOrThrow(
-  extractor: PdfExtractor,
-  bytes: Buffer,
-  options: ExtractOptions,
-  client: string,
-): ReturnType<PdfExtractor['extract']> {
+async function extractOrThrow(extraction: ReturnType<PdfExtractor['extract']>): ReturnType<PdfExtractor['extract']> {
   try {
-    return await extractor.extract(bytes, options, client);
+    return await extraction;
   } catch (error) {
-    if (error instanceof PdfRejectedError) {
-      switch (error.code) {
-        case 'INVALID_PDF':
-        case 'ENCRYPTED_PDF':
-        case 'NO_EXTRACTABLE_TEXT':
-          throw new ApiError(error.code, error.message);
-        default:
-          // A hostile PDF: one contract code, the limit it broke named (docs/api.md).
-          throw new ApiError('PDF_TOO_COMPLEX', error.message, { limit: pdfLimits[error.code] });
-      }
-    }
-    // The error handler mirrors retryAfterSeconds in a Retry-After header.
-    if (error instanceof PdfExtractorBusyError) {
-      throw new ApiError(
-        'PDF_EXTRACTOR_BUSY',
-        error.message,
-        { retryAfterSeconds: error.retryAfterSeconds },
-        { limit: error.scope === 'address' ? 'address_share' : 'queue', what: 'pdf_extractions' },
-      );
-    }
-    throw error;
+    throw toExtractorApiError(error);
   }
 }
 
-/** Longest file name kept, in UTF-8 bytes (what file systems allow): a longer name would be
- * stored and echoed back whole. */
-const maxFileNameBytes = 255;
-
-/** The client's file name without any path, control or bidi-override characters, cut to 255 UTF-8 bytes at a character boundary. */
-function cleanFileName(fileName: string): string {
-  // eslint-disable-next-line no-control-regex
-  const bare = basename(fileName.replace(/\\/gu, '/')).replace(/[\u0000-\u001f\u007f\u200e\u200f\u202a-\u202e\u2066-\u2069]/gu, '').trim();
-  let name = '';
-  let bytes = 0;
-  for (const character of bare) {
-    bytes += Buffer.byteLength(character);
-    if (bytes > maxFileNameBytes) break;
-    name += character;
+/** The extractor's refusals as the contract's errors; anything else unchanged. */
+function toExtractorApiError(error: unknown): unknown {
+  if (error instanceof PdfRejectedError) {
+    switch (error.code) {
+      case 'INVALID_PDF':
+      case 'ENCRYPTED_PDF':
+      case 'NO_EXTRACTABLE_TEXT':
+        return new ApiError(error.code, error.message);
+      default:
+        // A hostile PDF: one contract code, the limit it broke named (docs/api.md).
+        return new ApiError('PDF_TOO_COMPLEX', error.message, { limit: pdfLimits[error.code] });
+    }
   }
-  return name.length > 0 ? name : 'document.pdf';
+  // The error handler mirrors retryAfterSeconds in a Retry-After header.
+  if (error instanceof PdfExtractorBusyError) {
+    return new ApiError(
+      'PDF_EXTRACTOR_BUSY',
+      error.message,
+      { retryAfterSeconds: error.retryAfterSeconds },
+      { limit: error.scope === 'address' ? 'address_share' : 'queue', what: 'pdf_extractions' },
+    );
+  }
+  return error;
 }
 
 /** The stored document, or 404 DOCUMENT_NOT_FOUND when the id is unknown or expired. */
