@@ -108,15 +108,13 @@ describe('the PDF worker from compiled JavaScript (as under dist/)', () => {
   // to fetch them); no deadline here: time is the bench's and the script's to report, not a test's.
   const manuals = process.env.TEXLIVE_MANUALS ?? '/tmp/manuals';
   const sources = ['latex/base/source2e.pdf', 'latex/l3kernel/source3.pdf'].map((file) => join(manuals, 'x', 'usr', 'share', 'doc', 'texlive-doc', file));
-  it.skipIf(!sources.every((file) => existsSync(file)))('reads source2e.pdf whole (1,221 pages) and source3.pdf at the defaults, within the default worker memory', async () => {
-    const whole = await extractCompiled(sources[0] ?? '', 10_000);
-    expect(whole.code).toBeUndefined();
-    expect(whole.pagesUsed).toBe(whole.pageCount);
-    expect(whole.pagesUsed).toBeGreaterThan(1000);
-    expect(whole.pageStarts).toHaveLength(whole.pagesUsed ?? -1);
-    const atDefaults = await extractCompiled(sources[1] ?? '');
-    expect(atDefaults.code).toBeUndefined();
-    expect(atDefaults.pagesUsed).toBe(1000);
+  it.skipIf(!sources.every((file) => existsSync(file)))('reads source2e.pdf and source3.pdf at the defaults (their first 1,000 pages) within the default worker memory', async () => {
+    for (const file of sources) {
+      const outcome = await extractCompiled(file);
+      expect(outcome.code, file).toBeUndefined();
+      expect(outcome.pagesUsed, file).toBe(1000);
+      expect(outcome.pageStarts, file).toHaveLength(1000);
+    }
   }, 900_000);
 
   /** Extracts `path` through the compiled worker at the defaults (MAX_PDF_PAGES unless `maxPdfPages`), with no deadline to race on a busy machine, in a process of its own. */
