@@ -21,7 +21,9 @@ import { startRecordingProxy, stepOf, type RecordingProxy } from '../jobs/record
 import { openEvents } from '../jobs/support.js';
 import { dumpKeys, redisTestUrl, startServiceProcesses, uniquePrefix, type ServiceProcess } from './support.js';
 
-const leaseMs = 1500;
+// Short, so the test is quick, yet long enough that a fresh process starting its first job on a loaded
+// machine (the SDK import, the token counter's worker) renews in time: a lapse there reads interrupted.
+const leaseMs = 3000;
 const graceMs = 5000;
 const key = 'test-claude-key-0001-lease';
 const otherKey = 'test-claude-key-0002-lease';
