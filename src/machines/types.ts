@@ -97,6 +97,11 @@ export interface Attempt {
   readonly streamed?: { readonly chunks: number; readonly firstTokenMs: number };
   /** The call continued an answer another call had begun and failed in the middle of (docs/api.md "Streaming"). */
   readonly continuation?: true;
+  /**
+   * What the call cost in USD: its reported usage at the price of the model that answered (docs/api.md
+   * "Cost"). Absent when the call reported no usage or its model has no price.
+   */
+  readonly costUsd?: number;
 }
 
 /**
