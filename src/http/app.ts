@@ -34,6 +34,7 @@ import { registerRateLimits, type SharedRateLimitStore } from './rate-limit.js';
 import { createStreamAdmission } from './sse.js';
 import type { LogOptions } from './logger.js';
 import { documentsRoutes } from './routes/documents.js';
+import { createPriceTable } from '../cost/index.js';
 import { generateRoutes } from './routes/generate.js';
 import { jobsRoutes } from './routes/jobs.js';
 import { healthRoutes } from './routes/health.js';
@@ -260,6 +261,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const loadGauge = options.busy === undefined ? startLoadGauge() : undefined;
   const busy = options.busy ?? loadGauge?.busy ?? ((): boolean => false);
   registerLoadMetrics(metrics.registry, busy, loadGauge);
+  const prices = createPriceTable(config.modelPrices);
   await app.register(generateRoutes, {
     gateway,
     documentStore,
@@ -268,6 +270,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     bodyLimit: generateBodyLimit(config),
     maxTextChars: config.maxTextChars,
     maxTextParts: config.maxTextParts,
+    prices,
     admission: createAdmission({ ...config.admission, busy }),
     rateLimit: { max: config.rateLimit.generations, windowSeconds, ...rateSalt },
     originOf,

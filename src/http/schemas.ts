@@ -72,8 +72,21 @@ export const attemptSchema = z
       .literal(true)
       .optional()
       .describe('Present when the call continued an answer a call before it had begun and failed in the middle of.'),
+    costUsd: z
+      .number()
+      .min(0)
+      .optional()
+      .describe("What the call cost in USD: its reported usage at the price of the model that answered. Absent without usage or price."),
   })
   .describe('One upstream generation call, or one provider skipped.');
+
+/** `options.maxCostUsd` of jobs and generate: a positive, finite number of USD. */
+export const maxCostUsdSchema = z
+  .number()
+  .positive()
+  .max(1_000_000)
+  .optional()
+  .describe('A spending limit in USD for this request or job: a provider call whose worst case would pass it is not made (422 BUDGET_EXCEEDED).');
 
 /** The error body of a generation every provider failed (docs/api.md "When every provider fails"). */
 export const generationErrorBodySchema = z

@@ -8,10 +8,12 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { createAbortControllers } from '../../actors/abort-controllers.js';
 import type { Attempt, FallbackPolicy, Gateway } from '../../actors/types.js';
+import { sumUsd, type PriceTable } from '../../cost/index.js';
 import type { DocumentStore } from '../../documents/index.js';
 import type { ProviderId } from '../../providers/index.js';
 import {
   fillResultSchema,
+  createCostBudget,
   generateStudyTask,
   mcqResultSchema,
   notesResultSchema,
@@ -33,6 +35,7 @@ import {
   attemptSchema,
   errorBodySchema,
   generationErrorBodySchema,
+  maxCostUsdSchema,
   outputLanguageSchema,
   providerIdSchema,
   providerOrderSchema,
@@ -50,6 +53,8 @@ export interface GenerateRoutesOptions {
   readonly maxTextChars: number;
   /** Most parts one stage may split the text into (MAX_TEXT_PARTS). */
   readonly maxTextParts: number;
+  /** The price table (built-in prices and MODEL_PRICES): what `options.maxCostUsd` is counted in. */
+  readonly prices: PriceTable;
   /** The instance's generation slots and per-client shares. */
   readonly admission: Admission;
   /** Generations per address per window (RATE_LIMIT_GENERATIONS); none when absent. */
@@ -86,6 +91,7 @@ const generateBodySchema = z
         notes: notesResultSchema
           .optional()
           .describe('A notes result that grounds mcq/fill; generated first when absent.'),
+        maxCostUsd: maxCostUsdSchema,
       })
       .optional(),
   })
@@ -116,6 +122,7 @@ export const generateResponseSchema = alreadyValidated(
       fallback: z.boolean(),
       attempts: z.array(attemptSchema),
       usage: usageSchema,
+      costUsd: z.number().nullable().describe("Sum of the attempts' costUsd; null when none could be priced."),
       lang: z
         .enum(['ko', 'en'])
         .describe('The language of the material: options.lang, or detected from the text.'),
@@ -200,6 +207,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
           403: generationErrorBodySchema,
           404: errorBodySchema,
           413: generationErrorBodySchema,
+          422: generationErrorBodySchema,
           429: generationErrorBodySchema,
           502: generationErrorBodySchema,
           503: generationErrorBodySchema,
@@ -269,6 +277,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
             signal: controller.signal,
             origin: options.originOf(request.ip),
             maxParts: options.maxTextParts,
+            ...(body.options?.maxCostUsd === undefined ? {} : { budget: createCostBudget(body.options.maxCostUsd, options.prices) }),
             ...(stream === undefined
               ? {}
               : {
@@ -304,6 +313,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
               fallback: outcome.fallback,
               attempts,
               usage: outcome.usage,
+              costUsd: sumUsd(attempts.map((attempt) => attempt.costUsd)),
               lang: language.lang,
               langSource: language.langSource,
             },
