@@ -293,6 +293,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     resultCache,
     jobs: config.jobs,
     maxTextParts: config.maxTextParts,
+    prices,
+    retryMax: config.retry.max,
     retryAfterSeconds: config.admission.retryAfterSeconds,
     rateLimit: { max: config.rateLimit.jobs, windowSeconds: config.rateLimit.windowSeconds, ...rateSalt },
     originOf,
