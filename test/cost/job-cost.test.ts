@@ -122,6 +122,9 @@ describe('a job with a budget', () => {
     // written at $15 per million; a third of it pays for the notes (4096) but not for the MCQ on top (2800).
     const body = { documentId: shortDocuments[0], providers: ['claude'], options: { lang: 'en', mcqCount: 5, fillCount: 5 } };
     const estimate = await estimateOf(body);
+    expect(estimate.parts).toBe(1);
+    // Every step asked twice (its call and its re-ask), each writing all of its output room.
+    expect(estimate.outputTokensMax).toBe(2 * (4096 + (800 + 5 * 400) + (800 + 5 * 220)));
     const maxCostUsd = (estimate.costUsdMax.claude ?? Number.NaN) / 3;
     harness.fault({ provider: 'claude', fault: 'fullUsage', count: 1000 });
     const before = harness.emulator.stats().claude.calls;
