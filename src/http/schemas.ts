@@ -83,8 +83,11 @@ export const attemptSchema = z
 /** `options.maxCostUsd` of jobs and generate: a positive, finite number of USD. */
 export const maxCostUsdSchema = z
   .number()
-  .positive()
+  .min(0)
   .max(1_000_000)
+  // Above zero; written as a refinement because the OpenAPI document's JSON schema dialect wants a number
+  // in `exclusiveMinimum`, which zod's `positive()` does not give.
+  .refine((usd) => usd > 0, { message: 'maxCostUsd must be a positive number of USD' })
   .optional()
   .describe('A spending limit in USD for this request or job: a provider call whose worst case would pass it is not made (422 BUDGET_EXCEEDED).');
 
