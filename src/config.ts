@@ -14,6 +14,7 @@ import type { FallbackPolicy } from './actors/types.js';
 import { providerIds } from './providers/index.js';
 import type { ProviderId } from './providers/index.js';
 import { defaultWorkerNice } from './threads/thread-priority.js';
+import { defaultMaxPdfPages } from './documents/index.js';
 
 const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof logLevels)[number];
@@ -348,7 +349,7 @@ const variables = {
   REDIS_PREFIX: { schema: z.string().min(1), fallback: 'study-helper:' },
   JOBS_DIR: { schema: z.string().trim().min(1).max(4096).optional(), fallback: undefined },
   MAX_UPLOAD_MB: { schema: z.coerce.number().positive().max(1024), fallback: '20' },
-  MAX_PDF_PAGES: { schema: integer(1, 10_000), fallback: '50' },
+  MAX_PDF_PAGES: { schema: integer(1, 10_000), fallback: String(defaultMaxPdfPages) },
   MAX_TEXT_CHARS: { schema: integer(1, 10_000_000), fallback: '200000' },
   MAX_TEXT_PARTS: { schema: integer(1, 10_000), fallback: '40' },
   DOCUMENT_TTL_SECONDS: { schema: integer(1, 31_536_000), fallback: '7200' },

@@ -49,6 +49,7 @@ function warmUpPdf(): Uint8Array {
 import { PdfRejectedError } from './errors.js';
 import { scanPdfStreams, type StreamScan } from './stream-scan.js';
 import { cleanPageText, countCharacters, countWords } from './text-stats.js';
+import { isOutlineSource, readOutline } from './outline.js';
 import type { ExtractedPdf } from './types.js';
 
 /** Options for one extraction. */
@@ -60,6 +61,9 @@ export interface ExtractOptions {
   /** A PDF declaring or holding more pages is refused; default 10000. */
   maxTotalPages?: number;
 }
+
+/** MAX_PDF_PAGES's default: a whole textbook (docs/documents.md "Whole books"). */
+export const defaultMaxPdfPages = 1000;
 
 /** Default of `ExtractOptions.maxDecodedBytes` (PDF_MAX_DECODED_MB=64). */
 export const defaultMaxDecodedBytes = 64 * 1024 * 1024;
@@ -122,9 +126,11 @@ export async function extractPdfTextInline(
   let parser = open();
   try {
     const warnings: string[] = [];
-    const declared = (await loadDocument(parser)).numPages;
+    const loaded = await loadDocument(parser);
+    const declared = loaded.numPages;
     observe(0);
     const pageCount = realPageCount(declared, scan, options.maxTotalPages ?? defaultMaxTotalPages, warnings);
+    const outline = isOutlineSource(loaded) ? await readOutline(loaded, pageCount) : [];
     const pagesUsed = Math.min(pageCount, options.maxPdfPages);
     const text = new PageTextAccumulator();
     for (let pageNumber = 1; pageNumber <= pagesUsed; pageNumber += 1) {
@@ -157,31 +163,40 @@ export async function extractPdfTextInline(
       charCount: countCharacters(text.text),
       warnings,
       text: text.text,
+      pageStarts: text.pageStarts,
+      outline,
     };
   } finally {
     await parser.destroy();
   }
 }
 
+/** Between two pages' texts: a blank line, where a splitter can cut. */
+const pageSeparator = '\n\n';
+
 /** Blank page numbers named in the warning; the rest are counted. */
 const blankPagesListed = 20;
 
 /**
- * The document's text as it is read: pages joined by a blank line (`joinPages`), blank pages counted,
- * the first `blankPagesListed` of them by number. Nothing is kept per page beyond that.
+ * The document's text as it is read: pages joined by a blank line (`joinPages`), where each page begins
+ * (`pageStarts`), blank pages counted, the first `blankPagesListed` of them by number. Nothing else is
+ * kept per page.
  */
 class PageTextAccumulator {
   text = '';
   blankPages = 0;
+  readonly pageStarts: number[] = [];
   private readonly listed: number[] = [];
 
   add(pageNumber: number, pageText: string): void {
+    // A blank page starts where the next page's text will (after the separator, once there is text).
+    this.pageStarts.push(this.text === '' ? 0 : this.text.length + pageSeparator.length);
     if (pageText === '') {
       this.blankPages += 1;
       if (this.listed.length < blankPagesListed) this.listed.push(pageNumber);
       return;
     }
-    this.text = this.text === '' ? pageText : `${this.text}\n\n${pageText}`;
+    this.text = this.text === '' ? pageText : `${this.text}${pageSeparator}${pageText}`;
   }
 
   blankPageList(): string {
@@ -215,7 +230,7 @@ interface PdfPage {
   cleanup(): boolean;
 }
 
-/** The loaded pdf.js document pdf-parse keeps private (but exposes at run time). */
+/** The loaded pdf.js document pdf-parse keeps private (but exposes at run time); its outline calls too (outline.ts). */
 interface PdfDocument {
   numPages: number;
   getPage(pageNumber: number): Promise<PdfPage>;

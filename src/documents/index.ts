@@ -1,9 +1,10 @@
-export type { DocumentStore, ExtractedPdf, StoredDocument } from './types.js';
+export type { DocumentStore, ExtractedPdf, OutlineEntry, StoredDocument } from './types.js';
+export { documentSource, InvalidPagesError, type DocumentSource, type PageRange } from './pages.js';
 export { createMemoryDocumentStore, type MemoryDocumentStoreOptions } from './memory-store.js';
 export { createFileDocumentStore, type FileDocumentStoreOptions } from './file-store.js';
 export { createPdfExtractor, pdfExtractorDefaults, type PdfExtractor, type PdfExtractorOptions } from './pdf-extractor.js';
 export type { WorkerMemory } from './worker-protocol.js';
-export { defaultMaxDecodedBytes, defaultMaxTotalPages, type ExtractOptions } from './extract-text.js';
+export { defaultMaxDecodedBytes, defaultMaxPdfPages, defaultMaxTotalPages, type ExtractOptions } from './extract-text.js';
 export { DocumentStoreUnavailableError, PdfExtractorBusyError, PdfRejectedError, pdfLimits, type PdfLimit, type PdfRejectionCode } from './errors.js';
 export { looksLikePdf } from './detect.js';
 export { addressShareKey } from './fair-queue.js';

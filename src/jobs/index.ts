@@ -10,7 +10,7 @@ export type {
   
   
 } from './status-store.js';
-export { jobStatuses, jobStages, isFinalStatus } from './types.js';
+export { jobStatuses, jobStages, isFinalStatus, jobCacheKey } from './types.js';
 export type {
   
   

@@ -10,14 +10,19 @@ import { createAddressClients } from './address-clients.js';
 import type { JobCancelBus } from './cancel-bus.js';
 import { keyFingerprints, newKeySalt, publicView } from './record.js';
 import { createMemoryJobStatusStore, type JobStatusStore } from './status-store.js';
-import type { JobRecord, JobResumeData, JobStatus, JobStreamEvent, JobView, ProgressEvent } from './types.js';
+import type { JobRecord, JobResumeData, JobStatus, JobStreamEvent, JobView, PageRange, ProgressEvent } from './types.js';
+import type { TextPageMap } from '../machines/job-types.js';
 
 /** What `POST /v1/jobs` asks for, once the document is loaded and the chain built. */
 export interface JobSpec {
   readonly text: string;
+  /** Where each page of `text` begins (a document stored with its pages): the results carry `pages`. */
+  readonly pageMap?: TextPageMap;
+  /** The page range asked for (a resume reads the same pages again). */
+  readonly pages?: PageRange;
   /** The document's id in the document store: a resume reads the text again from there. */
   readonly documentId: string;
-  /** The document's identity for the results cache (its sha256). */
+  /** The document's identity for the results cache: its sha256 and the pages asked for (`jobCacheKey`). */
   readonly cacheKey: string;
   readonly lang: StudyLang;
   /** Whether `lang` was asked for or detected (reported in the view's `meta`). */
@@ -146,7 +151,7 @@ type JobActor = ActorRefFrom<typeof jobMachine>;
 type JobSnapshot = SnapshotFrom<typeof jobMachine>;
 
 /** What a job's record keeps for a resume besides its results: where its text is, and who may resume it. */
-type ResumeBase = Pick<JobResumeData, 'documentId' | 'cacheKey' | 'providers' | 'keySalt' | 'keyFingerprints'>;
+type ResumeBase = Pick<JobResumeData, 'documentId' | 'pages' | 'cacheKey' | 'providers' | 'keySalt' | 'keyFingerprints'>;
 
 interface LiveJob {
   readonly jobId: string;
@@ -499,6 +504,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
       input: {
         jobId,
         text: spec.text,
+        ...(spec.pageMap === undefined ? {} : { pageMap: spec.pageMap }),
         cacheKey: spec.cacheKey,
         lang: spec.lang,
         ...(spec.langSource === undefined ? {} : { langSource: spec.langSource }),
@@ -549,6 +555,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
       const keySalt = newKeySalt();
       const resumeBase: ResumeBase = {
         documentId: spec.documentId,
+        ...(spec.pages === undefined ? {} : { pages: spec.pages }),
         cacheKey: spec.cacheKey,
         providers: spec.chain.map((link) => link.provider),
         keySalt,
@@ -573,6 +580,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
       admit(spec.clientId ?? 'anonymous', spec.address ?? 'unknown');
       const resumeBase: ResumeBase = {
         documentId: resume.documentId,
+        ...(resume.pages === undefined ? {} : { pages: resume.pages }),
         cacheKey: resume.cacheKey,
         providers: resume.providers,
         keySalt: resume.keySalt,

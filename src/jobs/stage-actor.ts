@@ -63,6 +63,7 @@ export function createStageActor(dependencies: StageActorDependencies) {
     const outcome = await generateStudyTask(dependencies.gateway, {
       task: input.stage,
       text: input.text,
+      ...(input.pageMap === undefined ? {} : { pageMap: input.pageMap }),
       lang: input.lang,
       ...(input.count === undefined ? {} : { count: input.count }),
       ...(input.notes === undefined ? {} : { notes: input.notes }),

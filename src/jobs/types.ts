@@ -86,7 +86,9 @@ export interface JobView {
  */
 export interface JobResumeData {
   readonly documentId: string;
-  /** The document's sha256: a resume refuses a document that is not the one the job started on. */
+  /** The pages the job works on (all when absent). */
+  readonly pages?: PageRange;
+  /** `jobCacheKey` of the document's sha256 and `pages`: a resume refuses a document that is not the one the job started on. */
   readonly cacheKey: string;
   /** The chain's providers, in the job's order. */
   readonly providers: readonly ProviderId[];
@@ -98,6 +100,20 @@ export interface JobResumeData {
   readonly fill: FillResult | null;
   /** Finished steps of the stage in progress. */
   readonly finishedParts: readonly FinishedPart[];
+}
+
+/** A page range of the job's document, 1-based and inclusive. */
+export interface PageRange {
+  readonly from: number;
+  readonly to: number;
+}
+
+/**
+ * A job's key to the results cache and to its resume: the document's sha256, and the pages asked for
+ * (the same document's other pages are other material). The whole document keeps the bare sha256.
+ */
+export function jobCacheKey(sha256: string, pages: PageRange | undefined): string {
+  return pages === undefined ? sha256 : `${sha256}#pages=${pages.from}-${pages.to}`;
 }
 
 /** What a status store holds: the view, and while the job may be resumed, what a resume needs. */

@@ -56,11 +56,21 @@ export interface FinishedPart {
 /** The language study material is written in (docs/api.md `options.lang`). */
 export type StudyLang = RequestLang;
 
+/**
+ * Where each page of a text begins: page `firstPage + i` starts at UTF-16 offset `starts[i]` of the text
+ * (a page without text starts where the next one does). The study layer turns it into the `pages` of
+ * each item (docs/study-material.md "Page references").
+ */
+export interface TextPageMap {
+  readonly firstPage: number;
+  readonly starts: readonly number[];
+}
+
 /** docs/study-material.md notes, as `notesResultSchema` (src/study/schemas.ts) gives them after normalization. */
 export interface NotesResult {
-  keyConcepts: { id: string; term: string; definition: string; importance: 'high' | 'medium' | 'low' }[];
-  sections: { title: string; summary: string; bullets: string[] }[];
-  glossary: { term: string; definition: string }[];
+  keyConcepts: { id: string; term: string; definition: string; importance: 'high' | 'medium' | 'low'; pages?: number[] }[];
+  sections: { title: string; summary: string; bullets: string[]; pages?: number[] }[];
+  glossary: { term: string; definition: string; pages?: number[] }[];
 }
 
 /** docs/study-material.md multiple-choice questions (`mcqResultSchema`). */
@@ -74,6 +84,7 @@ export interface McqResult {
     conceptId: string;
     level: number;
     questionType: 'concept' | 'application';
+    pages?: number[];
   }[];
 }
 
@@ -88,6 +99,7 @@ export interface FillResult {
     conceptId: string;
     level: number;
     questionType: 'concept' | 'application';
+    pages?: number[];
   }[];
 }
 

@@ -13,6 +13,7 @@ import type {
   StageMeta,
   StudyLang,
   StudyOutcome,
+  TextPageMap,
 } from './job-types.js';
 import type { ApiKey, Attempt, CallBudget, ProviderId } from './types.js';
 
@@ -24,9 +25,11 @@ interface JobKey {
 
 interface JobInput {
   readonly jobId: string;
-  /** The document's text. */
+  /** The document's text (the pages asked for). */
   readonly text: string;
-  /** The document's identity for the results cache (its sha256). */
+  /** Where each page of `text` begins: the stages' results carry `pages`. */
+  readonly pageMap?: TextPageMap;
+  /** The document's identity for the results cache (its sha256, and the pages asked for). */
   readonly cacheKey: string;
   readonly lang: StudyLang;
   /** Whether `lang` was asked for or detected from the document. */
@@ -97,6 +100,7 @@ type JobEmitted = JobStreamEvent;
 export interface StageActorInput {
   readonly stage: JobStage;
   readonly text: string;
+  readonly pageMap?: TextPageMap;
   readonly cacheKey: string;
   readonly lang: StudyLang;
   /** Questions asked for (mcq, fill). */
@@ -148,6 +152,7 @@ function stageInput(
   return {
     stage,
     text: context.text,
+    ...(context.pageMap === undefined ? {} : { pageMap: context.pageMap }),
     cacheKey: context.cacheKey,
     lang: context.lang,
     ...(count === undefined ? {} : { count }),

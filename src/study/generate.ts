@@ -14,6 +14,9 @@ import { studyValidator, validateStudyValue, type QualityContext } from './valid
 import { PartQuestions, StepItems, TaskItems, type StudyReset, type StudyStreamSink } from './item-stream.js';
 import { itemsOfResult } from './stream-items.js';
 import { continuationOf } from './continuation.js';
+import type { TextPageMap } from '../machines/job-types.js';
+import { pagesOfParts, pagesOfText } from './pages.js';
+import { mergedNotesTagger, samePages, tagResult, type PageTagger } from './page-tags.js';
 
 /**
  * One study task end to end: notes (map-reduce over parts when the document is over the budget),
@@ -32,6 +35,11 @@ export interface StudyProgress {
 export interface StudyTaskInput extends StudyStreamSink {
   readonly task: Task;
   readonly text: string;
+  /**
+   * Where each page of `text` begins (a document's text): every element of the result then carries the
+   * `pages` its source text came from. Absent for text input: no `pages`.
+   */
+  readonly pageMap?: TextPageMap;
   readonly lang: StudyLang;
   /** Questions asked for (mcq/fill); default 10. */
   readonly count?: number;
@@ -71,6 +79,26 @@ export interface StudyTaskInput extends StudyStreamSink {
   readonly onStart?: () => void;
   /** The request's or job's spending limit (`options.maxCostUsd`), shared by every step and part. */
   readonly budget?: CallBudget;
+}
+
+/** A split text: its parts and, for a document, the pages of each part. */
+interface SplitText {
+  readonly parts: TextPart[];
+  readonly pages: number[][] | undefined;
+}
+
+/**
+ * TOO_MANY_PARTS's advice for a document: the pages the first `maxParts` parts cover whole (a page the
+ * next part starts on does not fit), as a count and a range to ask for.
+ */
+function pagesThatFit(map: TextPageMap, pages: readonly (readonly number[])[], maxParts: number): string {
+  const firstOfNext = pages[maxParts]?.[0] ?? map.firstPage;
+  const lastFitting = firstOfNext - 1;
+  const last = map.firstPage + map.starts.length - 1;
+  const asked = `pages ${map.firstPage}–${last}`;
+  if (lastFitting < map.firstPage) return `Even one page of ${asked} is too long for ${maxParts} parts; ask for fewer pages.`;
+  const fit = lastFitting - map.firstPage + 1;
+  return `Of ${asked}, ${fit} page${fit === 1 ? '' : 's'} fit (pages ${map.firstPage}–${lastFitting}); ask for a range of at most about ${fit} pages.`;
 }
 
 /** A step's identity: the sha256 of its whole request, so the same document and options give the same key. */
@@ -167,25 +195,37 @@ class StudyRun {
   }
 
   /** Items of a step whose answer is the task's result (undefined when nobody listens). */
-  stepItems(context?: QualityContext): StepItems | undefined {
+  stepItems(context?: QualityContext, tagger?: PageTagger): StepItems | undefined {
     if (this.items === undefined) return undefined;
     const questions = context?.conceptIds === undefined ? undefined : { count: context.count ?? defaultQuestionCount, conceptIds: context.conceptIds };
-    return new StepItems(this.items, questions);
+    return new StepItems(this.items, questions, tagger);
   }
 
-  /** The text in parts within `budget`, counted off the main thread; refused when it needs more than `maxParts`. */
-  async split(budget: number): Promise<TextPart[]> {
+  /**
+   * The text in parts within `budget`, counted off the main thread, with the pages of each part (a
+   * document's text); refused when it needs more than `maxParts`, saying how many pages fit.
+   */
+  async split(budget: number): Promise<SplitText> {
     const parts = await tokenCounter.split(this.input.text, budget);
+    const map = this.input.pageMap;
+    const pages = map === undefined ? undefined : pagesOfParts(this.input.text, map, parts.map((part) => part.text));
     if (parts.length > this.maxParts) {
       throw new StepFailed({
         status: 'failed',
         httpStatus: 413,
         code: 'TOO_MANY_PARTS',
-        message: `The text needs ${parts.length} parts of at most ${budget} tokens; at most ${this.maxParts} are allowed (MAX_TEXT_PARTS). Send a shorter text.`,
+        message: `The text needs ${parts.length} parts of at most ${budget} tokens; at most ${this.maxParts} are allowed (MAX_TEXT_PARTS). ${map === undefined || pages === undefined ? 'Send a shorter text.' : pagesThatFit(map, pages, this.maxParts)}`,
         attempts: [],
       });
     }
-    return parts;
+    return { parts, pages };
+  }
+
+  /** The tagger of a step made from the whole text (a single part), or undefined for text input. */
+  wholeTextTagger(split: SplitText): PageTagger {
+    const map = this.input.pageMap;
+    if (map === undefined) return undefined;
+    return samePages(split.pages?.[0] ?? pagesOfText(this.input.text, map));
   }
 
   /**
@@ -301,8 +341,11 @@ class StudyRun {
 
   /** What determines a result of `task`, its scope aside. */
   private cacheParts(task: Task, notes?: NotesResult): Omit<StudyCacheKeyParts, 'scope'> {
+    const map = this.input.pageMap;
+    // Results carry pages: a result is shared only by requests whose text has the same pages.
+    const pages = map === undefined ? '' : `|pages:${map.firstPage}:${sha256Hex(map.starts.join(','))}`;
     return {
-      source: this.input.cacheKey ?? `text:${sha256Hex(this.input.text)}`,
+      source: `${this.input.cacheKey ?? `text:${sha256Hex(this.input.text)}`}${pages}`,
       task,
       lang: this.input.lang,
       ...(task === 'notes' ? {} : { count: this.input.count ?? defaultQuestionCount }),
@@ -356,10 +399,15 @@ async function generateNotes(run: StudyRun): Promise<NotesResult> {
     run.progress('notes', 1, 1);
     return hit.value;
   }
-  const parts = (await run.split(run.budget)).map((part) => part.text);
+  const split = await run.split(run.budget);
+  const parts = split.parts.map((part) => part.text);
   let notes: NotesResult;
   if (parts.length <= 1) {
-    notes = await run.step(buildNotesRequest({ text: parts[0] ?? input.text, lang: input.lang }), studyValidator('notes', { lang: input.lang }), ownItems(run, 'notes'));
+    const tagger = run.wholeTextTagger(split);
+    notes = tagResult(
+      await run.step(buildNotesRequest({ text: parts[0] ?? input.text, lang: input.lang }), studyValidator('notes', { lang: input.lang }), ownItems(run, 'notes', undefined, tagger)),
+      tagger,
+    );
     run.progress('notes', 1, 1);
   } else {
     // Map: notes per part. Reduce: merge them; the merge counts as the stage's last part.
@@ -371,7 +419,7 @@ async function generateNotes(run: StudyRun): Promise<NotesResult> {
       run.progress('notes', done, total);
       return partNotes;
     });
-    notes = await mergeNotes(run, partials);
+    notes = await mergeNotes(run, partials, split.pages === undefined ? undefined : mergedNotesTagger(partials, split.pages));
     run.progress('notes', total, total);
   }
   run.remember('notes', undefined, notes);
@@ -382,14 +430,14 @@ async function generateNotes(run: StudyRun): Promise<NotesResult> {
  * The reduce step. Per-part notes are small, but many parts can still exceed the budget together:
  * then groups that fit are merged first (a merge tree), and their results merged once more.
  */
-async function mergeNotes(run: StudyRun, partials: readonly NotesResult[]): Promise<NotesResult> {
+async function mergeNotes(run: StudyRun, partials: readonly NotesResult[], tagger: PageTagger): Promise<NotesResult> {
   const merge = (group: readonly NotesResult[], last = false): Promise<NotesResult> =>
-    run.step(buildMergeNotesRequest({ partials: group, lang: run.input.lang }), studyValidator('notes', { lang: run.input.lang }), last ? ownItems(run, 'notes') : undefined);
+    run.step(buildMergeNotesRequest({ partials: group, lang: run.input.lang }), studyValidator('notes', { lang: run.input.lang }), last ? ownItems(run, 'notes', undefined, tagger) : undefined);
   let level = partials;
   for (;;) {
     const groups = await groupWithinBudget(level, run.budget);
-    // The last merge writes the notes: only its answer is streamed as items.
-    if (groups.length <= 1 || groups.every((group) => group.length === 1)) return merge(level, true);
+    // The last merge writes the notes: only its answer is streamed as items, and only it gets pages.
+    if (groups.length <= 1 || groups.every((group) => group.length === 1)) return tagResult(await merge(level, true), tagger);
     level = await run.parallel(groups, (group) => (group.length === 1 && group[0] !== undefined ? Promise.resolve(group[0]) : merge(group)));
   }
 }
@@ -432,21 +480,29 @@ async function generateQuestions(run: StudyRun, task: 'mcq' | 'fill', notes: Not
   // The concept list travels with every part: the document part gets what is left of the budget.
   const partBudget = Math.max(Math.floor(run.budget / 2), run.budget - (await tokenCounter.count(conceptList(notes))));
   const split = await run.split(partBudget);
-  const parts = split.map((part) => part.text);
+  const parts = split.parts.map((part) => part.text);
   if (parts.length <= 1) {
-    const value = await run.step(buildQuestionsRequest({ task, text: parts[0] ?? input.text, lang: input.lang, count, notes }), studyValidator(task, context), ownItems(run, task, context));
+    const tagger = run.wholeTextTagger(split);
+    const value = tagResult(
+      await run.step(buildQuestionsRequest({ task, text: parts[0] ?? input.text, lang: input.lang, count, notes }), studyValidator(task, context), ownItems(run, task, context, tagger)),
+      tagger,
+    );
     run.progress(task, 1, 1);
     return value;
   }
-  const counts = allocateCount(count, split.map((part) => part.tokens));
+  const counts = allocateCount(count, split.parts.map((part) => part.tokens));
   const jobs = parts.map((text, index) => ({ text, index, count: counts[index] ?? 0 })).filter((job) => job.count > 0);
   let done = 0;
   // Parts answer in any order; their questions are sent in part order, as the combined check keeps them.
   const partItems = run.items === undefined ? undefined : new PartQuestions(run.items, task, { count, conceptIds }, jobs.map((job) => job.index));
   const results = await run.parallel(jobs, async (job) => {
-    const value = await run.step(
-      buildQuestionsRequest({ task, text: job.text, lang: input.lang, count: job.count, notes, part: { index: job.index + 1, total: parts.length } }),
-      studyValidator(task, { count: job.count, conceptIds, lang: input.lang }),
+    // Each part's questions carry that part's pages.
+    const value = tagResult(
+      await run.step(
+        buildQuestionsRequest({ task, text: job.text, lang: input.lang, count: job.count, notes, part: { index: job.index + 1, total: parts.length } }),
+        studyValidator(task, { count: job.count, conceptIds, lang: input.lang }),
+      ),
+      samePages(split.pages?.[job.index]),
     );
     partItems?.partSucceeded(job.index, value.questions);
     done += 1;
@@ -472,8 +528,8 @@ async function generateQuestions(run: StudyRun, task: 'mcq' | 'fill', notes: Not
 }
 
 /** The step items of a step that writes the task's own result (grounding notes of mcq/fill are not streamed). */
-function ownItems(run: StudyRun, task: Task, context?: QualityContext): StepItems | undefined {
-  return run.input.task === task ? run.stepItems(context) : undefined;
+function ownItems(run: StudyRun, task: Task, context?: QualityContext, tagger?: PageTagger): StepItems | undefined {
+  return run.input.task === task ? run.stepItems(context, tagger) : undefined;
 }
 
 async function runTask(run: StudyRun): Promise<StudyResult> {

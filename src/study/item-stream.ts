@@ -5,6 +5,7 @@ import type { QuestionCheckOptions } from './quality.js';
 import { fillProblem, fillText, mcqProblem, mcqText, QuestionKeeper } from './quality.js';
 import type { FillQuestion, McqQuestion, StudyResult } from './schemas.js';
 import { itemsOfResult, StudyItemExtractor, type StudyItem } from './stream-items.js';
+import { tagItem, tagResult, type PageTagger } from './page-tags.js';
 
 /**
  * Where a task's items go while it runs (issue 25): the elements of the task's own result, as each
@@ -79,6 +80,8 @@ export class StepItems {
   constructor(
     private readonly items: TaskItems,
     private readonly questions: QuestionCheckOptions | undefined,
+    /** The pages each element gets (documents only): the items sent carry them, as the result will. */
+    private readonly tagger: PageTagger = undefined,
   ) {}
 
   /** A piece of the current attempt's output. */
@@ -90,7 +93,7 @@ export class StepItems {
       this.extractor = this.newExtractor();
       if (before !== undefined) this.items.reset({ provider, reason: resetReason(before) });
     }
-    for (const item of this.extractor.push(text)) this.items.send(item);
+    for (const item of this.extractor.push(text)) this.items.send(tagItem(item, this.tagger));
   }
 
   /** An attempt was recorded (succeeded or not); one that wrote nothing leaves the answer as it was. */
@@ -107,7 +110,7 @@ export class StepItems {
   continued(prefix: string, provider: ProviderId): void {
     this.ended = undefined;
     this.extractor = this.newExtractor();
-    this.items.settle(this.extractor.push(prefix), provider);
+    this.items.settle(this.extractor.push(prefix).map((item) => tagItem(item, this.tagger)), provider);
   }
 
   /** The next attempt starts the answer over: what was sent is void, and the client is told. */
@@ -121,9 +124,9 @@ export class StepItems {
     return new StudyItemExtractor({ task: this.items.task, ...(this.questions === undefined ? {} : { questions: this.questions }) });
   }
 
-  /** The step succeeded with `value`: the items become exactly its elements. */
+  /** The step succeeded with `value`: the items become exactly its elements (with their pages). */
   succeeded(value: StudyResult, provider: ProviderId): void {
-    this.items.settle(itemsOfResult(this.items.task, value), provider);
+    this.items.settle(itemsOfResult(this.items.task, tagResult(value, this.tagger)), provider);
   }
 }
 

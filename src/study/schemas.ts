@@ -22,16 +22,26 @@ export type OptionLetter = (typeof optionLetters)[number];
 
 const text = z.string().trim().min(1);
 
+/**
+ * The pages of the document an element's source text came from (docs/study-material.md "Page
+ * references"): added by the service from the part that produced it, never asked of a model (the JSON
+ * schema a provider gets leaves it out) and absent for text input.
+ */
+const pagesField = {
+  pages: z.array(z.int().min(1)).max(10_000).optional().describe('The document pages its source text came from (documents only).'),
+};
+
 export const keyConceptSchema = z.object({
   id: text,
   term: text,
   definition: text,
   importance: z.enum(['high', 'medium', 'low']),
+  ...pagesField,
 });
 
-export const notesSectionSchema = z.object({ title: text, summary: z.string(), bullets: z.array(z.string()) });
+export const notesSectionSchema = z.object({ title: text, summary: z.string(), bullets: z.array(z.string()), ...pagesField });
 
-export const glossaryEntrySchema = z.object({ term: text, definition: z.string() });
+export const glossaryEntrySchema = z.object({ term: text, definition: z.string(), ...pagesField });
 
 export const notesResultSchema = z.object({
   keyConcepts: z.array(keyConceptSchema).min(1),
@@ -51,6 +61,7 @@ export const mcqQuestionSchema = z.object({
   conceptId: text,
   level: questionLevelSchema,
   questionType: questionTypeSchema,
+  ...pagesField,
 });
 
 export const mcqResultSchema = z.object({ questions: z.array(mcqQuestionSchema) });
@@ -65,6 +76,7 @@ export const fillQuestionSchema = z.object({
   conceptId: text,
   level: questionLevelSchema,
   questionType: questionTypeSchema,
+  ...pagesField,
 });
 
 export const fillResultSchema = z.object({ questions: z.array(fillQuestionSchema) });
@@ -108,8 +120,22 @@ const jsonSchemaCache = new Map<Task, Readonly<Record<string, unknown>>>();
 export function studyJsonSchema(task: Task): Readonly<Record<string, unknown>> {
   let schema = jsonSchemaCache.get(task);
   if (schema === undefined) {
-    schema = z.toJSONSchema(studyResultSchemas[task]) as Record<string, unknown>;
+    schema = withoutPages(z.toJSONSchema(studyResultSchemas[task])) as Record<string, unknown>;
     jsonSchemaCache.set(task, schema);
   }
   return schema;
+}
+
+/** A JSON schema without the `pages` properties: the service adds them; a model is never asked for them. */
+function withoutPages(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(withoutPages);
+  if (typeof schema !== 'object' || schema === null) return schema;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(schema)) {
+    if (key === 'properties' && typeof value === 'object' && value !== null) {
+      const { pages: _pages, ...properties } = value as Record<string, unknown>;
+      out[key] = withoutPages(properties);
+    } else out[key] = withoutPages(value);
+  }
+  return out;
 }

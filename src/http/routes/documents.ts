@@ -48,6 +48,9 @@ const documentUploadResponseSchema = z.object({
   wordCount: z.number().int().nonnegative(),
   charCount: z.number().int().nonnegative(),
   warnings: z.array(z.string()),
+  outline: z
+    .array(z.object({ title: z.string(), page: z.number().int().positive(), level: z.number().int().positive() }))
+    .describe("The PDF's bookmarks, depth first (level 1 = top, page 1-based, at most 500); [] when it has none."),
 });
 
 const errorBodySchema = z.object({ error: z.object({ code: z.string(), message: z.string() }).loose() });
@@ -114,8 +117,8 @@ export const documentsRoutes: FastifyPluginAsync<DocumentsRoutesOptions> = async
         createdAt: Date.now(),
       };
       await options.store.put(document);
-      const { text: _text, createdAt: _createdAt, ...summary } = document;
-      return reply.code(201).send(summary);
+      const { text: _text, createdAt: _createdAt, pageStarts: _pageStarts, ...summary } = document;
+      return reply.code(201).send({ ...summary, outline: extracted.outline });
     },
   );
 };

@@ -29,6 +29,8 @@ import type { ApiKey } from '../../machines/types.js';
 import { redactKeysDeep, scrubSecrets } from '../../security/redact.js';
 import { keyHeaders, readProviderKeys, requireChain } from '../keys.js';
 import { GenerationStream } from '../generation-stream.js';
+import { documentSourceOrThrow, pageRangeSchema, pagesWithoutDocument } from '../document-source.js';
+import type { TextPageMap } from '../../machines/job-types.js';
 import { defaultSseMaxBufferBytes } from '../sse.js';
 import {
   alreadyValidated,
@@ -83,6 +85,7 @@ const generateBodySchema = z
       .optional()
       .describe('An id from POST /v1/documents. Exactly one of documentId / text.'),
     text: z.string().trim().min(1).optional().describe('The source text. Exactly one of documentId / text.'),
+    pages: pageRangeSchema.optional(),
     providers: providerOrderSchema,
     options: z
       .strictObject({
@@ -227,12 +230,16 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
           `The text has ${text.length} characters; at most ${options.maxTextChars} are accepted (MAX_TEXT_CHARS).`,
         );
       }
+      let pageMap: TextPageMap | undefined;
+      if (text !== undefined && body.pages !== undefined) throw pagesWithoutDocument();
       if (text === undefined) {
         const documentId = body.documentId ?? '';
         const document = await documentStore.get(documentId);
         if (document === undefined)
           throw new ApiError('DOCUMENT_NOT_FOUND', 'Unknown or expired documentId.');
-        text = document.text;
+        const source = documentSourceOrThrow(document, body.pages);
+        text = source.text;
+        pageMap = source.pageMap;
       }
       const language = resolveLang(body.options?.lang, text);
 
@@ -269,6 +276,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
           outcome = await generateStudyTask(gateway, {
             task: body.task,
             text,
+            ...(pageMap === undefined ? {} : { pageMap }),
             lang: language.lang,
             ...(body.options?.count === undefined ? {} : { count: body.options.count }),
             ...(body.options?.notes === undefined ? {} : { notes: body.options.notes }),

@@ -38,6 +38,8 @@ import { defaultSseMaxBufferBytes, enterStream, openEventStream } from '../sse.j
 import { buildChain, keyHeaders, readProviderKeys, requireChain } from '../keys.js';
 import { attemptSchema, errorBodySchema, maxCostUsdSchema, outputLanguageSchema, providerIdSchema, providerOrderSchema } from '../schemas.js';
 import { loadDocumentOrThrow } from './documents.js';
+import { documentSourceOrThrow, pageRangeSchema } from '../document-source.js';
+import { jobCacheKey } from '../../jobs/index.js';
 
 export interface JobsRoutesOptions {
   readonly gateway: Gateway;
@@ -87,6 +89,7 @@ const countSchema = z.int().min(1).max(50);
 
 const createJobBodySchema = z.strictObject({
   documentId: z.string().min(1).max(200).describe('An id from POST /v1/documents.'),
+  pages: pageRangeSchema.optional(),
   providers: providerOrderSchema,
   options: z
     .strictObject({
@@ -277,6 +280,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
           400: errorBodySchema,
           404: errorBodySchema,
           413: errorBodySchema,
+          422: errorBodySchema,
           429: errorBodySchema,
           503: errorBodySchema,
         },
@@ -288,10 +292,11 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
       const keys = readProviderKeys(request.headers);
       const chain = requireChain(order, keys);
       const document = await loadDocumentOrThrow(options.documentStore, body.documentId);
+      const source = documentSourceOrThrow(document, body.pages);
       if (body.estimate === true) {
         const estimate = await estimateJob({
-          text: document.text,
-          lang: resolveLang(body.options?.lang, document.text).lang,
+          text: source.text,
+          lang: resolveLang(body.options?.lang, source.text).lang,
           mcqCount: body.options?.mcqCount ?? defaultQuestionCount,
           fillCount: body.options?.fillCount ?? defaultQuestionCount,
           budgetTokens: options.jobs.partBudgetTokens,
@@ -310,10 +315,12 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
       let view;
       try {
         view = registry.create({
-          text: document.text,
+          text: source.text,
+          ...(source.pageMap === undefined ? {} : { pageMap: source.pageMap }),
+          ...(body.pages === undefined ? {} : { pages: body.pages }),
           documentId: body.documentId,
-          cacheKey: document.sha256,
-          ...resolveLang(body.options?.lang, document.text),
+          cacheKey: jobCacheKey(document.sha256, body.pages),
+          ...resolveLang(body.options?.lang, source.text),
           mcqCount: body.options?.mcqCount ?? defaultQuestionCount,
           fillCount: body.options?.fillCount ?? defaultQuestionCount,
           chain,
@@ -405,14 +412,18 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
         );
       if (record.status !== 'interrupted') throw notResumable(record.status);
       const document = await loadDocumentOrThrow(options.documentStore, resume.documentId);
-      if (document.sha256 !== resume.cacheKey) throw notResumable('bound to a document that changed');
+      if (jobCacheKey(document.sha256, resume.pages) !== resume.cacheKey) throw notResumable('bound to a document that changed');
+      // The same pages as the job started on (a range the document no longer has cannot happen: same sha256).
+      const source = documentSourceOrThrow(document, resume.pages);
       const meta = record.meta;
       const spec: JobSpec = {
-        text: document.text,
+        text: source.text,
+        ...(source.pageMap === undefined ? {} : { pageMap: source.pageMap }),
+        ...(resume.pages === undefined ? {} : { pages: resume.pages }),
         documentId: resume.documentId,
         cacheKey: resume.cacheKey,
         ...(meta === undefined
-          ? resolveLang(undefined, document.text)
+          ? resolveLang(undefined, source.text)
           : { lang: meta.lang, ...(meta.langSource === undefined ? {} : { langSource: meta.langSource }) }),
         mcqCount: meta?.mcqCount ?? defaultQuestionCount,
         fillCount: meta?.fillCount ?? defaultQuestionCount,
