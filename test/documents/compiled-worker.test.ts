@@ -24,7 +24,7 @@ describe('the PDF worker from compiled JavaScript (as under dist/)', () => {
         ...sources,
         ...['--outDir', buildDir, '--rootDir', join(root, 'src')],
         ...['--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--target', 'ES2022'],
-        ...['--strict', '--skipLibCheck', '--types', 'node', '--lib', 'ES2023,DOM'],
+        ...['--strict', '--skipLibCheck', '--types', 'node', '--lib', 'ES2023,DOM', '--ignoreConfig'],
       ],
       { cwd: root },
     );

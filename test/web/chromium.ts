@@ -114,8 +114,10 @@ export async function startChromium(options: StartChromiumOptions = {}): Promise
 
 /** The installed `@sparticuz/chromium` package: its folder and version. */
 async function shippedPackage(): Promise<{ directory: string; version: string }> {
-  // The package exports only its entry point (build/cjs/index.cjs); its folder is two levels up.
-  const directory = join(dirname(createRequire(import.meta.url).resolve('@sparticuz/chromium')), '..', '..');
+  // The package exports only its entry point, whose depth inside the package changes between releases
+  // (build/index.js, build/cjs/index.cjs): its folder is the nearest one above it holding its manifest.
+  let directory = dirname(createRequire(import.meta.url).resolve('@sparticuz/chromium'));
+  while (!existsSync(join(directory, 'package.json')) && dirname(directory) !== directory) directory = dirname(directory);
   const manifest: unknown = JSON.parse(await readFile(join(directory, 'package.json'), 'utf8'));
   const version = typeof manifest === 'object' && manifest !== null && 'version' in manifest ? String(manifest.version) : 'unknown';
   return { directory, version };
