@@ -46,19 +46,22 @@ describe('the page: a chapter at a time, priced before it starts', () => {
 
     // 2. The estimate, per provider of the chain, before anything starts.
     const callsBefore = demo.emulator.stats().claude.calls + demo.emulator.stats().gpt.calls;
+    const estimating = page.waitForRequest((request) => request.url().endsWith('/v1/jobs') && request.method() === 'POST');
     await page.click('#estimate-button');
+    await estimating;
     const claudeEstimate = page.locator('#estimate .estimate-item[data-provider="claude"]');
     await expect.poll(() => claudeEstimate.textContent(), { timeout: 30_000 }).toMatch(/^Claude: at most \$\d+\.\d+$/);
     expect(demo.emulator.stats().claude.calls + demo.emulator.stats().gpt.calls).toBe(callsBefore);
     const estimated = Number((await claudeEstimate.textContent())?.replace(/^.*\$/, ''));
-    const estimateRequest = JSON.parse(requests.at(-1)?.body ?? '{}') as { estimate?: boolean; pages?: unknown };
+    const estimateRequest = JSON.parse(requests[0]?.body ?? '{}') as { estimate?: boolean; pages?: unknown };
     expect(estimateRequest).toMatchObject({ estimate: true, pages: { from: 2, to: 5 } });
     await shot('12-estimate');
 
     // 3. A budget of that estimate, and Start.
     await page.fill('#budget', String(estimated));
+    const starting = page.waitForRequest((request) => request.url().endsWith('/v1/jobs') && request.method() === 'POST');
     await page.click('#start-button');
-    const startRequest = JSON.parse(requests.at(-1)?.body ?? '{}') as { estimate?: boolean; pages?: unknown; options?: { maxCostUsd?: number } };
+    const startRequest = JSON.parse((await starting).postData() ?? '{}') as { estimate?: boolean; pages?: unknown; options?: { maxCostUsd?: number } };
     expect(startRequest.estimate).toBeUndefined();
     expect(startRequest).toMatchObject({ pages: { from: 2, to: 5 }, options: { maxCostUsd: estimated } });
     await expect.poll(() => page.locator('#job-cost').textContent(), { timeout: 60_000 }).toMatch(/^Cost so far: \$/);
