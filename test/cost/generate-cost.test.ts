@@ -33,7 +33,7 @@ interface Meta {
 let harness: Harness;
 
 beforeAll(async () => {
-  harness = await startHarness({ MODEL_PRICES: prices, RETRY_MAX: '0' });
+  harness = await startHarness({ MODEL_PRICES: prices, RETRY_MAX: '0', PROVIDER_TIMEOUT_MS: '10000' });
 });
 
 afterAll(async () => {
