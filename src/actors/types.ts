@@ -24,8 +24,6 @@ export type {
   ApiKey,
   Attempt,
   BreakerAction,
-  CallBudget,
-  CallPricing,
   CallRecord,
   
   FallbackPolicy,

@@ -1,2 +1,2 @@
-export { builtInPrices, createPriceTable, parseModelPrices, sumUsd } from './prices.js';
+export { createPriceTable, parseModelPrices, sumUsd } from './prices.js';
 export type { ModelPrice, PriceTable } from './prices.js';

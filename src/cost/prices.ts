@@ -17,7 +17,7 @@ export interface ModelPrice {
  * no usage: its calls are priced only where a worst case is needed (the estimate, the budget).
  * `MODEL_PRICES` adds or overrides entries.
  */
-export const builtInPrices: Readonly<Record<string, ModelPrice>> = {
+const builtInPrices: Readonly<Record<string, ModelPrice>> = {
   'claude-sonnet-4-6': { input: 3, output: 15 },
   'gpt-5.2': { input: 1.75, output: 14 },
 };

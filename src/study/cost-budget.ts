@@ -18,7 +18,7 @@ export function requestInputTokens(request: GenerationRequest): Promise<number> 
 }
 
 /** The most one call of `request` can cost at `model`: its input tokens and all its output room. */
-export async function worstCaseOfRequest(prices: PriceTable, model: string, request: GenerationRequest): Promise<number | null> {
+async function worstCaseOfRequest(prices: PriceTable, model: string, request: GenerationRequest): Promise<number | null> {
   if (prices.priceOf(model) === null) return null;
   return prices.costOfTokens(model, await requestInputTokens(request), request.maxOutputTokens);
 }

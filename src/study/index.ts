@@ -19,7 +19,6 @@ export type { ResultCache,    } from './cache.js';
 ;
 export { createCostBudget } from './cost-budget.js';
 export { estimateJob } from './estimate.js';
-export type { JobEstimate } from './estimate.js';
 export { createTokenCounter, setTokenWorkerNice,   } from './token-counter.js';
 export type { TokenCounter,  } from './token-counter.js';
 export { buildNotesRequest, buildMergeNotesRequest, buildQuestionsRequest, maxAnswerChars,  } from './prompts.js';
