@@ -1,3 +1,4 @@
+import { getHeapStatistics } from 'node:v8';
 import type { PDFParse } from 'pdf-parse';
 
 type PdfParseModule = typeof import('pdf-parse');
@@ -85,20 +86,53 @@ const pdfjsOptions = {
 } as const;
 
 /**
- * Pages read from one load of the document. pdf.js keeps, for as long as a document is open, every page
- * it has handed out (its page objects on both sides of its worker protocol), every object it parsed
+ * Most pages read from one load of the document. pdf.js keeps, for as long as a document is open, every
+ * page it has handed out (its page objects on both sides of its worker protocol), every object it parsed
  * (its xref cache) and every font it translated: what an extraction holds grows with the pages read,
  * whatever `page.cleanup()` releases. So the document is closed and opened again (from the same bytes)
- * every this many pages: each stretch holds no more than a read of `pagesPerLoad` pages, the default
- * MAX_PDF_PAGES that every real PDF measured reads within the default heap (docs/documents.md).
+ * after this many pages, or sooner when the heap says so (`heapShareToReopen`). Each reopening parses the
+ * file's cross-reference data again (0.3–1 s for a 6 MB manual on a loaded machine): the bound is for
+ * memory, not a rhythm to keep.
  */
-const pagesPerLoad = 50;
+const maxPagesPerLoad = 200;
+
+/**
+ * The share of the heap's room (its limit less what was live when the extraction started: pdf.js's own
+ * code, and tsx's under tests) that, still taken after a page (and after a full collection, where the
+ * caller can run one), ends the stretch: the document is reopened before the next page. What a page
+ * leaves in pdf.js's caches depends on what it holds, not on its text: a page of a hyperref index holds
+ * hundreds of link annotations whose dictionaries pdf.js parses and keeps (~0.2 MB a page, against
+ * ~0.05 MB for a page of prose), so 50 index pages of LaTeX's `source2e.pdf` filled the 48 MB worker
+ * heap. Counting memory instead of pages bounds every kind of page.
+ */
+const heapShareToReopen = 0.55;
 
 /**
  * Called after each page is read (and after the document is opened), so the caller can sample memory
  * (the extract worker reports its peak to the pool, bench/pdf.bench.ts). `page` is 0 after the load.
  */
 export type PageObserver = (page: number) => void;
+
+/** What the extraction may ask of its thread's heap: a full collection (the extract worker exposes V8's `gc`). */
+export interface HeapControl {
+  collect?: () => void;
+}
+
+/** The heap in use now (live only, after a collection, when one can be run). */
+function heapInUse(control: HeapControl): number {
+  control.collect?.();
+  return getHeapStatistics().used_heap_size;
+}
+
+/**
+ * True when the heap holds more than `heapShareToReopen` of its room above `baseline` (after a
+ * collection, when one can be run: garbage is not a reason to reopen).
+ */
+function heapIsFull(control: HeapControl, baseline: number): boolean {
+  const full = baseline + (getHeapStatistics().heap_size_limit - baseline) * heapShareToReopen;
+  if (getHeapStatistics().used_heap_size < full) return false;
+  return heapInUse(control) >= full;
+}
 
 /**
  * Extracts the text of a PDF on the calling thread with pdf.js (through pdf-parse), page by page.
@@ -110,20 +144,23 @@ export type PageObserver = (page: number) => void;
  * `maxTotalPages` pages. `pageCount` is the real page count: a page tree's /Count above the page
  * objects the file holds is not believed.
  * Memory does not grow with the page count: each page's objects are released once its text is read,
- * the document is reopened every `pagesPerLoad` pages, and the text goes into one accumulator.
+ * the document is reopened whenever what pdf.js keeps fills the heap past `heapShareToReopen` (and every
+ * `maxPagesPerLoad` pages), and the text is kept outside the V8 heap (UTF-8 buffers) until pdf.js is closed.
  * This blocks the event loop while pdf.js parses; the service calls it through `createPdfExtractor`.
  */
 export async function extractPdfTextInline(
   bytes: Uint8Array,
   options: ExtractOptions,
   observe: PageObserver = () => {},
+  heap: HeapControl = {},
 ): Promise<ExtractedPdf> {
   const scan = await scanPdfStreams(bytes, { maxDecodedBytes: options.maxDecodedBytes ?? defaultMaxDecodedBytes });
   const { PDFParse, PasswordException } = await loadPdfParse();
+  const baseline = heapInUse(heap);
   isPasswordError = (error) => error instanceof PasswordException;
   // pdf.js takes ownership of (transfers) the array it is given: each load gets a copy.
   const open = (): PDFParse => new PDFParse({ data: new Uint8Array(bytes), ...pdfjsOptions });
-  let parser = open();
+  let parser: PDFParse | undefined = open();
   try {
     const warnings: string[] = [];
     const loaded = await loadDocument(parser);
@@ -132,42 +169,49 @@ export async function extractPdfTextInline(
     const pageCount = realPageCount(declared, scan, options.maxTotalPages ?? defaultMaxTotalPages, warnings);
     const outline = isOutlineSource(loaded) ? await readOutline(loaded, pageCount) : [];
     const pagesUsed = Math.min(pageCount, options.maxPdfPages);
-    const text = new PageTextAccumulator();
+    const pages = new PageTextAccumulator();
+    let pagesThisLoad = 0;
     for (let pageNumber = 1; pageNumber <= pagesUsed; pageNumber += 1) {
-      if (pageNumber > 1 && (pageNumber - 1) % pagesPerLoad === 0) {
+      if (pagesThisLoad >= maxPagesPerLoad || (pagesThisLoad > 0 && heapIsFull(heap, baseline))) {
         // Closing the document releases all pdf.js holds for it; the next stretch starts from nothing.
         await parser.destroy();
         parser = open();
+        pagesThisLoad = 0;
       }
-      text.add(pageNumber, cleanPageText(await readPageText(parser, pageNumber, declared)));
+      pages.add(pageNumber, cleanPageText(await readPageText(parser, pageNumber, declared)));
+      pagesThisLoad += 1;
       observe(pageNumber);
     }
+    // pdf.js is closed before the text is put together: the heap holds one or the other, never both.
+    await parser.destroy();
+    parser = undefined;
     if (pageCount > pagesUsed) {
       warnings.push(
         `The PDF has ${pageCount} pages; only the first ${pagesUsed} were used (MAX_PDF_PAGES=${options.maxPdfPages}), pages ${pagesUsed + 1}-${pageCount} were left out.`,
       );
     }
-    if (text.text.length === 0) {
+    if (pages.empty) {
       throw new PdfRejectedError(
         'NO_EXTRACTABLE_TEXT',
         `The PDF has no extractable text in its first ${pagesUsed} page(s); it looks scanned (images only). Upload a PDF with a text layer.`,
       );
     }
-    if (text.blankPages > 0) {
-      warnings.push(`No text on page(s) ${text.blankPageList()} (images only?); they were skipped.`);
+    if (pages.blankPages > 0) {
+      warnings.push(`No text on page(s) ${pages.blankPageList()} (images only?); they were skipped.`);
     }
+    const text = pages.text();
     return {
       pageCount,
       pagesUsed,
-      wordCount: countWords(text.text),
-      charCount: countCharacters(text.text),
+      wordCount: countWords(text),
+      charCount: countCharacters(text),
       warnings,
-      text: text.text,
-      pageStarts: text.pageStarts,
+      text,
+      pageStarts: pages.pageStarts,
       outline,
     };
   } finally {
-    await parser.destroy();
+    await parser?.destroy();
   }
 }
 
@@ -179,24 +223,37 @@ const blankPagesListed = 20;
 
 /**
  * The document's text as it is read: pages joined by a blank line (`joinPages`), where each page begins
- * (`pageStarts`), blank pages counted, the first `blankPagesListed` of them by number. Nothing else is
- * kept per page.
+ * (`pageStarts`, UTF-16 offsets of the joined text), blank pages counted, the first `blankPagesListed`
+ * of them by number. The pages' text is held as UTF-8 buffers, outside the V8 heap that pdf.js fills,
+ * and joined into one string once (`text()`).
  */
 class PageTextAccumulator {
-  text = '';
   blankPages = 0;
   readonly pageStarts: number[] = [];
+  private readonly chunks: Buffer[] = [];
+  /** UTF-16 length of the text so far. */
+  private length = 0;
   private readonly listed: number[] = [];
+
+  get empty(): boolean {
+    return this.length === 0;
+  }
 
   add(pageNumber: number, pageText: string): void {
     // A blank page starts where the next page's text will (after the separator, once there is text).
-    this.pageStarts.push(this.text === '' ? 0 : this.text.length + pageSeparator.length);
+    this.pageStarts.push(this.length === 0 ? 0 : this.length + pageSeparator.length);
     if (pageText === '') {
       this.blankPages += 1;
       if (this.listed.length < blankPagesListed) this.listed.push(pageNumber);
       return;
     }
-    this.text = this.text === '' ? pageText : `${this.text}${pageSeparator}${pageText}`;
+    const joined = this.length === 0 ? pageText : `${pageSeparator}${pageText}`;
+    this.chunks.push(Buffer.from(joined, 'utf8'));
+    this.length += joined.length;
+  }
+
+  text(): string {
+    return Buffer.concat(this.chunks).toString('utf8');
   }
 
   blankPageList(): string {

@@ -56,12 +56,16 @@ void preloadPdfParse().then(() => {
   send({ type: 'ready' } satisfies ExtractResponse);
 });
 
-/** A full garbage collection before each memory sample, when asked for (the bench's live-heap figures). */
-const collect = ((): (() => void) | undefined => {
-  if (process.env.STUDY_HELPER_EXTRACT_LIVE_HEAP !== '1') return undefined;
+/**
+ * V8's full garbage collection: the extraction runs one when the heap looks full, to tell what pdf.js
+ * still holds from garbage before it reopens the document (extract-text.ts `heapShareToReopen`).
+ */
+const collectGarbage = ((): (() => void) => {
   setFlagsFromString('--expose-gc');
   return runInNewContext('gc') as () => void;
 })();
+/** A full collection before each memory sample too, when asked for (the bench's live-heap figures). */
+const collect = process.env.STUDY_HELPER_EXTRACT_LIVE_HEAP === '1' ? collectGarbage : undefined;
 
 /** Peak memory of one extraction, sampled at the document's load and after each page. */
 function memorySampler(): { sample: () => void; memory: WorkerMemory } {
@@ -81,7 +85,7 @@ function memorySampler(): { sample: () => void; memory: WorkerMemory } {
 async function answer(request: ExtractRequestToChild): Promise<ExtractResponse> {
   try {
     const { sample, memory } = memorySampler();
-    const result = await extractPdfTextInline(request.bytes, request.options, sample);
+    const result = await extractPdfTextInline(request.bytes, request.options, sample, { collect: collectGarbage });
     return { type: 'result', id: request.id, ok: true, result, memory };
   } catch (error) {
     if (error instanceof PdfRejectedError)
