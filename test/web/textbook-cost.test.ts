@@ -27,6 +27,9 @@ describe('the page: a chapter at a time, priced before it starts', () => {
     page.on('request', (request) => {
       if (request.url().endsWith('/v1/jobs') && request.method() === 'POST') requests.push({ url: request.url(), body: request.postData() });
     });
+    page.on('console', (message) => {
+      if (message.type() === 'error') problems.push(`console: ${message.text()}`);
+    });
     await page.goto(demo.url);
     await page.setInputFiles('#upload-file', { name: 'biology.pdf', mimeType: 'application/pdf', buffer: Buffer.from(await outlinedPdf(12, textbookOutline)) });
     await page.fill('#mcq-count', '3');

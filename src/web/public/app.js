@@ -296,7 +296,10 @@ function showPlan(document_) {
     const input = element('input', { type: 'radio', name: 'chapter', id, value: `${range.from}-${range.to}`, checked });
     input.addEventListener('change', () => setPages(range.from, range.to));
     const pagesText = range.from === range.to ? `p. ${range.from}` : `pp. ${range.from}–${range.to}`;
-    return element('label', { for: id, class: 'chapter', style: `padding-left: ${(level - 1) * 1.25}rem` }, [input, element('span', { text: title }), element('span', { class: 'chapter-page', text: pagesText })]);
+    const label = element('label', { for: id, class: 'chapter', 'data-level': level }, [input, element('span', { text: title }), element('span', { class: 'chapter-page', text: pagesText })]);
+    // Nested chapters indented by their level, through CSSOM (the page's CSP allows no inline style attribute).
+    label.style.paddingLeft = `${(level - 1) * 1.25}rem`;
+    return label;
   };
   list.append(choice('chapter-all', 'The whole document', { from: 1, to: document_.pagesUsed }, 1, true));
   outline.forEach((entry, index) => list.append(choice(`chapter-${index}`, entry.title, chapterRange(outline, index, document_.pagesUsed), entry.level, false)));
