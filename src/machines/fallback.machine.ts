@@ -644,6 +644,7 @@ export function createFallbackMachine(table: ErrorTable) {
       /** Pricing the next call's worst case; it goes out only when that fits the budget (docs/api.md "Cost"). */
       pricing: {
         invoke: {
+          id: 'worstCase',
           src: 'worstCase',
           input: ({ context }) => ({
             budget: context.run.budget as CallBudget,

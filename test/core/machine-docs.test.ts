@@ -34,7 +34,7 @@ describe('generated machine docs (npm run docs:machines)', async () => {
     expect(fallback).toContain('deciding --> backingOff : always [isRetryDue]');
     expect(fallback).toContain('backingOff --> resuming : after retryBackoff');
     expect(fallback).toContain('resuming --> budgeting : always [hasContinuationPoint]');
-    expect(fallback).toContain('pricing --> calling : done 0.fallback.pricing [isWithinBudget]');
+    expect(fallback).toContain('pricing --> calling : done worstCase [isWithinBudget]');
     expect(fallback).toContain('failed --> [*]');
   });
 
