@@ -3,10 +3,11 @@
  * thread as the service runs it, and inline for contrast) on generated 10- and 50-page PDFs, against
  * poppler's `pdftotext` on the same files; event-loop delay (p99 of monitorEventLoopDelay) while each
  * runs. Variants alternate over several rounds; ratios are per round, medians quoted.
- * Then (issue 26) the worker's memory against page count: book-like PDFs of BENCH_PDF_PAGES pages
- * (default 50,100,200,400,700; 40 lines and a font object of its own a page) read once each by a fresh
- * compiled worker at the default PDF_WORKER_MEMORY_MB, which reports its live heap (after a full GC)
- * and resident set at the document's load and after every page; the goal is a flat line.
+ * Then the worker's time and memory against page count: book-like PDFs of BENCH_PDF_PAGES pages
+ * (default 50,500,1000: a chapter, half a textbook, a whole one at the default MAX_PDF_PAGES; 40 lines and
+ * a font object of its own a page) read once each by a fresh compiled worker at the default
+ * PDF_WORKER_MEMORY_MB, which reports its live heap (after a full GC) and resident set at the document's
+ * load and after every page; the goal is a flat line.
  */
 import { execFile, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -26,7 +27,7 @@ const sizes = [10, 50] as const;
 /** Extractions per measurement, so each lasts long enough to time. */
 const repeats: Record<(typeof sizes)[number], number> = { 10: 8, 50: 3 };
 const goalRatio = 0.3;
-const memoryPages = (process.env.BENCH_PDF_PAGES ?? '50,100,200,400,700').split(',').map(Number);
+const memoryPages = (process.env.BENCH_PDF_PAGES ?? '50,500,1000').split(',').map(Number);
 /** Flat: the peak live heap of the longest PDF at most this many times the shortest's. */
 const flatFactor = 1.5;
 const linesPerPage = 40;
@@ -182,7 +183,7 @@ async function main(): Promise<void> {
 
   writeBenchmarkSection(
     'pdf',
-    `## pdf: extraction speed against pdftotext; worker memory against page count
+    `## pdf: extraction speed against pdftotext; worker time and memory against page count
 ${runContext('pdf', `\`BENCH_ROUNDS\`=${rounds}, \`BENCH_PDF_PAGES\`=${memoryPages.join(',')}`, loadAtStart)} · ${version === undefined ? 'pdftotext not installed' : version}
 Speed: English text PDFs extracted ${repeats[10]}× (10 pages) or ${repeats[50]}× (50 pages) in a row per variant, alternating (\`pdftotext\`: a process per file), loop delay = the bench's own loop, medians. Memory: book-like PDFs (${linesPerPage} lines and a font object a page) read once each by a fresh ${memory.compiled ? 'compiled' : 'tsx (heap includes tsx)'} worker at the default 48 MB heap, MB at the document's load → peak over its pages (live heap: after a full GC).
 

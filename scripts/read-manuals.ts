@@ -19,10 +19,15 @@ import { buildDirectory, ensureCompiled } from '../bench/support/compile.js';
 import { createPdfExtractor, defaultMaxPdfPages, pdfExtractorDefaults, type WorkerMemory } from '../src/documents/index.js';
 
 
+/** The PDFs under `path` (a file or a directory), sorted; symbolic links are not followed (Debian's dangle). */
 function pdfsUnder(path: string): string[] {
   if (statSync(path).isFile()) return path.endsWith('.pdf') ? [path] : [];
   return readdirSync(path, { withFileTypes: true })
-    .flatMap((entry) => pdfsUnder(join(path, entry.name)))
+    .flatMap((entry) => {
+      const child = join(path, entry.name);
+      if (entry.isDirectory()) return pdfsUnder(child);
+      return entry.isFile() && entry.name.endsWith('.pdf') ? [child] : [];
+    })
     .sort();
 }
 

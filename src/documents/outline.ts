@@ -1,7 +1,7 @@
 import type { OutlineEntry } from './types.js';
 
 /** Most outline entries kept: a textbook's chapters and sections fit; a hostile tree is cut here. */
-export const maxOutlineEntries = 500;
+const maxOutlineEntries = 500;
 
 /** Longest title kept, in characters (a bookmark is a heading, not a paragraph). */
 const maxTitleChars = 300;
