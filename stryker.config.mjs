@@ -64,7 +64,6 @@ export const mutationGroups = {
       'src/machines/provider*.ts',
       'src/machines/gateway*.ts',
       'src/machines/fleet-link*.ts',
-      'src/machines/upstream*.ts',
       'src/machines/call*.ts',
     ],
     tests: [
@@ -78,9 +77,8 @@ export const mutationGroups = {
     ],
   },
   fallback: {
-    mutate: ['src/machines/fallback*.ts', 'src/actors/fallback-runs.ts'],
+    mutate: ['src/machines/fallback*.ts'],
     tests: [
-      'test/core/fallback-runs.test.ts',
       'test/core/fallback.rules.test.ts',
       'test/core/fallback.behaviour.test.ts',
       'test/core/fallback.graph.test.ts',

@@ -1,5 +1,5 @@
 /**
- * Core micro-benchmark (issue 2 "Performance"): what the breaker and the provider actor add to one
+ * Core micro-benchmark: what the breaker and the provider actor add to one
  * upstream call, and what a whole `generate()` (with its per-request fallback actor) adds.
  *
  * The upstream is the scripted adapter answering through a microtask, so the figures are pure

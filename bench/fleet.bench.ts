@@ -1,5 +1,5 @@
 /**
- * Fleet benchmark (issue 7): calls that reach a dead provider per recovery window, with 1, 2 and 4
+ * Fleet benchmark: calls that reach a dead provider per recovery window, with 1, 2 and 4
  * instances, each breaker per process vs shared through Redis (REDIS_URL, or REDIS_TEST_URL, or
  * 127.0.0.1:6379). Every instance is its own gateway with its own Redis connections (what a worker
  * or a separate process holds), all in one Node process so the run stays short; the emulator's call

@@ -1,5 +1,5 @@
 /**
- * HTTP path (issue 15): where `POST /v1/generate`'s CPU goes besides the SDK call, in one process and
+ * HTTP path: where `POST /v1/generate`'s CPU goes besides the SDK call, in one process and
  * without sockets, so a change of a few tens of µs shows through the noise of a shared machine (the
  * overhead bench's figures move by hundreds of µs from run to run at a load of 10).
  *

@@ -1,5 +1,5 @@
 /**
- * Isolation (issue 12): a steady client makes healthy `POST /v1/generate` requests (the emulator answers
+ * Isolation: a steady client makes healthy `POST /v1/generate` requests (the emulator answers
  * after 50 ms) while a hostile client runs each attack in turn. For every attack, a no-attack window of
  * the same length runs just before it (same process, same load), and the report gives the steady
  * client's p99 against that baseline, its error rate, the service's event-loop delay p99 and its peak
@@ -247,7 +247,7 @@ function report(rows: readonly Row[], loadAtStart: string): string {
   const lines = [
     '## isolation: a steady client while a hostile one attacks',
     `\`npm run bench -- isolation\` (\`BENCH_SECONDS\`=${windowSeconds} per window, \`BENCH_ROUNDS\`=${rounds}; \`BENCH_ATTACKS=unspaced,huge,…\` runs some) · ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC · load ${loadAtStart} → ${loadAverage()} · ${machineInfo()}`,
-    "The service on its defaults, the emulator answering after 50 ms, the victim a steady client (2 connections of `POST /v1/generate`, 127.0.0.1); each attack (from 127.0.0.2 and up for issue 28's) follows a baseline window of the same length; rise = median over the rounds; victim errors = its failed requests plus its own uploads or job that failed (`victim FAILED`); loop delay = the service's p99; peak RSS = the service's (each round starts from a collected heap). " +
+    "The service on its defaults, the emulator answering after 50 ms, the victim a steady client (2 connections of `POST /v1/generate`, 127.0.0.1); each attack (from 127.0.0.2 and up for the per-address ones) follows a baseline window of the same length; rise = median over the rounds; victim errors = its failed requests plus its own uploads or job that failed (`victim FAILED`); loop delay = the service's p99; peak RSS = the service's (each round starts from a collected heap). " +
       `Goals, each attack: victim p99 rise ≤ ${goals.p99RiseMs} ms, no victim error, loop delay p99 ≤ ${goals.loopDelayP99Ms} ms, peak RSS ≤ ${goals.peakRssMb} MB.`,
     '',
     '| attack | victim p99 ms, baseline → attack | rise ms | victim errors | loop delay p99 ms | peak RSS MB | the hostile client got | goals met |',

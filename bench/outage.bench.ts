@@ -1,12 +1,12 @@
 /**
- * Outage (issue 8): the first provider of the chain dies (HTTP 500s, or hanging until the deadline)
+ * Outage: the first provider of the chain dies (HTTP 500s, or hanging until the deadline)
  * while a second stays healthy, under steady load. Over time: success rate, latency before / while
  * the breaker is still closed / while it is open / after recovery, calls that reached the dead
  * provider (emulator counters), and the time back to closed once it recovers; for both fallback
  * policies. Baseline: the healthy provider alone under the same load, measured in the same script
  * right before each outage run (A B A B).
  *
- * One bad user (issue 14 part 3): ten healthy clients (ten keys) beside one client whose requests all
+ * One bad user: ten healthy clients (ten keys) beside one client whose requests all
  * time out (an `emu-hang-` key, eight requests at once), claude only, with the quorum of distinct keys
  * (BREAKER_MIN_DISTINCT_KEYS=2) and, in the same script right before it, without it (=1): whether the
  * breaker opens, the healthy clients' success rate, and the bad client's calls reaching claude per
@@ -111,7 +111,7 @@ async function runOutage(emulator: Child & { url: string }, load: Awaited<Return
     // quorum of distinct keys is off here (the one-bad-user scenario below is about the quorum).
     BREAKER_MIN_DISTINCT_KEYS: '1',
     // One client (one key pair, one address) drives every connection: its admission shares (default 8
-    // generations in flight per client, 32 per address; issue 12) are raised so that the run measures the
+    // generations in flight per client, 32 per address) are raised so that the run measures the
     // outage, not the share's 429s, as the overhead bench does.
     MAX_INFLIGHT_GENERATIONS: '256',
     MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '256',

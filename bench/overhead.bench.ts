@@ -1,5 +1,5 @@
 /**
- * Overhead (issue 8): what `POST /v1/generate` (one provider, breaker closed) costs over a client
+ * Overhead: what `POST /v1/generate` (one provider, breaker closed) costs over a client
  * calling the emulator directly through the same SDK (A), with a plain Fastify pass-through as the
  * floor. Every part runs in its own process on loopback: emulator, autocannon, service, baselines.
  * Variants alternate (floor A B, then B A floor) over several rounds; figures are per-round paired

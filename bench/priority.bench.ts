@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- priority`: what WORKER_NICE buys the event loop while a PDF worker is busy on a
- * hostile PDF (issue 12). One process, the extract pool with one worker, the 50-pages-sharing-one-stream
+ * hostile PDF. One process, the extract pool with one worker, the 50-pages-sharing-one-stream
  * PDF extracted over and over; the main thread meanwhile does 2 ms of work every 10 ms (a stand-in for
  * serving requests) and measures its event-loop delay. The worker runs at nice 0 and at the default 19,
  * alternating per round. The measuring process is pinned to one CPU (`taskset -c 0`, when there is one)

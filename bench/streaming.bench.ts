@@ -1,5 +1,5 @@
 /**
- * Streaming (issue 25): what reading the study material as it is written gains and costs, each figure a
+ * Streaming: what reading the study material as it is written gains and costs, each figure a
  * ratio of two variants measured in the same run (alternating, medians over rounds):
  *
  * 1. **Time to first item** against time to the whole answer, at the same emulator speed (tokens per

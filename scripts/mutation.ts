@@ -1,7 +1,7 @@
 /**
  * `npm run test:mutation [-- <group>...]`: Stryker over the resilience core, one group at a time
  * (stryker.config.mjs names the groups, their files and the tests that judge them), never two
- * Stryker processes at once. Then prints the per-file table of docs/testing.md and writes it to
+ * Stryker processes at once. Then prints the per-file table of docs/benchmarks.md and writes it to
  * reports/mutation/summary.md. `-- --summary` only prints the table of the reports already there;
  * `-- --force` runs each group without reusing earlier results (Stryker's `--force`).
  * Reports (HTML, JSON, incremental state) go to reports/mutation/<group>/, which git ignores.

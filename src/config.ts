@@ -15,6 +15,7 @@ import { providerIds } from './providers/index.js';
 import type { ProviderId } from './providers/index.js';
 import { defaultWorkerNice } from './threads/thread-priority.js';
 import { defaultMaxPdfPages } from './documents/index.js';
+import { loggableTelemetry, readTelemetryConfig, telemetryVariableNames, type TelemetryConfig } from './telemetry/index.js';
 
 const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof logLevels)[number];
@@ -70,7 +71,7 @@ export interface Config {
   readonly documentTtlSeconds: number;
   /** PDF extraction: the worker pool and the limits on one PDF (docs/documents.md). */
   readonly pdf: {
-    /** Worker threads extracting at once (PDF_WORKERS). */
+    /** Worker processes extracting at once (PDF_WORKERS), one extraction each. */
     readonly workers: number;
     /** Extractions waiting for a worker; past it 503 PDF_EXTRACTOR_BUSY (derived: `derivedLimits`). */
     readonly queueMax: number;
@@ -83,7 +84,7 @@ export interface Config {
     /** A PDF declaring or holding more pages is refused (derived: `derivedLimits`). */
     readonly maxTotalPages: number;
   };
-  /** The nice value of the PDF and token-count worker threads (WORKER_NICE, 0–19; Linux only). */
+  /** The nice value of the PDF worker processes and the token-count worker thread (WORKER_NICE, 0–19; Linux only). */
   readonly workerNice: number;
   /** Unset: the operator breaker route answers 404. */
   readonly adminToken: string | undefined;
@@ -175,6 +176,8 @@ export interface Config {
   readonly inspectPort: number;
   /** Running with the built-in emulator (`npm run demo`). */
   readonly demo: boolean;
+  /** Trace export over OTLP (the standard OTEL_* variables, docs/telemetry.md); absent: no tracing, no SDK loaded. */
+  readonly telemetry?: TelemetryConfig;
   /** What start-up should log at warn level (unknown provider names and the like). */
   readonly warnings: readonly string[];
 }
@@ -184,14 +187,15 @@ const defaultProviderOrder: readonly ProviderId[] = providerIds;
 /**
  * PDF_WORKERS by default: one worker per core but one, at least one. The workers' CPU is taken from the
  * same cores as the event loop: with as many busy workers as cores, two hostile PDFs on a 2-core machine
- * held both cores and every other request waited (issue 12).
+ * held both cores and every other request waited.
  */
 const defaultPdfWorkers = Math.max(1, availableParallelism() - 1);
 
 /**
  * MAX_CONNECTIONS by default: three quarters of the process's open-file limit (Linux's /proc/self/limits),
  * leaving the rest to upstream calls, Redis, workers and files; 8192 where the limit cannot be read.
- * Past the file limit every new connection is reset, whoever makes it (issue 28).
+ * Past the file limit every new connection is reset, whoever makes it: the
+ * cap keeps room for the connections the service itself needs.
  */
 const defaultMaxConnections = (() => {
   try {
@@ -250,7 +254,10 @@ const defaultBaseUrls: Readonly<Record<ProviderId, string>> = {
   timelygpt: 'https://hello.timelygpt.co.kr/api/v2/chat',
 };
 
-/** The models seed 004 defaults to; override per deployment with CLAUDE_MODEL / GPT_MODEL / TIMELYGPT_MODEL. */
+/**
+ * The model each provider is called with by default; override per deployment with
+ * CLAUDE_MODEL / GPT_MODEL / TIMELYGPT_MODEL.
+ */
 const defaultModels: Readonly<Record<ProviderId, string>> = {
   claude: 'claude-sonnet-4-6',
   gpt: 'gpt-5.2',
@@ -568,12 +575,21 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     inspectHost: read(env, 'INSPECT_HOST'),
     inspectPort: read(env, 'INSPECT_PORT'),
     demo: read(env, 'DEMO'),
+    ...telemetryOf(env),
     warnings,
   };
 }
 
+/** The trace export the OTEL_* variables ask for, as a property of the config (none: no property). */
+function telemetryOf(env: NodeJS.ProcessEnv): Pick<Config, 'telemetry'> {
+  const telemetry = readTelemetryConfig(env, (variable, message) => {
+    throw new ConfigError(variable, message);
+  });
+  return telemetry === undefined ? {} : { telemetry };
+}
+
 /** The names of every variable `loadConfig` reads (docs/configuration.md is checked against it). */
-export const configVariableNames: readonly string[] = [...Object.keys(variables), 'PROVIDERS_DEFAULT_ORDER'].sort();
+export const configVariableNames: readonly string[] = [...Object.keys(variables), 'PROVIDERS_DEFAULT_ORDER', ...telemetryVariableNames].sort();
 
 /** REDIS_URL with its password (if any) replaced by `***`: the form start-up may log. */
 function maskedRedisUrl(url: string | undefined): string | undefined {
@@ -593,9 +609,10 @@ function maskedRedisUrl(url: string | undefined): string | undefined {
  * password is masked). The warnings are logged on their own, at warn level.
  */
 export function loggableConfig(config: Config): Record<string, unknown> {
-  const { warnings: _warnings, adminToken, redisUrl, keyHealth, ...rest } = config;
+  const { warnings: _warnings, adminToken, redisUrl, keyHealth, telemetry, ...rest } = config;
   return {
     ...rest,
+    telemetry: loggableTelemetry(telemetry),
     adminToken: adminToken === undefined ? 'unset' : 'set',
     redisUrl: maskedRedisUrl(redisUrl) ?? 'unset',
     keyHealth: { ...keyHealth, fingerprintSalt: keyHealth.fingerprintSalt === undefined ? 'unset' : 'set' },

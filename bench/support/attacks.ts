@@ -1,5 +1,5 @@
 /**
- * The hostile client of the isolation bench (issue 12): each attack runs from the bench parent until
+ * The hostile client of the isolation bench: each attack runs from the bench parent until
  * its deadline and reports what the hostile client got back (status or code counts), so the report
  * can show the refusals beside the steady client's figures. PDFs are built here at run time.
  */
@@ -308,7 +308,7 @@ export function hugePageCountPdf(): Buffer {
   ]);
 }
 
-// ---------------------------------------------------------------- issue 28: attacks from an address of their own
+// ---------------------------------------------------------------- attacks from an address of their own
 
 /**
  * A fetch from `localAddress` (127.0.0.2 and up: Linux routes all of 127/8 to loopback), so that the

@@ -6,7 +6,7 @@
  *   JSON and returned.
  * - `sdk-transport` (A′): A with the `fetch` the service's adapters send through (undici's `request`,
  *   src/providers/upstream-fetch.ts) instead of the global `fetch`: what calling the SDK yourself costs
- *   on the service's transport, so B − A′ is the resilience layer's own cost (issue 15).
+ *   on the service's transport, so B − A′ is the resilience layer's own cost.
  * - `passthrough` (floor): the request body forwarded with `fetch` (undici, as the SDK uses) and the
  *   upstream body returned as is: no SDK, no validation.
  */

@@ -1,9 +1,9 @@
 import { getEventListeners } from 'node:events';
 
 /**
- * Abort controllers kept for reuse (issue 15). On Node 20 a controller's `signal` costs ~5 µs to make
- * (`createAbortSignal` re-prototypes an `EventTarget`, which V8 then keeps in dictionary mode), about a
- * quarter of what the provider actor adds to a call (`npm run bench -- core`), while the controller itself
+ * Abort controllers kept for reuse. A controller's `signal` is dear to make (`createAbortSignal`
+ * re-prototypes an `EventTarget`, which V8 then keeps in dictionary mode), a sizeable share of what the
+ * provider actor adds to a call (`npm run bench -- core`, docs/performance.md), while the controller itself
  * costs nothing. A controller comes back only as good as new: its signal never aborted, with no
  * `abort` listener left on it (whoever listened for this call has let go: undici removes its listener
  * when a request completes; an `onabort` handler counts as one); any other is dropped for the garbage

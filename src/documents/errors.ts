@@ -73,3 +73,18 @@ export class DocumentStoreUnavailableError extends Error {
     this.retryAfterSeconds = retryAfterSeconds;
   }
 }
+
+/**
+ * An uploaded document could not be stored (a full disk, a read-only folder, the store refusing writes):
+ * nothing was kept, so the upload is not answered 201. `cause` is the store's error.
+ */
+export class DocumentStoreWriteError extends Error {
+  /** A hint for the Retry-After header. */
+  readonly retryAfterSeconds: number;
+
+  constructor(cause: unknown, retryAfterSeconds = 30) {
+    super('The document could not be stored (the service cannot write right now); nothing was kept. Retry later.', { cause });
+    this.name = 'DocumentStoreWriteError';
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
+}

@@ -1,7 +1,7 @@
 /**
- * One extract worker as a child process with a hard memory ceiling (issue 28). A worker thread's
+ * One extract worker as a child process with a hard memory ceiling. A worker thread's
  * `resourceLimits` bound only its V8 heap: a decompression bomb lives in ArrayBuffers outside it (a
- * 1 KB PDF took the whole process to 6.27 GB), and the process's memory cannot be told apart by thread.
+ * tiny PDF can grow the process by gigabytes), and the process's memory cannot be told apart by thread.
  * A child process can: while it extracts, its resident set is read from `/proc/<pid>/statm` every
  * `memoryPollMs`, and past its ceiling it is killed with SIGKILL, which needs nothing from the child
  * (a thread stuck in a long decode loop cannot refuse it) and returns all its memory at once.

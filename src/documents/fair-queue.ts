@@ -1,6 +1,6 @@
 /**
- * The wait queue of the PDF extract pool, shared fairly between clients (issue 28): one address that
- * sends many slow PDFs used to fill the one worker and its whole queue, so every other address got 503
+ * The wait queue of the PDF extract pool, shared fairly between clients: one address that
+ * sends many slow PDFs would fill the one worker and its whole queue, so every other address would get 503
  * for a minute. Here each client (an address, IPv6 by /64: `addressShareKey`) holds at most
  * `perClientMax` waiting items (the pool allows the whole queue while nobody else waits), items leave in
  * round-robin order between clients (not first in, first out), and when the queue is full a client

@@ -1,6 +1,7 @@
 import { mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { DocumentStoreWriteError } from './errors.js';
 import { createMemoryDocumentStore } from './memory-store.js';
 import type { DocumentStore, StoredDocument } from './types.js';
 
@@ -11,6 +12,10 @@ export interface FileDocumentStoreOptions {
   ttlSeconds: number;
   /** Most documents kept, on disk as in memory; past it the oldest file goes. Default 1000. */
   maxDocuments?: number;
+  /** Told each file write's outcome: nothing when it succeeded, the error (ENOSPC, EROFS, EACCES…) when not. */
+  onWrite?: (error?: unknown) => void;
+  /** Writes a file (default `fs.writeFile`, mode 0600); tests inject a failing one (a full disk). */
+  writeFile?: (path: string, text: string) => Promise<void>;
 }
 
 /** A document id that may name a file: what `randomUUID` makes. */
@@ -21,7 +26,9 @@ const fileSafeId = /^[A-Za-z0-9-]{1,64}$/u;
  * Redis"): the in-process store (memory-store.ts) in front, each document also written to
  * `<directory>/<documentId>.json` and read from there when memory does not hold it (after a restart), so
  * a job found interrupted at start-up can be resumed on the text it was created on. Same TTL and bound as
- * the memory store; expired files are removed at start-up and when read.
+ * the memory store; expired files are removed at start-up and when read. A document the disk refuses (full,
+ * read-only) is not kept at all: `put` rejects with `DocumentStoreWriteError` (503 `STORAGE_UNAVAILABLE`),
+ * never a 201 for a document a restart would not have.
  */
 export function createFileDocumentStore(options: FileDocumentStoreOptions): DocumentStore {
   const { directory } = options;
@@ -46,13 +53,23 @@ export function createFileDocumentStore(options: FileDocumentStoreOptions): Docu
     await rm(fileOf(documentId), { force: true });
   }
 
+  const report = options.onWrite ?? (() => undefined);
+  const writeText = options.writeFile ?? ((path: string, text: string) => writeFile(path, text, { mode: 0o600 }));
+
   return {
     async put(doc) {
-      await memory.put(doc);
-      if (!fileSafeId.test(doc.documentId)) return;
+      if (!fileSafeId.test(doc.documentId)) return memory.put(doc);
       const temporary = `${fileOf(doc.documentId)}.${process.pid}.tmp`;
-      await writeFile(temporary, JSON.stringify(doc), { mode: 0o600 });
-      await rename(temporary, fileOf(doc.documentId));
+      try {
+        await writeText(temporary, JSON.stringify(doc));
+        await rename(temporary, fileOf(doc.documentId));
+      } catch (error) {
+        await rm(temporary, { force: true }).catch(() => undefined);
+        report(error);
+        throw new DocumentStoreWriteError(error);
+      }
+      report();
+      await memory.put(doc);
       onDisk.delete(doc.documentId);
       onDisk.set(doc.documentId, Date.now());
       for (const oldest of onDisk.keys()) {

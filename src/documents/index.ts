@@ -5,7 +5,7 @@ export { createFileDocumentStore, type FileDocumentStoreOptions } from './file-s
 export { createPdfExtractor, pdfExtractorDefaults, type PdfExtractor, type PdfExtractorOptions } from './pdf-extractor.js';
 export type { WorkerMemory } from './worker-protocol.js';
 export { defaultMaxDecodedBytes, defaultMaxPdfPages, defaultMaxTotalPages, type ExtractOptions } from './extract-text.js';
-export { DocumentStoreUnavailableError, PdfExtractorBusyError, PdfRejectedError, pdfLimits, type PdfLimit, type PdfRejectionCode } from './errors.js';
+export { DocumentStoreUnavailableError, DocumentStoreWriteError, PdfExtractorBusyError, PdfRejectedError, pdfLimits, type PdfLimit, type PdfRejectionCode } from './errors.js';
 export { looksLikePdf } from './detect.js';
 export { addressShareKey } from './fair-queue.js';
 export { countCharacters, countWords } from './text-stats.js';

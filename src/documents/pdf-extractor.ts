@@ -15,8 +15,8 @@ export interface PdfExtractor {
 
 export interface PdfExtractorOptions {
   /**
-   * `worker` (default) runs pdf.js in a pool of worker threads: measured on a 50-page PDF, extraction on
-   * the main thread blocks the event loop for ~90 ms in one stretch (~500 ms on the first, cold call),
+   * `worker` (default) runs pdf.js in a pool of worker threads: extraction on the main thread blocks
+   * the event loop in long stretches, longest on the first, cold call (figures in docs/documents.md),
    * because pdf.js in Node runs its "worker" as promise callbacks on the same thread.
    * `inline` runs it on the calling thread (tests, tools): no deadline, no memory cap.
    */

@@ -17,7 +17,8 @@ import {
  * The open period (`period`) grows as the machine's does: `recoveryMs` when opening from closed,
  * the strategy's next period (doubled, capped at maxRecoveryMs) on a failed probe, reset on closing.
  *
- * The quorum (issue 14 part 3, by origin: issue 28): a counted failure adds its voter (its origin's
+ * The quorum (so that one user's bad key, or one address inventing keys, cannot open a provider): a
+ * counted failure adds its voter (its origin's
  * salted id when the call carries one, else its key id: a salted fingerprint, never a key) to the
  * streak's `keys`, which hold at most `quorum` distinct ids; the breaker opens only when the
  * strategy says so AND the streak's keys reach the quorum (BREAKER_MIN_DISTINCT_KEYS). Below it the

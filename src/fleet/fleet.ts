@@ -5,7 +5,7 @@ import type { JobStatusStore } from '../jobs/status-store.js';
 import { createRedisJobCancelBus, type JobCancelBus } from '../jobs/cancel-bus.js';
 import { createRedisJobStatusStore } from '../jobs/redis-status-store.js';
 import { createFleetLink } from './fleet-link.js';
-import { createKeyHealthStore, fleetKeySalt } from './key-health-store.js';
+import { assertKeySalt, createKeyHealthStore, fleetKeySalt } from './key-health-store.js';
 import { createKeyLink } from './key-link.js';
 import { createRedisStateStore, type BreakerSettings, type RedisStateStore } from './redis-state-store.js';
 
@@ -51,13 +51,28 @@ export interface Fleet {
    * instance; undefined while Redis is unreachable (the caller then uses its own).
    */
   keySalt(): Promise<string | undefined>;
-  documentStore(ttlSeconds: number): DocumentStore;
+  /**
+   * Keeps the fleet's salt `salt` (the one `keySalt` gave, which this instance uses) in Redis: re-asserted
+   * with SET NX each time Redis is reachable again and every few seconds, so a Redis that lost its data
+   * (restarted empty, a failover, a flush) gets the salt back from the instances that use it, and an
+   * instance started afterwards adopts it instead of creating a new one. `onWrite` is told each outcome:
+   * an error when the salt in Redis is not `salt` (the fleet's fingerprints are split until this instance
+   * restarts) or Redis refuses.
+   */
+  holdKeySalt(salt: string, onWrite: (error?: unknown) => void): void;
+  documentStore(ttlSeconds: number, onWrite?: (error?: unknown) => void): DocumentStore;
   /**
    * Job views for `createJobRegistry({ store })`, readable from every instance; a memory store bounded
    * by `maxJobs` takes the writes while Redis is unreachable. `ttlSeconds` (JOB_TTL_SECONDS) is the
    * finished view's TTL (the registry passes it); a live view's is the longer of it and an hour.
    */
-  jobStatusStore(options: { readonly ttlSeconds: number; readonly maxJobs: number }): JobStatusStore;
+  jobStatusStore(options: {
+    readonly ttlSeconds: number;
+    readonly maxJobs: number;
+    /** JOB_LEASE_MS: how long a store that came back empty answers a missing record 503 (default 15 000). */
+    readonly leaseMs?: number;
+    readonly onWrite?: (error?: unknown) => void;
+  }): JobStatusStore;
   /** Carries job cancels to the instance that runs the job (pub/sub on `<prefix>jobs:cancel`). */
   jobCancelBus(): JobCancelBus;
   /** For `buildApp({ readiness })`: degraded while Redis is unreachable. */
@@ -97,19 +112,40 @@ export async function connectFleet(options: FleetOptions): Promise<Fleet> {
     onAvailability: (listener) => store.breakers.onAvailability(listener),
   });
   const keyLink = createKeyLink(keyStore, { maxKeys: options.maxKeys ?? 10_000 });
+  const stopHolding = new Set<() => void>();
   return {
     store,
     fleetLink,
     keyLink,
     keySalt: () => fleetKeySalt(store.client, options.prefix),
-    documentStore: (ttlSeconds) =>
+    holdKeySalt(salt, onWrite) {
+      const reassert = (): void =>
+        void assertKeySalt(store.client, options.prefix, salt).then(
+          () => onWrite(),
+          (error: unknown) => onWrite(error),
+        );
+      const timer = setInterval(() => {
+        if (store.isUp()) reassert();
+      }, 5000);
+      timer.unref();
+      const unwatch = store.breakers.onAvailability((up) => {
+        if (up) reassert();
+      });
+      stopHolding.add(() => {
+        clearInterval(timer);
+        unwatch();
+      });
+    },
+    documentStore: (ttlSeconds, onWrite) =>
       createRedisDocumentStore({
         client: store.client,
         prefix: options.prefix,
         ttlSeconds,
         fallback: createMemoryDocumentStore({ ttlSeconds }),
+        onAvailability: (listener) => store.breakers.onAvailability(listener),
+        ...(onWrite === undefined ? {} : { onWrite }),
       }),
-    jobStatusStore: ({ ttlSeconds, maxJobs }) =>
+    jobStatusStore: ({ ttlSeconds, maxJobs, leaseMs, onWrite }) =>
       createRedisJobStatusStore({
         client: store.client,
         prefix: options.prefix,
@@ -117,6 +153,8 @@ export async function connectFleet(options: FleetOptions): Promise<Fleet> {
         interruptedTtlMs: ttlSeconds * 1000,
         maxPending: maxJobs,
         onAvailability: (listener) => store.breakers.onAvailability(listener),
+        ...(leaseMs === undefined ? {} : { restoreGraceMs: leaseMs }),
+        ...(onWrite === undefined ? {} : { onWrite }),
       }),
     jobCancelBus: () => createRedisJobCancelBus({ url: options.url, prefix: options.prefix, client: store.client }),
     readiness: async () => ({ store: 'redis', storeReachable: store.isUp() }),
@@ -139,6 +177,7 @@ export async function connectFleet(options: FleetOptions): Promise<Fleet> {
       });
     },
     close: () => {
+      stopHolding.forEach((stop) => stop());
       keyStore.close();
       return store.close();
     },

@@ -158,6 +158,8 @@ export function createKeyHealthStore(options: KeyHealthStoreOptions): SharedKeyS
 /**
  * The fleet's fingerprint salt: the first instance to ask creates it (SET NX), every other reads the
  * same, so one key has one fingerprint fleet-wide. Unreachable Redis: undefined (the caller uses its own).
+ * Once created, the instances using it keep it there (`assertKeySalt`), so a Redis that lost its data does
+ * not make the next instance to start create another.
  */
 export async function fleetKeySalt(client: Redis, prefix: string): Promise<string | undefined> {
   const key = `${prefix}keys:salt`;
@@ -167,4 +169,25 @@ export async function fleetKeySalt(client: Redis, prefix: string): Promise<strin
   } catch {
     return undefined;
   }
+}
+
+/** The salt in Redis is not the one this instance uses: one key has two fingerprints in the fleet. */
+class KeySaltSplitError extends Error {
+  constructor() {
+    super(
+      'The fleet\'s key fingerprint salt in Redis is not the one this instance uses (Redis lost it and an instance ' +
+        'started since created another): restart this instance, or set KEY_FINGERPRINT_SALT on every instance.',
+    );
+    this.name = 'KeySaltSplitError';
+  }
+}
+
+/**
+ * Puts `salt`, the salt this instance uses, back in Redis if Redis lost it (SET NX: never over another).
+ * Rejects with `KeySaltSplitError` when Redis holds another, and with Redis's error when unreachable.
+ */
+export async function assertKeySalt(client: Redis, prefix: string, salt: string): Promise<void> {
+  const key = `${prefix}keys:salt`;
+  await client.set(key, salt, 'NX');
+  if ((await client.get(key)) !== salt) throw new KeySaltSplitError();
 }

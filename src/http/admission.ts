@@ -1,5 +1,5 @@
 /**
- * Admission control (issue 12): a bounded number of `POST /v1/generate` slots per instance, and a
+ * Admission control: a bounded number of `POST /v1/generate` slots per instance, and a
  * per-client share of them, so one client cannot take every slot. A run takes slots by the size of its
  * text (one per `slotChars` characters, at least one, at most the client's share): the main-thread work
  * of a run (body, prompts, answers) grows with its text, so a client sending long texts gets fewer of

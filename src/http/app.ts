@@ -8,7 +8,7 @@ import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import Fastify from 'fastify';
 import type { FastifyInstance, FastifyServerOptions } from 'fastify';
-import { jsonSchemaTransform, serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
+import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Gateway } from '../actors/types.js';
 import type { Config } from '../config.js';
@@ -16,6 +16,7 @@ import type { DocumentStore } from '../documents/index.js';
 import type { JobCancelBus, JobRegistry, JobStatusStore } from '../jobs/index.js';
 import type { Registry } from 'prom-client';
 import { createProviderMetrics } from '../metrics/index.js';
+import { loadTelemetry } from '../telemetry/index.js';
 import { createResultCache, maxAnswerChars, setTokenWorkerNice } from '../study/index.js';
 import { createAdmission } from './admission.js';
 import { registerLoadMetrics, startLoadGauge } from './load-gauge.js';
@@ -27,7 +28,7 @@ import { limitConnections } from './connection-limits.js';
 import { createRefusalCounter } from './refusal-metrics.js';
 import { closingSweep } from './closing-sweep.js';
 import { createOriginOf } from './client-address.js';
-import { keyHeaders } from './keys.js';
+import { openApiOptions } from './openapi.js';
 import { isAlreadyValidated } from './schemas.js';
 import { loggerOptions } from './logger.js';
 import { registerRateLimits, type SharedRateLimitStore } from './rate-limit.js';
@@ -39,6 +40,7 @@ import { generateRoutes } from './routes/generate.js';
 import { jobsRoutes } from './routes/jobs.js';
 import { healthRoutes } from './routes/health.js';
 import type { Readiness } from './routes/health.js';
+import { createStorageHealth, type StorageHealth } from './storage-health.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { keyRoutes } from './routes/keys.js';
 import { providersRoutes } from './routes/providers.js';
@@ -58,6 +60,11 @@ export interface AppOptions {
   readonly demo?: { readonly emulatorUrl: string };
   /** What `/readyz` reports; the in-process store when absent. */
   readonly readiness?: () => Promise<Readiness>;
+  /**
+   * Where the stores report their writes (service.ts passes it to the stores it builds); `/readyz` says
+   * `degraded` and names the cause while a store's writes fail. A fresh one (nothing fails) when absent.
+   */
+  readonly storageHealth?: StorageHealth;
   /** Adds more metrics to the app's registry (the fleet's `studyhelper_state_store_up`). */
   readonly registerMetrics?: (registry: Registry) => void;
   /** Process metrics in `/metrics` (default true; tests building many apps turn them off). */
@@ -70,14 +77,17 @@ export interface AppOptions {
 
 const mebibyte = 1024 * 1024;
 
-/** zod's serializer, except that bodies built from already validated values are not encoded a second time (schemas.ts, issue 15). */
+/**
+ * zod's serializer, except that bodies built from already validated values are not encoded a second time
+ * (schemas.ts).
+ */
 const responseSerializerCompiler: typeof serializerCompiler = (route) => (isAlreadyValidated(route.schema) ? (data: unknown) => JSON.stringify(data) : serializerCompiler(route));
 
 type CompilersFactory = NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>;
 
 /**
- * zod's compilers as Fastify's defaults: Fastify then never loads its own (ajv and fast-json-stringify,
- * ~1.2 MiB of heap, never used here since every route's schemas are zod's). Fastify types these factories
+ * zod's compilers as Fastify's defaults: Fastify then never loads its own (ajv and fast-json-stringify:
+ * heap spent on code never used here, since every route's schemas are zod's). Fastify types these factories
  * after ajv's and fast-json-stringify's function types, hence the casts.
  */
 const schemaController: FastifyServerOptions['schemaController'] = {
@@ -89,7 +99,7 @@ const schemaController: FastifyServerOptions['schemaController'] = {
 
 /**
  * The JSON body of every route but generate (job creation, breaker control, the demo's fault panel): a
- * few hundred bytes each; 16 KiB leaves room and refuses anything bigger while it streams (issue 28).
+ * few hundred bytes each; 16 KiB leaves room and refuses anything bigger while it streams.
  */
 const smallBodyLimit = 16 * 1024;
 
@@ -127,7 +137,10 @@ export function drainApp(app: FastifyInstance, graceMs: number): Promise<DrainOu
  * `SHUTTING_DOWN`, in-flight ones finish, then the gateway stops and the document store closes.
  */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
-  const { config, gateway, documentStore } = options;
+  const { config, documentStore } = options;
+  // Traces only with an OTLP endpoint (OTEL_* variables): otherwise the SDK is never even loaded.
+  const telemetry = config.telemetry === undefined ? undefined : await loadTelemetry(config.telemetry);
+  const gateway = telemetry?.traceGateway(options.gateway) ?? options.gateway;
   const logLevel = options.log?.level ?? config.logLevel;
   const app = Fastify({
     // LOG_LEVEL=silent: Fastify's null logger, which skips the pino child logger it makes for every request.
@@ -141,11 +154,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     bodyLimit: smallBodyLimit,
     requestIdHeader: false,
     // zod validates and serializes every route (below): Fastify's own compilers (ajv, fast-json-stringify)
-    // are never used, and naming ours here keeps Fastify from loading theirs (~1 MiB of heap).
+    // are never used, and naming ours here keeps Fastify from loading theirs (their heap, for nothing).
     schemaController,
     // Behind a proxy, the client's address (per-address shares and rates) comes from X-Forwarded-For.
     trustProxy: fastifyTrustProxy(config.server.trustProxy),
-    // Slow clients are cut (issue 12): headers and the whole request have deadlines, idle sockets close.
+    // Slow clients are cut (else they hold sockets at will): headers and the whole request have deadlines,
+    // idle sockets close.
     requestTimeout: config.server.requestTimeoutMs,
     connectionTimeout: config.server.connectionTimeoutMs,
     keepAliveTimeout: config.server.keepAliveTimeoutMs,
@@ -162,7 +176,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // for a body over its limit) was then never written. With this flag Node answers the request in flight and
   // ends the socket after that answer (`_http_server.js` socketOnEnd); request deadlines still bound it.
   (app.server as typeof app.server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
-  // Open connections bounded per address and per instance, refused as they are accepted (issue 28).
+  // Open connections bounded per address and per instance, refused as they are accepted, so one
+  // address cannot exhaust the process's file descriptors.
   // Every refusal by a bound is counted (`studyhelper_refusals_total`, registered with the other metrics below).
   const refusals = createRefusalCounter();
   limitConnections(app.server, {
@@ -172,13 +187,15 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     onRefused: (limit) => refusals.count({ limit, what: 'connections' }),
   });
 
+  // Server spans first, so that every hook and route below runs inside its request's span.
+  await telemetry?.registerServerSpans(app);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler<Parameters<typeof serializerCompiler>[0]['schema']>(responseSerializerCompiler);
   app.setErrorHandler(createErrorHandler({ refusalDelayMs: config.admission.refusalDelayMs, onRefusal: refusals.count }));
   app.setNotFoundHandler(notFoundHandler);
   // JSON in, JSON out: a text/plain body is refused (400) rather than handed to a schema as a string.
   app.removeContentTypeParser('text/plain');
-  // Nesting bounded before JSON.parse sees a body (issue 28).
+  // Nesting bounded before JSON.parse sees a body (a deep one would stall the event loop).
   registerJsonBodyParser(app);
 
   let shuttingDown = false;
@@ -205,23 +222,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     done(null, payload);
   });
 
-  await app.register(fastifySwagger, {
-    openapi: {
-      openapi: '3.0.3',
-      info: {
-        title: 'study-helper',
-        version: '1',
-        description:
-          'PDF to study notes and quizzes through your own LLM provider keys, resilient to provider failure. ' +
-          `Keys travel in the headers ${Object.values(keyHeaders).join(', ')}.` +
-          (options.demo ? ` Demo mode: providers are emulated at ${options.demo.emulatorUrl}.` : ''),
-      },
-      components: {
-        securitySchemes: { adminToken: { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN' } },
-      },
-    },
-    transform: jsonSchemaTransform,
-  });
+  // The document says what the routes take and give: streams, key headers, the upload, components (openapi.ts).
+  await app.register(fastifySwagger, openApiOptions(options.demo));
   await app.register(fastifySwaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
@@ -232,7 +234,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const metrics = createProviderMetrics(gateway, { processMetrics: options.processMetrics ?? true });
   options.registerMetrics?.(metrics.registry);
   refusals.register(metrics.registry);
-  const readiness = options.readiness ?? (async (): Promise<Readiness> => ({ store: 'memory', storeReachable: true }));
+  const storageHealth = options.storageHealth ?? createStorageHealth();
+  storageHealth.register(metrics.registry);
+  storageHealth.attachLog(app.log);
+  const storeReadiness = options.readiness ?? (async (): Promise<Readiness> => ({ store: 'memory', storeReachable: true }));
+  const readiness = async (): Promise<Readiness> => ({ ...(await storeReadiness()), failures: storageHealth.failures() });
 
   // Before the routes: the plugin adds its check to the routes that ask for one (uploads, job creations).
   await registerRateLimits(app, options.sharedRateLimits);
@@ -302,6 +308,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     streams,
     ...(options.jobStatusStore === undefined ? {} : { statusStore: options.jobStatusStore }),
     ...(options.jobCancelBus === undefined ? {} : { cancelBus: options.jobCancelBus }),
+    ...(telemetry === undefined ? {} : { tracer: telemetry.jobs }),
     onRegistry: (registry) => {
       jobRegistry = registry;
     },
@@ -312,6 +319,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     metrics.stop();
     await gateway.stop();
     await documentStore.close?.();
+    // Last: the spans of everything that ended above are exported before the app is closed. A collector
+    // that is down loses them, and only them: the shutdown goes on.
+    await telemetry?.shutdown().catch((error: unknown) => {
+      app.log.warn({ error: error instanceof Error ? error.message : String(error) }, 'telemetry: spans not exported at shutdown');
+    });
   });
 
   return app;

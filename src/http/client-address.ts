@@ -1,5 +1,5 @@
 /**
- * Where a request comes from, as the per-address shares and rates count it (issue 28). An IPv4 address
+ * Where a request comes from, as the per-address shares and rates count it. An IPv4 address
  * is itself; an IPv6 address counts by its /64 (one host is routinely given a whole /64, so counting the
  * full address would give one host 2^64 shares); an IPv4-mapped IPv6 address (`::ffff:192.0.2.1`) is its
  * IPv4 address. The gateway hears of a request's origin only as a salted hash of that address.

@@ -1,5 +1,5 @@
 /**
- * Open connections, bounded per address and per instance (issue 28): 22,000 half-sent POSTs from one
+ * Open connections, bounded per address and per instance: 22,000 half-sent POSTs from one
  * address exhausted the process's file descriptors and every other client's new connection was reset.
  * A connection over either cap is destroyed the moment it is accepted, before a byte of it is read; the
  * other addresses keep connecting. Counted by share address (IPv6 by /64, client-address.ts); a trusted

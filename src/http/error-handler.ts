@@ -7,10 +7,11 @@
 import type { Socket } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { DocumentStoreUnavailableError } from '../documents/index.js';
+import { DocumentStoreUnavailableError, DocumentStoreWriteError } from '../documents/index.js';
 import { ApiError, type ErrorCode, type Refusal } from './errors.js';
 import { scrubSecrets } from '../security/redact.js';
 import { secretsOf } from './keys.js';
+import { safeUrl } from './safe-url.js';
 
 interface ValidationIssue {
   readonly instancePath?: string;
@@ -81,6 +82,9 @@ function frameworkError(error: FastifyError, request: FastifyRequest): ApiError 
 /** The error → response mapping, as a pure function the tests can read. */
 function toApiError(error: unknown, request: FastifyRequest): ApiError | undefined {
   if (error instanceof ApiError) return error;
+  if (error instanceof DocumentStoreWriteError) {
+    return new ApiError('STORAGE_UNAVAILABLE', error.message, { retryAfterSeconds: error.retryAfterSeconds });
+  }
   if (error instanceof DocumentStoreUnavailableError) {
     return new ApiError('DOCUMENT_STORE_UNAVAILABLE', error.message, { retryAfterSeconds: error.retryAfterSeconds });
   }
@@ -142,7 +146,8 @@ export async function errorHandler(error: unknown, request: FastifyRequest, repl
 }
 
 export async function notFoundHandler(request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
-  const error = new ApiError('NOT_FOUND', `No route ${request.method} ${request.url.split('?')[0] ?? ''}.`);
+  // The path as sent may hold a key (or kilobytes): repeated only without anything key-shaped, and bounded.
+  const error = new ApiError('NOT_FOUND', `No route ${request.method} ${safeUrl(request.url.split('?')[0] ?? '', secretsOf(request.headers))}.`);
   return reply.code(error.statusCode).type('application/json; charset=utf-8').send(error.toBody());
 }
 

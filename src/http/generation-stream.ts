@@ -5,12 +5,13 @@
  *
  * Everything written is scrubbed like the JSON answer: items with the keys' redactor (as `result` is),
  * attempts and errors as the JSON API scrubs them, and raw model output (`delta`) with the keys' redactor
- * over a held-back tail, so an echo of a key split across two batches is still found whole.
+ * over a held-back tail (from the last 7 letters or digits on, however far apart), so an echo of a key split
+ * across batches is still found whole, even one spaced out with blanks between its characters.
  */
 import type { FastifyReply } from 'fastify';
 import type { Attempt } from '../actors/types.js';
 import type { ProviderId, Task } from '../providers/index.js';
-import { keyRedactor, redactDeep, type KeyLike } from '../security/redact.js';
+import { echoTailStart, keyRedactor, redactDeep, type KeyLike } from '../security/redact.js';
 import type { StudyItem, StudyReset } from '../study/index.js';
 import { openEventStream, type SseWriter } from './sse.js';
 
@@ -30,11 +31,7 @@ export interface GenerationStreamOptions {
   readonly onDrop: () => void;
 }
 
-/**
- * Characters of raw output held back until more arrives: an echo of a key is 8+ of its letters and digits,
- * possibly spaced or dotted; 64 characters hold any such echo that starts in what is sent.
- */
-const heldBackChars = 64;
+const redactedMarker = '[redacted]';
 
 /** One generation's event stream. */
 export class GenerationStream {
@@ -43,6 +40,8 @@ export class GenerationStream {
   private readonly redact: (text: string) => string;
   private pending = '';
   private pendingProvider: ProviderId | undefined;
+  /** Characters at the end of `pending` held back by the last flush (they wait for what follows). */
+  private held = 0;
   private deltaTimer: NodeJS.Timeout | undefined;
   private finished = false;
 
@@ -89,7 +88,8 @@ export class GenerationStream {
     if (this.pendingProvider !== undefined && this.pendingProvider !== provider) this.flushDeltas(true);
     this.pendingProvider = provider;
     this.pending += text;
-    if (this.pending.length >= (this.options.deltaMaxChars ?? 4096)) this.flushDeltas(false);
+    // Counted past what the last flush held back: a long held tail (blanks after a letter) is not re-scanned on every piece.
+    if (this.pending.length - this.held >= (this.options.deltaMaxChars ?? 4096)) this.flushDeltas(false);
     else if (this.deltaTimer === undefined) {
       this.deltaTimer = setTimeout(() => {
         this.deltaTimer = undefined;
@@ -122,8 +122,9 @@ export class GenerationStream {
   }
 
   /**
-   * Sends what waits, scrubbed. Unless `all`, the last 64 characters wait for what follows them, unless the
-   * redactor changed something (then the whole scrubbed text goes: the echo was found and replaced whole).
+   * Sends what waits, scrubbed. Unless `all`, the tail an echo of a key could go on from (its last 7 letters
+   * or digits on, `echoTailStart`) waits for what follows: every echo that starts before it lies whole in
+   * what is scrubbed now, and one that starts in it is scrubbed with what follows.
    */
   private flushDeltas(all: boolean): void {
     if (this.deltaTimer !== undefined) {
@@ -132,18 +133,14 @@ export class GenerationStream {
     }
     const provider = this.pendingProvider;
     if (provider === undefined || this.pending === '') return;
-    const text = this.pending;
-    const scrubbed = this.redact(text);
-    let sent: string;
-    if (all || scrubbed !== text) {
-      sent = scrubbed;
-      this.pending = '';
-    } else {
-      if (text.length <= heldBackChars) return;
-      sent = text.slice(0, text.length - heldBackChars);
-      this.pending = text.slice(text.length - heldBackChars);
-    }
+    const scrubbed = this.redact(this.pending);
+    // Never held back: a marker just put in (an echo running on after it is found again in what follows).
+    const marked = scrubbed === this.pending ? 0 : scrubbed.lastIndexOf(redactedMarker) + redactedMarker.length;
+    const cut = all ? scrubbed.length : Math.max(marked, echoTailStart(scrubbed));
+    this.pending = scrubbed.slice(cut);
+    this.held = this.pending.length;
     if (all) this.pendingProvider = undefined;
-    this.write('delta', { provider, text: sent });
+    if (cut === 0) return;
+    this.write('delta', { provider, text: scrubbed.slice(0, cut) });
   }
 }

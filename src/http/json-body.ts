@@ -1,8 +1,9 @@
 /**
- * The JSON body parser of every route (issue 28): Fastify's own (secure-json-parse, proto and constructor
+ * The JSON body parser of every route: Fastify's own (secure-json-parse, proto and constructor
  * poisoning refused), behind a linear depth scan. A body nested deeper than `maxJsonDepth` is refused
  * (400 `INVALID_REQUEST`) at the first byte past the limit, without `JSON.parse` ever seeing it: a 2 MB
- * body of `[[[[…` cost the event loop ~0.5 s per request before. The size of a body is bounded first,
+ * body of `[[[[…` would stall the event loop in `JSON.parse` every request. The size of a body is bounded
+ * first,
  * by each route's own `bodyLimit` (app.ts), while it streams.
  */
 import type { FastifyInstance } from 'fastify';

@@ -1,5 +1,5 @@
 /**
- * Whether this process is busy (issue 28): the share of the last moments its event loop spent running
+ * Whether this process is busy: the share of the last moments its event loop spent running
  * (Node's `performance.eventLoopUtilization`) or its CPU time per second of them (`process.cpuUsage`: the
  * garbage collector's threads included, which a flood of big answers keeps busy while the loop itself
  * waits), whichever is higher, capped at 1, smoothed, with hysteresis. Admission reads it: while the

@@ -1,11 +1,13 @@
 /**
  * Fastify's pino logger, configured so that no key header can reach a log line: the request serializer
- * never copies headers (it logs salted fingerprints of the keys instead), and redaction covers every
- * secret header should anything log raw headers anyway.
+ * never copies headers (it logs salted fingerprints of the keys instead) nor the URL as sent (`safeUrl`: no
+ * query value, no key-shaped path segment), and redaction covers every secret header should anything log
+ * raw headers anyway.
  */
 import type { FastifyRequest, FastifyServerOptions } from 'fastify';
 import type { LogLevel } from '../config.js';
 import { readProviderKeys, secretHeaders } from './keys.js';
+import { safeUrl } from './safe-url.js';
 
 export interface LogOptions {
   readonly level: LogLevel;
@@ -25,7 +27,8 @@ function serializeRequest(request: FastifyRequest): Record<string, unknown> {
   const fingerprints = Object.fromEntries(Object.entries(keys).map(([provider, key]) => [provider, key.fingerprint]));
   return {
     method: request.method,
-    url: request.url,
+    // Never the URL as sent: a key in its path or query would be logged verbatim.
+    url: safeUrl(request.url, Object.values(keys)),
     remoteAddress: request.ip,
     ...(Object.keys(fingerprints).length > 0 ? { keyFingerprints: fingerprints } : {}),
   };

@@ -1,5 +1,5 @@
 /**
- * Per-client request rates (issue 12) through @fastify/rate-limit: the uploads and the job creations
+ * Per-client request rates through @fastify/rate-limit: the uploads and the job creations
  * one client may make per window (fixed windows), counted in this instance (the plugin's in-memory LRU
  * store of at most `cachedClients` clients) or, with REDIS_URL, across the fleet (its Redis store). The check runs in `onRequest`, before a byte of the body is read: a
  * refused upload is never parsed, hashed or extracted. A refusal is 429 `TOO_MANY_REQUESTS` with

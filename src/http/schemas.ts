@@ -1,15 +1,20 @@
 /**
  * The zod schemas of docs/api.md shared by several routes: the error body, an Attempt, a provider's status.
  * Response schemas list every field the client gets: a field missing here is stripped from the answer.
+ * A schema with `.meta({ id })` is a component of the OpenAPI document (src/http/openapi.ts), referred to
+ * by every route that uses it. (Never give an id to a schema of src/study: those are also turned into the
+ * JSON schemas handed to providers, which an id would change.)
  */
 import { z } from 'zod';
 import { errorClasses } from '../errors/index.js';
 import { providerIds, tasks } from '../providers/index.js';
+import { fillResultSchema, mcqResultSchema, notesResultSchema } from '../study/index.js';
 
 /**
  * Response schemas of bodies a route builds only from values already validated against the same zod
  * schemas (the study layer parses the model's answer once, stripping unknown keys; the rest is typed
- * bookkeeping): issue 15's "validate the model's answer once". Such a body is written with
+ * bookkeeping): the model's answer is validated once, not once more on the way out. Such a body is written
+ * with
  * `JSON.stringify` instead of being encoded through the schema a second time; the schema still
  * documents the response (OpenAPI), and test/http/generate-body.test.ts checks that a real body comes out
  * of the schema unchanged, so nothing the schema would strip is ever sent.
@@ -26,8 +31,27 @@ export function isAlreadyValidated(schema: unknown): boolean {
   return typeof schema === 'object' && schema !== null && validatedResponseSchemas.has(schema);
 }
 
-export const providerIdSchema = z.enum(providerIds).describe('A provider id.');
+export const providerIdSchema = z.enum(providerIds).meta({ id: 'ProviderId', description: 'A provider id.' });
 export const taskSchema = z.enum(tasks);
+
+// The study results as components: copies of src/study's schemas (which must keep no id, see above).
+export const notesComponentSchema = notesResultSchema.meta({ id: 'NotesResult', description: 'The notes of a text.' });
+export const mcqComponentSchema = mcqResultSchema.meta({ id: 'McqResult', description: 'Multiple-choice questions.' });
+export const fillComponentSchema = fillResultSchema.meta({ id: 'FillResult', description: 'Fill-in-the-blank questions.' });
+
+/** `kind` and `value` of a streamed `item`: one element of a result as soon as it is complete. */
+export const streamItemFields = {
+  kind: z.enum(['keyConcept', 'section', 'glossaryEntry', 'question']),
+  value: z
+    .union([
+      notesResultSchema.shape.keyConcepts.element,
+      notesResultSchema.shape.sections.element,
+      notesResultSchema.shape.glossary.element,
+      mcqResultSchema.shape.questions.element,
+      fillResultSchema.shape.questions.element,
+    ])
+    .describe('A keyConcept, section or glossaryEntry of the notes, or a question, as `kind` says.'),
+};
 
 /** The `providers` of a generation or a job: a priority order of distinct ids. */
 export const providerOrderSchema = z
@@ -49,7 +73,7 @@ export const errorBodySchema = z
       message: z.string(),
     }),
   })
-  .describe('Error');
+  .meta({ id: 'Error', description: 'The body of every error response: `{"error":{"code","message",…}}`.' });
 
 export const attemptSchema = z
   .object({
@@ -78,7 +102,12 @@ export const attemptSchema = z
       .optional()
       .describe("What the call cost in USD: its reported usage at the price of the model that answered. Absent without usage or price."),
   })
-  .describe('One upstream generation call, or one provider skipped.');
+  .meta({ id: 'Attempt', description: 'One upstream generation call, or one provider skipped.' });
+
+/** The token counts of a generation or a job stage; `null` when the provider reports none. */
+export const usageSchema = z
+  .object({ inputTokens: z.number().nullable(), outputTokens: z.number().nullable() })
+  .meta({ id: 'Usage', description: 'Tokens the provider reported; null when it reports none.' });
 
 /** `options.maxCostUsd` of jobs and generate: a positive, finite number of USD. */
 export const maxCostUsdSchema = z
@@ -101,11 +130,13 @@ export const generationErrorBodySchema = z
       retryAfterSeconds: z.number().int().min(0).optional(),
     }),
   })
-  .describe('Error, with every attempt when the providers failed');
+  .meta({ id: 'GenerationError', description: 'Error, with every attempt when the providers failed.' });
 
-const breakerStateSchema = z.enum(['closed', 'open', 'halfOpen']);
+/** A breaker's state. */
+export const breakerStateSchema = z.enum(['closed', 'open', 'halfOpen']);
 
-export const providerStatusSchema = z.object({
+export const providerStatusSchema = z
+  .object({
   id: providerIdSchema,
   model: z.string(),
   breaker: z.object({
@@ -140,5 +171,6 @@ export const providerStatusSchema = z.object({
   keys: z
     .object({ quarantined: z.number().int().min(0), cooling: z.number().int().min(0) })
     .describe("How many callers' keys this provider refuses now (per-key health): counts only, never which keys."),
-});
+  })
+  .meta({ id: 'ProviderStatus', description: "A provider's breaker, call counts and key health." });
 

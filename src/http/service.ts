@@ -15,6 +15,7 @@ import type { Fleet } from '../fleet/index.js';
 import { createKeyIdentity, randomKeySalt } from '../security/key-id.js';
 import { createAdapters } from '../providers/index.js';
 import { buildApp, drainApp, type DrainOutcome } from './app.js';
+import { createStorageHealth, type StorageName } from './storage-health.js';
 import type { LogOptions } from './logger.js';
 
 export interface Service {
@@ -48,7 +49,7 @@ async function inspector(config: Config): Promise<Inspection | undefined> {
 
 /**
  * REDIS_URL: breakers, documents and job views shared by every worker and instance (docs/fleet.md).
- * Imported only then: ioredis and the fleet code stay out of a single instance's memory (~20 MiB RSS).
+ * Imported only then: ioredis and the fleet code stay out of a single instance's memory.
  */
 async function connectFleetIfConfigured(config: Config): Promise<Fleet | undefined> {
   if (config.redisUrl === undefined) return undefined;
@@ -84,6 +85,11 @@ export async function startService(config: Config, options: ServiceOptions = {})
   const fleet = await connectFleetIfConfigured(config);
   const fleetSalt = config.keyHealth.fingerprintSalt ?? (await fleet?.keySalt());
   const keySalt = fleetSalt ?? randomKeySalt();
+  // Every store reports its writes here: a failed one is logged with its cause, in /readyz and /metrics.
+  const storageHealth = createStorageHealth();
+  const reportTo = (store: StorageName) => (error?: unknown) => storageHealth.report(store, error);
+  // The fleet's salt stays in Redis while this instance uses it: a Redis that lost it gets it back.
+  if (fleet !== undefined && config.keyHealth.fingerprintSalt === undefined && fleetSalt !== undefined) fleet.holdKeySalt(fleetSalt, reportTo('keySalt'));
   const gateway = createGateway({
     adapters,
     breaker: config.breaker,
@@ -101,17 +107,19 @@ export async function startService(config: Config, options: ServiceOptions = {})
   });
   // Without Redis, job records and their documents go to JOBS_DIR when this process can take it, so its
   // jobs survive a restart (docs/jobs.md "Without Redis").
-  const jobsDir = fleet === undefined && config.jobsDir !== undefined && claimJobsDirectory(config.jobsDir) ? config.jobsDir : undefined;
+  const jobsDirClaim = fleet === undefined && config.jobsDir !== undefined ? claimJobsDirectory(config.jobsDir) : undefined;
+  const jobsDir = jobsDirClaim?.claimed === true ? config.jobsDir : undefined;
   const documentStore =
     fleet !== undefined
-      ? fleet.documentStore(config.documentTtlSeconds)
+      ? fleet.documentStore(config.documentTtlSeconds, reportTo('documents'))
       : jobsDir !== undefined
-        ? createFileDocumentStore({ directory: join(jobsDir, 'documents'), ttlSeconds: config.documentTtlSeconds })
+        ? createFileDocumentStore({ directory: join(jobsDir, 'documents'), ttlSeconds: config.documentTtlSeconds, onWrite: reportTo('documents') })
         : createMemoryDocumentStore({ ttlSeconds: config.documentTtlSeconds });
   const app = await buildApp({
     config,
     gateway,
     documentStore,
+    storageHealth,
     ...(jobsDir === undefined
       ? {}
       : {
@@ -120,13 +128,19 @@ export async function startService(config: Config, options: ServiceOptions = {})
             maxEntries: config.jobs.maxJobs,
             interruptedTtlMs: config.jobs.ttlSeconds * 1000,
             liveTtlMs: Math.max(config.jobs.ttlSeconds * 1000, 3_600_000),
+            onWrite: reportTo('jobs'),
           }),
         }),
     // Job views too (GET /v1/jobs/:id from any instance); never the keys, which stay in the job's actor.
     ...(fleet === undefined
       ? {}
       : {
-          jobStatusStore: fleet.jobStatusStore({ ttlSeconds: config.jobs.ttlSeconds, maxJobs: config.jobs.maxJobs }),
+          jobStatusStore: fleet.jobStatusStore({
+            ttlSeconds: config.jobs.ttlSeconds,
+            maxJobs: config.jobs.maxJobs,
+            leaseMs: config.jobs.leaseMs,
+            onWrite: reportTo('jobs'),
+          }),
           jobCancelBus: fleet.jobCancelBus(),
         }),
     ...(fleet === undefined
@@ -140,8 +154,8 @@ export async function startService(config: Config, options: ServiceOptions = {})
       ? {}
       : { sharedRateLimits: { redis: fleet.store.client, prefix: `${config.redisPrefix}rate:`, salt: `${fleetSalt ?? randomKeySalt()}:rate` } }),
   });
-  if (fleet === undefined && config.jobsDir !== undefined && jobsDir === undefined) {
-    app.log.warn(`JOBS_DIR ${config.jobsDir} is not usable (held by another live process, not this user's own, or writable by others): jobs are kept in memory only and a restart forgets them.`);
+  if (jobsDirClaim !== undefined && !jobsDirClaim.claimed) {
+    app.log.warn(`JOBS_DIR ${config.jobsDir ?? ''} is not usable: ${jobsDirClaim.reason}. Jobs are kept in memory only and a restart forgets them.`);
   }
   if (inspection !== undefined) app.addHook('onClose', async () => inspection.stop());
   app.log.info({ config: loggableConfig(config) }, 'effective configuration');

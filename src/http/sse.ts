@@ -1,5 +1,5 @@
 /**
- * Server-Sent Events written with backpressure in mind (issue 12). Node queues whatever a socket cannot
+ * Server-Sent Events written with backpressure in mind. Node queues whatever a socket cannot
  * take yet in user space, without bound: a client that never reads would make the service hold every
  * event ever sent to it. Each stream here has a bounded buffer (64 KiB: `derivedLimits` in src/config.ts): when what is
  * queued for the client passes it, the client is not keeping up and is dropped (its socket destroyed);
@@ -65,7 +65,7 @@ export function renderEvent(name: string, data: unknown): string {
 }
 
 /**
- * The event streams of one instance are bounded like generations (issue 12): each holds a socket, a
+ * The event streams of one instance are bounded like generations: each holds a socket, a
  * timer's share and up to its buffer bound of memory, so one client opening thousands would take
  * them from everyone. A client is its remote address (a browser's event stream carries no key).
  */

@@ -1,5 +1,5 @@
 /**
- * TRUST_PROXY as Fastify's `trustProxy` and as the connection limits see it (issue 28): X-Forwarded-For
+ * TRUST_PROXY as Fastify's `trustProxy` and as the connection limits see it: X-Forwarded-For
  * is believed only on requests whose peer is a trusted proxy. Named addresses and CIDR ranges trust those;
  * a hop count `n` trusts the nearest `n` hops only where each is on loopback, link-local or a private
  * range (10/8, 172.16/12, 192.168/16, fc00::/7): a client on a public address that sends its own

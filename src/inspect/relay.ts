@@ -6,7 +6,10 @@
  * - accepts a WebSocket only without an Origin (a Node client: the inspector) or from its own page's
  *   origin, so no other web page can read the events; answers its page only to a loopback Host
  *   (no DNS rebinding);
- * - reports a failed listen (busy port) as a rejected `start`, for the caller to log and carry on.
+ * - reports a failed listen (busy port) as a rejected `start`, for the caller to log and carry on;
+ * - holds bounded memory: the events kept for a late viewer are bounded in count and bytes, and a viewer
+ *   that does not read (more than `maxViewerBacklogBytes` queued for it) is disconnected, so a client that
+ *   never reads cannot make the process hold every event sent since.
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { WebSocket, WebSocketServer } from 'ws';
@@ -17,6 +20,10 @@ export interface RelayOptions {
   readonly port: number;
   /** Stately's viewer, embedded by the page. */
   readonly viewerUrl?: string;
+  /** Bytes of events kept for a viewer that connects late (default 4 MiB). */
+  readonly maxBufferedBytes?: number;
+  /** Bytes queued for one viewer before it is disconnected as not reading (default 4 MiB). */
+  readonly maxViewerBacklogBytes?: number;
 }
 
 export interface Relay {
@@ -26,11 +33,14 @@ export interface Relay {
   readonly url: string;
   /** The viewer page. */
   readonly pageUrl: string;
+  /** Connections open now (the inspector and the viewers). */
+  readonly connections: number;
   stop(): Promise<void>;
 }
 
-/** Events kept for a viewer that connects late. */
+/** Events kept for a viewer that connects late: at most this many, and at most `maxBufferedBytes`. */
 const bufferedEvents = 200;
+const defaultMaxBytes = 4 * 1024 * 1024;
 
 /** Starts the relay; rejects (with the listen error, e.g. EADDRINUSE) when it cannot listen. */
 export async function startRelay(options: RelayOptions): Promise<Relay> {
@@ -65,15 +75,27 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
       else done(false, 403, 'Forbidden origin');
     },
   });
+  const maxBufferedBytes = options.maxBufferedBytes ?? defaultMaxBytes;
+  const maxBacklog = options.maxViewerBacklogBytes ?? defaultMaxBytes;
   const buffer: string[] = [];
+  let bufferedBytes = 0;
+  // A viewer with more than the backlog queued is not reading: disconnected, not queued for without bound.
+  const sendTo = (client: WebSocket, message: string): void => {
+    if (client.bufferedAmount > maxBacklog) {
+      client.terminate();
+      return;
+    }
+    client.send(message);
+  };
   wss.on('connection', (socket) => {
-    for (const message of buffer) socket.send(message);
+    for (const message of buffer) sendTo(socket, message);
     socket.on('error', () => socket.terminate());
     socket.on('message', (data) => {
       const message = Buffer.isBuffer(data) ? data.toString('utf8') : Buffer.concat(Array.isArray(data) ? data : [Buffer.from(data)]).toString('utf8');
       buffer.push(message);
-      if (buffer.length > bufferedEvents) buffer.shift();
-      for (const client of wss.clients) if (client !== socket && client.readyState === WebSocket.OPEN) client.send(message);
+      bufferedBytes += Buffer.byteLength(message);
+      while (buffer.length > bufferedEvents || (bufferedBytes > maxBufferedBytes && buffer.length > 0)) bufferedBytes -= Buffer.byteLength(buffer.shift() ?? '');
+      for (const client of wss.clients) if (client !== socket && client.readyState === WebSocket.OPEN) sendTo(client, message);
     });
   });
 
@@ -81,6 +103,9 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
     port: listening,
     url,
     pageUrl,
+    get connections() {
+      return wss.clients.size;
+    },
     stop: () =>
       new Promise<void>((resolve) => {
         for (const client of wss.clients) client.terminate();

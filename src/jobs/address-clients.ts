@@ -1,5 +1,5 @@
 /**
- * Who counts as one client for the fair shares (issue 28). A client is its key set, but keys cost nothing
+ * Who counts as one client for the fair shares. A client is its key set, but keys cost nothing
  * to invent: one address that sent a new key per job came first every time (the scheduler prefers the
  * client running the fewest jobs, and each invented key ran none), and a victim's job from another
  * address waited over a minute. Once one address holds more than `addressKeysAsOneClient` distinct key

@@ -21,6 +21,10 @@ export interface FileJobStatusStoreOptions {
   readonly maxRecordBytes?: number;
   /** Epoch ms; default `Date.now`. */
   readonly now?: () => number;
+  /** Told each file write's outcome: nothing when it succeeded, the error (ENOSPC, EROFS, EACCES…) when not. */
+  readonly onWrite?: (error?: unknown) => void;
+  /** Writes a file (default `fs.writeFile`, mode 0600); tests inject a failing one (a full disk). */
+  readonly writeFile?: (path: string, text: string) => Promise<void>;
 }
 
 /** A job id that may name a file: what `randomUUID` makes (anything else is never written). */
@@ -41,8 +45,10 @@ export function createFileJobStatusStore(options: FileJobStatusStoreOptions): Me
   const { directory } = options;
   mkdirSync(directory, { recursive: true, mode: 0o700 });
   const initial = readBack(directory, options, now());
-  // One write at a time per job, in order; `flush` waits for all of them.
-  const pending = new Map<string, Promise<void>>();
+  const report = options.onWrite ?? (() => undefined);
+  const writeText = options.writeFile ?? ((path: string, text: string) => writeFile(path, text, { mode: 0o600 }));
+  // One write at a time per job, in order; `flush` waits for all of them. Each settles with its error, if any.
+  const pending = new Map<string, Promise<unknown>>();
   const fileOf = (jobId: string): string => join(directory, `${jobId}.json`);
 
   function persist(jobId: string, entry: JobStoreEntry | undefined): void {
@@ -54,10 +60,25 @@ export function createFileJobStatusStore(options: FileJobStatusStoreOptions): Me
       const text = JSON.stringify({ expiresAt, record: entry.record });
       if (Buffer.byteLength(text) > maxRecordBytes) return rm(fileOf(jobId), { force: true });
       const temporary = `${fileOf(jobId)}.${process.pid}.tmp`;
-      await writeFile(temporary, text, { mode: 0o600 });
-      await rename(temporary, fileOf(jobId));
+      try {
+        await writeText(temporary, text);
+        await rename(temporary, fileOf(jobId));
+      } catch (error) {
+        // A full disk leaves a partial temporary file: removed, the last good file stays as it was.
+        await rm(temporary, { force: true }).catch(() => undefined);
+        throw error;
+      }
     });
-    const settled = next.catch(() => undefined);
+    const settled = next.then(
+      () => {
+        report();
+        return undefined;
+      },
+      (error: unknown) => {
+        report(error);
+        return error;
+      },
+    );
     pending.set(jobId, settled);
     void settled.then(() => {
       if (pending.get(jobId) === settled) pending.delete(jobId);
@@ -75,11 +96,25 @@ export function createFileJobStatusStore(options: FileJobStatusStoreOptions): Me
   for (const entry of initial) persist(entry.record.jobId, entry);
 
   return {
-    // Written means on disk: a process killed right after still has the record (its finished parts).
+    // Written means on disk: a process killed right after still has the record (its finished parts). A
+    // write the disk refused is `failed`: this process answers the record, a restart would not have it.
     async put(record, putOptions) {
       const result = await memory.put(record, putOptions);
-      await pending.get(record.jobId);
-      return result;
+      const error = await pending.get(record.jobId);
+      return result === 'written' && error !== undefined ? 'failed' : result;
+    },
+    async probe() {
+      const path = join(directory, `.probe.${process.pid}.tmp`);
+      try {
+        await writeText(path, 'probe');
+        await rm(path, { force: true });
+        report();
+        return undefined;
+      } catch (error) {
+        await rm(path, { force: true }).catch(() => undefined);
+        report(error);
+        return error;
+      }
     },
     get: (jobId) => memory.get(jobId),
     renew: (jobId, holder, leaseMs) => memory.renew(jobId, holder, leaseMs),
@@ -135,28 +170,38 @@ function parseEntry(path: string, jobId: string): { record: JobRecord; expiresAt
 }
 
 /**
- * Takes `directory` for this process (`owner.pid`). False when it cannot be used: another live process
- * holds it (its running jobs must not be read back as interrupted), it is not this user's own or others
- * may write in it (a directory planted in a shared tmp), or it cannot be made. A holder that died leaves
- * it to the next process.
+ * Takes `directory` for this process (`owner.pid`). Refused, with the reason, when it cannot be used:
+ * another live process holds it (its running jobs must not be read back as interrupted), it is not this
+ * user's own or others may write in it (a directory planted in a shared tmp), or it cannot be made or
+ * written (a read-only folder, a full disk: the error's code and message). A holder that died leaves it to
+ * the next process.
  */
-export function claimJobsDirectory(directory: string): boolean {
+export function claimJobsDirectory(directory: string): { readonly claimed: true } | { readonly claimed: false; readonly reason: string } {
+  const refused = (reason: string) => ({ claimed: false as const, reason });
+  let step = 'create it';
   try {
     mkdirSync(directory, { recursive: true, mode: 0o700 });
+    step = 'read it';
     const stat = statSync(directory);
     const uid = process.getuid?.();
-    if (!stat.isDirectory() || (uid !== undefined && stat.uid !== uid) || (stat.mode & 0o022) !== 0) return false;
+    if (!stat.isDirectory()) return refused('it is not a directory');
+    if (uid !== undefined && stat.uid !== uid) return refused(`it belongs to another user (uid ${stat.uid}, this process runs as ${uid})`);
+    if ((stat.mode & 0o022) !== 0) return refused(`others may write in it (mode ${(stat.mode & 0o777).toString(8)})`);
     const lock = join(directory, 'owner.pid');
     try {
       const holder = Number(readFileSync(lock, 'utf8').trim());
-      if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && isAlive(holder)) return false;
+      if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && isAlive(holder))
+        return refused(`another live process (pid ${holder}, named in its owner.pid) holds it, e.g. WORKERS > 1 without REDIS_URL`);
     } catch {
       // No lock yet.
     }
+    step = 'write owner.pid in it';
     writeFileSync(lock, String(process.pid), { mode: 0o600 });
-    return true;
-  } catch {
-    return false;
+    return { claimed: true };
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const why = code === 'EROFS' ? 'the file system is read-only' : code === 'EACCES' || code === 'EPERM' ? 'permission denied (a read-only folder?)' : code === 'ENOSPC' ? 'the disk is full' : (code ?? 'error');
+    return refused(`could not ${step}: ${why} (${error instanceof Error ? error.message : String(error)})`);
   }
 }
 

@@ -1,6 +1,7 @@
 export { createJobRegistry,  JobCapacityError, JobNotResumableError } from './registry.js';
 export {  keysMatch,  } from './record.js';
 export type { JobRegistry, JobRegistryOptions, JobSpec,  } from './registry.js';
+export type { JobTrace, JobTracer } from './stage-actor.js';
 export { createMemoryJobStatusStore, JobStoreUnavailableError } from './status-store.js';
 export { claimJobsDirectory, createFileJobStatusStore,  } from './file-status-store.js';
 export type {

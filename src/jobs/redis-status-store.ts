@@ -25,6 +25,15 @@ export interface RedisJobStatusStoreOptions {
   readonly maxPending: number;
   /** Tells when Redis is reachable again, so the records held meanwhile are written back at once. */
   readonly onAvailability?: (listener: (up: boolean) => void) => () => void;
+  /**
+   * How long after Redis is found to have lost its data (restarted empty, a failover to an empty replica, a
+   * flush) a missing record is answered "unavailable" (503) rather than unknown (404): long enough for every
+   * live job's runner to write its record again (it does at once on reconnecting, and at its next lease
+   * renewal at the latest, a third of JOB_LEASE_MS). Default 15 000 (JOB_LEASE_MS).
+   */
+  readonly restoreGraceMs?: number;
+  /** Told each failed write (Redis refusing or unreachable), with its cause, and each write that succeeds. */
+  readonly onWrite?: (error: unknown) => void;
   readonly now?: () => number;
 }
 
@@ -65,6 +74,18 @@ redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 if ARGV[4] ~= '' then redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5]) end
 return 1`;
 
+/**
+ * The store's epoch (`<prefix>jobs:epoch`): epoch ms from which a missing record is believed unknown. Written
+ * once (SET NX) by the first instance as 0; when Redis comes back without it (it lost its data), written as
+ * now + the grace, so every instance answers a missing record 503 until the runners have written theirs
+ * again. ARGV: the value to write when missing. Returns the value in force.
+ */
+const epochScript = `
+local current = redis.call('GET', KEYS[1])
+if current then return current end
+redis.call('SET', KEYS[1], ARGV[1])
+return ARGV[1]`;
+
 interface Pending {
   readonly record: JobRecord;
   readonly options: JobPutOptions;
@@ -87,8 +108,20 @@ export function createRedisJobStatusStore(options: RedisJobStatusStoreOptions): 
   const now = options.now ?? (() => Date.now());
   const key = (jobId: string) => `${options.prefix}job:${jobId}`;
   const leaseKey = (jobId: string) => `${options.prefix}job:${jobId}:lease`;
+  const epochKey = `${options.prefix}jobs:epoch`;
+  const restoreGraceMs = options.restoreGraceMs ?? 15_000;
   const pending = new Map<string, Pending>();
+  const returnListeners = new Set<() => void>();
+  const reportWrite = options.onWrite ?? (() => undefined);
   let flushing: Promise<void> | undefined;
+
+  /** The epoch in force, writing it if Redis has none: 0 at the fleet's first start, now + the grace after a loss. */
+  async function ensureEpoch(lost: boolean): Promise<number> {
+    const value = await client.eval(epochScript, 1, epochKey, String(lost ? now() + restoreGraceMs : 0));
+    return Number(value);
+  }
+  // The fleet's first instance: a store that never had records is complete from the start.
+  void ensureEpoch(false).catch(() => undefined);
 
   function hold(record: JobRecord, putOptions: JobPutOptions): void {
     pending.delete(record.jobId);
@@ -116,6 +149,7 @@ export function createRedisJobStatusStore(options: RedisJobStatusStoreOptions): 
       Math.max(1, Math.round(putOptions.leaseMs)),
       final ? '1' : '0',
     );
+    reportWrite(undefined);
     return Number(reply) === 1 ? 'written' : 'lost';
   }
 
@@ -136,14 +170,27 @@ export function createRedisJobStatusStore(options: RedisJobStatusStoreOptions): 
     return flushing;
   }
 
+  // Back after an outage, maybe empty (a restart without persistence, a failover): the epoch is re-asserted
+  // (the grace begins if Redis lost it), what was held is written back, and the runners re-write their records.
   const unwatch = options.onAvailability?.((up) => {
-    if (up) void flush();
+    if (!up) return;
+    void ensureEpoch(true)
+      .catch(() => undefined)
+      .then(() => flush())
+      .then(() => returnListeners.forEach((listener) => listener()));
   });
 
-  /** Reads the raw record and whether its lease is held, in one round trip. */
-  async function readRaw(jobId: string): Promise<{ text: string | null; leased: boolean }> {
-    const [text, lease] = await client.mget(key(jobId), leaseKey(jobId));
-    return { text: text ?? null, leased: lease !== null && lease !== undefined };
+  /** Reads the raw record, whether its lease is held, and the epoch, in one round trip. */
+  async function readRaw(jobId: string): Promise<{ text: string | null; leased: boolean; epoch: string | null }> {
+    const [text, lease, epoch] = await client.mget(key(jobId), leaseKey(jobId), epochKey);
+    return { text: text ?? null, leased: lease !== null && lease !== undefined, epoch: epoch ?? null };
+  }
+
+  /** A record not found: unknown, unless Redis lost its data lately (then its runner may not have re-written it yet). */
+  async function missing(epoch: string | null): Promise<undefined> {
+    const trustedFrom = epoch === null ? await ensureEpoch(true) : Number(epoch);
+    if (trustedFrom > now()) throw new JobStoreUnavailableError();
+    return undefined;
   }
 
   async function swap(expectedText: string, next: JobRecord, ttlMs: number, holder = '', leaseMs = 0): Promise<boolean> {
@@ -169,7 +216,8 @@ export function createRedisJobStatusStore(options: RedisJobStatusStoreOptions): 
         const result = await write(record, putOptions);
         pending.delete(record.jobId);
         return result;
-      } catch {
+      } catch (error) {
+        reportWrite(error);
         hold(record, putOptions);
         return 'deferred';
       }
@@ -181,18 +229,22 @@ export function createRedisJobStatusStore(options: RedisJobStatusStoreOptions): 
         // A live record without a lease is marked interrupted; a race with its runner's renewal or a
         // resume is settled by the swap (it only replaces what was read), then read again.
         for (let round = 0; round < 3; round += 1) {
-          const { text, leased } = await readRaw(jobId);
-          if (text === null) return undefined;
+          const { text, leased, epoch } = await readRaw(jobId);
+          if (text === null) return await missing(epoch);
           const record = parseRecord(text);
           if (record === undefined || leased || !isLiveStatus(record.status)) return record;
           const interrupted = interruptedRecord(record, now());
           if (await swap(text, interrupted, options.interruptedTtlMs)) return interrupted;
         }
-        const { text } = await readRaw(jobId);
-        return text === null ? undefined : parseRecord(text);
+        const { text, epoch } = await readRaw(jobId);
+        return text === null ? await missing(epoch) : parseRecord(text);
       } catch {
         throw new JobStoreUnavailableError();
       }
+    },
+    onReturn(listener) {
+      returnListeners.add(listener);
+      return () => returnListeners.delete(listener);
     },
     async renew(jobId, holder, leaseMs) {
       try {
@@ -223,6 +275,7 @@ export function createRedisJobStatusStore(options: RedisJobStatusStoreOptions): 
     async close() {
       // The client belongs to the fleet, which closes it. A last attempt to write back what is held.
       unwatch?.();
+      returnListeners.clear();
       if (pending.size > 0) await flush();
       pending.clear();
     },

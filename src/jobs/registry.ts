@@ -5,11 +5,11 @@ import { jobMachine, type JobRestore } from '../machines/job.machine.js';
 import { sumUsd, type PriceTable } from '../cost/index.js';
 import type { CallBudget } from '../machines/types.js';
 import { createCostBudget, type LangSource, type ResultCache, type StudyLang } from '../study/index.js';
-import { createStageActor, type StageActorDependencies } from './stage-actor.js';
+import { createStageActor, type JobTracer, type StageActorDependencies } from './stage-actor.js';
 import { createAddressClients } from './address-clients.js';
 import type { JobCancelBus } from './cancel-bus.js';
 import { keyFingerprints, newKeySalt, publicView } from './record.js';
-import { createMemoryJobStatusStore, type JobStatusStore } from './status-store.js';
+import { createMemoryJobStatusStore, JobStoreUnavailableError, type JobStatusStore } from './status-store.js';
 import type { JobRecord, JobResumeData, JobStatus, JobStreamEvent, JobView, PageRange, ProgressEvent } from './types.js';
 import type { TextPageMap } from '../machines/job-types.js';
 
@@ -68,6 +68,8 @@ export interface JobRegistryOptions {
   readonly store?: JobStatusStore;
   /** How often a stream follows a job another instance runs, through the shared store (default 1 s). */
   readonly remotePollMs?: number;
+  /** Traces each job's stages and parts (src/telemetry); absent: untraced. */
+  readonly tracer?: JobTracer;
   /**
    * Carries a cancel to the instance that runs the job (REDIS_URL: Redis pub/sub). Without it a job
    * another instance runs cannot be cancelled from here (its view is answered as it is).
@@ -116,6 +118,11 @@ export interface JobRegistry {
    * progress and `done` at once. Returns the unsubscribe function, or undefined for an unknown job.
    */
   subscribe(jobId: string, listener: JobListener): Promise<(() => void) | undefined>;
+  /**
+   * Whether a new job's records can be stored: false while the store's last write failed and a probe
+   * write still fails (a full disk, a read-only JOBS_DIR). Without a failure it answers true at once.
+   */
+  writable(): Promise<boolean>;
   /** Jobs queued and running in this process, and the listeners on their events (open SSE streams). */
   counts(): { readonly queued: number; readonly running: number; readonly subscribers: number };
   /** Interrupts every live job (a stop without grace), writes their records and closes the store. */
@@ -275,9 +282,22 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
     ...(options.maxParts === undefined ? {} : { maxParts: options.maxParts }),
   };
   const logic = jobMachine.provide({ actors: { generateStage: createStageActor(stageDependencies) } });
-  /** A job's machine: its stages' provider calls carry the origin of the request that created it. */
-  const logicFor = (origin: string | undefined): typeof logic =>
-    origin === undefined ? logic : jobMachine.provide({ actors: { generateStage: createStageActor({ ...stageDependencies, origin }) } });
+  /**
+   * A job's machine: its stages' provider calls carry the origin of the request that created it, and
+   * with tracing on, its stages are traced under that request's span.
+   */
+  const logicFor = (jobId: string, origin: string | undefined): typeof logic =>
+    origin === undefined && options.tracer === undefined
+      ? logic
+      : jobMachine.provide({
+          actors: {
+            generateStage: createStageActor({
+              ...stageDependencies,
+              ...(origin === undefined ? {} : { origin }),
+              ...(options.tracer === undefined ? {} : { trace: options.tracer.job(jobId) }),
+            }),
+          },
+        });
   const live = new Map<string, LiveJob>();
   const queue: LiveJob[] = [];
   const running = new Set<string>();
@@ -295,6 +315,8 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
   /** Writes not yet settled: shutdown waits for them before the store closes. */
   const writes = new Set<Promise<unknown>>();
   let stopped = false;
+  /** The store's last write failed (`failed`): new jobs wait until a probe write succeeds. */
+  let storeFailing = false;
 
   const bump = (counts: Map<string, number>, clientId: string, by: number): void => {
     const next = (counts.get(clientId) ?? 0) + by;
@@ -340,8 +362,12 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
     const put = store.put(record, { holder, leaseMs, ...(finished ? { ttlMs } : {}) });
     void track(put).then(
       (result) => {
-        // Another instance resumed the job, or it was declared interrupted: it must not go on here.
-        if (result === 'lost' && !finished) job.actor.send({ type: 'job.interrupt' });
+        if (result === 'failed') storeFailing = true;
+        else if (result === 'written') storeFailing = false;
+        // Another instance resumed the job, or it was declared interrupted: it must not go on here. A
+        // store that refuses writes (a full disk): the job stops too rather than pay for parts it cannot
+        // keep; it reads interrupted, resumable from what was stored once the store writes again.
+        if ((result === 'lost' || result === 'failed') && !finished && job.actor.getSnapshot().status === 'active') job.actor.send({ type: 'job.interrupt' });
       },
       () => undefined,
     );
@@ -393,6 +419,9 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
     );
   }
   let renewing = false;
+  // A shared store back after an outage may have come back empty: every live job's record is written
+  // again at once (renewing finds it missing), not at the next renewal, so no reader meets a 404 meanwhile.
+  const unwatchReturn = store.onReturn?.(() => void renewLeases().catch(() => undefined)) ?? (() => undefined);
   const renewTimer = setInterval(() => {
     if (renewing || live.size === 0) return;
     renewing = true;
@@ -407,14 +436,20 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
   /**
    * A job another instance runs (shared store, REDIS_URL): its stream follows the stored record until
    * the job ends (or is found interrupted: its lease lapsed), sending progress as it moves and then `done`.
+   * The stream always ends with `done`: a record gone for good (expired, or lost with a store that came back
+   * empty and whose runner did not write it again within the store's grace) ends it `interrupted`, the
+   * status of a job nobody runs; while the store cannot be read, it waits.
    */
-  function followRemoteJob(jobId: string, first: JobView, listener: JobListener): () => void {
-    let last = JSON.stringify(progressOf(first));
+  function followRemoteJob(jobId: string, first: JobView | undefined, listener: JobListener): () => void {
+    let last = first === undefined ? '' : JSON.stringify(progressOf(first));
     const timer = setInterval(() => {
       void store.get(jobId).then(
         (view) => {
           if (!remoteFollowers.has(stopFollowing)) return;
-          if (view === undefined) return stopFollowing();
+          if (view === undefined) {
+            listener({ type: 'done', data: { status: 'interrupted' } });
+            return stopFollowing();
+          }
           const progress = progressOf(view);
           if (JSON.stringify(progress) !== last) {
             last = JSON.stringify(progress);
@@ -499,7 +534,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
   }
 
   function actorFor(jobId: string, spec: JobSpec, createdAt: number, restore?: JobRestore): JobActor {
-    return createActor(logicFor(spec.origin), {
+    return createActor(logicFor(jobId, spec.origin), {
       id: `job.${jobId}`,
       input: {
         jobId,
@@ -621,7 +656,14 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
         job.listeners.add(listener);
         return () => job.listeners.delete(listener);
       }
-      const view = await store.get(jobId);
+      let view: JobRecord | undefined;
+      try {
+        view = await store.get(jobId);
+      } catch (error) {
+        // Found a moment ago, unreadable now (Redis lost or just back empty): followed until it answers.
+        if (error instanceof JobStoreUnavailableError) return followRemoteJob(jobId, undefined, listener);
+        throw error;
+      }
       if (view === undefined) return undefined;
       listener({ type: 'progress', data: progressOf(view) });
       if (isFinal(view)) {
@@ -629,6 +671,13 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
         return () => undefined;
       }
       return followRemoteJob(jobId, view, listener);
+    },
+
+    async writable() {
+      if (!storeFailing) return true;
+      if (store.probe === undefined || (await store.probe()) !== undefined) return false;
+      storeFailing = false;
+      return true;
     },
 
     counts() {
@@ -655,6 +704,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
     async stop() {
       stopped = true;
       clearInterval(renewTimer);
+      unwatchReturn();
       unsubscribeCancels();
       await options.cancelBus?.close();
       for (const stopFollowing of [...remoteFollowers]) stopFollowing();

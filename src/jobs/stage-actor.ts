@@ -1,11 +1,24 @@
 import { fromPromise } from 'xstate';
 import type { Attempt, FallbackPolicy, Gateway } from '../actors/types.js';
 import type { StageActorInput } from '../machines/job.machine.js';
-import type { JobItem } from '../machines/job-types.js';
+import type { JobItem, JobStage } from '../machines/job-types.js';
 import type { ApiKey } from '../machines/types.js';
 import { keyRedactor, redactDeep, scrubSecrets } from '../security/redact.js';
 import { generateStudyTask } from '../study/index.js';
 import type { ResultCache, StudyTaskOutcome } from '../study/index.js';
+
+/**
+ * The tracing of one job (src/telemetry, when traces are exported): each stage runs inside `stage`, which
+ * hands `run` the gateway its provider calls go through (one that traces each of them as a part).
+ */
+export interface JobTrace {
+  stage<T>(stage: JobStage, gateway: Gateway, run: (gateway: Gateway) => Promise<T>): Promise<T>;
+}
+
+/** Makes a job's trace when the job is created or resumed (in its request's context). */
+export interface JobTracer {
+  job(jobId: string): JobTrace;
+}
 
 export interface StageActorDependencies {
   readonly gateway: Gateway;
@@ -18,6 +31,8 @@ export interface StageActorDependencies {
   readonly maxParts?: number;
   /** The origin of the request that created the job (`GenerateInput.origin`). */
   readonly origin?: string;
+  /** The job's tracing; absent: untraced. */
+  readonly trace?: JobTrace;
 }
 
 function scrubAttempt(attempt: Attempt, keys: readonly ApiKey[]): Attempt {
@@ -30,7 +45,7 @@ function scrubOutcome(outcome: StudyTaskOutcome, keys: readonly ApiKey[]): Study
   const attempts = outcome.attempts.map((attempt) => scrubAttempt(attempt, keys));
   if (outcome.status === 'failed')
     return { ...outcome, message: scrubSecrets(outcome.message, keys), attempts };
-  // A model can echo the key it was called with: the result is scrubbed too (issue 12).
+  // A model can echo the key it was called with: the result is scrubbed too, so no key leaves in a job.
   if (outcome.status === 'succeeded') return { ...outcome, value: redactDeep(outcome.value, keyRedactor(keys)), attempts };
   return { ...outcome, attempts };
 }
@@ -60,7 +75,7 @@ export function createStageActor(dependencies: StageActorDependencies) {
     const abort = deferredAbort([signal, input.signal]);
     const keys = input.chain.map((link) => link.apiKey);
     const redact = keyRedactor(keys);
-    const outcome = await generateStudyTask(dependencies.gateway, {
+    const stage = (gateway: Gateway): Promise<StudyTaskOutcome> => generateStudyTask(gateway, {
       task: input.stage,
       text: input.text,
       ...(input.pageMap === undefined ? {} : { pageMap: input.pageMap }),
@@ -111,6 +126,8 @@ export function createStageActor(dependencies: StageActorDependencies) {
         }
       },
     });
+    const { trace } = dependencies;
+    const outcome = await (trace === undefined ? stage(dependencies.gateway) : trace.stage(input.stage, dependencies.gateway, stage));
     return scrubOutcome(outcome, keys);
   });
 }

@@ -15,7 +15,9 @@ export interface JobStatusStore {
    * Writes the record of a job `holder` runs and renews the holder's lease for `leaseMs` (released when
    * the record is final). `lost`: another holder has the job, or it was declared interrupted (a final
    * record still overwrites an interrupted one: its result is real). `deferred`: the store is
-   * unreachable; the record is held in memory and written back when it returns.
+   * unreachable; the record is held in memory and written back when it returns. `failed`: the store
+   * refused the write (a full disk, a read-only folder): this process still answers the record, but it
+   * is not stored, so the job must not run on as if its progress were kept.
    */
   put(record: JobRecord, options: JobPutOptions): Promise<JobPutResult>;
   /**
@@ -31,6 +33,16 @@ export interface JobStatusStore {
    */
   claim(expected: JobRecord, next: JobRecord, holder: string, leaseMs: number): Promise<boolean>;
   delete(jobId: string): Promise<void>;
+  /**
+   * `listener` runs each time a shared store answers again after an outage, possibly empty (Redis restarted
+   * without persistence, a failover to an empty replica): a runner then writes again the records it owns.
+   */
+  onReturn?(listener: () => void): () => void;
+  /**
+   * Tries a write again after one failed (a small probe, not a record): resolves with nothing when the
+   * store writes again, else with the error. Only stores whose writes can fail (`failed`) have it.
+   */
+  probe?(): Promise<unknown>;
   close?(): Promise<void>;
 }
 
@@ -41,7 +53,7 @@ export interface JobPutOptions {
   readonly ttlMs?: number;
 }
 
-export type JobPutResult = 'written' | 'lost' | 'deferred';
+export type JobPutResult = 'written' | 'lost' | 'deferred' | 'failed';
 
 /** The shared store could not be read and this process holds no copy: the job may exist (503, not 404). */
 export class JobStoreUnavailableError extends Error {

@@ -54,7 +54,8 @@ export const doublingOpenPeriod: OpenPeriodRule = {
 };
 
 /**
- * The quorum before a provider is declared down (issue 14 part 3): the counted failures of the streak
+ * The quorum before a provider is declared down, so that one user's bad key cannot shut it for all: the
+ * counted failures of the streak
  * must come from at least `minDistinctKeys` distinct voters: distinct origins (the callers' salted
  * network addresses) when the calls carry them, distinct keys (salted key fingerprints, never keys)
  * otherwise. The
@@ -63,7 +64,7 @@ export const doublingOpenPeriod: OpenPeriodRule = {
  */
 export interface KeyQuorumRule {
   /**
-   * Who a counted failure is a vote of (issue 28): the caller's origin (an opaque salted id of its network
+   * Who a counted failure is a vote of: the caller's origin (an opaque salted id of its network
    * address) when the call carries one, else its key id. So one address inventing keys is one voter.
    */
   voter(keyId: string, origin: string | undefined): string;

@@ -125,7 +125,7 @@ export type BreakerAnswer =
 /**
  * What the breaker tells its parent (and emits): a counted failure reached the threshold but the
  * streak's keys are fewer than the quorum, so the provider stays closed and this key gets a circuit
- * of its own (the provider actor trips the key; issue 14 part 3).
+ * of its own (the provider actor trips the key): one bad key does not take the provider down for all.
  */
 export type BreakerKeyStreak = {
   type: 'breaker.keyStreak';

@@ -345,7 +345,8 @@ export const callMachine = setup({
      * The four ends are tagged `over`, not `type: 'final'`: the provider stops a call as soon as it hears
      * its report. A final state would also send the provider XState's `xstate.done.actor.<call id>`, an
      * event type new with every call, and XState keeps each state node's transition candidates per event
-     * type for the life of the process: the heap grew by ~68 MiB per 100,000 requests (scripts/heap-growth.ts).
+     * type for the life of the process: the heap would grow with every request
+     * (scripts/heap-growth.ts measures it, docs/performance.md).
      */
     /** The provider answered first (its verdict travels with the report). */
     answered: { tags: ['over'] },

@@ -90,8 +90,8 @@ interface LastFailure {
 /**
  * The run's state. The input is kept whole under `run` (never copied) and the usage as one object, so
  * the context has 12 fields: V8 copies an object of 20 or more fields, as XState's `assign` does on
- * every update (`Object.assign({}, context, update)`), through its slow dictionary path — ~7-10 µs per
- * assign against ~0.4 µs below 20 fields (measured on Node 20, docs/performance.md).
+ * every update (`Object.assign({}, context, update)`), through its slow dictionary path, many times dearer
+ * than below 20 fields (figures in docs/performance.md).
  */
 export interface FallbackContext {
   /** The run's input, as given. */
@@ -192,7 +192,7 @@ function hasNextProvider(context: FallbackContext): boolean {
   return context.index + 1 < context.run.links.length;
 }
 
-/** fallback-first (seed 004) never retries a provider while another one remains. */
+/** fallback-first never retries a provider while another one remains: the next provider is tried at once. */
 function isSameProviderRetryAllowed(context: FallbackContext): boolean {
   return context.run.policy === 'retry-then-fallback' || !hasNextProvider(context);
 }
@@ -208,8 +208,8 @@ function backoffOf(context: FallbackContext): number {
 /**
  * The context after one more attempt: counted as a call unless skipped, its hint kept, the clock moved.
  * Attempts and updates are written as whole literals: spreading an object just built, followed by more
- * properties (`{ ...attemptBase(context), model }`), takes V8's slow clone path on Node 20, ~3-10 µs per
- * object (docs/performance.md).
+ * properties (`{ ...attemptBase(context), model }`), takes V8's slow clone path, many times dearer per
+ * object than a literal (docs/performance.md).
  */
 function appendAttempt(
   context: FallbackContext,

@@ -55,8 +55,9 @@ export type KeyHealthEvent =
   | { type: 'key.answered'; callId: string; at: number }
   | { type: 'key.failed'; callId: string; errorClass: ErrorClass; retryAfterMs?: number; at: number }
   /**
-   * A failure streak from this key alone (the provider's breaker quorum, issue 14 part 3): the key gets
-   * its own open circuit, a quarantine of `periodMs` (default KEY_QUARANTINE_MS).
+   * A failure streak from this key alone (too few voters for the provider's breaker quorum, so one bad
+   * key cannot open the provider for everyone): the key gets its own open circuit, a quarantine of
+   * `periodMs` (default KEY_QUARANTINE_MS).
    */
   | { type: 'key.tripped'; errorClass: ErrorClass; periodMs?: number; at: number }
   /** Another instance changed the key's health: adopt it. */

@@ -451,7 +451,8 @@ export function createProviderMachine(table: ErrorTable) {
       })),
       /**
        * The breaker's quorum was not met: a failure streak from too few voters gives the failing key its
-       * own circuit instead of opening the provider (issue 14 part 3; the key's health trips it).
+       * own circuit instead of opening the provider (the key's health trips it):
+       * one bad key cannot shut a provider for all.
        */
       tripKey: sendTo(
         ({ context }) => context.keyBook,

@@ -1,5 +1,5 @@
 /**
- * `@anthropic-ai/sdk`, imported on first use (issue 15): ~13 MiB of RSS and ~5 MiB of heap that a
+ * `@anthropic-ai/sdk`, imported on first use: its memory (RSS and heap, docs/performance.md) is what a
  * process whose requests never name Claude does not pay for. `loadProviderSdks` is awaited once a
  * request naming Claude has been admitted, before its first call (and so before the provider actor's
  * deadline) starts; the adapter awaits the same import itself if it is called before that.

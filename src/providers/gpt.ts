@@ -98,7 +98,8 @@ export function classifyGptError(error: unknown): ProviderFailure {
 /**
  * One SDK client per adapter, with no user's key in it: each call sends its own key in its per-request
  * `headers` (which override the client's), and its own `signal`. Only the SDK's documented options.
- * (A client per call cost ~190 µs of CPU; a client per key would keep users' keys in memory past their request.)
+ * (A client per call costs CPU on every request; a client per key would keep users' keys in memory past
+ * their request.)
  * Every credential option is explicit: the SDK never reads OPENAI_API_KEY / OPENAI_ADMIN_KEY / OPENAI_ORG_ID.
  */
 function createClient(baseUrl: string): OpenAI {

@@ -1,9 +1,9 @@
 /**
- * The `fetch` the provider SDKs (and the TimelyGPT wire) call upstream through (issue 15): undici's
+ * The `fetch` the provider SDKs (and the TimelyGPT wire) call upstream through: undici's
  * `request` on one shared connection pool, the answer read whole and handed back as a `Response`
  * without a body stream.
  *
- * Why not the global `fetch`: on Node 20 it is the dearest part of a provider call. Every call builds a
+ * Why not the global `fetch`: it is the dearest part of a provider call. Every call builds a
  * WHATWG `Request`, a `ReadableStream` for the request body and another for the response body (each
  * made transferable through a C++ object), a fetch controller, and a second `AbortController` linked to
  * the call's signal by a listener and a `FinalizationRegistry` entry. The same call through undici's

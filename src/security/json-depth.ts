@@ -1,6 +1,6 @@
 /**
- * A linear pre-scan of JSON text for its nesting depth (issue 28): `JSON.parse` of a 2 MB body of
- * `[[[[…` took ~0.5 s of the event loop and ~200 MB, and what parses it next (schemas, normalizers) may
+ * A linear pre-scan of JSON text for its nesting depth: `JSON.parse` of a 2 MB body of
+ * `[[[[…` holds the event loop and a great deal of memory, and what parses it next (schemas, normalizers) may
  * recurse. Scanning the bytes once, counting `[` and `{` outside strings, refuses such a text at the
  * first byte past the limit, before anything parses it. The scan does not check that the text is JSON
  * (the parser does that next); it only bounds how deep a parser would have to go.

@@ -171,7 +171,7 @@ export function redactKeysDeep<T>(value: T, keys: readonly KeyLike[]): T {
 }
 
 /**
- * Success bodies only (issue 28): pieces of a key as short as this many letters and digits. A provider
+ * Success bodies only: pieces of a key as short as this many letters and digits. A provider
  * that echoed the key in 7-character pieces, one per JSON field, passed the 8-character scan; in a success
  * body every string is a field of the material, where 6 consecutive characters of a random key do not
  * occur by chance. (Messages keep the 8-character rule: they quote ids and paths that would collide.)
@@ -500,4 +500,37 @@ function redactPieces(text: string, table: PieceTable): string {
   }
   if (runFrom < 0) return text;
   return `${out}${text.slice(copiedUpTo, runFrom)}${redacted}${text.slice(runTo)}`;
+}
+
+/**
+ * Where the part of `text` that an echo of a key could still go on from begins, for text that is sent in
+ * pieces (a stream's raw output): the start of its last 7 letters or digits as the scrubber counts them
+ * (a `%XX` escape is one), or of a trailing `%` / `%X` that what follows may complete into an escape. Every
+ * 8-symbol window that starts before it lies whole in `text` and is found there; one that starts at or
+ * after it may end in what follows, so that part is held back, however far apart its characters are (an
+ * echo spaced out with blanks is as much an echo).
+ */
+export function echoTailStart(text: string): number {
+  const starts = new Int32Array(minimumPieceLength - 1);
+  let count = 0;
+  for (let at = 0; at < text.length;) {
+    let code = text.charCodeAt(at);
+    let next = at + 1;
+    if (code === 0x25) {
+      if (at + 2 >= text.length) return Math.min(at, count >= starts.length ? (starts[count % starts.length] ?? at) : 0);
+      const high = hexValue(text.charCodeAt(at + 1));
+      const lowDigit = hexValue(text.charCodeAt(at + 2));
+      if (high >= 0 && lowDigit >= 0) {
+        code = high * 16 + lowDigit;
+        next = at + 3;
+      }
+    }
+    if (code < 0x80 && (asciiSymbols[code] ?? -1) >= 0) {
+      starts[count % starts.length] = at;
+      count += 1;
+    }
+    at = next;
+  }
+  if (count < starts.length) return 0;
+  return starts[count % starts.length] ?? 0;
 }

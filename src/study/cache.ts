@@ -12,7 +12,8 @@ import type { NotesResult, StudyLang } from './schemas.js';
  * options (count, the grounding notes, the part budget) — and by who produced it: the provider that
  * answered and a salted digest of the key it was called with (`scope`). A hit therefore needs the
  * same provider key that paid for the result: a request holding other keys (or a refused one) never
- * gets it (issue 12). A hit is re-validated by the caller's check (schema + quality) before it is
+ * gets it: no user is served a result another user's key paid for. A hit is re-validated by the caller's
+ * check (schema + quality) before it is
  * served; one that fails is evicted.
  */
 

@@ -4,7 +4,8 @@ import type { StudyLang } from './schemas.js';
 import { StudyItemExtractor, type ContinuationPoint } from './stream-items.js';
 
 /**
- * Continuing a cut answer on the next provider (issue 25). When a stream fails in the middle of an
+ * Continuing a cut answer on the next provider (what was streamed stays valid). When a stream fails in the
+ * middle of an
  * answer, the partial JSON is cut back to the end of its last complete element; the next provider gets
  * the same request with that prefix as the start of its answer and the instruction to write only the
  * rest, exactly; the prefix and what it writes are joined into the one answer that is validated.

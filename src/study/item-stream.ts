@@ -8,7 +8,7 @@ import { itemsOfResult, StudyItemExtractor, type StudyItem } from './stream-item
 import { tagItem, tagResult, type PageTagger } from './page-tags.js';
 
 /**
- * Where a task's items go while it runs (issue 25): the elements of the task's own result, as each
+ * Where a task's items go while it runs: the elements of the task's own result, as each
  * becomes complete, and a reset whenever what was sent is void. The one rule every step keeps: when the
  * task succeeds, the items sent since the last reset are exactly the result's elements, in order.
  */

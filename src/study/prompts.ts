@@ -67,7 +67,7 @@ export function maxOutputTokens(task: Task, count = 0): number {
 const maxCharsPerToken = 16;
 
 /**
- * The longest answer a provider can honestly give to a step of `task` (issue 28): its output token
+ * The longest answer a provider can honestly give to a step of `task`: its output token
  * limit × `maxCharsPerToken` (notes 64 Ki characters; 50 MCQ questions 256 Ki). A longer answer cannot
  * be what was asked for, and is `invalid_output` before it is parsed; material is kilobytes. Every request
  * carries its own (`GenerationRequest.maxAnswerChars`): the adapter stops reading the answer past it.

@@ -23,7 +23,8 @@ import {
 } from './schemas.js';
 
 /**
- * The study material as it is written (issue 25): the model's output arrives in pieces, and each element
+ * The study material as it is written (shown before the answer ends): the model's output arrives in
+ * pieces, and each element
  * of the result (a key concept, a notes section, a glossary entry, a question) is handed on the moment
  * its closing bracket arrives and it passes the same normalization, schema and per-question checks the
  * whole answer will pass through (normalize.ts, schemas.ts, quality.ts).

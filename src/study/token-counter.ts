@@ -1,8 +1,9 @@
 /**
- * Token counting for the request path, off the main event loop (issues 12 and 15): one worker thread
+ * Token counting for the request path, off the main event loop: one worker thread
  * (token-worker.ts) holds gpt-tokenizer and does every count and split that the cheap bound cannot settle.
  * The main thread never loads the tokenizer, so a process that only ever sees short texts never pays for
- * its ~55 MiB, and a long or hostile text (100 000 characters without a space) costs other requests
+ * its memory (study-material.md), and a long or hostile text (100 000 characters without a space) costs
+ * other requests
  * nothing but a message. The worker starts on the first text that needs it and ends after `idleMs`
  * without work, handing its memory back; requests wait in order (a split is linear in the text, and the
  * text is bounded by MAX_TEXT_CHARS). A worker that dies fails the requests it held (an internal error)
@@ -33,7 +34,7 @@ export interface TokenCounterOptions {
 }
 
 /**
- * Default of `TokenCounterOptions.idleMs`. The worker holds ~55 MiB (gpt-tokenizer's ranks); starting it
+ * Default of `TokenCounterOptions.idleMs`. The worker holds gpt-tokenizer's ranks (tens of MiB); starting it
  * again costs a few hundred milliseconds at the workers' low priority (WORKER_NICE). 10 s covers the
  * counts of one job's stages, and a burst of long texts does not leave its memory behind for a minute.
  */

@@ -1,7 +1,7 @@
 /**
  * The worker_threads entry that counts tokens off the main event loop (see token-counter.ts): it loads
- * gpt-tokenizer (its BPE ranks are ~20 MiB of heap, ~55 MiB of RSS, and take a few hundred
- * milliseconds to build), then answers one request at a time; answers carry the request id.
+ * gpt-tokenizer (its BPE ranks take tens of MiB and a noticeable
+ * time to build: docs/study-material.md), then answers one request at a time; answers carry the request id.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { lowerThreadPriority } from '../threads/thread-priority.js';

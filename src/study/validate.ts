@@ -68,7 +68,7 @@ function judgeStudyAnswer<T extends Task>(task: T, answer: ProviderAnswer, conte
   if (answer.truncated) {
     return { ok: false, errors: ['the answer was cut off at the output token limit; answer more briefly with complete JSON'] };
   }
-  // Bounded before anything parses it (issue 28): 16 answers of 7 MB held the event loop for seconds.
+  // Bounded before anything parses it: 16 answers of 7 MB held the event loop for seconds.
   const ceiling = maxAnswerChars(task, context.count);
   if (answer.text.length > ceiling) {
     return { ok: false, errors: [`the answer has ${answer.text.length} characters, more than the ${ceiling} this task can need; answer with the JSON asked for only`] };

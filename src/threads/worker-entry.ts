@@ -1,7 +1,7 @@
 /**
  * How to start a worker thread whose entry is a module of this project, compiled or not: the `.js` file
  * next to the calling module once compiled to dist; under tsx/vitest (the caller is a `.ts` file) the
- * `.ts` file, loaded through tsx's `tsImport`, because on Node 20 a worker thread does not run a
+ * `.ts` file, loaded through tsx's `tsImport`, because a worker thread cannot be relied on to run a
  * `--import` loader before its entry. Shared by the PDF extract workers and the token-count worker.
  */
 import { readFileSync } from 'node:fs';

@@ -1,7 +1,8 @@
 /**
- * Where the page's files are on disk. They are read from the project tree (not copied into dist/), so the
- * same lookup works under tsx (src/web/assets.ts) and after `npm run build` (dist/src/web/assets.js): walk
- * up from this module to the directory whose package.json is this project's.
+ * Where the page's files are on disk: beside this module. `npm run build` copies them into dist/ (scripts/
+ * copy-assets.mjs), so the same relative paths hold under tsx (src/web/assets.ts: src/web/public,
+ * docs/machines) and in the build (dist/src/web/assets.js: dist/src/web/public, dist/docs/machines): the
+ * service runs from its build alone (the packed package, the container), never from the project tree.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -9,8 +10,11 @@ import { fileURLToPath } from 'node:url';
 
 const projectName = 'study-helper';
 
-/** The project root: the nearest ancestor of `from` holding study-helper's package.json. */
-export function findProjectRoot(from: string = dirname(fileURLToPath(import.meta.url))): string {
+/** The directory of this module: src/web, or dist/src/web in the build. */
+const moduleDirectory = dirname(fileURLToPath(import.meta.url));
+
+/** The project root: the nearest ancestor of `from` holding study-helper's package.json (tests and tools). */
+export function findProjectRoot(from: string = moduleDirectory): string {
   let directory = from;
   for (;;) {
     const manifest = join(directory, 'package.json');
@@ -29,14 +33,15 @@ export function findProjectRoot(from: string = dirname(fileURLToPath(import.meta
 }
 
 export interface WebPaths {
-  /** src/web/public: index.html, the script and the stylesheet. */
+  /** src/web/public (dist/src/web/public in the build): index.html, the scripts and the stylesheet. */
   readonly publicDirectory: string;
-  /** docs/machines: the generated machine diagrams. */
+  /** docs/machines (dist/docs/machines in the build): the generated machine diagrams. */
   readonly machinesDirectory: string;
 }
 
-export function webPaths(root: string = findProjectRoot()): WebPaths {
-  return { publicDirectory: join(root, 'src', 'web', 'public'), machinesDirectory: join(root, 'docs', 'machines') };
+/** The page's directories, relative to this module (see above). */
+export function webPaths(): WebPaths {
+  return { publicDirectory: join(moduleDirectory, 'public'), machinesDirectory: join(moduleDirectory, '..', '..', 'docs', 'machines') };
 }
 
 /**

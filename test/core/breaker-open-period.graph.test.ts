@@ -1,5 +1,5 @@
 /**
- * The breaker's growing open period (issue 14 part 4), over every edge of its graph: the rule is
+ * The breaker's growing open period, over every edge of its graph: the rule is
  * written out here, not read from src (the strategy is not called):
  * - opening from closed: the open period is BREAKER_RECOVERY_MS (here 1000 ms);
  * - a failed half-open probe: the next period is twice the last, never above BREAKER_MAX_RECOVERY_MS

@@ -1,5 +1,6 @@
 /**
- * The quorum before a provider is declared down (issue 14 part 3), over the breaker's graph explored
+ * The quorum before a provider is declared down (so one bad key cannot open it), over the breaker's graph
+ * explored
  * together with an oracle of its own. The rule is written out here, not read from src (neither the
  * quorum rule nor the machine's `streakKeys` is consulted):
  * - a streak is the counted failures since the breaker last closed, a success while closed, or a reset;

@@ -1,5 +1,5 @@
 /**
- * Per-key health (issue 14 part 1), over every edge of the key machine's graph and of the provider's
+ * Per-key health, over every edge of the key machine's graph and of the provider's
  * graph with a key book standing in. The oracle is written out here, not read from src:
  * - column K: `auth`, `permission` and `quota_exhausted` quarantine a key for KEY_QUARANTINE_MS (here
  *   10 000 ms); `rate_limited` cools it until the upstream's `Retry-After` (here 2 000 ms), else

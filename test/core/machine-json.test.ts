@@ -1,5 +1,5 @@
 /**
- * docs/machines/*.json are runnable machine configs (issue 11): `createMachine(json)` with stub
+ * docs/machines/*.json are runnable machine configs: `createMachine(json)` with stub
  * implementations supplied by name starts and moves. Every JSON file in the folder is taken, whatever
  * machines exist: the test reads the names a file uses, stubs them (guards answer from a set the walk
  * controls, actions do nothing, delays are 1 s, actors never finish), and walks a path chosen from the

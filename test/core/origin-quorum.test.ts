@@ -1,5 +1,5 @@
 /**
- * The breaker's quorum counts distinct origins when requests carry one (issue 28 item 5): one client
+ * The breaker's quorum counts distinct origins when requests carry one: one client
  * address inventing keys is one voter, so its failures cannot open a provider's breaker for everyone;
  * without an origin, distinct keys vote as before. Driven through the gateway, with the rule written
  * out here: the breaker (threshold 3, quorum 2) opens on the third counted failure exactly when those

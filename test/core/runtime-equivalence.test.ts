@@ -1,5 +1,5 @@
 /**
- * One runtime (issue 24): INSPECT only watches. The same fault scripts run through two gateways, one
+ * One runtime: INSPECT only watches. The same fault scripts run through two gateways, one
  * with an inspector attached and one without, must give the same attempts, outcomes, breaker
  * transitions, call records and the same order of what the service tells its listeners; and the
  * inspector must see the actors that served them (each request's fallback run, each upstream call):

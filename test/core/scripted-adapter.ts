@@ -31,7 +31,7 @@ export interface ScriptedAdapter extends ProviderAdapter {
 }
 
 /**
- * An upstream injected into a provider actor for the core's tests (issue 2: the SDK adapters are
+ * An upstream injected into a provider actor for the core's tests (the SDK adapters are
  * tested over real HTTP elsewhere). Steps are consumed in order; when none remain it answers.
  */
 export function scriptedAdapter(id: ProviderId, defaultText = '{"ok":true}'): ScriptedAdapter {

@@ -1,6 +1,6 @@
 /**
- * docs/documents.md names every document store src/documents has (issue 11: it said a Redis store
- * "can be added" while one existed). The stores are found in the source, not listed here.
+ * docs/documents.md names every document store src/documents has (a doc that says a store
+ * "can be added" while one exists misleads its reader). The stores are found in the source, not listed here.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';

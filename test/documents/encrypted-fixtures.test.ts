@@ -1,5 +1,5 @@
 /**
- * The committed encrypted-PDF fixtures are what their names say (issue 11): each is encrypted, AES-256
+ * The committed encrypted-PDF fixtures are what their names say: each is encrypted, AES-256
  * (standard security handler V 5 / R 6, crypt filter AESV3) or RC4 128-bit (V 2 / R 3, no crypt filter),
  * read from the PDF's own /Encrypt dictionary. Nothing here runs qpdf.
  */

@@ -32,7 +32,7 @@ async function failure(promise: Promise<unknown>): Promise<unknown> {
 /** 50 pages sharing one content stream of 150000 text operators: minutes of pdf.js even on an idle machine. */
 const slowPdf = (): Uint8Array => sharedContentStreamPdf(50, 150_000);
 
-describe('PDF extraction pool (issue 12)', () => {
+describe('PDF extraction pool', () => {
   it('stops a PDF at its own deadline (PDF_EXTRACTION_TIMEOUT) while the extractions beside it succeed', async () => {
     // Deadlines are real: a worker thread runs on its own clock. 5 s is far above what a 3-page PDF
     // takes (~0.1 s warm) and far below what the slow PDF takes (minutes).
@@ -89,7 +89,7 @@ function treeRssMb(): number {
   return total / (1024 * 1024);
 }
 
-describe('the memory ceiling of a worker (issue 28)', () => {
+describe('the memory ceiling of a worker', () => {
   it('kills a worker whose memory outgrows its ceiling however the bomb is built (here: with the scan off), alone', async () => {
     // The decoded-bytes scan is switched off (a budget of 1 TB), so pdf.js inflates 384 MB of zeros
     // itself, into ArrayBuffers outside any V8 heap limit: only the ceiling can stop it.

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { addressShareKey, FairQueue } from '../../src/documents/fair-queue.js';
 
-describe('FairQueue (the PDF wait queue, issue 28)', () => {
+describe('FairQueue (the PDF wait queue)', () => {
   it('serves clients in turn, each client its own items oldest first', () => {
     const queue = new FairQueue<string>(16, 8);
     for (const item of ['a1', 'a2', 'a3']) queue.push('a', item);

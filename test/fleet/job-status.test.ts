@@ -1,5 +1,5 @@
 /**
- * Job status through Redis (issue 7): two service instances (the real service, each with its own
+ * Job status through Redis: two service instances (the real service, each with its own
  * emulator on loopback) sharing one REDIS_URL and prefix. A job runs in the instance that created it;
  * its plain JSON view is in Redis with a TTL, so `GET /v1/jobs/:id` answers on every instance.
  */
@@ -180,7 +180,8 @@ describe('job status while Redis is down', () => {
       breaker: { threshold: 3, recoveryMs: 60_000 },
       providerTimeoutMs: 1000,
     });
-    const store = fleet.jobStatusStore({ ttlSeconds: 60, maxJobs: 10 });
+    // A short grace: how long a Redis that came back empty answers a missing record 503 (JOB_LEASE_MS).
+    const store = fleet.jobStatusStore({ ttlSeconds: 60, maxJobs: 10, leaseMs: 300 });
     const job = (status: JobView['status']): JobView => ({
       jobId: 'job-1',
       status,
@@ -218,6 +219,9 @@ describe('job status while Redis is down', () => {
       } finally {
         reader.disconnect();
       }
+      // Redis came back empty: a missing record may be one a runner has yet to write again, so it is 503
+      // within the grace, and unknown (404) after it.
+      await new Promise((resolve) => setTimeout(resolve, 400));
       expect(await store.get('job-1')).toBeUndefined();
     } finally {
       await store.close?.();

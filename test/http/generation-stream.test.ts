@@ -89,18 +89,44 @@ describe('GenerationStream', () => {
     );
   });
 
+  it('never sends 8 letters or digits of a key in a row in the joined deltas, however far apart the model spaces them', () => {
+    // The rule, literally: take the text of every delta event, joined; keep its letters and digits, lowercased;
+    // no 8 consecutive of them are 8 consecutive letters and digits of the key.
+    const keySymbols = key.toLowerCase().replace(/[^a-z0-9]/g, '');
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 40 }), fc.array(fc.integer({ min: 1, max: 300 }), { minLength: 1, maxLength: 20 }), fc.integer({ min: 4, max: 600 }), (blanks, cuts, batch) => {
+        const { stream, written } = open(batch);
+        const output = `The key is ${[...key].join(' '.repeat(blanks))} and that is all.`;
+        let at = 0;
+        for (let piece = 0; at < output.length; piece += 1) {
+          const next = Math.min(output.length, at + (cuts[piece % cuts.length] ?? 1));
+          stream.delta('claude', output.slice(at, next));
+          at = next;
+          if (piece % 3 === 0) vi.advanceTimersByTime(150);
+        }
+        stream.end('done', {});
+        const joined = events(written()).filter((event) => event.event === 'delta').map((event) => event.data.text as string).join('');
+        const symbols = joined.toLowerCase().replace(/[^a-z0-9]/g, '');
+        for (let from = 0; from + 8 <= keySymbols.length; from += 1) expect(symbols).not.toContain(keySymbols.slice(from, from + 8));
+        expect(joined.startsWith('The key is ')).toBe(true);
+        expect(joined.endsWith(' and that is all.')).toBe(true);
+      }),
+      { numRuns: 200 },
+    );
+  });
+
   it('batches deltas by time: pieces within 100 ms go as one event', () => {
     const { stream, written } = open(10_000);
     stream.delta('claude', 'a'.repeat(100));
     stream.delta('claude', 'b'.repeat(100));
     expect(written()).toBe('');
     vi.advanceTimersByTime(100);
-    // The last 64 characters wait for what follows them (an echo of a key may go on).
-    expect(events(written())).toEqual([{ event: 'delta', data: { provider: 'claude', text: `${'a'.repeat(100)}${'b'.repeat(36)}` } }]);
+    // The last 7 letters or digits wait for what follows them (an echo of a key may go on).
+    expect(events(written())).toEqual([{ event: 'delta', data: { provider: 'claude', text: `${'a'.repeat(100)}${'b'.repeat(93)}` } }]);
     stream.attempt({ provider: 'claude', model: 'm', outcome: 'succeeded', countedByBreaker: false, retry: 0, durationMs: 1 });
     expect(events(written()).map((event) => [event.event, event.data.text?.length])).toEqual([
-      ['delta', 136],
-      ['delta', 64],
+      ['delta', 193],
+      ['delta', 7],
       ['attempt', undefined],
     ]);
   });

@@ -105,7 +105,7 @@ describe('keys never leak', () => {
     expect((await generate(body, headersOf(leakKeys.plain))).status).toBe(502);
     harness.emulator.resetFaults();
 
-    // A 200 whose answer echoes the caller's key (issue 12): raw, percent-encoded, spaced, and a 9-character
+    // A 200 whose answer echoes the caller's key: raw, percent-encoded, spaced, and a 9-character
     // piece. The answer reaches the client scrubbed.
     const echoed = leakKeys.plain.gpt;
     const notes = {
@@ -163,6 +163,28 @@ describe('keys never leak', () => {
     expect(harness.logs.length).toBeGreaterThan(10);
     expect(findLeaks(seen)).toEqual([]);
     expect(findLeaks(harness.logs)).toEqual([]);
+  });
+
+  it('a key in a URL (path or query) is neither logged nor echoed', async () => {
+    const logsBefore = harness.logs.length;
+    const bodies: string[] = [];
+    const get = async (path: string, headers: Record<string, string> = {}): Promise<void> => {
+      const result = await request(`${harness.url}${path}`, { headers });
+      bodies.push(result.text);
+      result.headers.forEach((value, name) => bodies.push(`${name}: ${value}`));
+    };
+    // Key-shaped, no header: a provider key's format, a long opaque token, percent-encoded.
+    await get(`/v1/nowhere/${leakKeys.plain.gpt}`);
+    await get(`/v1/${encodeURIComponent(leakKeys.echoed.gpt).replace(/-/g, '%2D')}/x`);
+    await get(`/healthz?key=${leakKeys.plain.timelygpt}&api_key=${leakKeys.echoed.timelygpt}`);
+    await get(`/v1/jobs/${leakKeys.plain.claude}?x=${leakKeys.echoed.claude}`);
+    // Not key-shaped, but the request's own key (sent in its header too).
+    await get(`/v1/nowhere/${leakKeys.bad.claude}`, { 'x-claude-key': leakKeys.bad.claude });
+    expect(bodies.some((body) => body.includes('NOT_FOUND'))).toBe(true);
+    const lines = harness.logs.slice(logsBefore);
+    expect(lines.some((line) => line.includes('incoming request'))).toBe(true);
+    expect(findLeaks(bodies)).toEqual([]);
+    expect(findLeaks(lines)).toEqual([]);
   });
 
   it('the leak detector itself finds a leaked piece', () => {

@@ -1,5 +1,5 @@
 /**
- * /metrics of the real service (issue 11): process metrics carry our prefix once
+ * /metrics of the real service: process metrics carry our prefix once
  * (`studyhelper_process_cpu_user_seconds_total`, not `studyhelper_process_process_…`), and a generation
  * whose client goes away while the upstream call runs is counted as `outcome="aborted"`.
  */

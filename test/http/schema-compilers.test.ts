@@ -1,7 +1,8 @@
 /**
  * Every route's schemas are zod's (fastify-type-provider-zod), so the app hands Fastify zod's compilers
- * as its defaults and Fastify never loads its own, ajv and fast-json-stringify's compiler (issue 15:
- * ~1.2 MiB of heap; Fastify's error serializer still uses fast-json-stringify's small runtime). Checked in a fresh process (its own module cache) that starts the whole service and answers a
+ * as its defaults and Fastify never loads its own, ajv and fast-json-stringify's compiler (heap
+ * spent for nothing; Fastify's error serializer still uses fast-json-stringify's small runtime). Checked
+ * in a fresh process (its own module cache) that starts the whole service and answers a
  * validated route.
  */
 import { spawnSync } from 'node:child_process';

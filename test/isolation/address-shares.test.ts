@@ -1,5 +1,5 @@
 /**
- * Shares by address, not by invented key (issue 28). A client is its key set, and keys cost nothing to
+ * Shares by address, not by invented key. A client is its key set, and keys cost nothing to
  * invent: a victim's job from another address waited over a minute behind an address that sent a new key
  * per job, and 32 connections with a new bad key each drove hundreds of provider calls a second. Once an
  * address holds more than 4 distinct key sets, they count as one client (job scheduling, generation

@@ -51,7 +51,7 @@ async function until(check: () => boolean): Promise<void> {
   expect(check()).toBe(true);
 }
 
-describe('admission of POST /v1/generate (issue 12)', () => {
+describe('admission of POST /v1/generate', () => {
   it('gives each client a share of the in-flight slots and the instance a bound; every refusal has Retry-After', async () => {
     const { app, gateway, releaseHold } = await start({
       MAX_INFLIGHT_GENERATIONS: '3',
@@ -100,7 +100,7 @@ describe('admission of POST /v1/generate (issue 12)', () => {
   });
 });
 
-describe('slots per remote address (the per-address share, issue 12)', () => {
+describe('slots per remote address (the per-address share)', () => {
   it('bounds a client that invents a new key per request by its address; other addresses still get in', async () => {
     const { app, gateway, releaseHold } = await start(
       { MAX_INFLIGHT_GENERATIONS: '10', MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '2', REFUSAL_DELAY_MS: '0' },
@@ -139,7 +139,7 @@ describe('slots per remote address (the per-address share, issue 12)', () => {
   });
 });
 
-describe('slots weighted by the size of the text (one per 25 000 characters, issue 12)', () => {
+describe('slots weighted by the size of the text (one per 25 000 characters)', () => {
   // The rule, written out: a run takes ceil(characters / slot characters) slots, at least 1 and at most
   // MAX_INFLIGHT_GENERATIONS_PER_CLIENT; a client holds at most that share, the instance at most
   // MAX_INFLIGHT_GENERATIONS. Here a slot is 100 characters, so the texts stay short.
@@ -193,7 +193,7 @@ describe('slots weighted by the size of the text (one per 25 000 characters, iss
   });
 });
 
-describe('admission of POST /v1/jobs (issue 12)', () => {
+describe('admission of POST /v1/jobs', () => {
   const withDocument = (store: DocumentStore): Promise<string> => putTestDocument(store, 'f'.repeat(64));
 
   it('answers a full instance with 503 TOO_MANY_JOBS and Retry-After', async () => {

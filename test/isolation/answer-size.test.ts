@@ -1,5 +1,5 @@
 /**
- * Big valid answers (issue 28): a provider answering megabytes of otherwise valid material held the event
+ * Big valid answers: a provider answering megabytes of otherwise valid material held the event
  * loop for seconds (16 answers of 7 MB) and was served. An answer longer than its task can need is
  * `invalid_output` before it is parsed: the output token limit × 16 characters a token, 4096 × 16 for
  * notes and min(16000, 800 + count × 400) × 16 for MCQ (the numbers written out here, not read from the code).

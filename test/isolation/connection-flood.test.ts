@@ -1,5 +1,5 @@
 /**
- * Connection flooding (issue 28): 22,000 connections from one address, each a POST whose body never
+ * Connection flooding: 22,000 connections from one address, each a POST whose body never
  * finishes, exhausted the process's file descriptors, and every new connection of every other client was
  * reset. Each address may hold MAX_CONNECTIONS_PER_ADDRESS (here 64) open at once; one more is destroyed as
  * it is accepted, and the other addresses keep connecting. The attacker runs in two processes of its own

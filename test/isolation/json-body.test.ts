@@ -1,5 +1,5 @@
 /**
- * Deeply nested JSON (issue 28): a 2 MB body of `[[[[…` cost the event loop ~0.5 s of JSON.parse per
+ * Deeply nested JSON: a 2 MB body of `[[[[…` would stall the event loop in JSON.parse on every
  * request. A body nested deeper than 32 levels is refused (400 INVALID_REQUEST, saying so) before it is
  * parsed; brackets inside strings do not count. Each route's body is capped to what it needs: 16 KiB for
  * job creation and breaker control, MAX_TEXT_CHARS and the longest notes answer (64 Ki characters),

@@ -1,5 +1,5 @@
 /**
- * The busy signal the equal shares of generation slots follow (src/http/load-gauge.ts, issue 28): this
+ * The busy signal the equal shares of generation slots follow (src/http/load-gauge.ts): this
  * process's event-loop utilization, sampled every 250 ms and smoothed, busy from 45 %, idle again below 30 %.
  */
 import { afterEach, describe, expect, it } from 'vitest';

@@ -32,7 +32,7 @@ async function upload(app: FastifyInstance, bytes: Uint8Array, fileName: string)
   });
 }
 
-describe('hostile PDFs through POST /v1/documents (issue 12)', () => {
+describe('hostile PDFs through POST /v1/documents', () => {
   it('each hostile PDF gets 422 PDF_TOO_COMPLEX naming its limit, and the uploads beside it all succeed', async () => {
     // Real deadline (worker threads run on their own clock): 5 s is far above a 3-page PDF (~0.1 s
     // warm) and far below the shared-content-stream PDF (~25 s).

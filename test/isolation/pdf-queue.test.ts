@@ -1,6 +1,6 @@
 /**
- * The PDF wait queue by address (issue 28): 18 slow PDFs from one address used to fill the one worker
- * and its 16-slot queue, and every other address got 503 PDF_EXTRACTOR_BUSY for a minute. Now each
+ * The PDF wait queue by address: 18 slow PDFs from one address would fill the one worker
+ * and its 16-slot queue, and every other address would get 503 PDF_EXTRACTOR_BUSY for a minute. So each
  * address (IPv6 by /64) holds a share of the queue and addresses are served in turn.
  */
 import type { FastifyInstance } from 'fastify';
@@ -31,7 +31,7 @@ async function upload(app: FastifyInstance, bytes: Uint8Array, remoteAddress: st
   return { status: response.statusCode, code: (response.json() as { error?: { code: string } }).error?.code, at: performance.now() };
 }
 
-describe('the PDF queue is shared by address (issue 28)', () => {
+describe('the PDF queue is shared by address', () => {
   for (const [family, attackerAddress] of [
     ['IPv4', (_: number) => '203.0.113.7'],
     // Eighteen addresses of one /64: one share.

@@ -1,5 +1,5 @@
 /**
- * Per-client rates of uploads and job creations (issue 12), and the refusals made before a body is
+ * Per-client rates of uploads and job creations, and the refusals made before a body is
  * read. The rule, written out: a client (uploads: its remote address; jobs: its key headers) may make
  * RATE_LIMIT_UPLOADS uploads and RATE_LIMIT_JOBS job creations per RATE_LIMIT_WINDOW_SECONDS; past it
  * 429 TOO_MANY_REQUESTS with Retry-After (the seconds left in its window, 1..window) and the same number

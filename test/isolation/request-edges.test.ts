@@ -1,5 +1,5 @@
 /**
- * Smaller edges of issue 28: headers over Node's limit get 431 with the code docs/errors.md gives
+ * Smaller edges of hostile requests: headers over Node's limit get 431 with the code docs/errors.md gives
  * (`HEADERS_TOO_LARGE`, not `INVALID_REQUEST`); an upload's file name is cut to 255 UTF-8 bytes at a
  * character boundary, without bidi overrides, before it is stored or echoed.
  */

@@ -1,5 +1,5 @@
 /**
- * Event streams are bounded per client and per instance (issue 12): each holds a socket and up to
+ * Event streams are bounded per client and per instance: each holds a socket and up to
  * its 64 KiB buffer, so one client opening hundreds would take them from everyone. Real sockets.
  */
 import type { FastifyInstance } from 'fastify';

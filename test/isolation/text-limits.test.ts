@@ -20,7 +20,7 @@ afterEach(async () => {
 
 const headers = { 'content-type': 'application/json', 'x-gpt-key': 'junk-gpt-key-000000001' };
 
-describe('text limits on POST /v1/generate (issue 12)', () => {
+describe('text limits on POST /v1/generate', () => {
   it('answers a text over MAX_TEXT_CHARS with 413 TEXT_TOO_LONG and calls no provider', async () => {
     const { app, gateway } = await start({ MAX_TEXT_CHARS: '1000' });
     const response = await app.inject({ method: 'POST', url: '/v1/generate', headers, payload: { task: 'notes', text: 'a'.repeat(1001) } });

@@ -1,5 +1,5 @@
 /**
- * TRUST_PROXY (issue 12): behind a proxy every client has the proxy's address, so the per-address shares
+ * TRUST_PROXY: behind a proxy every client has the proxy's address, so the per-address shares
  * would be one share for everyone; with TRUST_PROXY the client's address is read from X-Forwarded-For, and
  * only when the request comes from a trusted proxy. Judged by the per-address generation share (1 slot
  * here): two clients behind the proxy both get in when their addresses are read from the header, and only

@@ -1,5 +1,5 @@
 /**
- * WORKER_NICE (issue 12): the PDF extract workers (child processes since issue 28) lower every thread
+ * WORKER_NICE: the PDF extract workers (child processes, for their memory ceiling) lower every thread
  * of their process, the token-count worker its own thread, so a hostile upload or text takes only the
  * CPU the event loop leaves. Read from the kernel (/proc/<pid>/task/<tid>/stat, field 19 is the nice
  * value), not from the code that set it.

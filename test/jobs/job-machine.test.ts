@@ -211,7 +211,7 @@ describe('job machine', () => {
   );
 });
 
-describe('job machine: interrupted and resuming (issue 26)', () => {
+describe('job machine: interrupted and resuming', () => {
   const mcq = { questions: [] };
   /** A job created by a resume with `restore`; its stages wait for the test as in `startJob`. */
   function resumeJob(restore: { notes: typeof notes | null; mcq: typeof mcq | null }) {

@@ -202,7 +202,7 @@ describe('the results cache', () => {
     expect(job.body.result).toEqual(firstJob.body.result);
   });
 
-  it('never serves a result paid with one key to a request without that key (issue 12)', async () => {
+  it('never serves a result paid with one key to a request without that key', async () => {
     const pdf = await englishTextPdf(4);
     const body = (documentId: string) => ({ documentId, providers: ['claude'], options: { lang: 'en', mcqCount: 1, fillCount: 1 } });
     // User A, with a working Claude key: the job succeeds and its results are cached.

@@ -186,7 +186,7 @@ describe('job registry', () => {
   });
 });
 
-describe('interrupted jobs and their resume (issue 26)', () => {
+describe('interrupted jobs and their resume', () => {
   /** A long text: many parts under a 64-token budget, so the job is many provider steps. */
   function longSpec(tag: string): JobSpec {
     const sentences = Array.from(
@@ -242,5 +242,25 @@ describe('interrupted jobs and their resume (issue 26)', () => {
     expect(done?.meta?.attempts.length).toBeGreaterThanOrEqual(askedOfSecond + kept);
     // A second resume of a job that is no longer interrupted is refused.
     await expect(second.resume(record!, longSpec('interrupted'))).rejects.toThrow(/not interrupted/);
+  });
+});
+
+describe('a job followed through the store from another registry (another instance)', () => {
+  it('its stream ends with done even when its record is gone for good (never left open without an end)', async () => {
+    const { createMemoryJobStatusStore } = await import('../../src/jobs/index.js');
+    const store = createMemoryJobStatusStore({ maxEntries: 10 });
+    // A runs the job (each call 2 s: it stays running); B shares the store and only follows it.
+    emulator.setFault({ provider: 'gpt', fault: 'slow', ms: 2000 });
+    const a = registry({ store });
+    const b = registry({ store, remotePollMs: 20 });
+    const job = a.create(spec());
+    const seen: JobStreamEvent[] = [];
+    const ended = finished(b, job.jobId, seen);
+    // The record vanishes (expired, or lost with a store that came back empty and nobody wrote it again).
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await store.delete(job.jobId);
+    // The rule: the follower's last event is `done`; with no record left, the job is no longer run anywhere it can see.
+    await expect(ended).resolves.toBe('interrupted');
+    expect(seen[seen.length - 1]).toEqual({ type: 'done', data: { status: 'interrupted' } });
   });
 });

@@ -1,5 +1,5 @@
 /**
- * Model-based test of the running service's circuit breaker (issue 24 item 4). The model is
+ * Model-based test of the running service's circuit breaker. The model is
  * breaker.model.ts (the production breaker machine as the service shows it from outside); every path of
  * its edge cover drives the real service over HTTP — the real SDKs against the emulator, its faults as
  * the events, the operator's route for the controls, the service's own `retryAt` for time passing —

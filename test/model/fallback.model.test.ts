@@ -1,5 +1,5 @@
 /**
- * Model-based test of the running service's retry-and-fallback runs (issue 24 item 4). The model is
+ * Model-based test of the running service's retry-and-fallback runs. The model is
  * fallback.model.ts (the production fallback machine as one request's attempts show it); its simple
  * paths to an end, for both policies, are the runs walked on the real service: each path is turned into
  * what every provider of the chain does (an emulator fault for some calls, an operator's forced open,

@@ -1,5 +1,5 @@
 /**
- * Model-based test of the running service's per-key health (issue 24 item 4). The model is
+ * Model-based test of the running service's per-key health. The model is
  * key-health.model.ts (one key's machine as the service shows it from outside); every path of its edge
  * cover drives the real service over HTTP with a key of its own — the provider's own 401, quota and
  * 429 bodies and its 500 as the emulator's `respond` / `http500` faults, a streak of 500s from the key

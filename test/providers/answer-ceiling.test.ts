@@ -1,5 +1,5 @@
 /**
- * Each call's own answer ceiling (issue 28, "big valid answers"): through the real SDKs against the
+ * Each call's own answer ceiling (against big valid answers): through the real SDKs against the
  * emulator, an answer longer than the request's `maxAnswerChars` is not read to its end. The rule, as
  * docs/providers.md states it: the adapter hands on no more text than the ceiling, the call fails
  * `invalid_output` (never a class the breaker counts: docs/errors.md column B), and the connection is

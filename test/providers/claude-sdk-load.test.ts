@@ -1,5 +1,5 @@
 /**
- * `@anthropic-ai/sdk` is imported on first use (issue 15, src/providers/claude-sdk.ts): a service whose
+ * `@anthropic-ai/sdk` is imported on first use (src/providers/claude-sdk.ts): a service whose
  * requests never name Claude never loads it, and a request naming Claude has it loaded before its
  * first provider call (so the import never runs inside that call's deadline).
  */

@@ -1,5 +1,5 @@
 /**
- * How fast a call reads its provider's events (src/providers/streamed-text.ts `readEvents`, issue 28): the
+ * How fast a call reads its provider's events (src/providers/streamed-text.ts `readEvents`): the
  * first `burst` at once, then no more than `perSecond` a second, `batch` at a time (a batch is read in one
  * turn of the event loop: one message to the call actor), the stream left unread (paused) meanwhile;
  * an abort while it waits ends the wait at once. The answers through the real SDKs are paced too:

@@ -1,5 +1,5 @@
 /**
- * Streamed calls through the real SDKs against the emulator over real HTTP (issue 25): the deltas, the
+ * Streamed calls through the real SDKs against the emulator over real HTTP: the deltas, the
  * answer they make, the usage read from the stream, and every mid-stream failure with its class.
  * Expected classes are written out from docs/errors.md; expected texts and usage come from the emulator's
  * own non-streamed answer to the same request (a second, independent path), never from the adapter.

@@ -1,5 +1,5 @@
 /**
- * A key echoed in short pieces across separate JSON fields (issue 28): a provider that put the key in
+ * A key echoed in short pieces across separate JSON fields: a provider that put the key in
  * 7-character pieces, one per field of the material, passed the 8-character scan. In a success body any
  * 6 consecutive letters and digits of a key in flight are redacted, wherever they stand; the material
  * around them is kept.

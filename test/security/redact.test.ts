@@ -1,5 +1,5 @@
 /**
- * Key redaction (issue 12): every 8-character piece of a key, raw, percent-encoded, spaced or punctuated,
+ * Key redaction: every 8-character piece of a key, raw, percent-encoded, spaced or punctuated,
  * in base64 or hex, is gone from the output; text holding nothing of a key is returned unchanged.
  * Oracles are literal: they look for the pieces with `includes`, not through the function under test.
  */

@@ -70,7 +70,7 @@ describe('result cache', () => {
     expect(gateway.requests.slice(calls).map((request) => request.task)).toEqual(['fill']);
   });
 
-  it('serves a result only to a request holding the provider key that produced it (issue 12)', async () => {
+  it('serves a result only to a request holding the provider key that produced it', async () => {
     const cache = createResultCache();
     const gateway = createFakeGateway(markerResponder);
     const paid = { task: 'notes' as const, text: 'Deadlock needs four conditions.', lang: 'en' as const, chain, cache, cacheKey: 'doc-sha-2' };

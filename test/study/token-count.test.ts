@@ -9,7 +9,7 @@ function longestRun(text: string): number {
   return Math.max(0, ...(text.match(/\s+|\S+/gu) ?? []).map((run) => run.length));
 }
 
-describe('bounded token counting (issue 12: BPE is quadratic in a run, so no run longer than 256 reaches it)', () => {
+describe('bounded token counting (BPE is quadratic in a run, so no run longer than 256 reaches it)', () => {
   it.each([
     ['100 000 a in a row', 'a'.repeat(100_000)],
     ['100 000 spaces between two words', `x${' '.repeat(100_000)}y`],

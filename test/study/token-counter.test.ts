@@ -3,7 +3,7 @@ import { createTokenCounter, type TokenCounter } from '../../src/study/index.js'
 import { estimateTokens, splitTextParts } from '../../src/study/split.js';
 import { longDocument } from './long-text.js';
 
-describe('token counter (issues 12 and 15: counting off the main thread, the tokenizer only when needed)', () => {
+describe('token counter (counting off the main thread, the tokenizer only when needed)', () => {
   let counter: TokenCounter | undefined;
   afterEach(async () => {
     await counter?.close();

@@ -1,7 +1,7 @@
 /**
- * The whole flow in a real browser (issue 6): Chromium driven by playwright-core against the emulator +
+ * The whole flow in a real browser: Chromium driven by playwright-core against the emulator +
  * service on loopback in demo mode. The browser is CHROMIUM_PATH, else Debian's if it starts, else the
- * one shipped in the @sparticuz/chromium devDependency (./chromium.ts, issue 11). Upload a generated PDF,
+ * one shipped in the @sparticuz/chromium devDependency (./chromium.ts). Upload a generated PDF,
  * see the job reach 100%, answer a quiz question, take Claude down in the fault panel, see its breaker
  * open, reset the fault and see it go half-open and close again. Screenshots go to test-artifacts/ (gitignored; CI keeps them).
  */
@@ -271,7 +271,7 @@ describe('the page in Chromium', () => {
 });
 
 /**
- * A provider that fails in the middle of its answer (issue 25), in a demo of its own (no retry, so the next
+ * A provider that fails in the middle of its answer, in a demo of its own (no retry, so the next
  * attempt is the fallback; a short stream idle timeout): Claude writes part of the notes and stalls. The
  * page shows the notes forming while Claude's answer is stalled, then the fallback in the middle — Claude's
  * attempt failed with a timeout after streaming, GPT's attempt continued the answer — with the notes

@@ -1,5 +1,5 @@
 /**
- * Browser discovery for the web tests (issue 11): CHROMIUM_PATH, then Debian's Chromium only if it starts,
+ * Browser discovery for the web tests: CHROMIUM_PATH, then Debian's Chromium only if it starts,
  * then the Chromium shipped in @sparticuz/chromium. The "browsers" here are shell scripts: one exits 127
  * (present but broken), the others note their arguments and then run the shipped Chromium, so every
  * order is checked on any machine, with or without Debian's chromium.

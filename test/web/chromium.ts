@@ -1,5 +1,5 @@
 /**
- * Finds and starts a Chromium for the browser tests (issue 11), in this order:
+ * Finds and starts a Chromium for the browser tests, in this order:
  * 1. `CHROMIUM_PATH`, when set. It is an explicit choice, so if it does not start that is an error (no
  *    silent fallback to another browser).
  * 2. Debian's `/usr/bin/chromium`, only if it actually starts (present but broken is passed over).

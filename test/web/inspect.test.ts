@@ -48,7 +48,7 @@ describe('sanitizeForInspection', () => {
     );
     expect(out).not.toContain(key);
     expect(out).toContain('"[secret ');
-    // Document text of any length leaves as its length only (issue 12: under 200 characters it passed whole).
+    // Document text of any length leaves as its length only: a short text is the user's too.
     expect(out).not.toContain('Photosynthesis');
     expect(out).not.toContain('xxxx');
     expect(out).toContain('"content":"[string: 14 chars]"');

@@ -50,7 +50,7 @@ describe('web routes (demo mode, real emulator)', () => {
     }
   });
 
-  it('answers 404 NOT_FOUND for names that live on Object.prototype (issue 12: /web/constructor was a 500)', async () => {
+  it('answers 404 NOT_FOUND for names that live on Object.prototype (a plain-object lookup would find them)', async () => {
     for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf']) {
       const response = await fetch(`${demo.url}/web/${name}`);
       expect(response.status, name).toBe(404);
@@ -151,11 +151,11 @@ describe('web routes outside demo mode', () => {
 });
 
 describe('page files', () => {
-  it('are found from the project root, under src/ and dist/ alike', async () => {
+  it('are found beside the module: src/web/public and docs/machines from the sources (dist/ in the build: test/packaging)', async () => {
     const root = findProjectRoot();
     expect(findProjectRoot(join(root, 'dist', 'src', 'web'))).toBe(root);
-    expect(findProjectRoot(join(root, 'src', 'web'))).toBe(root);
-    const paths = webPaths(root);
+    const paths = webPaths();
+    expect(paths).toEqual({ publicDirectory: join(root, 'src', 'web', 'public'), machinesDirectory: join(root, 'docs', 'machines') });
     await expect(readFile(join(paths.publicDirectory, 'index.html'), 'utf8')).resolves.toContain('study-helper');
   });
 

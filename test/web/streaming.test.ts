@@ -1,5 +1,5 @@
 /**
- * The page shows the study material as it is written (issue 25): in real Chromium against the demo, a job
+ * The page shows the study material as it is written: in real Chromium against the demo, a job
  * whose provider answers slowly (the emulator's `slow` fault on every call) shows its notes while its quiz
  * questions are still being written, then the whole result once the job is done.
  */

@@ -8,7 +8,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { findProjectRoot } from '../../src/web/assets.js';
-import { outlinedPdf, textbookOutline } from '../fixtures/pdf/outline.js';
+import { outlinedPdf } from '../fixtures/pdf/outline.js';
 import { useDemoPage } from './demo-page.js';
 
 const artifacts = join(findProjectRoot(), 'test-artifacts', 'web');
@@ -31,7 +31,7 @@ describe('the page: a chapter at a time, priced before it starts', () => {
       if (message.type() === 'error') problems.push(`console: ${message.text()}`);
     });
     await page.goto(demo.url);
-    await page.setInputFiles('#upload-file', { name: 'biology.pdf', mimeType: 'application/pdf', buffer: Buffer.from(await outlinedPdf(12, textbookOutline)) });
+    await page.setInputFiles('#upload-file', { name: 'biology.pdf', mimeType: 'application/pdf', buffer: Buffer.from(await outlinedPdf(12)) });
     await page.fill('#mcq-count', '3');
     await page.fill('#fill-count', '3');
     await page.click('#upload-button');

@@ -18,7 +18,9 @@ import {
   type StoredDocument,
 } from '../../documents/index.js';
 import { ApiError } from '../errors.js';
+import { errorBodySchema } from '../schemas.js';
 import { routeRateLimit } from '../rate-limit.js';
+import { safeSegment } from '../safe-url.js';
 import type { RouteRateLimit } from '../rate-limit.js';
 
 /** Options of the documents plugin. */
@@ -38,6 +40,11 @@ export interface DocumentsRoutesOptions {
   rateLimit?: Pick<RouteRateLimit, 'max' | 'windowSeconds' | 'salt'>;
 }
 
+/** The form of `POST /v1/documents`, for the OpenAPI document only: @fastify/multipart reads it, not the validator. */
+const uploadFormSchema = z.object({
+  file: z.file().describe('The PDF (one file, at most MAX_UPLOAD_MB); other fields are ignored.'),
+});
+
 /** The 201 body of `POST /v1/documents` (docs/api.md). */
 const documentUploadResponseSchema = z.object({
   documentId: z.string(),
@@ -51,9 +58,7 @@ const documentUploadResponseSchema = z.object({
   outline: z
     .array(z.object({ title: z.string(), page: z.number().int().positive(), level: z.number().int().positive() }))
     .describe("The PDF's bookmarks, depth first (level 1 = top, page 1-based, at most 500); [] when it has none."),
-});
-
-const errorBodySchema = z.object({ error: z.object({ code: z.string(), message: z.string() }).loose() });
+}).meta({ id: 'Document', description: 'An uploaded PDF: its id for generations and jobs, and what was extracted.' });
 
 /**
  * `POST /v1/documents`: a PDF as multipart field `file` → text extracted and stored. Encapsulated:
@@ -83,6 +88,7 @@ export const documentsRoutes: FastifyPluginAsync<DocumentsRoutesOptions> = async
         summary: 'Upload a PDF; its text is extracted and kept for DOCUMENT_TTL_SECONDS',
         tags: ['documents'],
         consumes: ['multipart/form-data'],
+        documentedBody: uploadFormSchema,
         response: {
           201: documentUploadResponseSchema,
           400: errorBodySchema,
@@ -107,7 +113,8 @@ export const documentsRoutes: FastifyPluginAsync<DocumentsRoutesOptions> = async
         throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'The file is not a PDF: its first 1024 bytes hold no %PDF- header.');
       }
       const { sha256 } = upload;
-      // The wait queue is shared by address (TRUST_PROXY decides request.ip), IPv6 by /64 (issue 28).
+      // The wait queue is shared by address (TRUST_PROXY decides request.ip), IPv6 by /64, so one
+      // address cannot fill the extract workers while others wait.
       const extracted = await extractOrThrow(extractor, upload.bytes, extractOptions, addressShareKey(request.ip));
       const document: StoredDocument = {
         documentId: randomUUID(),
@@ -145,8 +152,8 @@ async function readUpload(
         part.file.resume();
         continue;
       }
-      // Hashed chunk by chunk as it streams in: hashing a 20 MiB file in one call held the event loop
-      // 12-14 ms (measured here), every such upload.
+      // Hashed chunk by chunk as it streams in: hashing a large file in one call would hold the event
+      // loop for every such upload (docs/performance.md).
       const hash = createHash('sha256');
       const chunks: Buffer[] = [];
       let length = 0;
@@ -220,7 +227,8 @@ async function extractOrThrow(
   }
 }
 
-/** Longest file name kept, in UTF-8 bytes (what file systems allow; issue 28: a 100 KB name was stored and echoed). */
+/** Longest file name kept, in UTF-8 bytes (what file systems allow): a longer name would be
+ * stored and echoed back whole. */
 const maxFileNameBytes = 255;
 
 /** The client's file name without any path, control or bidi-override characters, cut to 255 UTF-8 bytes at a character boundary. */
@@ -241,7 +249,7 @@ function cleanFileName(fileName: string): string {
 export async function loadDocumentOrThrow(store: DocumentStore, documentId: string): Promise<StoredDocument> {
   const document = await store.get(documentId);
   if (document === undefined) {
-    throw new ApiError('DOCUMENT_NOT_FOUND', `No document ${JSON.stringify(documentId.slice(0, 100))}: it is unknown or has expired (DOCUMENT_TTL_SECONDS).`);
+    throw new ApiError('DOCUMENT_NOT_FOUND', `No document ${JSON.stringify(safeSegment(documentId.slice(0, 100)))}: it is unknown or has expired (DOCUMENT_TTL_SECONDS).`);
   }
   return document;
 }

@@ -11,14 +11,7 @@ import type { Attempt, FallbackPolicy, Gateway } from '../../actors/types.js';
 import { sumUsd, type PriceTable } from '../../cost/index.js';
 import type { DocumentStore } from '../../documents/index.js';
 import type { ProviderId } from '../../providers/index.js';
-import {
-  fillResultSchema,
-  createCostBudget,
-  generateStudyTask,
-  mcqResultSchema,
-  notesResultSchema,
-  resolveLang,
-} from '../../study/index.js';
+import { createCostBudget, generateStudyTask, resolveLang } from '../../study/index.js';
 import { clientIdOf } from '../admission.js';
 import { shareAddress } from '../client-address.js';
 import { routeRateLimit, type RouteRateLimit } from '../rate-limit.js';
@@ -36,13 +29,19 @@ import {
   alreadyValidated,
   attemptSchema,
   errorBodySchema,
+  fillComponentSchema,
   generationErrorBodySchema,
   maxCostUsdSchema,
+  mcqComponentSchema,
+  notesComponentSchema,
   outputLanguageSchema,
   providerIdSchema,
   providerOrderSchema,
+  streamItemFields,
   taskSchema,
+  usageSchema,
 } from '../schemas.js';
+import { eventStreamResponse, keySecurity } from '../openapi.js';
 
 export interface GenerateRoutesOptions {
   readonly gateway: Gateway;
@@ -91,7 +90,7 @@ const generateBodySchema = z
       .strictObject({
         lang: outputLanguageSchema,
         count: z.int().min(1).max(50).optional().describe('Questions asked for (mcq, fill).'),
-        notes: notesResultSchema
+        notes: notesComponentSchema
           .optional()
           .describe('A notes result that grounds mcq/fill; generated first when absent.'),
         maxCostUsd: maxCostUsdSchema,
@@ -112,13 +111,11 @@ const generateBodySchema = z
     }
   });
 
-const usageSchema = z.object({ inputTokens: z.number().nullable(), outputTokens: z.number().nullable() });
-
 /** The 200 body: the study layer validated `result`; `meta` is the run's own typed bookkeeping. */
 export const generateResponseSchema = alreadyValidated(
   z.object({
     task: taskSchema,
-    result: z.union([notesResultSchema, mcqResultSchema, fillResultSchema]),
+    result: z.union([notesComponentSchema, mcqComponentSchema, fillComponentSchema]),
     meta: z.object({
       provider: providerIdSchema,
       model: z.string(),
@@ -132,9 +129,25 @@ export const generateResponseSchema = alreadyValidated(
       langSource: z
         .enum(['request', 'detected'])
         .describe('request: options.lang gave it; detected: read from the document.'),
-    }),
-  }),
+    }).meta({ id: 'Meta', description: 'Which provider answered, after which attempts, at what usage.' }),
+  }).meta({ id: 'Generation', description: "The answer of POST /v1/generate (and its stream's `done`)." }),
 );
+
+/** The events of a streamed generation (docs/api.md "Streaming"), each one's `data`. */
+const generateStreamEvents = {
+  item: z
+    .object({ task: taskSchema, ...streamItemFields })
+    .describe('One element of the result as soon as it is complete and valid, once each, in result order.'),
+  delta: z.object({ provider: providerIdSchema, text: z.string() }).describe('Raw model output as it arrives (batched).'),
+  attempt: attemptSchema,
+  reset: z
+    .object({ provider: providerIdSchema, reason: z.string() })
+    .describe('The items sent so far are void; items start again from the next answer.'),
+  done: generateResponseSchema,
+  error: z
+    .object({ status: z.number().int(), error: generationErrorBodySchema.shape.error })
+    .describe('The status and error body the JSON API would have answered.'),
+};
 
 function isErrorCode(code: string): code is ErrorCode {
   return Object.hasOwn(errorCodes, code);
@@ -174,7 +187,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
     '/v1/generate',
     {
       bodyLimit: options.bodyLimit,
-      // Per address, whatever keys it sends (issue 28), counted before the body is read: a request
+      // Per address, whatever (invented) keys it sends, counted before the body is read: a request
       // refused later (too large, nested too deep, over a share) still counts.
       config: {
         rateLimit:
@@ -182,7 +195,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
             ? false
             : routeRateLimit({ ...options.rateLimit, what: 'generations', variable: 'RATE_LIMIT_GENERATIONS', client: 'byAddress' }),
       },
-      // Before a byte of the body is read (issue 12): a client whose share of the slots is already taken
+      // Before a byte of the body is read: a client whose share of the slots is already taken
       // is refused without its body being parsed. (A body declared over `bodyLimit` is refused by Fastify
       // on its content-length alone, and its connection closed: test/isolation/rate-limit.test.ts.)
       // Callback-style (no promise per request); the keys and client id are read once, here.
@@ -200,10 +213,19 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
         tags: ['generate'],
         summary:
           'Generate notes, MCQ or fill-in-the-blank questions through the first provider that answers.',
-        description: `Provider keys travel in the headers ${Object.values(keyHeaders).join(', ')}.`,
+        description:
+          `Provider keys travel in the headers ${Object.values(keyHeaders).join(', ')}. With \`Accept: text/event-stream\` ` +
+          'the answer is an event stream once generation starts; everything refused before that is the JSON error.',
+        security: keySecurity,
         body: generateBodySchema,
         response: {
-          200: generateResponseSchema,
+          200: {
+            description: 'The answer; or, asked with `Accept: text/event-stream`, its event stream.',
+            content: {
+              'application/json': { schema: generateResponseSchema },
+              ...eventStreamResponse('The generation as it happens, ending with exactly one `done` or `error`.', generateStreamEvents).content,
+            },
+          },
           400: errorBodySchema,
           401: generationErrorBodySchema,
           402: generationErrorBodySchema,
@@ -313,7 +335,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
         if (outcome.status === 'succeeded') {
           const answer = {
             task: body.task,
-            // A model can echo the key it was called with: the answer is scrubbed like any message (issue 12).
+            // A model can echo the key it was called with: the answer is scrubbed like any message.
             result: redactKeysDeep(outcome.value, secrets),
             meta: {
               provider: outcome.provider,

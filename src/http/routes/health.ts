@@ -1,5 +1,6 @@
 /**
- * `GET /healthz` (the process is alive) and `GET /readyz` (ready to serve; reports the state store).
+ * `GET /healthz` (the process is alive) and `GET /readyz` (ready to serve; reports the state store and any
+ * store that cannot write).
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -9,6 +10,8 @@ export interface Readiness {
   readonly store: 'memory' | 'redis';
   /** False when the store is configured but unreachable (the service falls back to in-process state). */
   readonly storeReachable: boolean;
+  /** The stores whose last write failed, with the cause (a full disk, a read-only folder, Redis refusing). */
+  readonly failures?: readonly { readonly store: string; readonly reason: string }[];
 }
 
 export interface HealthRoutesOptions {
@@ -21,6 +24,7 @@ const readySchema = z.looseObject({
   status: z.enum(['ready', 'degraded']),
   store: z.enum(['memory', 'redis']),
   storeReachable: z.boolean(),
+  failures: z.array(z.object({ store: z.string(), reason: z.string() })).optional(),
 });
 
 export const healthRoutes: FastifyPluginAsyncZod<HealthRoutesOptions> = async (app, options) => {
@@ -36,16 +40,19 @@ export const healthRoutes: FastifyPluginAsyncZod<HealthRoutesOptions> = async (a
       schema: {
         tags: ['health'],
         summary:
-          'Ready to serve; reports the state store ("degraded": the store is unreachable and state is in-process).',
+          'Ready to serve; reports the state store ("degraded": the store is unreachable and state is in-process, or ' +
+          'a store cannot write: `failures` names each store and the cause).',
         response: { 200: readySchema },
       },
     },
     async () => {
       const readiness = await options.readiness();
+      const failures = readiness.failures ?? [];
       return {
-        status: readiness.storeReachable ? ('ready' as const) : ('degraded' as const),
+        status: readiness.storeReachable && failures.length === 0 ? ('ready' as const) : ('degraded' as const),
         store: readiness.store,
         storeReachable: readiness.storeReachable,
+        ...(failures.length === 0 ? {} : { failures: [...failures] }),
       };
     },
   );

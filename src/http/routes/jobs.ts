@@ -17,26 +17,33 @@ import {
   JobStoreUnavailableError,
   keysMatch,
 } from '../../jobs/index.js';
-import type { JobCancelBus, JobRegistry, JobSpec, JobStatusStore, JobStreamEvent } from '../../jobs/index.js';
+import type { JobCancelBus, JobRegistry, JobSpec, JobStatusStore, JobStreamEvent, JobTracer } from '../../jobs/index.js';
 import type { ProviderId } from '../../providers/index.js';
-import {
-  defaultQuestionCount,
-  fillResultSchema,
-  mcqResultSchema,
-  notesResultSchema,
-  resolveLang,
-  estimateJob,
-} from '../../study/index.js';
+import { defaultQuestionCount, estimateJob, resolveLang } from '../../study/index.js';
 import type { ResultCache } from '../../study/index.js';
 import { createPriceTable, type PriceTable } from '../../cost/index.js';
 import { clientIdOf, type Admission } from '../admission.js';
 import { ApiError } from '../errors.js';
+import { safeSegment } from '../safe-url.js';
 import { routeRateLimit } from '../rate-limit.js';
 import { shareAddress } from '../client-address.js';
 import type { RouteRateLimit } from '../rate-limit.js';
 import { defaultSseMaxBufferBytes, enterStream, openEventStream } from '../sse.js';
 import { buildChain, keyHeaders, readProviderKeys, requireChain } from '../keys.js';
-import { attemptSchema, errorBodySchema, maxCostUsdSchema, outputLanguageSchema, providerIdSchema, providerOrderSchema } from '../schemas.js';
+import {
+  attemptSchema,
+  errorBodySchema,
+  fillComponentSchema,
+  maxCostUsdSchema,
+  mcqComponentSchema,
+  notesComponentSchema,
+  outputLanguageSchema,
+  providerIdSchema,
+  providerOrderSchema,
+  streamItemFields,
+  usageSchema,
+} from '../schemas.js';
+import { eventStreamResponse, keySecurity } from '../openapi.js';
 import { loadDocumentOrThrow } from './documents.js';
 import { documentSourceOrThrow, pageRangeSchema } from '../document-source.js';
 import { jobCacheKey } from '../../jobs/index.js';
@@ -81,6 +88,8 @@ export interface JobsRoutesOptions {
   readonly statusStore?: JobStatusStore;
   /** Carries a cancel to the instance that runs the job (REDIS_URL); without it only local jobs cancel. */
   readonly cancelBus?: JobCancelBus;
+  /** Traces each job's stages and parts (OTEL_* variables, src/telemetry); untraced when absent. */
+  readonly tracer?: JobTracer;
   /** Receives the registry the plugin creates (tests, metrics and the shutdown's drain use it). */
   readonly onRegistry?: (registry: JobRegistry) => void;
 }
@@ -109,7 +118,16 @@ const createJobBodySchema = z.strictObject({
     .describe('Price the job instead of starting it: 200 {"estimate":…}, no job, no provider call.'),
 });
 
-const jobParamsSchema = z.object({ id: z.string().min(1).max(200) });
+/**
+ * A job is taken only if its records can be stored: while the job store refuses writes (a full disk, a
+ * read-only JOBS_DIR) a new or resumed job would run unstored, its parts paid for and lost with a restart.
+ */
+async function requireWritableStore(registry: JobRegistry, retryAfterSeconds: number): Promise<void> {
+  if (await registry.writable()) return;
+  throw new ApiError('STORAGE_UNAVAILABLE', 'The job records cannot be stored right now (the store refuses writes; /readyz names the cause); no job was created.', {
+    retryAfterSeconds,
+  });
+}
 
 const estimateResponseSchema = z
   .object({
@@ -122,9 +140,10 @@ const estimateResponseSchema = z
         .describe("Per provider of the chain: the job's worst case in USD with that provider answering every call; null when its model has no price."),
     }),
   })
-  .describe('What the job may cost at most (no job was made, no provider asked).');
+  .describe('What the job may cost at most (no job was made, no provider asked).')
+  .meta({ id: 'JobEstimate' });
 
-const usageSchema = z.object({ inputTokens: z.number().nullable(), outputTokens: z.number().nullable() });
+const jobParamsSchema = z.object({ id: z.string().min(1).max(200) });
 
 const stageMetaSchema = z.object({
   provider: providerIdSchema,
@@ -133,7 +152,7 @@ const stageMetaSchema = z.object({
   attempts: z.array(attemptSchema).readonly(),
   usage: usageSchema,
   cached: z.boolean(),
-});
+}).meta({ id: 'StageMeta', description: 'Which provider answered a stage, after which attempts; cached when no call was made.' });
 
 const stageSchema = z.enum(['queued', ...jobStages, 'done']);
 
@@ -147,8 +166,8 @@ const jobViewSchema = z
     ),
     result: z
       .union([
-        z.object({ notes: notesResultSchema, mcq: mcqResultSchema, fill: fillResultSchema }),
-        z.object({ notes: notesResultSchema.optional(), mcq: mcqResultSchema.optional(), fill: fillResultSchema.optional() }),
+        z.object({ notes: notesComponentSchema, mcq: mcqComponentSchema, fill: fillComponentSchema }),
+        z.object({ notes: notesComponentSchema.optional(), mcq: mcqComponentSchema.optional(), fill: fillComponentSchema.optional() }),
       ])
       .optional()
       .describe('When succeeded, every stage; when failed, the stages the job finished before it stopped.'),
@@ -192,12 +211,37 @@ const jobViewSchema = z
       .optional()
       .describe('On an interrupted job: POST /v1/jobs/:id/resume with the same key headers continues it.'),
   })
-  .describe('Job');
+  .meta({ id: 'Job', description: "A job's status, progress, and when finished its result or error." });
+
+/** The 202 of a job created or resumed. */
+const jobQueuedSchema = z.object({ jobId: z.string(), status: z.literal('queued') }).meta({ id: 'JobQueued' });
+
+/** The events of `GET /v1/jobs/:id/events`, each one's `data`. */
+const jobStreamEvents = {
+  progress: z
+    .object({
+      progress: z.number().min(0).max(100),
+      stage: stageSchema,
+      part: z.number().int().min(1).optional(),
+      parts: z.number().int().min(1).optional(),
+    })
+    .describe('How far the job is: the current progress comes first, then every change.'),
+  attempt: attemptSchema,
+  item: z
+    .object({ task: z.enum(jobStages), ...streamItemFields })
+    .describe("An element of a stage's result as soon as it is complete and valid."),
+  reset: z
+    .object({ task: z.enum(jobStages), provider: providerIdSchema, reason: z.string() })
+    .describe("The stage's items sent so far are void."),
+  done: z
+    .object({ status: z.enum(['succeeded', 'failed', 'cancelled', 'interrupted']) })
+    .describe('The last event: the status the job ended in (GET /v1/jobs/:id has its result or error).'),
+};
 
 function notFound(id: string): ApiError {
   return new ApiError(
     'JOB_NOT_FOUND',
-    `No job ${JSON.stringify(id.slice(0, 100))}: it is unknown or has expired (JOB_TTL_SECONDS).`,
+    `No job ${JSON.stringify(safeSegment(id.slice(0, 100)))}: it is unknown or has expired (JOB_TTL_SECONDS).`,
   );
 }
 
@@ -251,6 +295,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
     ...(options.statusStore === undefined ? {} : { store: options.statusStore }),
     ...(options.cancelBus === undefined ? {} : { cancelBus: options.cancelBus }),
     ...(options.jobs.leaseMs === undefined ? {} : { leaseMs: options.jobs.leaseMs }),
+    ...(options.tracer === undefined ? {} : { tracer: options.tracer }),
   });
   options.onRegistry?.(registry);
   const retryAfterSeconds = options.retryAfterSeconds ?? 5;
@@ -273,10 +318,11 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
         tags: ['jobs'],
         summary: 'Start a background job: notes, then MCQ and fill-in-the-blank questions grounded on them.',
         description: `Provider keys travel in the headers ${Object.values(keyHeaders).join(', ')} and are held in memory for the job's life only.`,
+        security: keySecurity,
         body: createJobBodySchema,
         response: {
           200: estimateResponseSchema,
-          202: z.object({ jobId: z.string(), status: z.literal('queued') }),
+          202: jobQueuedSchema,
           400: errorBodySchema,
           404: errorBodySchema,
           413: errorBodySchema,
@@ -312,6 +358,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
           );
         return reply.code(200).send({ estimate });
       }
+      await requireWritableStore(registry, retryAfterSeconds);
       let view;
       try {
         view = registry.create({
@@ -386,9 +433,10 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
           "compared with the job's salted fingerprints, never stored. Finished stages and parts are kept and " +
           'never asked of a provider again. 403 JOB_FORBIDDEN with other keys; 409 JOB_NOT_RESUMABLE when the ' +
           'job is not interrupted.',
+        security: keySecurity,
         params: jobParamsSchema,
         response: {
-          202: z.object({ jobId: z.string(), status: z.literal('queued') }),
+          202: jobQueuedSchema,
           403: errorBodySchema,
           404: errorBodySchema,
           409: errorBodySchema,
@@ -413,6 +461,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
       if (record.status !== 'interrupted') throw notResumable(record.status);
       const document = await loadDocumentOrThrow(options.documentStore, resume.documentId);
       if (jobCacheKey(document.sha256, resume.pages) !== resume.cacheKey) throw notResumable('bound to a document that changed');
+      await requireWritableStore(registry, retryAfterSeconds);
       // The same pages as the job started on (a range the document no longer has cannot happen: same sha256).
       const source = documentSourceOrThrow(document, resume.pages);
       const meta = record.meta;
@@ -456,7 +505,12 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
           'Comment lines keep the stream alive. A client (remote address) holds at most SSE_MAX_STREAMS_PER_CLIENT ' +
           'event streams at once (429 TOO_MANY_REQUESTS), the instance SSE_MAX_STREAMS (503 SERVER_BUSY).',
         params: jobParamsSchema,
-        response: { 200: z.string().describe('text/event-stream'), 404: errorBodySchema, 429: errorBodySchema, 503: errorBodySchema },
+        response: {
+          200: eventStreamResponse("The job's events, ending with one `done`.", jobStreamEvents),
+          404: errorBodySchema,
+          429: errorBodySchema,
+          503: errorBodySchema,
+        },
       },
     },
     async (request, reply) => {

@@ -13,6 +13,7 @@ import { ApiError } from '../errors.js';
 import { routeRateLimit, type RouteRateLimit } from '../rate-limit.js';
 import { keyHeaders, readProviderKeys } from '../keys.js';
 import { errorBodySchema, providerIdSchema } from '../schemas.js';
+import { keySecurity } from '../openapi.js';
 
 export interface KeyRoutesOptions {
   readonly gateway: Gateway;
@@ -46,7 +47,7 @@ export const keyRoutes: FastifyPluginAsyncZod<KeyRoutesOptions> = async (app, op
     '/v1/keys/status',
     {
       // A key's state says whether it is genuine without a provider call: per address, whatever keys
-      // it sends, so the route is no oracle for lists of candidate keys (issue 28).
+      // it sends, so the route is no oracle for lists of candidate keys.
       config: {
         rateLimit:
           options.rateLimit === undefined
@@ -58,6 +59,7 @@ export const keyRoutes: FastifyPluginAsyncZod<KeyRoutesOptions> = async (app, op
         summary:
           "The health of the caller's own provider keys: healthy, quarantined or cooling, why, and until when.",
         description: `Send the keys in the same headers as a generation (${Object.values(keyHeaders).join(', ')}); one item per key sent. Keys are never echoed.`,
+        security: keySecurity,
         response: { 200: z.object({ providers: z.array(keyStatusSchema) }), 400: errorBodySchema },
       },
     },

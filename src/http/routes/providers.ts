@@ -13,6 +13,7 @@ import { providerIds } from '../../providers/index.js';
 import type { ProviderId } from '../../providers/index.js';
 import { ApiError } from '../errors.js';
 import { errorBodySchema, providerStatusSchema } from '../schemas.js';
+import { adminSecurity } from '../openapi.js';
 
 export interface ProvidersRoutesOptions {
   readonly gateway: Gateway;
@@ -64,7 +65,7 @@ export const providersRoutes: FastifyPluginAsyncZod<ProvidersRoutesOptions> = as
         summary: 'Operator control of a provider breaker. Needs Authorization: Bearer <ADMIN_TOKEN>.',
         params: z.object({ id: z.string().describe('A provider id: claude, gpt or timelygpt.') }),
         body: breakerBodySchema,
-        security: [{ adminToken: [] }],
+        security: adminSecurity,
         response: {
           200: providerStatusSchema,
           400: errorBodySchema,

@@ -22,7 +22,8 @@ import { machineDrawings } from '../../web/machine-drawings.js';
 import { ApiError } from '../errors.js';
 import type { Admission } from '../admission.js';
 import { defaultSseMaxBufferBytes, enterStream, openEventStream, renderEvent, type SseWriter } from '../sse.js';
-import { errorBodySchema, providerIdSchema } from '../schemas.js';
+import { breakerStateSchema, errorBodySchema, providerIdSchema, providerStatusSchema } from '../schemas.js';
+import { eventStreamResponse } from '../openapi.js';
 
 export interface WebRoutesOptions {
   readonly gateway: Gateway;
@@ -155,7 +156,18 @@ export const webRoutes: FastifyPluginAsyncZod<WebRoutesOptions> = async (app, op
           '`transition` ({"provider","from","to","at"}) when a breaker changes state, followed by a fresh `snapshot`. ' +
           'A client (remote address) holds at most SSE_MAX_STREAMS_PER_CLIENT event streams at once (429 TOO_MANY_REQUESTS), ' +
           'the instance SSE_MAX_STREAMS (503 SERVER_BUSY).',
-        response: { 200: z.string().describe('text/event-stream'), 429: errorBodySchema, 503: errorBodySchema },
+        response: {
+          200: eventStreamResponse('Every breaker, live.', {
+            snapshot: z
+              .object({ providers: z.array(providerStatusSchema), at: z.number().describe('ms since the epoch') })
+              .describe('Every provider as GET /v1/providers answers: at once, every second, and after each transition.'),
+            transition: z
+              .object({ provider: providerIdSchema, from: breakerStateSchema, to: breakerStateSchema, at: z.number() })
+              .describe('A breaker changed state.'),
+          }),
+          429: errorBodySchema,
+          503: errorBodySchema,
+        },
       },
     },
     async (request, reply) => {
