@@ -110,7 +110,7 @@ describe('GET /openapi.json', () => {
       required: string[];
       additionalProperties: boolean;
     };
-    expect(Object.keys(body.properties).sort()).toEqual(['documentId', 'options', 'providers', 'task', 'text']);
+    expect(Object.keys(body.properties).sort()).toEqual(['documentId', 'options', 'pages', 'providers', 'task', 'text']);
     expect(body.required).toEqual(['task']);
     expect(body.additionalProperties).toBe(false);
   });

@@ -56,7 +56,7 @@ const documentUploadResponseSchema = z.object({
   charCount: z.number().int().nonnegative(),
   warnings: z.array(z.string()),
   outline: z
-    .array(z.object({ title: z.string(), page: z.number().int().positive(), level: z.number().int().positive() }))
+    .array(z.object({ title: z.string(), page: z.number().int().min(1), level: z.number().int().min(1) }))
     .describe("The PDF's bookmarks, depth first (level 1 = top, page 1-based, at most 500); [] when it has none."),
 }).meta({ id: 'Document', description: 'An uploaded PDF: its id for generations and jobs, and what was extracted.' });
 
