@@ -86,6 +86,7 @@ function directGateway(adapters: ReturnType<typeof adaptersFromConfig>): Gateway
       return () => callListeners.delete(listener);
     },
     onFallback: () => () => false,
+    onCost: () => () => false,
     stop: async () => undefined,
   };
 }

@@ -9,6 +9,7 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { fallbackPolicies } from './actors/types.js';
+import { parseModelPrices, type ModelPrice } from './cost/index.js';
 import type { FallbackPolicy } from './actors/types.js';
 import { providerIds } from './providers/index.js';
 import type { ProviderId } from './providers/index.js';
@@ -168,6 +169,8 @@ export interface Config {
   };
   readonly baseUrls: Readonly<Record<ProviderId, string>>;
   readonly models: Readonly<Record<ProviderId, string>>;
+  /** MODEL_PRICES: USD per million tokens by model, added to or over the built-in table (src/cost). */
+  readonly modelPrices: Readonly<Record<string, ModelPrice>>;
   readonly logLevel: LogLevel;
   /** Publish the live actors to the Stately inspector. */
   readonly inspect: boolean;
@@ -332,6 +335,16 @@ const backoffList = z
   .transform((value) => value.split(',').map((part) => (/^\d+$/.test(part.trim()) ? Number(part.trim()) : Number.NaN)))
   .pipe(z.array(z.number('must be a comma list of whole milliseconds').int().min(0).max(600_000)).min(1));
 
+/** MODEL_PRICES: `{"<model>":{"input":usd,"output":usd}}`, USD per million tokens (src/cost/prices.ts). */
+const modelPrices = z.string().transform((value, context): Record<string, ModelPrice> => {
+  try {
+    return parseModelPrices(value);
+  } catch (error) {
+    context.addIssue({ code: 'custom', message: error instanceof Error ? error.message : String(error) });
+    return z.NEVER;
+  }
+});
+
 /** Each variable: its schema and default (as the string the environment would hold). */
 const variables = {
   PORT: { schema: integer(0, 65_535), fallback: '3000' },
@@ -393,6 +406,7 @@ const variables = {
   CLAUDE_MODEL: { schema: z.string().trim().min(1), fallback: defaultModels.claude },
   GPT_MODEL: { schema: z.string().trim().min(1), fallback: defaultModels.gpt },
   TIMELYGPT_MODEL: { schema: z.string().trim().min(1), fallback: defaultModels.timelygpt },
+  MODEL_PRICES: { schema: modelPrices, fallback: '{}' },
   LOG_LEVEL: { schema: z.enum(logLevels), fallback: 'info' },
   INSPECT: { schema: booleanFlag, fallback: 'false' },
   INSPECT_HOST: { schema: z.string().trim().min(1), fallback: '127.0.0.1' },
@@ -569,6 +583,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       timelygpt: read(env, 'TIMELYGPT_BASE_URL'),
     },
     models: { claude: read(env, 'CLAUDE_MODEL'), gpt: read(env, 'GPT_MODEL'), timelygpt: read(env, 'TIMELYGPT_MODEL') },
+    modelPrices: read(env, 'MODEL_PRICES'),
     logLevel: read(env, 'LOG_LEVEL'),
     inspect: read(env, 'INSPECT'),
     inspectHost: read(env, 'INSPECT_HOST'),

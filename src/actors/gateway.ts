@@ -9,7 +9,7 @@ import {
 } from 'xstate';
 import { callMachine } from '../machines/call.machine.js';
 import { fallbackMachine, type FallbackLink, type FallbackOutput } from '../machines/fallback.machine.js';
-import { providerIds, type ProviderId } from '../machines/types.js';
+import { providerIds, type CallPricing, type ProviderId } from '../machines/types.js';
 import type { ProviderAdapter } from '../providers/index.js';
 import { createKeyIdentity, randomKeySalt, type KeyIdentity } from '../security/key-id.js';
 import { breakerStateName, breakerView } from './breaker-view.js';
@@ -28,6 +28,7 @@ import type {
   ApiKey,
   BreakerAction,
   BreakerTransition,
+  CallCost,
   CallRecord,
   FallbackPolicy,
   Gateway,
@@ -75,6 +76,8 @@ export interface GatewayOptions {
    * Receives every inspection event of every actor (INSPECT, Stately). It only watches: the same actors
    * run with it or without it.
    */
+  /** Prices each answered call (the Attempt's `costUsd`, the cost metric); absent: attempts carry no cost. */
+  readonly pricing?: CallPricing;
   readonly inspect?: Observer<InspectionEvent> | ((event: InspectionEvent) => void);
 }
 
@@ -102,6 +105,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   const transitionListeners = new Set<(transition: BreakerTransition) => void>();
   const callListeners = new Set<(record: CallRecord) => void>();
   const fallbackListeners = new Set<(from: ProviderId, to: ProviderId) => void>();
+  const costListeners = new Set<(cost: CallCost) => void>();
   const running = new Set<{ abort: () => void; fail: (error: Error) => void }>();
   let stopped = false;
   /**
@@ -249,6 +253,8 @@ export function createGateway(options: GatewayOptions): Gateway {
         onDelta: input.onDelta,
         origin: input.origin,
         continuation: input.continuation,
+        pricing: options.pricing,
+        budget: input.budget,
       },
     });
     return new Promise<GenerateOutcome<T>>((resolve, reject) => {
@@ -269,7 +275,14 @@ export function createGateway(options: GatewayOptions): Gateway {
         },
       };
       const onAbort = () => handle.abort();
-      run.on('attempt.recorded', (event) => input.onAttempt?.(event.attempt));
+      run.on('attempt.recorded', (event) => {
+        const { attempt } = event;
+        if (attempt.costUsd !== undefined && costListeners.size > 0) {
+          const cost = { provider: attempt.provider, model: attempt.model, usd: attempt.costUsd };
+          costListeners.forEach((listener) => listener(cost));
+        }
+        input.onAttempt?.(attempt);
+      });
       run.on('answer.continued', (event) => input.onContinued?.(event.provider, event.prefix));
       run.on('answer.reset', (event) => input.onReset?.({ provider: event.provider, reason: event.reason }));
       run.on('fallback.taken', (event) => fallbackListeners.forEach((listener) => listener(event.from, event.to)));
@@ -311,6 +324,10 @@ export function createGateway(options: GatewayOptions): Gateway {
     onFallback(listener) {
       fallbackListeners.add(listener);
       return () => fallbackListeners.delete(listener);
+    },
+    onCost(listener) {
+      costListeners.add(listener);
+      return () => costListeners.delete(listener);
     },
     async stop() {
       stopped = true;

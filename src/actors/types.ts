@@ -5,6 +5,7 @@ import type {
   ApiKey,
   Attempt,
   BreakerAction,
+  CallBudget,
   CallRecord,
   FailedRunOutcome,
   FallbackPolicy,
@@ -67,6 +68,16 @@ export interface GenerateInput<T> {
    * inventing keys cannot open a provider's breaker for everyone.
    */
   readonly origin?: string;
+  /** The request's or job's spending limit (`options.maxCostUsd`): a call whose worst case would pass it is not made. */
+  readonly budget?: CallBudget;
+}
+
+/** One priced attempt, as the cost metric counts it. */
+export interface CallCost {
+  readonly provider: ProviderId;
+  /** The model that answered. */
+  readonly model: string;
+  readonly usd: number;
 }
 
 export type GenerateOutcome<T> =
@@ -137,5 +148,7 @@ export interface Gateway {
   onBreakerTransition(listener: (transition: BreakerTransition) => void): () => void;
   onCall(listener: (record: CallRecord) => void): () => void;
   onFallback(listener: (from: ProviderId, to: ProviderId) => void): () => void;
+  /** Each attempt that could be priced, as it is recorded (the cost metric). */
+  onCost(listener: (cost: CallCost) => void): () => void;
   stop(): Promise<void>;
 }

@@ -27,6 +27,7 @@ const faultNames = [
   'streamError',
   'malformedChunk',
   'slowFirstToken',
+  'fullUsage',
 ] as const;
 export type FaultName = (typeof faultNames)[number];
 

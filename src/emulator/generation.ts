@@ -119,6 +119,14 @@ function wholeAnswerText(call: GenerationCall, fault: FaultSpec | undefined): st
 }
 
 /**
+ * The output tokens an answer reports: its length (4 characters a token), or with `fullUsage` the call's
+ * whole output room (`max_tokens`), as a provider billing every token it was allowed would.
+ */
+function outputTokensOf(call: GenerationCall, fault: FaultSpec | undefined, text: string): number {
+  return fault?.fault === 'fullUsage' && call.maxTokens !== undefined ? call.maxTokens : approximateTokens(text);
+}
+
+/**
  * Serves one generation call, using up one call of the provider-wide fault once the key passed.
  * Faults that never answer (`hang`, `stall`) leave the response open until the client goes away.
  */
@@ -151,7 +159,7 @@ export function serveGeneration(
       text,
       truncated: fault?.fault === 'truncated',
       inputTokens,
-      outputTokens: approximateTokens(text),
+      outputTokens: outputTokensOf(call, fault, text),
       sequence,
     });
   };
@@ -188,7 +196,7 @@ export function serveGeneration(
       model: call.model,
       truncated: fault?.fault === 'truncated',
       inputTokens,
-      outputTokens: approximateTokens(text),
+      outputTokens: outputTokensOf(call, fault, text),
       sequence,
       includeUsage: call.includeUsage,
       maxTokens: call.maxTokens,

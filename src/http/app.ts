@@ -36,6 +36,7 @@ import { registerRateLimits, type SharedRateLimitStore } from './rate-limit.js';
 import { createStreamAdmission } from './sse.js';
 import type { LogOptions } from './logger.js';
 import { documentsRoutes } from './routes/documents.js';
+import { createPriceTable } from '../cost/index.js';
 import { generateRoutes } from './routes/generate.js';
 import { jobsRoutes } from './routes/jobs.js';
 import { healthRoutes } from './routes/health.js';
@@ -279,6 +280,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       nice: config.workerNice,
     },
   });
+  const prices = createPriceTable(config.modelPrices);
   await app.register(generateRoutes, {
     gateway,
     documentStore,
@@ -287,6 +289,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     bodyLimit: generateBodyLimit(config),
     maxTextChars: config.maxTextChars,
     maxTextParts: config.maxTextParts,
+    prices,
     admission: createAdmission({ ...config.admission, busy }),
     rateLimit: { max: config.rateLimit.generations, windowSeconds, ...rateSalt },
     originOf,
@@ -309,6 +312,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     resultCache,
     jobs: config.jobs,
     maxTextParts: config.maxTextParts,
+    prices,
+    retryMax: config.retry.max,
     retryAfterSeconds: config.admission.retryAfterSeconds,
     rateLimit: { max: config.rateLimit.jobs, windowSeconds: config.rateLimit.windowSeconds, ...rateSalt },
     originOf,

@@ -36,6 +36,7 @@ export const errorCodes = {
   PROVIDER_BAD_REQUEST: { status: errorTable.bad_request.api.status, description: 'The provider refused the request as malformed (bad_request).' },
   PROVIDER_MODEL_NOT_FOUND: { status: errorTable.not_found.api.status, description: 'The configured model is unknown to the provider (not_found).' },
   TEXT_TOO_LONG: { status: 413, description: 'The `text` of POST /v1/generate is longer than MAX_TEXT_CHARS characters.' },
+  BUDGET_EXCEEDED: { status: 422, description: "The next provider call's worst case (its input tokens and its max output tokens at its model's price) would take what the request or job spent past options.maxCostUsd, or its model has no price: the call was not made. A job ends failed with this code and keeps what it finished." },
   TOO_MANY_PARTS: { status: 413, description: 'The text would need more than MAX_TEXT_PARTS parts (each a provider call); refused before any call of that stage. For a document the message says how many pages fit.' },
   REQUEST_TOO_LARGE: { status: 413, description: "The JSON body is over its route's limit: POST /v1/generate (MAX_TEXT_CHARS and the longest notes, 6 bytes a character, plus 4 KiB; at most MAX_UPLOAD_MB), 16 KiB elsewhere." },
   TOO_MANY_JOBS: { status: 503, description: 'Every job slot (JOB_MAX_JOBS) is taken by a queued or running job; retry when one has finished. Retry-After.' },

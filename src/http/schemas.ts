@@ -96,6 +96,11 @@ export const attemptSchema = z
       .literal(true)
       .optional()
       .describe('Present when the call continued an answer a call before it had begun and failed in the middle of.'),
+    costUsd: z
+      .number()
+      .min(0)
+      .optional()
+      .describe("What the call cost in USD: its reported usage at the price of the model that answered. Absent without usage or price."),
   })
   .meta({ id: 'Attempt', description: 'One upstream generation call, or one provider skipped.' });
 
@@ -103,6 +108,17 @@ export const attemptSchema = z
 export const usageSchema = z
   .object({ inputTokens: z.number().nullable(), outputTokens: z.number().nullable() })
   .meta({ id: 'Usage', description: 'Tokens the provider reported; null when it reports none.' });
+
+/** `options.maxCostUsd` of jobs and generate: a positive, finite number of USD. */
+export const maxCostUsdSchema = z
+  .number()
+  .min(0)
+  .max(1_000_000)
+  // Above zero; written as a refinement because the OpenAPI document's JSON schema dialect wants a number
+  // in `exclusiveMinimum`, which zod's `positive()` does not give.
+  .refine((usd) => usd > 0, { message: 'maxCostUsd must be a positive number of USD' })
+  .optional()
+  .describe('A spending limit in USD for this request or job: a provider call whose worst case would pass it is not made (422 BUDGET_EXCEEDED).');
 
 /** The error body of a generation every provider failed (docs/api.md "When every provider fails"). */
 export const generationErrorBodySchema = z

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Inspection } from '../inspect/index.js';
 import { createGateway } from '../actors/index.js';
+import { createPriceTable } from '../cost/index.js';
 import { loggableConfig } from '../config.js';
 import type { Config } from '../config.js';
 import { createFileDocumentStore, createMemoryDocumentStore } from '../documents/index.js';
@@ -102,6 +103,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
     keyHealth: config.keyHealth,
     // One fingerprint per key fleet-wide: the configured salt, else the fleet's, else this process's.
     keyIdentity: createKeyIdentity(keySalt),
+    pricing: createPriceTable(config.modelPrices),
   });
   // Without Redis, job records and their documents go to JOBS_DIR when this process can take it, so its
   // jobs survive a restart (docs/jobs.md "Without Redis").

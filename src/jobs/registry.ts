@@ -2,7 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import type { ChainLink, FallbackPolicy, Gateway } from '../actors/types.js';
 import { jobMachine, type JobRestore } from '../machines/job.machine.js';
-import type { LangSource, ResultCache, StudyLang } from '../study/index.js';
+import { sumUsd, type PriceTable } from '../cost/index.js';
+import type { CallBudget } from '../machines/types.js';
+import { createCostBudget, type LangSource, type ResultCache, type StudyLang } from '../study/index.js';
 import { createStageActor, type JobTracer, type StageActorDependencies } from './stage-actor.js';
 import { createAddressClients } from './address-clients.js';
 import type { JobCancelBus } from './cancel-bus.js';
@@ -36,6 +38,8 @@ export interface JobSpec {
   readonly address?: string;
   /** The origin of the creating request (`GenerateInput.origin`), handed to every provider call of the job. */
   readonly origin?: string;
+  /** `options.maxCostUsd`: the job's spending limit in USD (needs the registry's `prices`). */
+  readonly maxCostUsd?: number;
 }
 
 export interface JobRegistryOptions {
@@ -46,6 +50,8 @@ export interface JobRegistryOptions {
   readonly budgetTokens?: number;
   /** Most parts a stage may split the text into (MAX_TEXT_PARTS). */
   readonly maxParts?: number;
+  /** The price table `maxCostUsd` is counted in; without it a job has no spending limit. */
+  readonly prices?: PriceTable;
   /** Jobs running at once; the others wait queued (JOB_CONCURRENCY). */
   readonly concurrency: number;
   /** Most jobs held at once, live and finished (JOB_MAX_JOBS). */
@@ -186,7 +192,9 @@ function jobView(snapshot: JobSnapshot, finishedAt?: number): JobView {
   const result =
     status === 'succeeded' && context.notes !== null && context.mcq !== null && context.fill !== null
       ? { notes: context.notes, mcq: context.mcq, fill: context.fill }
-      : undefined;
+      : status === 'failed'
+        ? finishedStages(context)
+        : undefined;
   return {
     jobId: context.jobId,
     status,
@@ -194,11 +202,13 @@ function jobView(snapshot: JobSnapshot, finishedAt?: number): JobView {
     stage: context.position,
     ...(result === undefined ? {} : { result }),
     ...(context.error === null ? {} : { error: context.error }),
+    costUsd: sumUsd(context.attempts.map((attempt) => attempt.costUsd)),
     meta: {
       lang: context.lang,
       ...(context.langSource === undefined ? {} : { langSource: context.langSource }),
       mcqCount: context.mcqCount,
       fillCount: context.fillCount,
+      ...(context.budget === undefined ? {} : { maxCostUsd: context.budget.maxUsd }),
       stages: context.stages,
       attempts: context.attempts,
       ...(context.failedStage === null ? {} : { failedStage: context.failedStage }),
@@ -207,6 +217,13 @@ function jobView(snapshot: JobSnapshot, finishedAt?: number): JobView {
     ...(finishedAt === undefined ? {} : { finishedAt }),
     ...(status === 'interrupted' ? { resumable: true as const } : {}),
   };
+}
+
+/** The stages a failed job finished (it keeps what it paid for); undefined when none. */
+function finishedStages(context: JobSnapshot['context']): JobView['result'] {
+  const { notes, mcq, fill } = context;
+  if (notes === null) return undefined;
+  return { notes, ...(mcq === null ? {} : { mcq }), ...(fill === null ? {} : { fill }) };
 }
 
 /**
@@ -517,6 +534,16 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
     if (live.size >= options.maxJobs) throw new JobCapacityError(options.maxJobs);
   }
 
+  /**
+   * The job's spending limit over the price table; a resumed job starts with what its finished attempts
+   * cost already spent (they are never asked again, and never paid twice).
+   */
+  function budgetOf(spec: JobSpec, restore: JobRestore | undefined): { budget?: CallBudget } {
+    if (spec.maxCostUsd === undefined || options.prices === undefined) return {};
+    const spent = sumUsd((restore?.attempts ?? []).map((attempt) => attempt.costUsd)) ?? 0;
+    return { budget: createCostBudget(spec.maxCostUsd, options.prices, spent) };
+  }
+
   function actorFor(jobId: string, spec: JobSpec, createdAt: number, restore?: JobRestore): JobActor {
     return createActor(logicFor(jobId, spec.origin), {
       id: `job.${jobId}`,
@@ -532,6 +559,7 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
         chain: spec.chain.map((link) => ({ provider: link.provider, apiKey: link.apiKey })),
         createdAt,
         ...(restore === undefined ? {} : { restore }),
+        ...budgetOf(spec, restore),
       },
     });
   }

@@ -90,6 +90,7 @@ export function createStageActor(dependencies: StageActorDependencies) {
       ...(dependencies.budgetTokens === undefined ? {} : { budgetTokens: dependencies.budgetTokens }),
       ...(dependencies.maxParts === undefined ? {} : { maxParts: dependencies.maxParts }),
       finishedParts: input.finishedParts,
+      ...(input.budget === undefined ? {} : { budget: input.budget }),
       // Each finished step goes to the job (and so to its record) as it finishes, its keys scrubbed.
       onPart: (part) => {
         if (abort.aborted) return;

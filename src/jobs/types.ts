@@ -37,12 +37,17 @@ interface JobResult {
   readonly fill: FillResult;
 }
 
+/** What a failed job finished before it stopped (a job stopped by its budget keeps what it paid for). */
+type PartialJobResult = Partial<JobResult>;
+
 interface JobMeta {
   readonly lang: StudyLang;
   /** `request`: options.lang gave it; `detected`: read from the document. */
   readonly langSource?: 'request' | 'detected';
   readonly mcqCount: number;
   readonly fillCount: number;
+  /** `options.maxCostUsd`: the job's spending limit, when it has one. */
+  readonly maxCostUsd?: number;
   /** Stages finished so far. */
   readonly stages: Partial<Record<JobStage, StageMeta>>;
   /** Every attempt of the job so far, in order. */
@@ -56,8 +61,14 @@ export interface JobView {
   readonly status: JobStatus;
   readonly progress: number;
   readonly stage: JobPosition;
-  readonly result?: JobResult;
+  /** When succeeded, every stage's result; when failed, the stages it finished (absent when none). */
+  readonly result?: JobResult | PartialJobResult;
   readonly error?: JobError;
+  /**
+   * USD spent so far: the sum of every attempt's `costUsd` over all stages and parts (a resumed job's
+   * finished parts counted once); null while no attempt could be priced.
+   */
+  readonly costUsd?: number | null;
   readonly meta?: JobMeta;
   /** Epoch ms. */
   readonly createdAt: number;

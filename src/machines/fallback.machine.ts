@@ -1,4 +1,4 @@
-import { and, assign, emit, sendTo, setup, type AnyActorRef } from 'xstate';
+import { and, assign, emit, fromPromise, sendTo, setup, type AnyActorRef } from 'xstate';
 import {
   countsInTable,
   errorPolicy,
@@ -13,6 +13,8 @@ import type {
   AnswerContinuation,
   ApiKey,
   Attempt,
+  CallBudget,
+  CallPricing,
   FallbackPolicy,
   GenerationRequest,
   ProviderAnswer,
@@ -57,6 +59,13 @@ export interface FallbackInput {
    * output of a call that failed mid-stream is never continued, the next attempt starts over.
    */
   readonly continuation?: AnswerContinuation | undefined;
+  /** Prices each answered call's usage (the Attempt's `costUsd`); absent: attempts carry no cost. */
+  readonly pricing?: CallPricing | undefined;
+  /**
+   * The request's or job's spending limit (`options.maxCostUsd`): each call goes out only when its worst case
+   * fits (`budgeting`); absent: no limit, and no call waits for a price.
+   */
+  readonly budget?: CallBudget | undefined;
 }
 
 /** Output a failed call left written (it streamed some text, or answered something invalid). */
@@ -150,6 +159,11 @@ interface Settled {
   readonly status: 'succeeded' | 'failed' | 'aborted';
 }
 
+/** A final state's output that carries its own verdict (`overBudget`), not one read from the attempts. */
+function isVerdict(output: unknown): output is FailureVerdict {
+  return typeof output === 'object' && output !== null && 'code' in output && 'httpStatus' in output;
+}
+
 function settledStatus(output: unknown): Settled['status'] {
   const status =
     typeof output === 'object' && output !== null && 'status' in output ? output.status : undefined;
@@ -228,6 +242,10 @@ function withAnswerUsage(usage: FallbackContext['usage'], answer: ProviderAnswer
 
 type SucceededReply = Extract<ProviderReply, { type: 'provider.succeeded' }>;
 
+function withCost(costUsd: number | null): { costUsd?: number } {
+  return costUsd === null ? {} : { costUsd };
+}
+
 /** A provider passed over without a call: its breaker refused (`circuit_open`), or the caller's key is refused. */
 function skippedAttempt(context: FallbackContext, errorClass: ErrorClass, reason: NonNullable<Attempt['reason']>): Attempt {
   const link = currentLink(context);
@@ -246,6 +264,7 @@ function skippedAttempt(context: FallbackContext, errorClass: ErrorClass, reason
 
 /** The attempt of the call that answered valid material. */
 function answeredAttempt(context: FallbackContext, event: SucceededReply): Attempt {
+  const costUsd = costOfAnswer(context, event.answer);
   return {
     provider: currentLink(context).provider,
     retry: context.calls,
@@ -256,7 +275,34 @@ function answeredAttempt(context: FallbackContext, event: SucceededReply): Attem
     countedByBreaker: false,
     ...(event.streamed === null ? {} : { streamed: event.streamed }),
     ...(context.continued === null ? {} : { continuation: true as const }),
+    ...(costUsd === null ? {} : { costUsd }),
   };
+}
+
+/** What an answer cost: its reported usage at the price of the model that answered; null when unknown. */
+function costOfAnswer(context: FallbackContext, answer: ProviderAnswer): number | null {
+  return context.run.pricing?.costOf(answer.model, answer.usage) ?? null;
+}
+
+/**
+ * What the call that just ended cost, for the budget: an answer's priced usage (null when it reported none:
+ * what was held stays spent); a failure before any output costs nothing, one after some output is unknown
+ * (null); a call the breaker or the key's health refused never went out.
+ */
+function spentByReply(context: FallbackContext, event: FallbackEvent): number | null {
+  if (event.type === 'provider.succeeded') return costOfAnswer(context, event.answer);
+  if (event.type === 'provider.failed') return event.streamed === null || event.streamed.chunks === 0 ? 0 : null;
+  if (event.type === 'request.aborted') return null;
+  return 0;
+}
+
+/** The message of `BUDGET_EXCEEDED`: what the next call could cost against what the budget leaves. */
+function budgetMessage(context: FallbackContext, worstUsd: number | null): string {
+  const link = currentLink(context);
+  const maxUsd = context.run.budget?.maxUsd ?? 0;
+  if (worstUsd === null)
+    return `The next call to ${link.provider} (${link.model}) cannot be priced (the model has no price: set MODEL_PRICES), so it was not made within options.maxCostUsd ${maxUsd}.`;
+  return `The next call to ${link.provider} (${link.model}) could cost up to $${worstUsd}, which would pass options.maxCostUsd ${maxUsd} with what was already spent; it was not made.`;
 }
 
 /**
@@ -350,7 +396,17 @@ export function createFallbackMachine(table: ErrorTable) {
       emitted: {} as FallbackEmitted,
       output: {} as FallbackOutput,
     },
+    actors: {
+      /** The worst case of the next call, priced by the budget (it counts the request's tokens off the main thread). */
+      worstCase: fromPromise<number | null, { budget: CallBudget; model: string; request: GenerationRequest }>(({ input }) =>
+        input.budget.worstCaseOf(input.model, input.request),
+      ),
+    },
     guards: {
+      /** The request or job has a spending limit: each call is priced before it goes out. */
+      hasBudget: ({ context }) => context.run.budget !== undefined,
+      /** The next call's worst case fits beside what the budget has spent and holds (an unpriced call never does). */
+      isWithinBudget: ({ context }, params: { usd: number | null }) => context.run.budget?.allows(params.usd) === true,
       /** The reply belongs to the call in flight, not to one this run already gave up on. */
       isCurrentCall: ({ context, event }) => 'callId' in event && event.callId === currentCallId(context),
       /** The study layer accepted the answer (its verdict, judged next to the call, travels with the reply). */
@@ -382,6 +438,14 @@ export function createFallbackMachine(table: ErrorTable) {
         hasNextProvider(context),
     },
     actions: {
+      /** The call about to go out holds its worst case in the budget until it ends. */
+      holdBudget: ({ context }, params: { usd: number | null }) => {
+        if (params.usd !== null) context.run.budget?.hold(currentCallId(context), params.usd);
+      },
+      /** The call ended: what it held is settled against what it really cost. */
+      settleBudget: ({ context, event }) => {
+        context.run.budget?.settle(currentCallId(context), spentByReply(context, event));
+      },
       sendCallRequest: sendTo(
         ({ context }) => currentLink(context).ref,
         ({ context, self }) => ({
@@ -473,6 +537,7 @@ export function createFallbackMachine(table: ErrorTable) {
             message: invalidOutputMessage(verdict.errors),
             ...(event.streamed === null ? {} : { streamed: event.streamed }),
             ...(context.continued === null ? {} : { continuation: true as const }),
+            ...withCost(costOfAnswer(context, answer)),
           },
           {
             errorClass: ownClasses.invalidOutput,
@@ -570,8 +635,33 @@ export function createFallbackMachine(table: ErrorTable) {
       usage: { inputTokens: null, outputTokens: null },
       now: input.startedAt,
     }),
-    initial: 'calling',
+    initial: 'budgeting',
     states: {
+      /** A call is about to go out: with a budget it is priced first, else it goes at once. */
+      budgeting: {
+        always: [{ guard: 'hasBudget', target: 'pricing' }, { target: 'calling' }],
+      },
+      /** Pricing the next call's worst case; it goes out only when that fits the budget (docs/api.md "Cost"). */
+      pricing: {
+        invoke: {
+          id: 'worstCase',
+          src: 'worstCase',
+          input: ({ context }) => ({
+            budget: context.run.budget as CallBudget,
+            model: currentLink(context).model,
+            request: requestOf(context),
+          }),
+          onDone: [
+            {
+              guard: { type: 'isWithinBudget', params: ({ event }) => ({ usd: event.output }) },
+              target: 'calling',
+              actions: { type: 'holdBudget', params: ({ event }) => ({ usd: event.output }) },
+            },
+            { target: 'overBudget' },
+          ],
+        },
+        on: { 'request.aborted': 'aborted' },
+      },
       /** One call is in flight to the current provider (or its breaker is about to refuse it). */
       calling: {
         entry: 'sendCallRequest',
@@ -581,30 +671,30 @@ export function createFallbackMachine(table: ErrorTable) {
             {
               guard: and(['isCurrentCall', 'isAnswerValid']),
               target: 'succeeded',
-              actions: 'announceAnswer',
+              actions: ['settleBudget', 'announceAnswer'],
             },
             {
               guard: 'isCurrentCall',
               target: 'deciding',
-              actions: ['recordInvalidAnswer', 'announceAttempt'],
+              actions: ['settleBudget', 'recordInvalidAnswer', 'announceAttempt'],
             },
           ],
           'provider.failed': {
             guard: 'isCurrentCall',
             target: 'deciding',
-            actions: ['recordFailure', 'announceAttempt'],
+            actions: ['settleBudget', 'recordFailure', 'announceAttempt'],
           },
           'provider.rejected': {
             guard: 'isCurrentCall',
             target: 'deciding',
-            actions: ['recordSkip', 'announceAttempt'],
+            actions: ['settleBudget', 'recordSkip', 'announceAttempt'],
           },
           'provider.keySkipped': {
             guard: 'isCurrentCall',
             target: 'deciding',
-            actions: ['recordKeySkip', 'announceAttempt'],
+            actions: ['settleBudget', 'recordKeySkip', 'announceAttempt'],
           },
-          'request.aborted': { target: 'aborted', actions: 'cancelCall' },
+          'request.aborted': { target: 'aborted', actions: ['settleBudget', 'cancelCall'] },
         },
       },
       /** After a failure or a skip: re-ask, retry after a backoff, fall back, or give up — the policy table decides. */
@@ -634,9 +724,9 @@ export function createFallbackMachine(table: ErrorTable) {
        */
       resuming: {
         always: [
-          { guard: 'hasContinuationPoint', target: 'calling', actions: ['continueAnswer', 'announceContinuation'] },
-          { guard: 'hasVoidOutput', target: 'calling', actions: ['startOver', 'announceReset'] },
-          { target: 'calling' },
+          { guard: 'hasContinuationPoint', target: 'budgeting', actions: ['continueAnswer', 'announceContinuation'] },
+          { guard: 'hasVoidOutput', target: 'budgeting', actions: ['startOver', 'announceReset'] },
+          { target: 'budgeting' },
         ],
       },
       /** A provider answered valid material: the output is read from that answer (`succeededOutput`). */
@@ -646,6 +736,19 @@ export function createFallbackMachine(table: ErrorTable) {
       },
       /** Every provider failed or was skipped; the output carries docs/api.md's status and code. */
       failed: { type: 'final', output: { status: 'failed' } satisfies Settled },
+      /**
+       * The next call's worst case would take the spent total past the budget (or cannot be priced): it is
+       * not made, and the request ends 422 `BUDGET_EXCEEDED` with the attempts so far.
+       */
+      overBudget: {
+        type: 'final',
+        output: ({ context, event }): Settled & FailureVerdict => ({
+          status: 'failed',
+          httpStatus: 422,
+          code: 'BUDGET_EXCEEDED',
+          message: budgetMessage(context, 'output' in event && (typeof event.output === 'number' || event.output === null) ? event.output : null),
+        }),
+      },
       /** The caller went away; the in-flight call was cancelled and counts nowhere. */
       aborted: { type: 'final', output: { status: 'aborted' } satisfies Settled },
     },
@@ -654,6 +757,7 @@ export function createFallbackMachine(table: ErrorTable) {
       const status = settledStatus(event.output);
       if (status === 'succeeded') return event.output as SucceededOutput;
       if (status === 'aborted') return { status: 'aborted', attempts: context.attempts };
+      if (isVerdict(event.output)) return { status: 'failed', attempts: context.attempts, ...event.output };
       return {
         status: 'failed',
         attempts: context.attempts,

@@ -15,7 +15,7 @@ import type {
   StudyOutcome,
   TextPageMap,
 } from './job-types.js';
-import type { ApiKey, Attempt, ProviderId } from './types.js';
+import type { ApiKey, Attempt, CallBudget, ProviderId } from './types.js';
 
 /** One provider of the job's chain, in the user's order. The key stays a `Secret` in the actor's memory. */
 interface JobKey {
@@ -41,6 +41,11 @@ interface JobInput {
   readonly createdAt: number;
   /** A resumed job: what its record kept of the run that was interrupted. */
   readonly restore?: JobRestore;
+  /**
+   * The job's spending limit (`options.maxCostUsd`), shared by every stage and part: the fallback run of
+   * each call refuses a call whose worst case would pass it, and the stage fails `BUDGET_EXCEEDED`.
+   */
+  readonly budget?: CallBudget;
 }
 
 /** What an interrupted job's record keeps, for its resume: finished stages, finished parts, attempts. */
@@ -109,6 +114,8 @@ export interface StageActorInput {
   readonly signal: AbortSignal;
   /** Sends progress and attempts to the job as they happen. */
   readonly report: (event: JobStageReport) => void;
+  /** The job's spending limit, when it has one. */
+  readonly budget?: CallBudget;
 }
 
 /** Where each stage sits on the 0–100 progress scale. */
@@ -155,6 +162,7 @@ function stageInput(
     finishedParts: context.finishedParts.filter((part) => part.stage === stage),
     signal: context.abortController.signal,
     report,
+    ...(context.budget === undefined ? {} : { budget: context.budget }),
   };
 }
 

@@ -97,6 +97,11 @@ export interface Attempt {
   readonly streamed?: { readonly chunks: number; readonly firstTokenMs: number };
   /** The call continued an answer another call had begun and failed in the middle of (docs/api.md "Streaming"). */
   readonly continuation?: true;
+  /**
+   * What the call cost in USD: its reported usage at the price of the model that answered (docs/api.md
+   * "Cost"). Absent when the call reported no usage or its model has no price.
+   */
+  readonly costUsd?: number;
 }
 
 /**
@@ -158,4 +163,29 @@ export interface FailedRunOutcome {
 export interface AbortedRunOutcome {
   readonly status: 'aborted';
   readonly attempts: readonly Attempt[];
+}
+
+/** Prices what calls used (the service's price table, injected: the machines hold no prices of their own). */
+export interface CallPricing {
+  /** USD of `usage` at `model`'s price; null when the model has no price or the call reported no usage. */
+  costOf(model: string, usage: TokenUsage): number | null;
+}
+
+/**
+ * A spending limit shared by every call of one request or job (`options.maxCostUsd`). The fallback run asks
+ * it before each call whether the call's worst case still fits (guard `isWithinBudget`), holds that worst
+ * case while the call is out, and settles it with what the call really cost when it ends, so parts running
+ * side by side can never spend past the limit together.
+ */
+export interface CallBudget {
+  /** The limit, USD. */
+  readonly maxUsd: number;
+  /** The most `request` can cost at `model`: its input tokens and its max output tokens; null when unpriced. */
+  worstCaseOf(model: string, request: GenerationRequest): Promise<number | null>;
+  /** Whether a call costing at most `usd` fits beside what is spent and held; an unpriced call (null) never does. */
+  allows(usd: number | null): boolean;
+  /** Holds `usd` for the call `callId`, about to go out. */
+  hold(callId: string, usd: number): void;
+  /** The call `callId` ended having cost `usd`; null: unknown (no usage reported), what was held stays spent. */
+  settle(callId: string, usd: number | null): void;
 }

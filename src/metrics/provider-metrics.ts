@@ -100,7 +100,17 @@ export function createProviderMetrics(gateway: Gateway, options: ProviderMetrics
     registers: [registry],
   });
 
+  const cost = new Counter({
+    name: 'studyhelper_cost_usd_total',
+    help: "USD the users' keys paid for calls, by provider and the model that answered (reported usage at the price table's price; calls without usage or price are not counted).",
+    labelNames: ['provider', 'model'] as const,
+    registers: [registry],
+  });
+
   const unsubscribers = [
+    gateway.onCost((call) => {
+      if (call.usd > 0) cost.inc({ provider: call.provider, model: call.model }, call.usd);
+    }),
     gateway.onBreakerTransition((transition) => {
       transitions.inc({ provider: transition.provider, from: transition.from, to: transition.to });
     }),

@@ -1,5 +1,6 @@
 import { summarizeValidationErrors } from '../errors/index.js';
 import type { Expect, FinishedPart, Identical, StudyOutcome } from '../machines/job-types.js';
+import type { CallBudget } from '../machines/types.js';
 import type { Attempt, ChainLink, FallbackPolicy, Gateway, GenerateOutcome, Validation } from '../actors/types.js';
 import { loadProviderSdks } from '../providers/index.js';
 import type { GenerationRequest, ProviderAnswer, ProviderId, Task, TokenUsage } from '../providers/index.js';
@@ -76,6 +77,8 @@ export interface StudyTaskInput extends StudyStreamSink {
   readonly onDelta?: (provider: ProviderId, text: string) => void;
   /** Runs once, right before the first provider call (not at all for a cached answer). */
   readonly onStart?: () => void;
+  /** The request's or job's spending limit (`options.maxCostUsd`), shared by every step and part. */
+  readonly budget?: CallBudget;
 }
 
 /** A split text: its parts and, for a document, the pages of each part. */
@@ -254,6 +257,7 @@ class StudyRun {
       ...(this.input.policy === undefined ? {} : { policy: this.input.policy }),
       ...(this.signal === undefined ? {} : { signal: this.signal }),
       ...(this.input.origin === undefined ? {} : { origin: this.input.origin }),
+      ...(this.input.budget === undefined ? {} : { budget: this.input.budget }),
       continuation: continuationOf(task),
       ...(items === undefined
         ? {}

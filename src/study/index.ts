@@ -17,6 +17,8 @@ export type { ResultCache,    } from './cache.js';
 // token worker (token-counter.ts) does; tests and tools import src/study/split.js directly.
 ;
 ;
+export { createCostBudget } from './cost-budget.js';
+export { estimateJob } from './estimate.js';
 export { createTokenCounter, setTokenWorkerNice,   } from './token-counter.js';
 export type { TokenCounter,  } from './token-counter.js';
 export { buildNotesRequest, buildMergeNotesRequest, buildQuestionsRequest, maxAnswerChars,  } from './prompts.js';

@@ -54,7 +54,7 @@ const text = {
 } as const;
 
 /** Output room per task; question answers grow with the count asked for. */
-function maxOutputTokens(task: Task, count = 0): number {
+export function maxOutputTokens(task: Task, count = 0): number {
   if (task === 'notes') return 4096;
   const perQuestion = task === 'mcq' ? 400 : 220;
   return Math.min(16_000, 800 + count * perQuestion);

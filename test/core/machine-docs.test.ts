@@ -33,7 +33,8 @@ describe('generated machine docs (npm run docs:machines)', async () => {
     const fallback = files.get('docs/machines/fallback.mmd') ?? '';
     expect(fallback).toContain('deciding --> backingOff : always [isRetryDue]');
     expect(fallback).toContain('backingOff --> resuming : after retryBackoff');
-    expect(fallback).toContain('resuming --> calling : always [hasContinuationPoint]');
+    expect(fallback).toContain('resuming --> budgeting : always [hasContinuationPoint]');
+    expect(fallback).toContain('pricing --> calling : done worstCase [isWithinBudget]');
     expect(fallback).toContain('failed --> [*]');
   });
 

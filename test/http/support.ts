@@ -94,6 +94,7 @@ export function staticGateway(): StaticGateway {
       fallbackListeners.add(listener);
       return () => fallbackListeners.delete(listener);
     },
+    onCost: () => () => {},
     async stop() {
       gateway.stopped = true;
     },

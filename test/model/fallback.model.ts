@@ -22,7 +22,9 @@ export type FallbackModelEvent =
   /** The caller's key for the provider is quarantined (`key_quarantined`, class auth). */
   | { type: 'provider.keySkipped' }
   | { type: 'request.aborted' }
-  | { type: 'time.backoffElapsed' };
+  | { type: 'time.backoffElapsed' }
+  /** The next call's worst case is priced (the production run's invoked `worstCase` is done). */
+  | { type: 'xstate.done.actor.worstCase'; fits: boolean };
 
 type LastClass = ModelFailureClass | 'invalid_output' | 'circuit_open' | 'auth';
 
@@ -60,6 +62,9 @@ export function createFallbackModel(policy: FallbackPolicy) {
     types: { context: {} as FallbackModelContext, events: {} as FallbackModelEvent },
     guards: {
       isAnswerValid: ({ event }) => event.type === 'provider.succeeded' && event.valid,
+      // The service under test runs without a budget (options.maxCostUsd): every call goes out unpriced.
+      hasBudget: () => false,
+      isWithinBudget: ({ event }) => event.type === 'xstate.done.actor.worstCase' && event.fits,
       isReaskDue: ({ context }) =>
         context.last !== null && retryColumn[context.last] === 'once' && !context.reasked && maySameProvider(context),
       isRetryDue: ({ context }) =>
@@ -82,8 +87,15 @@ export function createFallbackModel(policy: FallbackPolicy) {
   }).createMachine({
     id: 'fallbackModel',
     context: { policy, index: 0, calls: 0, retries: 0, reasked: false, last: null },
-    initial: 'calling',
+    initial: 'budgeting',
     states: {
+      budgeting: { always: [{ guard: 'hasBudget', target: 'pricing' }, { target: 'calling' }] },
+      pricing: {
+        on: {
+          'xstate.done.actor.worstCase': [{ guard: 'isWithinBudget', target: 'calling' }, { target: 'overBudget' }],
+          'request.aborted': { target: 'aborted' },
+        },
+      },
       calling: {
         on: {
           'provider.succeeded': [
@@ -114,9 +126,10 @@ export function createFallbackModel(policy: FallbackPolicy) {
        * Continue the answer written so far or start it over: the walk's calls write nothing before they
        * fail (mid-stream failures are test/core/mid-stream.graph.test.ts's), so the next call just goes out.
        */
-      resuming: { always: { target: 'calling' } },
+      resuming: { always: { target: 'budgeting' } },
       succeeded: { type: 'final' },
       failed: { type: 'final' },
+      overBudget: { type: 'final' },
       aborted: { type: 'final' },
     },
   });

@@ -67,6 +67,7 @@ export function createFakeGateway(respond: Responder, options: { model?: string;
     onBreakerTransition: notImplemented,
     onCall: notImplemented,
     onFallback: notImplemented,
+    onCost: () => () => {},
     stop: async () => {},
   };
 }

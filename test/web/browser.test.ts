@@ -163,6 +163,8 @@ describe('the page in Chromium', () => {
     await page.fill('#mcq-count', '3');
     await page.fill('#fill-count', '3');
     await page.click('#upload-button');
+    // The upload shows the plan (chapters, pages, estimate, budget); the job starts with Start.
+    await page.locator('#start-button').click({ timeout: 60_000 });
     // The first upload starts the extraction worker (pdf.js through tsx): seconds on a quiet machine, over
     // 15 s on a loaded one. This test is about the page, not that start-up: give it a minute.
     await expect.poll(() => page.locator('#document-info').textContent(), { timeout: 60_000 }).toContain('plants.pdf');
@@ -304,6 +306,8 @@ describe('the page in Chromium: a provider fails in the middle of its answer', (
       }).observe(document.body, { childList: true, subtree: true, attributes: true });
     });
     await page.click('#upload-button');
+    // The upload shows the plan (chapters, pages, estimate, budget); the job starts with Start.
+    await page.locator('#start-button').click({ timeout: 60_000 });
     // Items forming: notes on the page while the results are still live (the material is not done). On a
     // quiet machine they come before any attempt has ended (Claude's answer is stalled); at the suite's own
     // load the stalled attempt's row may be drawn first, so the order is not the oracle: the live notes are.

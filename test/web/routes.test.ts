@@ -163,8 +163,8 @@ describe('page files', () => {
     const { machinesDirectory } = webPaths();
     const text = await readFile(join(machinesDirectory, 'fallback.mmd'), 'utf8');
     const diagram = parseStateDiagram('fallback', text);
-    expect(diagram.states.find((state) => state.name === 'calling')?.initial).toBe(true);
-    expect(diagram.states.filter((state) => state.final).map((state) => state.name)).toEqual(['succeeded', 'failed', 'aborted']);
+    expect(diagram.states.find((state) => state.name === 'budgeting')?.initial).toBe(true);
+    expect(diagram.states.filter((state) => state.final).map((state) => state.name)).toEqual(['succeeded', 'failed', 'overBudget', 'aborted']);
     expect(diagram.edges).toContainEqual({
       from: 'calling',
       to: 'succeeded',

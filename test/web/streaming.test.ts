@@ -19,6 +19,8 @@ describe('the page streams the material', () => {
     await page.fill('#mcq-count', '3');
     await page.fill('#fill-count', '3');
     await page.click('#upload-button');
+    // The upload shows the plan (chapters, pages, estimate, budget); the job starts with Start.
+    await page.locator('#start-button').click({ timeout: 60_000 });
     // The notes are on the page, marked live, while the job is still running and has no question yet.
     // The first upload starts the extraction worker: seconds on a quiet machine, a minute on a loaded one.
     await expect.poll(() => page.locator('#document-info').textContent(), { timeout: 120_000 }).toContain('plants.pdf');

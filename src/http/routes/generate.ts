@@ -8,9 +8,10 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { createAbortControllers } from '../../actors/abort-controllers.js';
 import type { Attempt, FallbackPolicy, Gateway } from '../../actors/types.js';
+import { sumUsd, type PriceTable } from '../../cost/index.js';
 import type { DocumentStore } from '../../documents/index.js';
 import type { ProviderId } from '../../providers/index.js';
-import { generateStudyTask, maxAnswerChars, resolveLang } from '../../study/index.js';
+import { createCostBudget, generateStudyTask, maxAnswerChars, resolveLang } from '../../study/index.js';
 import { clientIdOf } from '../admission.js';
 import { shareAddress } from '../client-address.js';
 import { routeRateLimit, type RouteRateLimit } from '../rate-limit.js';
@@ -30,6 +31,7 @@ import {
   errorBodySchema,
   fillComponentSchema,
   generationErrorBodySchema,
+  maxCostUsdSchema,
   mcqComponentSchema,
   notesComponentSchema,
   outputLanguageSchema,
@@ -52,6 +54,8 @@ export interface GenerateRoutesOptions {
   readonly maxTextChars: number;
   /** Most parts one stage may split the text into (MAX_TEXT_PARTS). */
   readonly maxTextParts: number;
+  /** The price table (built-in prices and MODEL_PRICES): what `options.maxCostUsd` is counted in. */
+  readonly prices: PriceTable;
   /** The instance's generation slots and per-client shares. */
   readonly admission: Admission;
   /** Generations per address per window (RATE_LIMIT_GENERATIONS); none when absent. */
@@ -89,6 +93,7 @@ const generateBodySchema = z
         notes: notesComponentSchema
           .optional()
           .describe('A notes result that grounds mcq/fill; generated first when absent.'),
+        maxCostUsd: maxCostUsdSchema,
       })
       .optional(),
   })
@@ -117,6 +122,7 @@ export const generateResponseSchema = alreadyValidated(
       fallback: z.boolean(),
       attempts: z.array(attemptSchema),
       usage: usageSchema,
+      costUsd: z.number().nullable().describe("Sum of the attempts' costUsd; null when none could be priced."),
       lang: z
         .enum(['ko', 'en'])
         .describe('The language of the material: options.lang, or detected from the text.'),
@@ -311,6 +317,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
             signal: controller.signal,
             origin: options.originOf(request.ip),
             maxParts: options.maxTextParts,
+            ...(body.options?.maxCostUsd === undefined ? {} : { budget: createCostBudget(body.options.maxCostUsd, options.prices) }),
             ...(stream === undefined
               ? {}
               : {
@@ -346,6 +353,7 @@ export const generateRoutes: FastifyPluginAsyncZod<GenerateRoutesOptions> = asyn
               fallback: outcome.fallback,
               attempts,
               usage: outcome.usage,
+              costUsd: sumUsd(attempts.map((attempt) => attempt.costUsd)),
               lang: language.lang,
               langSource: language.langSource,
             },

@@ -19,8 +19,9 @@ import {
 } from '../../jobs/index.js';
 import type { JobCancelBus, JobRegistry, JobSpec, JobStatusStore, JobStreamEvent, JobTracer } from '../../jobs/index.js';
 import type { ProviderId } from '../../providers/index.js';
-import { defaultQuestionCount, resolveLang } from '../../study/index.js';
+import { defaultQuestionCount, estimateJob, resolveLang } from '../../study/index.js';
 import type { ResultCache } from '../../study/index.js';
+import { createPriceTable, type PriceTable } from '../../cost/index.js';
 import { clientIdOf, type Admission } from '../admission.js';
 import { ApiError } from '../errors.js';
 import { safeSegment } from '../../security/safe-url.js';
@@ -33,6 +34,7 @@ import {
   attemptSchema,
   errorBodySchema,
   fillComponentSchema,
+  maxCostUsdSchema,
   mcqComponentSchema,
   notesComponentSchema,
   outputLanguageSchema,
@@ -73,6 +75,10 @@ export interface JobsRoutesOptions {
   readonly retryAfterSeconds?: number;
   /** Most parts a stage may split the document into (MAX_TEXT_PARTS). */
   readonly maxTextParts?: number;
+  /** The price table `options.maxCostUsd` and the estimate are counted in; without it jobs have no budget. */
+  readonly prices?: PriceTable;
+  /** RETRY_MAX: the retries per provider the estimate's worst case allows for (default 2). */
+  readonly retryMax?: number;
   /** SSE comment lines this often keep proxies from closing a quiet stream (default 15 s). */
   readonly heartbeatMs?: number;
   /** Most bytes queued for one event stream's client before it is dropped (64 KiB in the service). */
@@ -104,8 +110,13 @@ const createJobBodySchema = z.strictObject({
       fillCount: countSchema
         .optional()
         .describe(`Fill-in-the-blank questions asked for (default ${defaultQuestionCount}).`),
+      maxCostUsd: maxCostUsdSchema,
     })
     .optional(),
+  estimate: z
+    .literal(true)
+    .optional()
+    .describe('Price the job instead of starting it: 200 {"estimate":…}, no job, no provider call.'),
 });
 
 /**
@@ -118,6 +129,20 @@ async function requireWritableStore(registry: JobRegistry, retryAfterSeconds: nu
     retryAfterSeconds,
   });
 }
+
+const estimateResponseSchema = z
+  .object({
+    estimate: z.object({
+      parts: z.number().int().describe("The parts the document's text is cut into for its notes."),
+      inputTokens: z.number().int().describe('Input tokens of every call the job may make, re-asks and retries included.'),
+      outputTokensMax: z.number().int().describe('Output tokens those calls may write at most.'),
+      costUsdMax: z
+        .record(z.string(), z.number().nullable())
+        .describe("Per provider of the chain: the job's worst case in USD with that provider answering every call; null when its model has no price."),
+    }),
+  })
+  .describe('What the job may cost at most (no job was made, no provider asked).')
+  .meta({ id: 'JobEstimate' });
 
 const jobParamsSchema = z.object({ id: z.string().min(1).max(200) });
 
@@ -140,7 +165,18 @@ const jobViewSchema = z
     stage: stageSchema.describe(
       'queued, the stage in progress (notes, mcq, fill), the stage it stopped in, or done.',
     ),
-    result: z.object({ notes: notesComponentSchema, mcq: mcqComponentSchema, fill: fillComponentSchema }).optional(),
+    result: z
+      .union([
+        z.object({ notes: notesComponentSchema, mcq: mcqComponentSchema, fill: fillComponentSchema }),
+        z.object({ notes: notesComponentSchema.optional(), mcq: mcqComponentSchema.optional(), fill: fillComponentSchema.optional() }),
+      ])
+      .optional()
+      .describe('When succeeded, every stage; when failed, the stages the job finished before it stopped.'),
+    costUsd: z
+      .number()
+      .nullable()
+      .optional()
+      .describe("USD spent so far: the sum of every attempt's costUsd (resumed parts counted once); null while none could be priced."),
     error: z
       .object({
         code: z.string(),
@@ -159,6 +195,7 @@ const jobViewSchema = z
           .describe('request: options.lang gave the language; detected: read from the document.'),
         mcqCount: z.number().int(),
         fillCount: z.number().int(),
+        maxCostUsd: z.number().optional().describe("options.maxCostUsd: the job's spending limit."),
         stages: z.object({
           notes: stageMetaSchema.optional(),
           mcq: stageMetaSchema.optional(),
@@ -249,6 +286,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
     ...(options.resultCache === undefined ? {} : { cache: options.resultCache }),
     budgetTokens: options.jobs.partBudgetTokens,
     ...(options.maxTextParts === undefined ? {} : { maxParts: options.maxTextParts }),
+    ...(options.prices === undefined ? {} : { prices: options.prices }),
     concurrency: options.jobs.concurrency,
     maxJobs: options.jobs.maxJobs,
     ...(options.jobs.maxJobsPerClient === undefined ? {} : { maxJobsPerClient: options.jobs.maxJobsPerClient }),
@@ -285,9 +323,11 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
         security: keySecurity,
         body: createJobBodySchema,
         response: {
+          200: estimateResponseSchema,
           202: jobQueuedSchema,
           400: errorBodySchema,
           404: errorBodySchema,
+          413: errorBodySchema,
           422: errorBodySchema,
           429: errorBodySchema,
           503: errorBodySchema,
@@ -301,6 +341,25 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
       const chain = requireChain(order, keys);
       const document = await loadDocumentOrThrow(options.documentStore, body.documentId);
       const source = documentSourceOrThrow(document, body.pages);
+      if (body.estimate === true) {
+        const estimate = await estimateJob({
+          text: source.text,
+          lang: resolveLang(body.options?.lang, source.text).lang,
+          mcqCount: body.options?.mcqCount ?? defaultQuestionCount,
+          fillCount: body.options?.fillCount ?? defaultQuestionCount,
+          budgetTokens: options.jobs.partBudgetTokens,
+          retryMax: options.retryMax ?? 2,
+          chain: chain.map((link) => ({ provider: link.provider, model: options.gateway.provider(link.provider).model })),
+          prices: options.prices ?? createPriceTable(),
+        });
+        const maxParts = options.maxTextParts;
+        if (maxParts !== undefined && estimate.parts > maxParts)
+          throw new ApiError(
+            'TOO_MANY_PARTS',
+            `The document needs ${estimate.parts} parts of at most ${options.jobs.partBudgetTokens} tokens; at most ${maxParts} are allowed (MAX_TEXT_PARTS).`,
+          );
+        return reply.code(200).send({ estimate });
+      }
       await requireWritableStore(registry, retryAfterSeconds);
       let view;
       try {
@@ -317,6 +376,7 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
           clientId: clientIdOf(keys, request.ip),
           address: shareAddress(request.ip),
           ...(options.originOf === undefined ? {} : { origin: options.originOf(request.ip) }),
+          ...(body.options?.maxCostUsd === undefined ? {} : { maxCostUsd: body.options.maxCostUsd }),
         });
       } catch (error) {
         if (error instanceof JobCapacityError) throw capacityRefusal(error, retryAfterSeconds);
@@ -418,6 +478,8 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
           : { lang: meta.lang, ...(meta.langSource === undefined ? {} : { langSource: meta.langSource }) }),
         mcqCount: meta?.mcqCount ?? defaultQuestionCount,
         fillCount: meta?.fillCount ?? defaultQuestionCount,
+        // The budget goes on counting what the finished parts cost (the registry starts it there).
+        ...(meta?.maxCostUsd === undefined ? {} : { maxCostUsd: meta.maxCostUsd }),
         chain: buildChain(resume.providers, keys),
         clientId: clientIdOf(keys, request.ip),
         address: request.ip,

@@ -37,6 +37,10 @@ const page = {
   jobId: /** @type {string | null} */ (null),
   jobEvents: /** @type {EventSource | null} */ (null),
   runs: 0,
+  /** The uploaded document the plan is made for (its id, pages read and outline), null before an upload. */
+  document: /** @type {null | {documentId: string, pagesUsed: number, outline: {title: string, page: number, level: number}[]}} */ (null),
+  /** USD the running job has spent so far (the sum of its attempts' costUsd). */
+  jobCost: 0,
 };
 
 const $ = (id) => /** @type {HTMLElement} */ (document.getElementById(id));
@@ -255,7 +259,8 @@ async function onUpload(event) {
     }
     const warnings = (document_.warnings ?? []).length > 0 ? ` Warnings: ${document_.warnings.join(' ')}` : '';
     $('document-info').textContent = `${document_.fileName}: ${document_.pagesUsed} of ${document_.pageCount} pages, ${document_.wordCount} words.${warnings}`;
-    await startJob(document_.documentId);
+    setProgress(0, 'Pick the chapter or pages to study, estimate the cost, then start.');
+    showPlan(document_);
   } catch (error) {
     showJobError(`The service did not answer: ${error instanceof Error ? error.message : String(error)}`);
   } finally {
@@ -263,16 +268,124 @@ async function onUpload(event) {
   }
 }
 
-async function startJob(documentId) {
+// ------------------------------------------------------------------ the plan: chapter or pages, estimate, budget
+
+/**
+ * The pages a bookmark covers: from its page to the page before the next bookmark at its level or above
+ * (the end of the document when none follows).
+ */
+function chapterRange(outline, index, pagesUsed) {
+  const entry = outline[index];
+  const next = outline.slice(index + 1).find((other) => other.level <= entry.level && other.page > entry.page);
+  return { from: entry.page, to: Math.max(entry.page, Math.min(pagesUsed, next ? next.page - 1 : pagesUsed)) };
+}
+
+function setPages(from, to) {
+  /** @type {HTMLInputElement} */ ($('page-from')).value = String(from);
+  /** @type {HTMLInputElement} */ ($('page-to')).value = String(to);
+  $('estimate').replaceChildren();
+}
+
+/** After an upload: the document's chapters (its outline) to pick from, or a page range, then estimate and start. */
+function showPlan(document_) {
+  const outline = (document_.outline ?? []).filter((entry) => entry.page >= 1 && entry.page <= document_.pagesUsed);
+  page.document = { documentId: document_.documentId, pagesUsed: document_.pagesUsed, outline };
+  const list = $('chapter-list');
+  list.replaceChildren();
+  const choice = (id, title, range, level, checked) => {
+    const input = element('input', { type: 'radio', name: 'chapter', id, value: `${range.from}-${range.to}`, checked });
+    input.addEventListener('change', () => setPages(range.from, range.to));
+    const pagesText = range.from === range.to ? `p. ${range.from}` : `pp. ${range.from}–${range.to}`;
+    const label = element('label', { for: id, class: 'chapter', 'data-level': level }, [input, element('span', { text: title }), element('span', { class: 'chapter-page', text: pagesText })]);
+    // Nested chapters indented by their level, through CSSOM (the page's CSP allows no inline style attribute).
+    label.style.paddingLeft = `${(level - 1) * 1.25}rem`;
+    return label;
+  };
+  list.append(choice('chapter-all', 'The whole document', { from: 1, to: document_.pagesUsed }, 1, true));
+  outline.forEach((entry, index) => list.append(choice(`chapter-${index}`, entry.title, chapterRange(outline, index, document_.pagesUsed), entry.level, false)));
+  $('chapters').hidden = outline.length === 0;
+  for (const id of ['page-from', 'page-to']) /** @type {HTMLInputElement} */ ($(id)).max = String(document_.pagesUsed);
+  setPages(1, document_.pagesUsed);
+  $('job-cost').hidden = true;
+  $('plan').hidden = false;
+}
+
+/** The job's body as the plan stands: the chosen pages (none for the whole document) and the budget. */
+function planBody() {
   const count = (id) => Math.min(50, Math.max(1, Number(/** @type {HTMLInputElement} */ ($(id)).value) || 5));
+  const documentInfo = page.document;
+  const from = Number(/** @type {HTMLInputElement} */ ($('page-from')).value);
+  const to = Number(/** @type {HTMLInputElement} */ ($('page-to')).value);
+  const whole = documentInfo === null || (from === 1 && to === documentInfo.pagesUsed);
+  const budget = Number(/** @type {HTMLInputElement} */ ($('budget')).value);
+  return {
+    documentId: documentInfo?.documentId ?? '',
+    providers: chosenOrder(),
+    ...(whole ? {} : { pages: { from, to } }),
+    options: {
+      lang: /** @type {HTMLSelectElement} */ ($('lang')).value,
+      mcqCount: count('mcq-count'),
+      fillCount: count('fill-count'),
+      ...(budget > 0 ? { maxCostUsd: budget } : {}),
+    },
+  };
+}
+
+/** Dollars as people read them: cents above a dollar, four decimals below (a call costs fractions of a cent). */
+function usd(amount) {
+  return amount >= 1 ? `$${amount.toFixed(2)}` : `$${amount.toFixed(4)}`;
+}
+
+/** POST /v1/jobs with `estimate: true`: the most the job can cost with each provider; no job, no call. */
+async function onEstimate() {
+  showJobError('');
+  const list = $('estimate');
+  list.replaceChildren(element('li', { text: 'Estimating…' }));
   const response = await fetch('/v1/jobs', {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...keyHeadersFor() },
-    body: JSON.stringify({
-      documentId,
-      providers: chosenOrder(),
-      options: { lang: /** @type {HTMLSelectElement} */ ($('lang')).value, mcqCount: count('mcq-count'), fillCount: count('fill-count') },
-    }),
+    body: JSON.stringify({ ...planBody(), estimate: true }),
+  });
+  const body = await readJson(response);
+  list.replaceChildren();
+  if (!response.ok) {
+    showJobError(describeError(body, response.status));
+    return;
+  }
+  const { estimate } = body;
+  for (const [provider, cost] of Object.entries(estimate.costUsdMax)) {
+    const label = providerLabels[provider] ?? provider;
+    list.append(element('li', { class: 'estimate-item', 'data-provider': provider, text: cost === null ? `${label}: no price for its model` : `${label}: at most ${usd(cost)}` }));
+  }
+  list.append(element('li', { class: 'hint', text: `${estimate.parts} part${estimate.parts === 1 ? '' : 's'}; the worst case: every call re-asked and retried, writing all it may. Put a figure in the budget to cap the job.` }));
+}
+
+function showJobCost(text) {
+  const node = $('job-cost');
+  node.textContent = text;
+  node.hidden = false;
+}
+
+async function onStart(event) {
+  event.preventDefault();
+  if (page.document === null) return;
+  showJobError('');
+  const button = /** @type {HTMLButtonElement} */ ($('start-button'));
+  button.disabled = true;
+  try {
+    await startJob(planBody());
+  } catch (error) {
+    showJobError(`The service did not answer: ${error instanceof Error ? error.message : String(error)}`);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+async function startJob(jobBody) {
+  const response = await fetch('/v1/jobs', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...keyHeadersFor() },
+    body: JSON.stringify(jobBody),
   });
   const body = await readJson(response);
   if (!response.ok) {
@@ -283,6 +396,8 @@ async function startJob(documentId) {
   page.runs += 1;
   const run = `job ${page.runs}`;
   page.jobId = body.jobId;
+  page.jobCost = 0;
+  showJobCost(`Cost so far: ${usd(0)}${jobBody.options.maxCostUsd ? ` of a budget of ${usd(jobBody.options.maxCostUsd)}` : ''}`);
   /** @type {HTMLButtonElement} */ ($('cancel-button')).disabled = false;
   setProgress(0, 'Queued.');
   setJobState('queued');
@@ -304,6 +419,10 @@ function followJob(jobId, run) {
   events.addEventListener('attempt', (message) => {
     const attempt = JSON.parse(message.data);
     addAttempts(run, [attempt]);
+    if (typeof attempt.costUsd === 'number') {
+      page.jobCost += attempt.costUsd;
+      showJobCost(`Cost so far: ${usd(page.jobCost)}`);
+    }
     setRunState(attempt.outcome === 'succeeded' ? 'succeeded' : 'deciding');
     // A failure in the middle of an answer, and the attempt that went on with it: said where the material is.
     const label = providerLabels[attempt.provider] ?? attempt.provider;
@@ -358,6 +477,7 @@ async function finishJob(jobId, run) {
   page.jobId = null;
   /** @type {HTMLButtonElement} */ ($('cancel-button')).disabled = true;
   void refreshKeyHealth();
+  if (typeof job.costUsd === 'number') showJobCost(`Cost: ${usd(job.costUsd)}${job.meta?.maxCostUsd ? ` of a budget of ${usd(job.meta.maxCostUsd)}` : ''}`);
   const tableEmpty = /** @type {HTMLTableElement} */ ($('attempts')).tBodies[0].rows.length === 0;
   if (job.status === 'succeeded') {
     const stages = (job.meta && job.meta.stages) || {};
@@ -375,6 +495,8 @@ async function finishJob(jobId, run) {
     setProgress(/** @type {HTMLProgressElement} */ ($('progress')).value, 'Failed.');
     const error = job.error ?? {};
     showJobError(`${error.code ?? 'FAILED'}: ${error.message ?? 'the job failed'}${error.retryAfterSeconds ? ` (retry after ${error.retryAfterSeconds} s)` : ''}`);
+    // What the job finished before it stopped (a budget keeps what it paid for).
+    if (job.result) renderResult(job.result);
     if (tableEmpty && Array.isArray(error.attempts)) addAttempts(run, error.attempts);
   }
 }
@@ -452,22 +574,31 @@ function renderResult(result) {
   renderFill((result.fill && result.fill.questions) ?? []);
 }
 
+/** The page(s) an item came from, beside it ("p. 4", "pp. 4–6", "pp. 2, 5"); nothing for text input. */
+function pagesBadge(pages) {
+  if (!Array.isArray(pages) || pages.length === 0) return document.createTextNode('');
+  const sorted = [...new Set(pages)].sort((a, b) => a - b);
+  const contiguous = sorted.every((value, index) => index === 0 || value === sorted[index - 1] + 1);
+  const text = sorted.length === 1 ? `p. ${sorted[0]}` : contiguous ? `pp. ${sorted[0]}–${sorted.at(-1)}` : `pp. ${sorted.join(', ')}`;
+  return element('span', { class: 'pages', title: 'Where in the document this comes from', text });
+}
+
 function renderNotes(notes) {
   const container = $('notes');
   container.replaceChildren();
   const concepts = element('ul', { class: 'concepts' });
   for (const concept of notes.keyConcepts ?? []) {
-    concepts.append(element('li', {}, [element('strong', { text: concept.term }), document.createTextNode(` — ${concept.definition} `), element('em', { text: `(${concept.importance})` })]));
+    concepts.append(element('li', {}, [element('strong', { text: concept.term }), document.createTextNode(` — ${concept.definition} `), element('em', { text: `(${concept.importance})` }), pagesBadge(concept.pages)]));
   }
   container.append(element('h4', { text: 'Key concepts' }), concepts);
   for (const section of notes.sections ?? []) {
     const bullets = element('ul', {});
     for (const bullet of section.bullets ?? []) bullets.append(element('li', { text: bullet }));
-    container.append(element('h4', { text: section.title }), element('p', { text: section.summary }), bullets);
+    container.append(element('h4', { text: section.title }, [pagesBadge(section.pages)]), element('p', { text: section.summary }), bullets);
   }
   if ((notes.glossary ?? []).length > 0) {
     const glossary = element('dl', { class: 'glossary' });
-    for (const entry of notes.glossary) glossary.append(element('dt', { text: entry.term }), element('dd', { text: entry.definition }));
+    for (const entry of notes.glossary) glossary.append(element('dt', { text: entry.term }, [pagesBadge(entry.pages)]), element('dd', { text: entry.definition }));
     container.append(element('h4', { text: 'Glossary' }), glossary);
   }
 }
@@ -479,7 +610,7 @@ function renderQuiz(questions) {
   questions.forEach((question, index) => {
     const name = `mcq-${index}`;
     const fieldset = element('fieldset', { class: 'question mcq-question', 'data-index': index });
-    fieldset.append(element('legend', { text: `${index + 1}. ${question.question}` }));
+    fieldset.append(element('legend', { text: `${index + 1}. ${question.question}` }, [pagesBadge(question.pages)]));
     for (const letter of ['A', 'B', 'C', 'D']) {
       const id = `${name}-${letter}`;
       fieldset.append(element('label', { for: id }, [element('input', { type: 'radio', name, id, value: letter }), document.createTextNode(` ${letter}. ${question.options?.[letter] ?? ''}`)]));
@@ -515,7 +646,7 @@ function renderFill(questions) {
     const [before = '', after = ''] = String(question.sentence).split('___');
     const box = element('div', { class: 'question fill-question', 'data-index': index });
     const input = element('input', { type: 'text', id, autocomplete: 'off', size: 14 });
-    box.append(element('p', {}, [element('label', { for: id, class: 'visually-hidden', text: `Blank ${index + 1}` }), document.createTextNode(`${index + 1}. ${before}`), input, document.createTextNode(after)]));
+    box.append(element('p', {}, [element('label', { for: id, class: 'visually-hidden', text: `Blank ${index + 1}` }), document.createTextNode(`${index + 1}. ${before}`), input, document.createTextNode(after), pagesBadge(question.pages)]));
     const result = element('p', { class: 'check-result', role: 'status', 'aria-live': 'polite' });
     const check = element('button', { type: 'button', class: 'check-button', text: 'Check' });
     const hint = element('button', { type: 'button', class: 'secondary', text: 'Hint' });
@@ -737,6 +868,8 @@ async function start() {
   $('key-health-button').addEventListener('click', () => void refreshKeyHealth());
   $('upload-form').addEventListener('submit', (event) => void onUpload(event));
   $('cancel-button').addEventListener('click', () => void onCancel());
+  $('plan').addEventListener('submit', (event) => void onStart(event));
+  $('estimate-button').addEventListener('click', () => void onEstimate());
   $('probe-button').addEventListener('click', () => void sendOneRequest());
   // The streams do not wait for the drawings (the first layout after a start takes a moment): the live
   // states are remembered and shown when the drawings arrive.
