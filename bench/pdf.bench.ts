@@ -1,5 +1,5 @@
 /**
- * PDF extraction (issue 8): pages per second of the project's extractor (src/documents, worker
+ * PDF extraction: pages per second of the project's extractor (src/documents, worker
  * thread as the service runs it, and inline for contrast) on generated 10- and 50-page PDFs, against
  * poppler's `pdftotext` on the same files; event-loop delay (p99 of monitorEventLoopDelay) while each
  * runs. Variants alternate over several rounds; ratios are per round, medians quoted.
