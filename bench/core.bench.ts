@@ -7,9 +7,9 @@
  * (variant − direct adapter call) per call, and the report takes the median round.
  */
 import { performance } from 'node:perf_hooks';
-import { assign, createActor, fromCallback, fromTransition, setup, type AnyActorRef } from 'xstate';
+import { assign, createActor, fromPromise, fromTransition, setup, type AnyActorRef } from 'xstate';
 import { createUpstreamLogic } from '../src/actors/upstream.js';
-import { callMachine, type CallEvent, type CallInput, type CallMachine } from '../src/machines/call.machine.js';
+import { attemptMachine, type UpstreamAnswer, type UpstreamInput } from '../src/machines/attempt.machine.js';
 import { breakerMachine } from '../src/machines/breaker.machine.js';
 import { createGateway } from '../src/actors/gateway.js';
 import { providerMachine, type ProviderReply } from '../src/machines/provider.machine.js';
@@ -58,7 +58,7 @@ async function directCalls(count: number): Promise<void> {
 // ---- breaker + provider actor: call.requested → provider.succeeded
 const provider = createActor(
   providerMachine.provide({
-    actors: { call: callMachine.provide({ actors: { upstream: createUpstreamLogic(adapters) } }) },
+    actors: { attempt: attemptMachine.provide({ actors: { upstream: createUpstreamLogic(adapters) } }) },
   }),
   { input: { providerId: 'claude', model: 'claude-model', threshold: 5, recoveryMs: 60_000 } },
 ).start();
@@ -98,23 +98,13 @@ async function providerCalls(count: number): Promise<void> {
 }
 
 // ---- diagnostics: where the provider actor's time goes
-/** The same provider actor with its call a bare callback actor (no call machine: no clocks, no abort signal). */
-const bareCall = fromCallback<CallEvent, CallInput>(({ input, sendBack }) => {
-  void adapters.claude.generate(input.request, secret, signal).then((answer) =>
-    sendBack({
-      type: 'upstream.succeeded',
-      callId: input.callId,
-      replyTo: input.replyTo,
-      keyId: input.keyId,
-      answer,
-      verdict: { ok: true, value: answer.text },
-      durationMs: 0,
-      streamed: null,
-      at: 0,
-    } as unknown as CallEvent),
-  );
+/** The same provider actor with a bare upstream promise (no stream observer, no classification). */
+const bareUpstream = fromPromise<UpstreamAnswer, UpstreamInput>(({ signal: callSignal }) =>
+  adapters.claude.generate(request, secret, callSignal).then((answer) => ({ answer, at: 0 })),
+);
+const bareProviderMachine = providerMachine.provide({
+  actors: { attempt: attemptMachine.provide({ actors: { upstream: bareUpstream } }) },
 });
-const bareProviderMachine = providerMachine.provide({ actors: { call: bareCall as unknown as CallMachine } });
 const bareProvider = createActor(bareProviderMachine, {
   input: { providerId: 'claude', model: 'claude-model', threshold: 5, recoveryMs: 60_000 },
 }).start();
@@ -349,7 +339,7 @@ async function main(): Promise<void> {
     .map(([name, one, many]) => `| ${name} | ${round(one)} | ${round(many)} | ${round(many / one, 2)}× |`)
     .join('\n');
   const diagnostics = [
-    ['provider actor + breaker, upstream actor without deadline timer / abort signals', median(bareOverhead)],
+    ['provider actor + breaker, upstream a bare promise (no stream observer)', median(bareOverhead)],
     ['the call\'s AbortController + deadline timer alone (no XState)', median(plumbingOverhead)],
     [
       'breaker actor alone: `breaker.admit` + `call.succeeded` (2 sends, 1 answer)',

@@ -35,7 +35,7 @@ export interface MachineSource {
 export const machineSources: readonly MachineSource[] = [
   { name: 'gateway', file: 'src/machines/gateway.machine.ts', exportName: 'gatewayMachine', title: 'Gateway (root of the actor system)' },
   { name: 'provider', file: 'src/machines/provider.machine.ts', exportName: 'providerMachine', title: 'Provider actor (one per provider)' },
-  { name: 'call', file: 'src/machines/call.machine.ts', exportName: 'callMachine', title: 'Upstream call (one per admitted call, a child actor of its provider)' },
+  { name: 'attempt', file: 'src/machines/attempt.machine.ts', exportName: 'attemptMachine', title: "A call's attempt (one per call, a child actor of its provider: key, breaker, lease, upstream, report)" },
   { name: 'breaker', file: 'src/machines/breaker.machine.ts', exportName: 'breakerMachine', title: 'Circuit breaker (child of each provider actor)' },
   { name: 'key-health', file: 'src/machines/key-health.machine.ts', exportName: 'keyHealthMachine', title: 'Key health (one actor per refused caller key, under the key book)' },
   { name: 'key-book', file: 'src/machines/key-book.machine.ts', exportName: 'keyBookMachine', title: 'Key book (child of each provider actor: routes to its refused keys\' actors, admits the rest)' },

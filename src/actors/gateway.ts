@@ -7,7 +7,7 @@ import {
   type InspectionEvent,
   type Observer,
 } from 'xstate';
-import { callMachine } from '../machines/call.machine.js';
+import { attemptMachine } from '../machines/attempt.machine.js';
 import { fallbackMachine, type FallbackLink, type FallbackOutput } from '../machines/fallback.machine.js';
 import { providerIds, type CallPricing, type ProviderId } from '../machines/types.js';
 import type { ProviderAdapter } from '../providers/index.js';
@@ -96,7 +96,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     actors: {
       provider: providerMachine.provide({
         actors: {
-          call: callMachine.provide({ actors: { upstream: createUpstreamLogic(options.adapters) } }),
+          attempt: attemptMachine.provide({ actors: { upstream: createUpstreamLogic(options.adapters) } }),
           ...providerActors,
         },
       }),
@@ -204,14 +204,6 @@ export function createGateway(options: GatewayOptions): Gateway {
     return { provider: id, ...view };
   }
 
-  /** Whether each provider's breaker admits a call now (read through the current system), made once. */
-  const admitting = Object.fromEntries(
-    providerIds.map((id) => [
-      id,
-      () => providerRef(id).getSnapshot().context.breaker.getSnapshot().hasTag('admitting'),
-    ]),
-  ) as Record<ProviderId, () => boolean>;
-
   function generate<T>(input: GenerateInput<T>): Promise<GenerateOutcome<T>> {
     if (input.signal?.aborted) return Promise.resolve({ status: 'aborted', attempts: [] });
     const links: FallbackLink[] = input.chain.map((link) => ({
@@ -220,7 +212,6 @@ export function createGateway(options: GatewayOptions): Gateway {
       apiKey: link.apiKey,
       keyId: keyIdentity.keyId(link.provider, link.apiKey),
       ref: providerRef(link.provider),
-      isAdmitting: admitting[link.provider],
     }));
     if (links.length === 0) {
       return Promise.resolve({

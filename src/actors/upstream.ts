@@ -2,19 +2,19 @@ import { fromPromise, type AnyActorRef } from 'xstate';
 import type { ProviderFailure } from '../errors/index.js';
 import {
   UpstreamFailure,
-  type CallEvent,
   type UpstreamAnswer,
+  type UpstreamDelta,
   type UpstreamInput,
-} from '../machines/call.machine.js';
+} from '../machines/attempt.machine.js';
 import type { UpstreamStreamObserver } from '../machines/types.js';
 import type { ProviderAdapter, ProviderId } from '../providers/index.js';
 
 /**
- * The call machine's `upstream` actor (src/machines/call.machine.ts): the adapter's call as a promise
- * actor. XState hands it the `signal` it aborts when the call leaves `calling` (a clock ran out, or the
- * caller cancelled), so the SDK call is aborted by the actor's own stop. It resolves with the answer
+ * The attempt machine's `upstream` actor (src/machines/attempt.machine.ts): the adapter's call as a
+ * promise actor. XState hands it the `signal` it aborts when the attempt leaves `calling` (a clock ran
+ * out, or the caller cancelled), so the SDK call is aborted by the actor's own stop. It resolves with the answer
  * and its time, or rejects with the failure as the adapter classified it (`UpstreamFailure`); a stream's
- * text goes to the call actor as `upstream.delta` (`turnObserver`).
+ * text goes to the attempt as `upstream.delta` (`turnObserver`).
  */
 export function createUpstreamLogic(
   adapters: Readonly<Record<ProviderId, ProviderAdapter>>,
@@ -37,7 +37,7 @@ export function createUpstreamLogic(
 }
 
 /**
- * The stream's text goes to the call actor once per turn of the event loop: the pieces the SDK parsed
+ * The stream's text goes to the attempt once per turn of the event loop: the pieces the SDK parsed
  * from one network read (a provider answering at once sends hundreds in one read) become one
  * `upstream.delta` that says how many it joins, so the call's idle clock is re-armed once per read, not
  * once per token. A real provider's pieces arrive tens of milliseconds apart, one read each: nothing
@@ -57,7 +57,7 @@ function turnObserver(
     if (scheduled !== undefined) clearImmediate(scheduled);
     scheduled = undefined;
     if (pieces === 0 || signal.aborted) return;
-    const event: CallEvent = { type: 'upstream.delta', text, pieces, at: now() };
+    const event: UpstreamDelta = { type: 'upstream.delta', text, pieces, at: now() };
     text = '';
     pieces = 0;
     call.send(event);

@@ -93,6 +93,8 @@ export type BreakerEvent =
    * the fleet's probe lease is needed first; `leased`: the lease was granted.
    */
   | { type: 'breaker.admit'; call: CallRequest; replyTo: AnyActorRef; leased: boolean; at: number }
+  /** Would the next call be admitted now? Answered `BreakerStatus` to `replyTo`; changes nothing. */
+  | { type: 'breaker.status'; replyTo: AnyActorRef; at: number }
   | { type: 'call.succeeded'; callId: string; at: number }
   /**
    * `keyId`: the salted fingerprint of the key the call used; `origin`: the caller's salted address id,
@@ -121,6 +123,9 @@ export type BreakerAnswer =
   | { type: 'breaker.rejected'; call: CallRequest; retryAt: number | null }
   /** Shared with a fleet and recovering: this call may be the probe once the fleet grants its lease. */
   | { type: 'breaker.leaseNeeded'; call: CallRequest };
+
+/** The breaker's answer to `breaker.status`: the states tagged `admitting` answer yes. */
+export type BreakerStatus = { type: 'breaker.admitting' } | { type: 'breaker.refusing' };
 
 /**
  * What the breaker tells its parent (and emits): a counted failure reached the threshold but the
@@ -253,6 +258,16 @@ export const breakerMachine = setup({
       ({ event }): BreakerAnswer => ({ type: 'breaker.leaseNeeded', call: admitEvent(event).call }),
     ),
     freeProbe: assign({ probeCallId: null }),
+    /** The next call would be admitted (closed, or half-open with the probe slot free). */
+    tellAdmitting: sendTo(
+      ({ event }) => statusEvent(event).replyTo,
+      (): BreakerStatus => ({ type: 'breaker.admitting' }),
+    ),
+    /** The next call would be refused (open, forced open, or a probe in flight). */
+    tellRefusing: sendTo(
+      ({ event }) => statusEvent(event).replyTo,
+      (): BreakerStatus => ({ type: 'breaker.refusing' }),
+    ),
     /** Take the fleet's count and times; a local probe survives only while the fleet is half-open too. */
     adoptFleetState: assign(({ context, event }) => {
       if (event.type !== 'breaker.synced') return {};
@@ -312,6 +327,8 @@ export const breakerMachine = setup({
       { guard: 'isFleetForcedOpen', target: '.forcedOpen', actions: 'adoptFleetState' },
     ],
     'breaker.unshared': { actions: 'decideLocally' },
+    /** Refusing, unless the state answers itself (the `admitting` ones). */
+    'breaker.status': { actions: 'tellRefusing' },
   },
   states: {
     /** Normal operation: every call is admitted; counted failures add up, a success clears them. */
@@ -319,6 +336,7 @@ export const breakerMachine = setup({
       tags: ['admitting'],
       on: {
         'breaker.admit': { actions: 'admitCall' },
+        'breaker.status': { actions: 'tellAdmitting' },
         'call.succeeded': { guard: 'hasFailureRecord', actions: 'clearFailures' },
         'breaker.synced': { guard: 'isFleetClosed', actions: 'adoptFleetState' },
         'call.failed': [
@@ -367,6 +385,7 @@ export const breakerMachine = setup({
         awaitingProbe: {
           tags: ['admitting'],
           on: {
+            'breaker.status': { actions: 'tellAdmitting' },
             'breaker.admit': [
               { guard: or([not('isShared'), 'isLeased']), target: 'probing', actions: ['holdProbe', 'admitCall'] },
               { actions: 'askForLease' },
@@ -413,6 +432,11 @@ function streakKeysWith(context: BreakerContext, event: BreakerEvent): readonly 
         context.minDistinctKeys,
       )
     : context.streakKeys;
+}
+
+function statusEvent(event: BreakerEvent): Extract<BreakerEvent, { type: 'breaker.status' }> {
+  if (event.type !== 'breaker.status') throw new Error(`A status question answered ${event.type}`);
+  return event;
 }
 
 function admitEvent(event: BreakerEvent): Extract<BreakerEvent, { type: 'breaker.admit' }> {

@@ -31,11 +31,6 @@ export interface FallbackLink {
   readonly keyId: string;
   /** The provider actor that serves calls to this provider. */
   readonly ref: AnyActorRef;
-  /**
-   * Whether the provider's breaker admits a call now (absent: always). Read after a failure, so a
-   * retry into a breaker that this very failure opened is not waited out first (the refusal comes at once).
-   */
-  readonly isAdmitting?: () => boolean;
 }
 
 export interface FallbackInput {
@@ -85,6 +80,11 @@ interface LastFailure {
   readonly validationErrors?: readonly string[];
   /** The call left output behind: the next attempt continues it (`prefix`) or starts over. */
   readonly written?: Written;
+  /**
+   * The provider's breaker refused the next call when the failure was told to it (it may have opened on
+   * this very failure): a retry goes at once, so the refusal is recorded without a backoff first.
+   */
+  readonly breakerRefusing?: true;
 }
 
 /**
@@ -425,8 +425,8 @@ export function createFallbackMachine(table: ErrorTable) {
         table[context.lastFailure.errorClass].retry === 'yes' &&
         context.retries < context.run.retryMax &&
         isSameProviderRetryAllowed(context),
-      /** The current provider's breaker refuses calls now (it just opened): a backoff would only delay the refusal. */
-      isProviderRefusing: ({ context }) => currentLink(context).isAdmitting?.() === false,
+      /** The provider's breaker said, with the failure, that it refuses calls (it just opened): a backoff would only delay the refusal. */
+      isProviderRefusing: ({ context }) => context.lastFailure?.breakerRefusing === true,
       /** The failed call left output with a sound cut: the next call continues from it. */
       hasContinuationPoint: ({ context }) => context.lastFailure?.written?.prefix !== undefined,
       /** The failed call left output that cannot be continued: the next call starts over. */
@@ -512,6 +512,7 @@ export function createFallbackMachine(table: ErrorTable) {
           errorClass: event.failure.errorClass,
           ...(written === undefined ? {} : { written }),
           ...(validationErrors === undefined ? {} : { validationErrors }),
+          ...(event.breakerRefusing === true ? { breakerRefusing: true as const } : {}),
         };
         return appendAttempt(context, attempt, lastFailure, event.failure.retryAfterMs, event.at);
       }),

@@ -30,7 +30,7 @@ const chain: readonly ProviderId[] = ['claude', 'gpt'];
 
 function inputFor(
   providers: number,
-  more: { policy?: FallbackPolicy; retryMax?: number; isAdmitting?: () => boolean } = {},
+  more: { policy?: FallbackPolicy; retryMax?: number } = {},
 ): FallbackInput {
   return {
     runId: 'run',
@@ -40,7 +40,6 @@ function inputFor(
       apiKey: new Secret(`test-${provider}-key-rules`),
       keyId: `key-${provider}`,
       ref: providerRef,
-      ...(more.isAdmitting === undefined ? {} : { isAdmitting: more.isAdmitting }),
     })),
     request,
     validate: () => ({ ok: true, value: {} }),
@@ -312,12 +311,26 @@ describe('fallback: the re-ask', () => {
 });
 
 describe('fallback: a retry at once into a refusing breaker', () => {
+  it('retries at once, without a backoff, when the failure says the breaker now refuses', () => {
+    const r = run(inputFor(1, { retryMax: 1 }));
+    r.step({ ...failed(r, 'server_error', 100), breakerRefusing: true });
+    expect(r.snapshot.value).toBe('calling');
+    expect(r.requests).toHaveLength(2);
+  });
+
+  it('waits out the backoff when the failure says nothing of a refusing breaker', () => {
+    const r = run(inputFor(1, { retryMax: 1 }));
+    r.step(failed(r, 'server_error', 100));
+    expect(r.snapshot.value).toBe('backingOff');
+    expect(r.requests).toHaveLength(1);
+  });
+
   it('counts toward RETRY_MAX like a retry after a backoff', () => {
     // The breaker says it refuses, but the provider still answers each call with a failure.
-    const r = run(inputFor(1, { retryMax: 1, isAdmitting: () => false }));
-    r.step(failed(r, 'server_error', 100));
+    const r = run(inputFor(1, { retryMax: 1 }));
+    r.step({ ...failed(r, 'server_error', 100), breakerRefusing: true });
     expect(r.snapshot.value).toBe('calling');
-    r.step(failed(r, 'server_error', 200));
+    r.step({ ...failed(r, 'server_error', 200), breakerRefusing: true });
     expect(r.snapshot.output).toMatchObject({ status: 'failed', httpStatus: 503 });
     expect(r.requests).toHaveLength(2);
   });

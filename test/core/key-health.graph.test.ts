@@ -1,6 +1,5 @@
 /**
- * Per-key health, over every edge of the key machine's graph and of the provider's
- * graph with a key book standing in. The oracle is written out here, not read from src:
+ * Per-key health, over every edge of the key machine's graph and out of an attempt's key check. The oracle is written out here, not read from src:
  * - column K: `auth`, `permission` and `quota_exhausted` quarantine a key for KEY_QUARANTINE_MS (here
  *   10 000 ms); `rate_limited` cools it until the upstream's `Retry-After` (here 2 000 ms), else
  *   KEY_COOLING_MS (here 3 000 ms); every other class says nothing of the key;
@@ -8,15 +7,14 @@
  * - a refused key lets a call out only once `until` has passed, and then exactly one (its probe);
  * - asked `key.admit`, the key answers (`key.admitted`, or `key.refused` with its reason, class and
  *   `until` while refused and no probe is due) and changes nothing;
- * - at the provider: every call is asked of the key book first; a call whose key is refused never
+ * - in a call's attempt: every call is asked of the key book first; a call whose key is refused never
  *   reaches the network (no upstream call, no breaker event at all), and is answered
  *   `provider.keySkipped` with the key's reason.
  * Kept mutants (a table row that stops quarantining on 401, one that quarantines on a 5xx, a key that
- * admits every call, a provider that forgets to ask the key book) turn it red.
+ * admits every call, an attempt that forgets to ask the key book) turn it red.
  */
 import { describe, expect, it } from 'vitest';
 import { createActor, initialTransition, sendTo, setup, transition, type SnapshotFrom } from 'xstate';
-import { adjacencyMapToArray, getAdjacencyMap } from 'xstate/graph';
 import type { ErrorClass } from '../../src/errors/index.js';
 import type { CallRequest } from '../../src/machines/call-request.js';
 import {
@@ -24,7 +22,7 @@ import {
   keyHealthMachine,
   type KeyHealthEvent,
 } from '../../src/machines/key-health.machine.js';
-import { providerMachine, type ProviderEvent } from '../../src/machines/provider.machine.js';
+import { attemptMachine } from '../../src/machines/attempt.machine.js';
 import { Secret } from '../../src/security/secret.js';
 import { documentClasses, withRow } from './errors-md.js';
 import { request } from './gateway-harness.js';
@@ -257,7 +255,7 @@ describe('key health, over every edge of its graph', () => {
   });
 });
 
-// The provider asks the key book by message: its answers (`key.admitted`, `key.refused`, which the key
+// A call's attempt asks the key book by message: its answers (`key.admitted`, `key.refused`, which the key
 // graph above proves) are events here, so no key book stand-in is needed: one key quarantined until
 // 61 000, one cooling until 61 000, one healthy.
 const until = 61_000;
@@ -266,96 +264,67 @@ const refusals: Readonly<Record<string, { reason: 'key_quarantined' | 'key_cooli
   'key-quarantined': { reason: 'key_quarantined', errorClass: 'quota_exhausted' },
   'key-cooling': { reason: 'key_cooling', errorClass: 'rate_limited' },
 };
+const sink = createActor(setup({}).createMachine({}));
 
-function providerEvents(): ProviderEvent[] {
-  return keyIds.flatMap((keyId, index) =>
-    [1_000, until + 1].flatMap((at): ProviderEvent[] => {
-      const call = callOf(`c${index}`, keyId, at);
-      const refusal = refusals[keyId];
-      return [
-        { type: 'call.requested', ...call },
-        { type: 'key.admitted', call },
-        ...(refusal === undefined ? [] : [{ type: 'key.refused' as const, call, ...refusal, until }]),
-      ];
-    }),
-  );
-}
+type AttemptLogic = typeof attemptMachine;
 
-type ProviderLogic = typeof providerMachine;
-
-function providerEdges(machine: ProviderLogic) {
-  const input = { providerId: 'claude' as const, model: 'claude-model', threshold: 5, recoveryMs: 60_000 };
-  const adjacency = getAdjacencyMap(machine as never, {
-    input,
-    events: providerEvents,
-    serializeState: (snapshot) => {
-      const { value, context } = snapshot as SnapshotFrom<ProviderLogic>;
-      return JSON.stringify([value, Object.keys(context.leasing).sort()]);
-    },
-  });
-  return adjacencyMapToArray(adjacency) as unknown as {
-    state: SnapshotFrom<ProviderLogic>;
-    event: ProviderEvent;
-  }[];
+function attemptInput(call: CallRequest) {
+  return {
+    providerId: 'claude' as const,
+    owner: sink,
+    call,
+    timings: { deadlineMs: 60_000, firstTokenTimeoutMs: 30_000, streamIdleTimeoutMs: 20_000 },
+    keyBook: sink,
+    breaker: sink,
+    fleetLink: sink,
+  };
 }
 
 /**
- * Every request is asked of the key book, and of nothing else; a refused key's call reaches neither the
- * network nor the breaker and is answered `provider.keySkipped`; an admitted one is asked of the breaker.
+ * Every call is asked of the key book first, and of nothing else; a refused key's call reaches neither
+ * the network nor the breaker and is answered `provider.keySkipped`; an admitted one is asked of the breaker.
  */
-function networkViolations(machine: ProviderLogic): { checked: number; violations: string[] } {
+function networkViolations(machine: AttemptLogic): { checked: number; violations: string[] } {
   let checked = 0;
   const violations: string[] = [];
-  for (const { state, event } of providerEdges(machine)) {
-    const [, actions] = transition(machine, state, event);
-    const sent = sentEventTypes(actions);
-    // A call goes out only through the breaker's admission (`breaker.admit`, which a closed breaker grants).
-    const started = sent.includes('breaker.admit');
-    if (event.type === 'call.requested') {
-      if (JSON.stringify(sent) !== JSON.stringify(['key.admit']))
-        violations.push(`${event.keyId}@${event.at}: asked ${sent.join(',')}, not the key book alone`);
-    } else if (event.type === 'key.refused') {
+  for (const [index, keyId] of keyIds.entries()) {
+    for (const at of [1_000, until + 1]) {
+      const call = callOf(`c${index}`, keyId, at);
+      const where = `${keyId}@${at}`;
+      const [start, first] = initialTransition(machine, attemptInput(call));
+      const asked = sentEventTypes(first);
+      if (JSON.stringify(asked) !== JSON.stringify(['key.admit'])) violations.push(`${where}: asked ${asked.join(',')}, not the key book alone`);
+      const admitted = transition(machine, start, { type: 'key.admitted', call });
+      if (!sentEventTypes(admitted[1]).includes('breaker.admit')) violations.push(`${where}: an admitted key was not asked of the breaker`);
+      const refusal = refusals[keyId];
+      if (refusal === undefined) continue;
       checked += 1;
-      const where = `${event.call.keyId}@${event.call.at}`;
-      if (started) violations.push(`${where}: upstream call started`);
+      const [next, actions] = transition(machine, start, { type: 'key.refused', call, ...refusal, until });
+      const sent = sentEventTypes(actions);
+      if (next.matches('calling') || sent.includes('breaker.admit')) violations.push(`${where}: upstream call started`);
       if (!sent.includes('provider.keySkipped')) violations.push(`${where}: not answered keySkipped`);
-      const breakerEvents = sent.filter(
-        (type) => type.startsWith('call.') || type.startsWith('breaker.') || type.startsWith('fleet:'),
-      );
+      const breakerEvents = sent.filter((type) => type.startsWith('call.') || type.startsWith('breaker.') || type.startsWith('fleet:'));
       if (breakerEvents.length > 0) violations.push(`${where}: breaker heard ${breakerEvents.join(',')}`);
-    } else if (event.type === 'key.admitted' && !started) {
-      violations.push(`${event.call.keyId}@${event.call.at}: an admitted key was not called`);
     }
   }
   return { checked, violations };
 }
 
-describe('provider with refused keys, over every edge of its graph', () => {
-  const machine = providerMachine;
+describe("a call's attempt with refused keys, over every edge out of its key check", () => {
+  const machine = attemptMachine;
 
-  it('asks the key book first; never lets a refused key reach the network, nor the breaker; an admitted key goes out', () => {
+  it('asks the key book first; never lets a refused key reach the network, nor the breaker; an admitted key goes on', () => {
     const { checked, violations } = networkViolations(machine);
-    console.log(
-      `provider with refused keys: ${checked} refused calls checked; ${violations.length} violations`,
-    );
-    expect(checked).toBeGreaterThan(0);
+    console.log(`attempt with refused keys: ${checked} refused calls checked; ${violations.length} violations`);
+    expect(checked).toBe(4);
     expect(violations).toEqual([]);
   });
 
   it('answers the key reason, the class that refused it and its until', () => {
-    const [state] = initialTransition(machine, {
-      providerId: 'claude',
-      model: 'claude-model',
-      threshold: 5,
-      recoveryMs: 60_000,
-    });
     const reasons = ['key-quarantined', 'key-cooling'].map((keyId) => {
-      const [, actions] = transition(machine, state, {
-        type: 'key.refused',
-        call: callOf('c1', keyId, 1_000),
-        ...refusals[keyId]!,
-        until,
-      });
+      const call = callOf('c1', keyId, 1_000);
+      const [state] = initialTransition(machine, attemptInput(call));
+      const [, actions] = transition(machine, state, { type: 'key.refused', call, ...refusals[keyId]!, until });
       const reply = actions.find((action) => action.type === 'xstate.sendTo')?.params as
         { event: { type: string; reason: string; errorClass: string; until: number } } | undefined;
       return reply?.event;
@@ -366,30 +335,24 @@ describe('provider with refused keys, over every edge of its graph', () => {
     ]);
   });
 
-  it('goes red on the kept mutant provider that never asks the key book (it asks the breaker straight away)', () => {
+  it('goes red on the kept mutant attempt that never asks the key book (it asks the breaker straight away)', () => {
     const mutant = machine.provide({
       actions: {
         askKeyBook: sendTo(
-          ({ context }) => context.breaker,
-          ({ self }, call: CallRequest) => ({ type: 'breaker.admit' as const, call, replyTo: self, leased: false, at: call.at }),
+          ({ context }) => context.input.breaker,
+          ({ context, self }) => ({ type: 'breaker.admit' as const, call: context.input.call, replyTo: self, leased: false, at: context.input.call.at }),
         ),
       },
     });
     expect(networkViolations(mutant).violations.length).toBeGreaterThan(0);
   });
 
-  it('goes red on the kept mutant provider that asks the breaker on a refused key', () => {
+  it('goes red on the kept mutant attempt that asks the breaker on a refused key', () => {
     const mutant = machine.provide({
       actions: {
-        skipForKey: sendTo(
-          ({ context }) => context.breaker,
-          ({ self }, refused: { call: CallRequest }) => ({
-            type: 'breaker.admit' as const,
-            call: refused.call,
-            replyTo: self,
-            leased: false,
-            at: refused.call.at,
-          }),
+        replySkipped: sendTo(
+          ({ context }) => context.input.breaker,
+          ({ context, self }) => ({ type: 'breaker.admit' as const, call: context.input.call, replyTo: self, leased: false, at: context.input.call.at }),
         ),
       },
     });

@@ -23,7 +23,13 @@ import {
   type FallbackEvent,
   type FallbackInput,
 } from '../../src/machines/fallback.machine.js';
-import { createProviderMachine, providerMachine, type ProviderEvent } from '../../src/machines/provider.machine.js';
+import {
+  attemptMachine,
+  createAttemptMachine,
+  UpstreamFailure,
+  type AttemptEvent,
+} from '../../src/machines/attempt.machine.js';
+import type { CallRequest } from '../../src/machines/call-request.js';
 import type { AnswerContinuation, GenerationRequest } from '../../src/machines/types.js';
 import type { ProviderAnswer, ProviderId } from '../../src/providers/index.js';
 import { Secret } from '../../src/security/secret.js';
@@ -195,51 +201,66 @@ describe('a failure mid-stream: the next call continues the answer from its cut,
 });
 
 describe('a failure mid-stream is counted by its class alone (rule 2)', () => {
-  const replyTo = createActor(setup({}).createMachine({}));
-  const [serving] = initialTransition(providerMachine.provide({ actions: { startCall: () => undefined } }), {
-    providerId: 'claude',
-    model: 'claude-model',
-    threshold: 5,
-    recoveryMs: 60_000,
-  });
-  const machine = providerMachine.provide({ actions: { startCall: () => undefined } });
-  const midStream = (errorClass: ErrorClass): ProviderEvent => ({
-    type: 'upstream.failed',
+  const sink = createActor(setup({}).createMachine({}));
+  const written = '{"keyConcepts":[{"id":"c1"}';
+  const call: CallRequest = {
     callId: 'c1',
-    replyTo,
+    replyTo: sink,
     keyId: 'key-1',
-    failure: { errorClass, message: `mid-stream ${errorClass}` },
-    durationMs: 40,
-    streamed: { chunks: 5, firstTokenMs: 10 },
-    partialText: '{"keyConcepts":[{"id":"c1"}',
-    at: 1_000,
-  });
+    request,
+    apiKey: new Secret('test-claude-key-mid-stream'),
+    validate: () => ({ ok: true, value: {} }),
+    at: 960,
+  };
+  /** The attempt, streaming: the key and the breaker admitted it, and it wrote `written` before failing. */
+  function streaming(machine: typeof attemptMachine) {
+    const [start] = initialTransition(machine, {
+      providerId: 'claude',
+      owner: sink,
+      call,
+      timings: { deadlineMs: 60_000, firstTokenTimeoutMs: 30_000, streamIdleTimeoutMs: 20_000 },
+      keyBook: sink,
+      breaker: sink,
+      fleetLink: sink,
+    });
+    const steps: AttemptEvent[] = [
+      { type: 'key.admitted', call },
+      { type: 'breaker.admitted', call },
+      { type: 'upstream.delta', text: written, pieces: 5, at: 970 },
+    ];
+    return steps.reduce((snapshot, event) => transition(machine, snapshot, event)[0], start);
+  }
+  const midStream = (errorClass: ErrorClass) =>
+    ({ type: 'xstate.error.actor.upstream', error: new UpstreamFailure({ errorClass, message: `mid-stream ${errorClass}` }, 1_000) }) as unknown as AttemptEvent;
   const sent = (actions: Actions) =>
     actions
       .filter((action) => action.type === 'xstate.sendTo')
       .map((action) => (action.params as { event: { type: string; event?: { type: string }; partialText?: string } }).event);
+  /** What a mid-stream failure of `errorClass` sends, then what the caller hears once the breaker answers. */
+  function failMidStream(machine: typeof attemptMachine, errorClass: ErrorClass) {
+    const [reporting, actions] = transition(machine, streaming(machine), midStream(errorClass));
+    const [, replied] = transition(machine, reporting, { type: 'breaker.admitting' });
+    return { told: sent(actions), replies: sent(replied) };
+  }
 
   it.each(['auth', 'rate_limited', 'quota_exhausted'] as const)('a mid-stream %s never sends the breaker a FAILURE', (errorClass) => {
-    const [, actions] = transition(machine, serving, midStream(errorClass));
-    const events = sent(actions);
-    expect(events.filter((event) => event.type === 'call.failed')).toEqual([]);
-    expect(events.filter((event) => event.type === 'fleet.report' && event.event?.type === 'call.failed')).toEqual([]);
-    expect(events.find((event) => event.type === 'provider.failed')?.partialText).toBe('{"keyConcepts":[{"id":"c1"}');
+    const { told, replies } = failMidStream(attemptMachine, errorClass);
+    expect(told.filter((event) => event.type === 'call.failed')).toEqual([]);
+    expect(told.filter((event) => event.type === 'fleet.report' && event.event?.type === 'call.failed')).toEqual([]);
+    expect(replies.find((event) => event.type === 'provider.failed')?.partialText).toBe(written);
   });
 
   it('goes red on the kept mutant whose table row counts quota_exhausted', () => {
-    const mutant = createProviderMachine(withRow('quota_exhausted', { breaker: 'counts' })).provide({ actions: { startCall: () => undefined } });
-    const [start] = initialTransition(mutant, { providerId: 'claude', model: 'claude-model', threshold: 5, recoveryMs: 60_000 });
-    const [, actions] = transition(mutant, start, midStream('quota_exhausted'));
-    expect(sent(actions).filter((event) => event.type === 'call.failed')).toHaveLength(1);
+    const mutant = createAttemptMachine(withRow('quota_exhausted', { breaker: 'counts' }));
+    expect(failMidStream(mutant, 'quota_exhausted').told.filter((event) => event.type === 'call.failed')).toHaveLength(1);
   });
 
   it('every class mid-stream: a FAILURE exactly when docs/errors.md column B counts it', () => {
     const counted = Object.entries(errorsMd)
       .filter(([errorClass]) => errorClass !== 'circuit_open')
       .map(([errorClass, row]) => {
-        const [, actions] = transition(machine, serving, midStream(errorClass as ErrorClass));
-        return [errorClass, sent(actions).filter((event) => event.type === 'call.failed').length, row.B ? 1 : 0];
+        const { told } = failMidStream(attemptMachine, errorClass as ErrorClass);
+        return [errorClass, told.filter((event) => event.type === 'call.failed').length, row.B ? 1 : 0];
       });
     for (const [errorClass, failures, expected] of counted) expect(failures, String(errorClass)).toBe(expected);
     expect(counted.some(([, , expected]) => expected === 1)).toBe(true);

@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { createActor, fromCallback, type AnyActorRef } from 'xstate';
+import { createActor, fromCallback, fromPromise, type AnyActorRef } from 'xstate';
 import type { FleetLinkEvent, FleetLinkInput, FleetLinkReply } from '../../src/machines/fleet-link.js';
 import { keyHealthView } from '../../src/machines/key-book.machine.js';
 import {
@@ -17,7 +17,12 @@ import {
   type ProviderReply,
 } from '../../src/machines/provider.machine.js';
 import type { CallRecord, ProviderAnswer } from '../../src/machines/types.js';
-import type { CallEvent, CallInput, CallMachine } from '../../src/machines/call.machine.js';
+import {
+  attemptMachine,
+  UpstreamFailure,
+  type UpstreamAnswer,
+  type UpstreamInput,
+} from '../../src/machines/attempt.machine.js';
 import { Secret } from '../../src/security/secret.js';
 import { request } from './gateway-harness.js';
 
@@ -26,12 +31,18 @@ const quarantineMs = 60_000;
 const coolingMs = 5_000;
 const apiKey = new Secret('test-claude-key-provider-keys');
 const keyId = apiKey.fingerprint;
-const validate = () => ({ ok: true as const, value: true });
+/** Valid exactly when the answer is `{}`. */
+const validate = (given: ProviderAnswer) =>
+  given.text === '{}' ? ({ ok: true, value: true } as const) : ({ ok: false, errors: ['bad'] } as const);
 const answer: ProviderAnswer = {
   text: '{}',
   model: 'claude-model',
   usage: { inputTokens: 3, outputTokens: 4 },
   truncated: false,
+};
+
+const settle = async () => {
+  for (let i = 0; i < 5; i += 1) await Promise.resolve();
 };
 
 function rig(input: Partial<ProviderInput> = {}) {
@@ -44,8 +55,18 @@ function rig(input: Partial<ProviderInput> = {}) {
     fleetInputs.push(input);
     receive((event) => fleet.push(event));
   });
-  const call = fromCallback<CallEvent, CallInput>(({ input }) => void started.push(input.callId));
-  const machine = providerMachine.provide({ actors: { fleetLink, call: call as unknown as CallMachine } });
+  /** Each upstream call waits until the test answers or fails it (by call id: the attempt's actor id). */
+  const pending = new Map<string, { resolve: (answer: UpstreamAnswer) => void; reject: (error: unknown) => void }>();
+  const upstream = fromPromise<UpstreamAnswer, UpstreamInput>(
+    ({ input }) =>
+      new Promise((resolve, reject) => {
+        started.push(input.call.id);
+        pending.set(input.call.id, { resolve, reject });
+      }),
+  );
+  const machine = providerMachine.provide({
+    actors: { fleetLink, attempt: attemptMachine.provide({ actors: { upstream } }) },
+  });
   const caller: AnyActorRef = createActor(
     fromCallback<ProviderReply>(({ receive }) => {
       receive((reply) => replies.push(reply));
@@ -64,7 +85,6 @@ function rig(input: Partial<ProviderInput> = {}) {
   provider.on('call.finished', (event) => records.push(event.record));
   provider.start();
   const context = () => provider.getSnapshot().context;
-  const ticket = (callId: string) => ({ callId, replyTo: caller, keyId });
   return {
     provider,
     fleet,
@@ -84,41 +104,29 @@ function rig(input: Partial<ProviderInput> = {}) {
         validate,
         at,
       }),
-    failed: (
+    failed: async (
       callId: string,
       failure: { errorClass: 'auth' | 'rate_limited' | 'server_error'; retryAfterMs?: number },
       at: number,
-    ) =>
-      provider.send({
-        type: 'upstream.failed',
-        ...ticket(callId),
-        failure: { ...failure, message: 'x' },
-        durationMs: 5,
-        streamed: null,
-        at,
-      }),
-    succeeded: (callId: string, ok: boolean, at: number) =>
-      provider.send({
-        type: 'upstream.succeeded',
-        ...ticket(callId),
-        answer,
-        verdict: ok ? { ok: true, value: true } : { ok: false, errors: ['bad'] },
-        durationMs: 5,
-        streamed: null,
-        at,
-      }),
-    cancelled: (callId: string, at: number) =>
-      provider.send({ type: 'upstream.cancelled', ...ticket(callId), durationMs: 5, at }),
+    ) => {
+      pending.get(callId)?.reject(new UpstreamFailure({ ...failure, message: 'x' }, at));
+      await settle();
+    },
+    succeeded: async (callId: string, ok: boolean, at: number) => {
+      pending.get(callId)?.resolve({ answer: ok ? answer : { ...answer, text: 'bad' }, at });
+      await settle();
+    },
+    cancelled: (callId: string, at: number) => provider.send({ type: 'call.cancelled', callId, at }),
     /** The key as `GET /v1/keys/status` shows it (a view of the key book). */
     status: (at: number) => keyHealthView(context().keyBook.getSnapshot().context.keys, keyId, at),
   };
 }
 
 describe("a call with the caller's key refused", () => {
-  it('is skipped at once with the key reason, class and until: no upstream call, no breaker, no fleet', () => {
+  it('is skipped at once with the key reason, class and until: no upstream call, no breaker, no fleet', async () => {
     const r = rig();
     r.request('c1', t);
-    r.failed('c1', { errorClass: 'auth' }, t + 5);
+    await r.failed('c1', { errorClass: 'auth' }, t + 5);
     const fleetBefore = r.fleet.length;
     r.request('c2', t + 10);
     expect(r.started).toEqual(['c1']);
@@ -141,10 +149,10 @@ describe("a call with the caller's key refused", () => {
     expect(r.context().stats).toMatchObject({ calls: 1, rejected: 0 });
   });
 
-  it("cools the key until the failure's Retry-After", () => {
+  it("cools the key until the failure's Retry-After", async () => {
     const r = rig();
     r.request('c1', t);
-    r.failed('c1', { errorClass: 'rate_limited', retryAfterMs: 2_000 }, t + 5);
+    await r.failed('c1', { errorClass: 'rate_limited', retryAfterMs: 2_000 }, t + 5);
     expect(r.status(t + 6)).toEqual({
       state: 'cooling',
       errorClass: 'rate_limited',
@@ -152,26 +160,26 @@ describe("a call with the caller's key refused", () => {
     });
   });
 
-  it('lets the probe out once until has passed, skips the next call while it runs, and heals the key on its answer', () => {
+  it('lets the probe out once until has passed, skips the next call while it runs, and heals the key on its answer', async () => {
     for (const ok of [true, false]) {
       const r = rig();
       r.request('c1', t);
-      r.failed('c1', { errorClass: 'auth' }, t);
+      await r.failed('c1', { errorClass: 'auth' }, t);
       r.request('probe', t + quarantineMs);
       r.request('c3', t + quarantineMs + 1);
       expect(r.started).toEqual(['c1', 'probe']);
       expect(r.replies.at(-1)).toMatchObject({ type: 'provider.keySkipped', callId: 'c3' });
       // Even an answer that fails validation proves the key works.
-      r.succeeded('probe', ok, t + quarantineMs + 2);
+      await r.succeeded('probe', ok, t + quarantineMs + 2);
       expect(r.status(t + quarantineMs + 3)).toEqual({ state: 'healthy' });
       expect(r.context().keyBook.getSnapshot().context.keys.size).toBe(0);
     }
   });
 
-  it('frees the probe when its caller cancels it: the next call is the probe', () => {
+  it('frees the probe when its caller cancels it: the next call is the probe', async () => {
     const r = rig();
     r.request('c1', t);
-    r.failed('c1', { errorClass: 'auth' }, t);
+    await r.failed('c1', { errorClass: 'auth' }, t);
     r.request('probe', t + quarantineMs);
     r.cancelled('probe', t + quarantineMs + 1);
     r.request('next', t + quarantineMs + 2);
@@ -258,11 +266,12 @@ describe('a probe lease in a fleet', () => {
   });
 });
 
-describe('the provider reads no other actor\'s snapshot: it asks by message', () => {
-  const source = readFileSync(fileURLToPath(new URL('../../src/machines/provider.machine.ts', import.meta.url)), 'utf8');
+describe('the provider and its attempts read no other actor\'s snapshot: they ask by message', () => {
+  const sourceOf = (file: string) =>
+    readFileSync(fileURLToPath(new URL(`../../src/machines/${file}`, import.meta.url)), 'utf8');
 
-  it('has no getSnapshot() in its source', () => {
-    expect(source.match(/getSnapshot\s*\(/g) ?? []).toEqual([]);
+  it.each(['provider.machine.ts', 'attempt.machine.ts', 'fallback.machine.ts'])('%s has no getSnapshot() in its source', (file) => {
+    expect(sourceOf(file).match(/getSnapshot\s*\(/g) ?? []).toEqual([]);
   });
 
   /** A child whose snapshot must not be read: any read throws. */
@@ -288,18 +297,29 @@ describe('the provider reads no other actor\'s snapshot: it asks by message', ()
       { type: 'key.refused', call, reason: 'key_quarantined', errorClass: 'auth', until: t + 1 },
       { type: 'breaker.admitted', call },
       { type: 'probe.leased', callId: 'c1', granted: true, at: t },
-      { type: 'upstream.failed', callId: 'c1', replyTo: r.provider, keyId, failure: { errorClass: 'auth', message: 'x' }, durationMs: 1, streamed: null, at: t },
-      { type: 'upstream.succeeded', callId: 'c1', replyTo: r.provider, keyId, answer, verdict: { ok: true, value: true }, durationMs: 1, streamed: null, at: t },
+      { type: 'attempt.ended', callId: 'c1', record: null },
+      { type: 'breaker.refusing' },
       { type: 'call.cancelled', callId: 'c1', at: t },
     ];
-    const guards = Object.entries(providerMachine.implementations.guards) as [string, (args: unknown) => boolean][];
-    expect(guards.length).toBeGreaterThan(0);
-    for (const [name, guard] of guards)
+    const attemptContext = {
+      input: { providerId: 'claude', owner: r.provider, call, timings: context.timings, keyBook: context.keyBook, breaker: context.breaker, fleetLink: context.fleetLink },
+      leased: false,
+    };
+    const guards = [
+      ...(Object.entries(providerMachine.implementations.guards) as [string, (args: unknown) => boolean][]).map(
+        ([name, guard]) => [name, guard, context] as const,
+      ),
+      ...(Object.entries(attemptMachine.implementations.guards) as [string, (args: unknown) => boolean][]).map(
+        ([name, guard]) => [name, guard, attemptContext] as const,
+      ),
+    ];
+    expect(guards.length).toBeGreaterThan(1);
+    for (const [name, guard, given] of guards)
       for (const event of events)
-        expect(() => guard({ context, event, self: r.provider, system: r.provider.system }), `${name} on ${event.type}`).not.toThrow();
+        expect(() => guard({ context: given, event, self: r.provider, system: r.provider.system }), `${name} on ${event.type}`).not.toThrow();
   });
 
-  it("serves refused and probing keys on a live actor whose children's snapshots cannot be read", () => {
+  it("serves refused and probing keys on a live actor whose children's snapshots cannot be read", async () => {
     const r = rig();
     for (const child of ['keyBook', 'breaker', 'fleetLink'] as const) {
       const ref = r.context()[child] as AnyActorRef;
@@ -310,10 +330,10 @@ describe('the provider reads no other actor\'s snapshot: it asks by message', ()
     const errors: unknown[] = [];
     r.provider.subscribe({ error: (error) => errors.push(error) });
     r.request('c1', t);
-    r.failed('c1', { errorClass: 'auth' }, t);
+    await r.failed('c1', { errorClass: 'auth' }, t);
     r.request('c2', t + 1);
     r.request('probe', t + quarantineMs);
-    r.succeeded('probe', true, t + quarantineMs + 1);
+    await r.succeeded('probe', true, t + quarantineMs + 1);
     r.request('c4', t + quarantineMs + 2);
     expect(errors).toEqual([]);
     expect(r.started).toEqual(['c1', 'probe', 'c4']);

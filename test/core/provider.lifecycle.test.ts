@@ -1,12 +1,11 @@
 /**
- * A call's life in the provider actor, event by event on a live actor with a scripted fleet link and a
- * recording upstream (no timers, no network): what the fleet hears, when a probe waits for the fleet's
- * lease, what the caller is answered, the `call.finished` record, and that a call leaves nothing behind
- * (no awaited lease; calls in flight are their call machines', call.graph.test.ts). Expected values are
- * written out.
+ * A call's life through the provider actor and its attempt, event by event on a live actor with a
+ * scripted fleet link and a hand-driven upstream (no timers, no network): what the fleet hears, when a
+ * probe waits for the fleet's lease, what the caller is answered, the `call.finished` record, and that a
+ * call leaves nothing behind (its attempt leaves the provider's children). Expected values are written out.
  */
 import { describe, expect, it } from 'vitest';
-import { createActor, fromCallback, type AnyActorRef } from 'xstate';
+import { createActor, fromCallback, fromPromise, type AnyActorRef } from 'xstate';
 import type { ErrorTable } from '../../src/errors/index.js';
 import type { FleetLinkEvent, FleetLinkInput, FleetLinkReply } from '../../src/machines/fleet-link.js';
 import { gatewayMachine } from '../../src/machines/gateway.machine.js';
@@ -16,7 +15,13 @@ import {
   type ProviderReply,
 } from '../../src/machines/provider.machine.js';
 import type { SharedBreakerState } from '../../src/machines/breaker.machine.js';
-import type { CallEvent, CallInput, CallMachine } from '../../src/machines/call.machine.js';
+import {
+  attemptMachine,
+  UpstreamFailure,
+  type UpstreamAnswer,
+  type UpstreamInput,
+} from '../../src/machines/attempt.machine.js';
+import type { ErrorClass } from '../../src/errors/index.js';
 import type { CallRecord, ProviderAnswer } from '../../src/machines/types.js';
 import { Secret } from '../../src/security/secret.js';
 import { withRow } from './errors-md.js';
@@ -24,31 +29,42 @@ import { request } from './gateway-harness.js';
 
 const t = 1_800_000_000_000;
 const apiKey = new Secret('test-claude-key-lifecycle');
-const validate = () => ({ ok: true as const, value: true });
+/** Valid exactly when the answer is `{}`. */
+const validate = (given: ProviderAnswer) =>
+  given.text === '{}' ? ({ ok: true, value: true } as const) : ({ ok: false, errors: ['bad'] } as const);
 const timings = { deadlineMs: 1000, firstTokenTimeoutMs: 500, streamIdleTimeoutMs: 100 };
 const answer: ProviderAnswer = { text: '{}', model: 'claude-model', usage: { inputTokens: 3, outputTokens: 4 }, truncated: false };
 
+const settle = async () => {
+  for (let i = 0; i < 5; i += 1) await Promise.resolve();
+};
+
 /**
- * A provider with a scripted fleet link recording what it hears, and a recording stand-in for its call
- * actors (each admitted call is spawned as one; its `call.cancelled` is recorded as an abort).
+ * A provider with a scripted fleet link recording what it hears, and a hand-driven upstream recording
+ * each call that went out (by call id: the attempt's actor id) and each abort of its signal.
  */
 function rig(options: { table?: ErrorTable; maxRecoveryMs?: number; threshold?: number } = {}) {
   const fleet: FleetLinkEvent[] = [];
-  const started: CallInput[] = [];
-  const aborted: { callId: string; at: number }[] = [];
+  const started: string[] = [];
+  const upstreamInputs: UpstreamInput[] = [];
+  const aborted: string[] = [];
+  const pending = new Map<string, { resolve: (answer: UpstreamAnswer) => void; reject: (error: unknown) => void }>();
   const replies: ProviderReply[] = [];
   const records: CallRecord[] = [];
   const fleetLink = fromCallback<FleetLinkEvent, FleetLinkInput, FleetLinkReply>(({ receive }) => {
     receive((event) => fleet.push(event));
   });
-  const call = fromCallback<CallEvent, CallInput>(({ input, receive }) => {
-    started.push(input);
-    receive((event) => {
-      if (event.type === 'call.cancelled') aborted.push({ callId: input.callId, at: event.at });
-    });
-  });
+  const upstream = fromPromise<UpstreamAnswer, UpstreamInput>(
+    ({ input, signal }) =>
+      new Promise((resolve, reject) => {
+        started.push(input.call.id);
+        upstreamInputs.push(input);
+        pending.set(input.call.id, { resolve, reject });
+        signal.addEventListener('abort', () => aborted.push(input.call.id), { once: true });
+      }),
+  );
   const machine = (options.table === undefined ? providerMachine : createProviderMachine(options.table)).provide({
-    actors: { fleetLink, call: call as unknown as CallMachine },
+    actors: { fleetLink, attempt: attemptMachine.provide({ actors: { upstream } }) },
   });
   const caller: AnyActorRef = createActor(
     fromCallback<ProviderReply>(({ receive }) => {
@@ -80,20 +96,34 @@ function rig(options: { table?: ErrorTable; maxRecoveryMs?: number; threshold?: 
   /** Steps the breaker took (one per message it was sent, whether or not it changed). */
   const breakerSteps = { count: 0 };
   context().breaker.subscribe(() => void (breakerSteps.count += 1));
-  /** What the call machine reports back for call `callId`: the call's ticket and its outcome. */
-  const ticket = (callId: string) => ({ callId, replyTo: caller, keyId: apiKey.fingerprint });
-  return { provider, fleet, started, aborted, replies, records, request: request_, synced, context, breaker, breakerSteps, ticket };
+  /** The upstream answers call `callId` at `at` (valid or not). */
+  const answered = async (callId: string, ok: boolean, at: number) => {
+    pending.get(callId)?.resolve({ answer: ok ? answer : { ...answer, text: 'bad' }, at });
+    await settle();
+  };
+  /** The upstream call `callId` fails with `errorClass` at `at`. */
+  const failed = async (callId: string, errorClass: ErrorClass, at: number) => {
+    pending.get(callId)?.reject(new UpstreamFailure({ errorClass, message: 'x' }, at));
+    await settle();
+  };
+  /** The attempts still running (the provider's other children are its breaker, fleet link and key book). */
+  const attempts = () =>
+    Object.keys(provider.getSnapshot().children).filter((id) => !['breaker', 'fleetLink', 'keyBook'].includes(id));
+  return {
+    provider, fleet, started, upstreamInputs, aborted, replies, records, request: request_, synced, context, breaker, breakerSteps,
+    answered, failed, attempts,
+  };
 }
 
 describe('a call admitted and answered', () => {
-  it('starts the upstream with the call, tells the fleet its success, and forgets the call once answered', () => {
+  it('starts the upstream with the call, tells the fleet its success, and forgets the call once answered', async () => {
     const r = rig();
     r.request('c1');
-    expect(r.started).toEqual([
-      { providerId: 'claude', ...r.ticket('c1'), origin: undefined, request, apiKey, validate, onDelta: undefined, startedAt: t, timings },
+    expect(r.started).toEqual(['c1']);
+    expect(r.upstreamInputs).toEqual([
+      { providerId: 'claude', request, apiKey, call: r.provider.getSnapshot().children['c1'], deadlineMs: timings.deadlineMs },
     ]);
-    expect(r.context().stats).toMatchObject({ calls: 1, successes: 0 });
-    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c1'), answer, verdict: { ok: true, value: true }, durationMs: 40, streamed: null, at: t + 40 });
+    await r.answered('c1', true, t + 40);
     expect(r.context().stats).toMatchObject({ calls: 1, successes: 1 });
     expect(r.records).toEqual([{ provider: 'claude', outcome: 'succeeded', durationMs: 40, usage: answer.usage }]);
     expect(r.replies.map((reply) => reply.type)).toEqual(['provider.succeeded']);
@@ -103,45 +133,47 @@ describe('a call admitted and answered', () => {
     expect(Object.keys(r.provider.getSnapshot().children).sort()).toEqual(['breaker', 'fleetLink', 'keyBook']);
   });
 
-  it('asks the breaker for each call and tells it each result, closed or not: the breaker decides what changes', () => {
+  it('asks the breaker for each call and tells it each result, closed or not: the breaker decides what changes', async () => {
     const r = rig();
     r.request('c1');
     expect(r.breakerSteps.count).toBe(1);
-    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c1'), answer, verdict: { ok: true, value: true }, durationMs: 40, streamed: null, at: t + 40 });
+    await r.answered('c1', true, t + 40);
     expect(r.breakerSteps.count).toBe(2);
     expect(r.replies.map((reply) => reply.type)).toEqual(['provider.succeeded']);
   });
 
-  it('tells the breaker a success when it has a failure record to clear, which it clears', () => {
+  it('tells the breaker a success when it has a failure record to clear, which it clears', async () => {
     const r = rig({ threshold: 3 });
     r.request('c1');
-    r.provider.send({ type: 'upstream.failed', ...r.ticket('c1'), failure: { errorClass: 'server_error', message: 'x' }, durationMs: 5, streamed: null, at: t + 5 });
+    await r.failed('c1', 'server_error', t + 5);
     expect(r.breaker().context.consecutiveFailures).toBe(1);
     const steps = r.breakerSteps.count;
     r.request('c2', t + 10);
     expect(r.breakerSteps.count).toBe(steps + 1);
-    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c2'), answer, verdict: { ok: true, value: true }, durationMs: 40, streamed: null, at: t + 50 });
+    await r.answered('c2', true, t + 50);
     expect(r.breaker().context.consecutiveFailures).toBe(0);
     expect(r.breakerSteps.count).toBe(steps + 2);
     expect(r.fleet.at(-1)).toEqual({ type: 'fleet.report', event: { type: 'call.succeeded', callId: 'c2', at: t + 50 } });
     expect(r.context().stats).toMatchObject({ calls: 2, successes: 1, failures: 1 });
   });
 
-  it('tells the breaker the start of a call it admits as its probe (open, its retry time passed)', () => {
+  it('tells the breaker the start of a call it admits as its probe (open, its retry time passed)', async () => {
     const r = rig();
     r.request('c1');
-    r.provider.send({ type: 'upstream.failed', ...r.ticket('c1'), failure: { errorClass: 'server_error', message: 'x' }, durationMs: 5, streamed: null, at: t + 5 });
+    await r.failed('c1', 'server_error', t + 5);
     expect(r.breaker().value).toBe('open');
     r.request('probe', t + 5 + 1000);
     expect(r.breaker().value).toEqual({ halfOpen: 'probing' });
     expect(r.breaker().context.probeCallId).toBe('probe');
+    // A call is counted once it ends (its attempt's record).
+    await r.answered('probe', true, t + 5 + 1001);
     expect(r.context().stats).toMatchObject({ calls: 2, rejected: 0 });
   });
 
-  it('records an invalid answer as a failed call of class invalid_output, counted as ignored, and forgets it', () => {
+  it('records an invalid answer as a failed call of class invalid_output, counted as ignored, and forgets it', async () => {
     const r = rig();
     r.request('c1');
-    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c1'), answer, verdict: { ok: false, errors: ['bad'] }, durationMs: 40, streamed: null, at: t + 40 });
+    await r.answered('c1', false, t + 40);
     expect(r.records).toEqual([{ provider: 'claude', outcome: 'failed', errorClass: 'invalid_output', durationMs: 40, usage: answer.usage }]);
     expect(r.context().stats).toMatchObject({ calls: 1, successes: 0, failures: 0, ignored: 1 });
   });
@@ -149,20 +181,31 @@ describe('a call admitted and answered', () => {
   it.each([
     ['counted', 'server_error', 'failures', true],
     ['ignored', 'rate_limited', 'ignored', false],
-  ] as const)('answers a failed call (%s class) once, counted as its column says', (_kind, errorClass, stat, counted) => {
+  ] as const)('answers a failed call (%s class) once, counted as its column says', async (_kind, errorClass, stat, counted) => {
     const r = rig();
     r.request('c1');
-    r.provider.send({ type: 'upstream.failed', ...r.ticket('c1'), failure: { errorClass, message: 'x' }, durationMs: 5, streamed: null, at: t + 5 });
+    await r.failed('c1', errorClass, t + 5);
     expect(r.replies).toEqual([
-      { type: 'provider.failed', callId: 'c1', providerId: 'claude', failure: { errorClass, message: 'x' }, countedByBreaker: counted, durationMs: 5, streamed: null, at: t + 5 },
+      {
+        type: 'provider.failed',
+        callId: 'c1',
+        providerId: 'claude',
+        failure: { errorClass, message: 'x' },
+        countedByBreaker: counted,
+        durationMs: 5,
+        streamed: null,
+        // A threshold of 1: a counted failure opens the breaker, which the caller hears with the failure.
+        ...(counted ? { breakerRefusing: true } : {}),
+        at: t + 5,
+      },
     ]);
     expect(r.context().stats).toMatchObject({ calls: 1, [stat]: 1 });
   });
 
-  it('counts an invalid answer as a failure when the table says invalid_output counts (the stats follow the table)', () => {
+  it('counts an invalid answer as a failure when the table says invalid_output counts (the stats follow the table)', async () => {
     const r = rig({ table: withRow('invalid_output', { breaker: 'counts' }) });
     r.request('c1');
-    r.provider.send({ type: 'upstream.succeeded', ...r.ticket('c1'), answer, verdict: { ok: false, errors: ['bad'] }, durationMs: 40, streamed: null, at: t + 40 });
+    await r.answered('c1', false, t + 40);
     expect(r.context().stats).toMatchObject({ failures: 1, ignored: 0 });
   });
 });
@@ -172,9 +215,7 @@ describe('a call cancelled by its caller', () => {
     const r = rig();
     r.request('c1');
     r.provider.send({ type: 'call.cancelled', callId: 'c1', at: t + 250 });
-    expect(r.aborted).toEqual([{ callId: 'c1', at: t + 250 }]);
-    expect(r.records).toEqual([]);
-    r.provider.send({ type: 'upstream.cancelled', ...r.ticket('c1'), durationMs: 250, at: t + 250 });
+    expect(r.aborted).toEqual(['c1']);
     expect(r.fleet.at(-1)).toEqual({
       type: 'fleet.report',
       event: { type: 'call.ignored', callId: 'c1', errorClass: 'aborted', at: t + 250 },
@@ -182,12 +223,13 @@ describe('a call cancelled by its caller', () => {
     expect(r.records).toEqual([{ provider: 'claude', outcome: 'aborted', errorClass: 'aborted', durationMs: 250 }]);
     expect(r.replies).toEqual([]);
     expect(r.context().stats).toMatchObject({ calls: 1, failures: 0, ignored: 1 });
+    expect(r.attempts()).toEqual([]);
   });
 
   it('never records a negative duration (a cancel stamped before the start)', () => {
     const r = rig();
     r.request('c1');
-    r.provider.send({ type: 'upstream.cancelled', ...r.ticket('c1'), durationMs: -30, at: t - 30 });
+    r.provider.send({ type: 'call.cancelled', callId: 'c1', at: t - 30 });
     expect(r.records).toEqual([{ provider: 'claude', outcome: 'aborted', errorClass: 'aborted', durationMs: 0 }]);
   });
 });
@@ -197,21 +239,25 @@ describe('a probe in a fleet: the lease first', () => {
     const r = rig();
     r.synced('closed', null);
     r.request('c1');
-    expect(r.started.map((call) => call.callId)).toEqual(['c1']);
+    expect(r.started).toEqual(['c1']);
     expect(r.fleet.filter((event) => event.type === 'probe.requested')).toEqual([]);
   });
 
-  it('holds a half-open probe until the fleet grants the lease, then starts it and forgets the lease', () => {
+  it('holds a half-open probe until the fleet grants the lease, then starts it and forgets the lease', async () => {
     const r = rig();
     r.synced('halfOpen', t + 990);
     expect(r.breaker().matches('halfOpen')).toBe(true);
     r.request('c1');
     expect(r.fleet).toEqual([{ type: 'probe.requested', callId: 'c1', at: t }]);
     expect(r.started).toEqual([]);
-    expect(Object.keys(r.context().leasing)).toEqual(['c1']);
+    expect(r.attempts()).toEqual(['c1']);
     r.provider.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 1 });
-    expect(r.started.map((call) => call.callId)).toEqual(['c1']);
-    expect(r.context().leasing).toEqual({});
+    expect(r.started).toEqual(['c1']);
+    expect((r.provider.getSnapshot().children['c1']?.getSnapshot() as { value: unknown } | undefined)?.value).toEqual({
+      calling: 'awaitingFirstToken',
+    });
+    await r.answered('c1', true, t + 2);
+    expect(r.attempts()).toEqual([]);
     expect(r.context().stats).toMatchObject({ calls: 1 });
   });
 
@@ -221,7 +267,7 @@ describe('a probe in a fleet: the lease first', () => {
     r.request('c1', t + 1000);
     expect(r.fleet).toEqual([{ type: 'probe.requested', callId: 'c1', at: t + 1000 }]);
     r.provider.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 1001 });
-    expect(r.started.map((call) => call.callId)).toEqual(['c1']);
+    expect(r.started).toEqual(['c1']);
   });
 
   it('refuses the call when another instance holds the lease (try again in a moment), and forgets the lease', () => {
@@ -231,7 +277,7 @@ describe('a probe in a fleet: the lease first', () => {
     r.provider.send({ type: 'probe.leased', callId: 'c1', granted: false, at: t + 1 });
     expect(r.replies).toEqual([{ type: 'provider.rejected', callId: 'c1', providerId: 'claude', retryAt: t + 1, at: t + 1 }]);
     expect(r.started).toEqual([]);
-    expect(r.context().leasing).toEqual({});
+    expect(r.attempts()).toEqual([]);
   });
 
   it("refuses the call until the other instance's probe ends by (probeEndsBy), never with a time already past", () => {
@@ -246,7 +292,7 @@ describe('a probe in a fleet: the lease first', () => {
       { type: 'provider.rejected', callId: 'c1', providerId: 'claude', retryAt: t + 3500, at: t + 1 },
       { type: 'provider.rejected', callId: 'c2', providerId: 'claude', retryAt: t + 2, at: t + 2 },
     ]);
-    expect(r.context().leasing).toEqual({});
+    expect(r.attempts()).toEqual([]);
   });
 
   it('refuses the call when the breaker moved (open, not due) before the lease came', () => {
@@ -257,7 +303,7 @@ describe('a probe in a fleet: the lease first', () => {
     r.provider.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 2 });
     expect(r.started).toEqual([]);
     expect(r.replies.map((reply) => reply.type)).toEqual(['provider.rejected']);
-    expect(r.context().leasing).toEqual({});
+    expect(r.attempts()).toEqual([]);
   });
 
   it('frees at once a lease granted to a call cancelled while waiting (reported as an aborted, ignored result)', () => {
@@ -265,7 +311,7 @@ describe('a probe in a fleet: the lease first', () => {
     r.synced('halfOpen', t + 990);
     r.request('c1');
     r.provider.send({ type: 'call.cancelled', callId: 'c1', at: t + 1 });
-    expect(r.context().leasing).toEqual({});
+    expect(r.attempts()).toEqual([]);
     r.provider.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 2 });
     expect(r.fleet.at(-1)).toEqual({
       type: 'fleet.report',

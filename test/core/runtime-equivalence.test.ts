@@ -129,14 +129,13 @@ describe('the same runtime with and without an inspector', () => {
       const runs = refs.filter((actor) => actor.id === 'run').map((actor) => actor.systemId);
       for (const pattern of script.shows) expect(plain.join('\n')).toMatch(pattern);
       expect(inspected).toEqual(plain);
-      // The inspector saw the actors that served: the request's run and its upstream calls.
-      const calls = [...actors].filter((id) => /^run\..+:\d+$/.test(id));
+      // The inspector saw the actors that served: the request's run and its attempts, one per call
+      // asked of a provider (refused and skipped ones too: the attempt is what asks the breaker and the key).
+      const attempts = [...actors].filter((id) => /^run\..+:\d+$/.test(id));
       expect(new Set(runs).size).toBe(script.requests.length);
       for (const run of runs) expect(run).toMatch(/^run\./);
-      const upstreamCalls = plain.filter(
-        (line) => / call /.test(line) && !/"outcome":"(skipped|rejected)"/.test(line),
-      ).length;
-      expect(calls).toHaveLength(upstreamCalls);
+      const calls = plain.filter((line) => / call /.test(line)).length;
+      expect(attempts).toHaveLength(calls);
     },
   );
 });
@@ -161,7 +160,7 @@ describe('no event type names a request', () => {
       });
     }
     // The walk saw the ends of runs and calls (so it would have seen their ids, had they been in the types).
-    expect([...types]).toEqual(expect.arrayContaining(['xstate.done.actor.run', 'upstream.succeeded', 'upstream.failed']));
+    expect([...types]).toEqual(expect.arrayContaining(['xstate.done.actor.run', 'xstate.done.actor.upstream', 'xstate.error.actor.upstream', 'attempt.ended']));
     const naming = [...types].filter((type) => /run\.[^.]+\.|:\d/.test(type));
     expect(naming).toEqual([]);
   });

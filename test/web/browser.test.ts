@@ -176,7 +176,7 @@ describe('the page in Chromium', () => {
     expect(await page.locator('.fill-question').count()).toBe(3);
     expect(await page.locator('#attempts tbody tr').count()).toBeGreaterThan(0);
     expect(await liveState('job')).toBe('succeeded');
-    expect(await liveState('call')).not.toBeNull();
+    expect(await liveState('attempt')).not.toBeNull();
     await shot('02-job-done');
   });
 

@@ -178,18 +178,19 @@ async function refreshKeyHealth() {
 
 // ------------------------------------------------------------------ attempts
 
-/** The upstream call's end state for an attempt, as the names the call machine has had (null: no call was made). */
-function callStateOf(attempt) {
-  if (attempt.outcome === 'succeeded') return ['answered', 'settled'];
-  if (attempt.outcome === 'failed') return [...(attempt.errorClass === 'timeout' ? ['timedOut'] : []), 'failed', 'settled'];
-  if (attempt.outcome === 'aborted' || attempt.outcome === 'cancelled') return ['aborted', 'cancelled'];
+/** A call's end state in the attempt machine, for an Attempt of the API (null: none to show). */
+function attemptStateOf(attempt) {
+  if (attempt.outcome === 'succeeded') return ['done'];
+  if (attempt.outcome === 'failed') return ['failed'];
+  if (attempt.outcome === 'skipped') return [attempt.errorClass === 'circuit_open' ? 'rejected' : 'skipped'];
+  if (attempt.outcome === 'aborted' || attempt.outcome === 'cancelled') return ['aborted'];
   return null;
 }
 
 function addAttempts(run, attempts) {
   const body = /** @type {HTMLTableElement} */ ($('attempts')).tBodies[0];
   const last = attempts.at(-1);
-  if (last) highlightState($('machines'), 'call', '', callStateOf(last));
+  if (last) highlightState($('machines'), 'attempt', '', attemptStateOf(last));
   for (const attempt of attempts) {
     const counted = attempt.outcome === 'failed' ? (attempt.countedByBreaker ? 'yes' : 'no') : '—';
     const outcome = attempt.outcome === 'skipped' ? `skipped (${attempt.reason ?? ''})` : `${attempt.outcome}${attempt.continuation ? ' (continued)' : ''}`;
@@ -224,7 +225,7 @@ function showJobError(message) {
 
 function setRunState(state) {
   highlightState($('machines'), 'fallback', '', state);
-  if (state === 'calling') highlightState($('machines'), 'call', '', ['calling', 'inFlight']);
+  if (state === 'calling') highlightState($('machines'), 'attempt', '', ['calling']);
 }
 
 /** The job machine's state from the job's status and stage (docs/jobs.md). */
