@@ -53,7 +53,7 @@ export interface GatewayOptions {
   };
   readonly retry: { readonly max: number; readonly backoffMs: readonly number[] };
   readonly policy: FallbackPolicy;
-  /** Overall deadline of one upstream call (PROVIDER_TIMEOUT_MS), the call machine's `deadline`. */
+  /** Overall deadline of one upstream call (PROVIDER_TIMEOUT_MS), the attempt machine's `deadline`. */
   readonly providerTimeoutMs: number;
   /** FIRST_TOKEN_TIMEOUT_MS: the call's `firstTokenTimeout` (default 30 000). */
   readonly firstTokenTimeoutMs?: number;

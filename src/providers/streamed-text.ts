@@ -98,11 +98,11 @@ function throwIfAborted(signal: AbortSignal): void {
 /**
  * How fast one call reads its provider's events: the first `burst` at once, then at most `perSecond` a
  * second, in batches of `batch`. Each event costs this process CPU whatever it holds (the SDK's
- * parse, the adapter's read, its share of the call actor's message): a notes answer is ~400 events, and
+ * parse, the adapter's read, its share of the attempt's message): a notes answer is ~400 events, and
  * Claude's and OpenAI's streams send 100–300 a second, so neither ever waits; a provider that pours out
  * events (a replayed 7 MB answer, a flood of pings within the byte bound) costs at most `perSecond` events'
  * CPU a second per call instead of a core. The wait comes once a batch, not once an event: the events of
- * a batch are read in one turn of the event loop and reach the call actor as one message
+ * a batch are read in one turn of the event loop and reach the call's attempt as one message
  * (src/actors/upstream.ts), where a wait per event made every event a message of its own (in the
  * isolation bench the service then allocated memory as fast as it could collect it, XState's transitions
  * most of it).
