@@ -631,4 +631,3 @@ export function createAttemptMachine(table: ErrorTable) {
 /** The attempt machine on docs/errors.md's table. */
 export const attemptMachine = createAttemptMachine(errorPolicy);
 
-export type AttemptMachine = typeof attemptMachine;

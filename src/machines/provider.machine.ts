@@ -29,8 +29,8 @@ import {
 } from './key-book.machine.js';
 import type { BreakerAction, CallRecord, ProviderId, ProviderStats } from './types.js';
 
-export type { CallRequest, CallTicket } from './call-request.js';
-export type { ProviderReply, Streamed } from './attempt.machine.js';
+export type { CallRequest } from './call-request.js';
+export type { ProviderReply } from './attempt.machine.js';
 
 export interface ProviderInput {
   readonly providerId: ProviderId;
@@ -50,7 +50,7 @@ export interface ProviderInput {
 /** The provider's counters (GET /v1/providers `stats`), counted in place by `countRecord`. */
 export type ProviderCounters = { -readonly [K in keyof ProviderStats]: number };
 
-export interface ProviderContext {
+interface ProviderContext {
   readonly providerId: ProviderId;
   readonly model: string;
   readonly breaker: ActorRefFrom<typeof breakerMachine>;
@@ -297,8 +297,7 @@ export function createProviderMachine(table: ErrorTable) {
 export const providerMachine = createProviderMachine(errorPolicy);
 
 /** A running attempt's id in the actor system (it leaves the system when it ends). */
-export function attemptSystemId(callId: string): string {
+function attemptSystemId(callId: string): string {
   return `attempt.${callId}`;
 }
 
-export type ProviderMachine = typeof providerMachine;
