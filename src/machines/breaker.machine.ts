@@ -117,7 +117,7 @@ export type BreakerEvent =
   /** The shared store became unreachable: decide locally until the next `breaker.synced`. */
   | { type: 'breaker.unshared'; at: number };
 
-/** The breaker's answer to `breaker.admit`, sent to its `replyTo` (the provider actor). */
+/** The breaker's answer to `breaker.admit`, sent to its `replyTo` (the call's attempt). */
 export type BreakerAnswer =
   | { type: 'breaker.admitted'; call: CallRequest }
   | { type: 'breaker.rejected'; call: CallRequest; retryAt: number | null }

@@ -2,9 +2,8 @@ import type { AnyActorRef } from 'xstate';
 import type { ApiKey, GenerationRequest, ProviderAnswer, ProviderId, Validation } from './types.js';
 
 /**
- * What a call carries through its life and back with its outcome: the provider actor keeps nothing
- * per call in flight (its call is a child actor of its own), so the outcome says whom to answer and
- * which key and origin the call came with.
+ * What a call carries through its life: its attempt (a child actor of the provider actor) holds it, so
+ * the outcome knows whom to answer and which key and origin the call came with.
  */
 export interface CallTicket {
   readonly callId: string;

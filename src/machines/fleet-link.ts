@@ -9,7 +9,7 @@ export interface FleetLinkInput {
   readonly breaker: ActorRefFrom<typeof breakerMachine>;
 }
 
-/** What the provider actor tells its fleet link. */
+/** What the provider actor and its calls' attempts tell the fleet link. */
 export type FleetLinkEvent =
   /**
    * Every call result and operator action the breaker hears (and each success, which may clear the
@@ -20,7 +20,7 @@ export type FleetLinkEvent =
   /** A call would be the half-open probe: ask the fleet for the one probe lease of this window. */
   | { type: 'probe.requested'; callId: string; at: number };
 
-/** What the fleet link answers its provider actor. */
+/** What the fleet link answers its provider actor (which passes a probe lease on to the call's attempt). */
 export type FleetLinkReply =
   | Extract<BreakerEvent, { type: 'breaker.synced' | 'breaker.unshared' }>
   | {

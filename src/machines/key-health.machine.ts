@@ -42,7 +42,7 @@ export interface SharedKeyHealth {
 export type KeySkipReason = 'key_quarantined' | 'key_cooling';
 
 /**
- * What the provider actor tells a key (through the key book). Every finished call arrives with its
+ * What a call's attempt tells a key (through the key book). Every finished call arrives with its
  * class (`key.failed`), counted or not: column K of the table decides what it does to the key.
  */
 export type KeyHealthEvent =
@@ -63,7 +63,7 @@ export type KeyHealthEvent =
   /** Another instance changed the key's health: adopt it. */
   | { type: 'key.synced'; shared: SharedKeyHealth; at: number };
 
-/** The key's answer to `key.admit`, sent to its `replyTo` (the provider actor). */
+/** The key's answer to `key.admit`, sent to its `replyTo` (the call's attempt). */
 export type KeyAnswer =
   | { type: 'key.admitted'; call: CallRequest }
   | {
