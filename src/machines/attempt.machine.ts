@@ -305,7 +305,12 @@ export function createAttemptMachine(table: ErrorTable) {
       /** Shared and recovering: ask the fleet for this window's one probe lease. */
       askForLease: sendTo(
         ({ context }) => context.input.fleetLink,
-        ({ context }): FleetLinkEvent => ({ type: 'probe.requested', callId: context.input.call.callId, at: context.input.call.at }),
+        ({ context, self }): FleetLinkEvent => ({
+          type: 'probe.requested',
+          callId: context.input.call.callId,
+          replyTo: self,
+          at: context.input.call.at,
+        }),
       ),
       markLeased: assign({ leased: true }),
       /** The call goes out: the key's health hears its start (the call may be the key's probe). */

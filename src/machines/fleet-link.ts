@@ -1,4 +1,4 @@
-import { fromCallback, type ActorRefFrom } from 'xstate';
+import { fromCallback, type ActorRefFrom, type AnyActorRef } from 'xstate';
 import type { BreakerEvent, breakerMachine } from './breaker.machine.js';
 import type { ProviderId } from './types.js';
 
@@ -17,8 +17,12 @@ export type FleetLinkEvent =
    * as well. A call's start is not told: it is no operation of the fleet state (the probe's is its lease).
    */
   | { type: 'fleet.report'; event: BreakerEvent }
-  /** A call would be the half-open probe: ask the fleet for the one probe lease of this window. */
-  | { type: 'probe.requested'; callId: string; at: number };
+  /**
+   * A call would be the half-open probe: ask the fleet for the one probe lease of this window. `replyTo`
+   * is the call's attempt, which waits for the answer; a link that answers its parent instead has the
+   * provider actor pass it on.
+   */
+  | { type: 'probe.requested'; callId: string; replyTo: AnyActorRef; at: number };
 
 /** What the fleet link answers its provider actor (which passes a probe lease on to the call's attempt). */
 export type FleetLinkReply =

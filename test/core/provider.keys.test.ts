@@ -237,7 +237,7 @@ describe('a probe lease in a fleet', () => {
     synced(r, 'halfOpen', t + 990);
     r.request('c1', t);
     r.provider.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 1 });
-    expect(r.fleet.at(-1)).toEqual({ type: 'probe.requested', callId: 'c1', at: t });
+    expect(r.fleet.at(-1)).toEqual({ type: 'probe.requested', callId: 'c1', replyTo: r.provider.getSnapshot().children['c1'], at: t });
     expect(r.context().breaker.getSnapshot().context).toMatchObject({ probeCallId: 'c1' });
 
     const refused = rig();

@@ -248,7 +248,7 @@ describe('a probe in a fleet: the lease first', () => {
     r.synced('halfOpen', t + 990);
     expect(r.breaker().matches('halfOpen')).toBe(true);
     r.request('c1');
-    expect(r.fleet).toEqual([{ type: 'probe.requested', callId: 'c1', at: t }]);
+    expect(r.fleet).toEqual([{ type: 'probe.requested', callId: 'c1', replyTo: r.provider.getSnapshot().children['c1'], at: t }]);
     expect(r.started).toEqual([]);
     expect(r.attempts()).toEqual(['c1']);
     r.provider.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 1 });
@@ -265,7 +265,7 @@ describe('a probe in a fleet: the lease first', () => {
     const r = rig();
     r.synced('open', t + 990);
     r.request('c1', t + 1000);
-    expect(r.fleet).toEqual([{ type: 'probe.requested', callId: 'c1', at: t + 1000 }]);
+    expect(r.fleet).toEqual([{ type: 'probe.requested', callId: 'c1', replyTo: r.provider.getSnapshot().children['c1'], at: t + 1000 }]);
     r.provider.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 1001 });
     expect(r.started).toEqual(['c1']);
   });
@@ -318,6 +318,17 @@ describe('a probe in a fleet: the lease first', () => {
       event: { type: 'call.ignored', callId: 'c1', errorClass: 'aborted', at: t + 2 },
     });
     expect(r.started).toEqual([]);
+  });
+
+  it("lets a link that answers the attempt itself (`replyTo`) grant the lease without the provider's help", () => {
+    const r = rig();
+    r.synced('halfOpen', t + 990);
+    r.request('c1');
+    const asked = r.fleet.at(-1);
+    if (asked?.type !== 'probe.requested') throw new Error('no lease asked');
+    asked.replyTo.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 1 });
+    expect(r.started).toEqual(['c1']);
+    expect(r.breaker().context.probeCallId).toBe('c1');
   });
 
   it('lets the breaker adopt the fleet state and its loss', () => {
