@@ -200,6 +200,13 @@ export async function extractPdfTextInline(
     observe(0);
     const pageCount = realPageCount(declared, scan, options.maxTotalPages ?? defaultMaxTotalPages, warnings);
     const outline = isOutlineSource(loaded) ? await readOutline(loaded, pageCount) : [];
+    if (outline.length > 0) {
+      // Resolving the bookmarks' destinations made pdf.js parse and keep the page tree and the name
+      // tree (about 15 MB for source3.pdf's thousands of bookmarks, more than a stretch of pages may
+      // add): the pages are read from a fresh load, which holds only the document's own share.
+      await parser.destroy();
+      parser = open();
+    }
     const pagesUsed = Math.min(pageCount, options.maxPdfPages);
     const pages = new PageTextAccumulator();
     const textBudget = new TextBudget(options.maxTextBytes ?? defaultMaxTextBytes, bytes.byteLength);
