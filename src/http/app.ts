@@ -114,6 +114,15 @@ function generateBodyLimit(config: Pick<Config, 'maxUploadMb' | 'maxTextChars'>)
   return Math.min(Math.ceil(config.maxUploadMb * mebibyte), (config.maxTextChars + maxAnswerChars('notes')) * 6 + 4096);
 }
 
+/** Bytes of a refused request's unread body still read and dropped to keep its connection. */
+const smallBodyBytes = 64 * 1024;
+
+/** A body declared no longer than `smallBodyBytes` (a chunked one, of unknown length, is not). */
+function isSmallBody(headers: { readonly 'content-length'?: string | undefined }): boolean {
+  const declared = Number(headers['content-length'] ?? Number.NaN);
+  return Number.isFinite(declared) && declared <= smallBodyBytes;
+}
+
 /** What a drain did: jobs that finished within the grace, and jobs left interrupted. */
 export interface DrainOutcome {
   readonly finished: number;
@@ -219,9 +228,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     done(shuttingDown ? new ApiError('SHUTTING_DOWN', 'The service is shutting down; retry against another instance.') : undefined);
   });
   // A keep-alive socket whose request was in flight when shutdown began would otherwise hold
-  // `close()` open until the keep-alive timeout: answer it and close it.
-  app.addHook('onSend', (_request, reply, payload, done) => {
-    if (shuttingDown) void reply.header('connection', 'close');
+  // `close()` open until the keep-alive timeout: answer it and close it. So is a request answered before
+  // a large body was read (refused on its headers: over a rate or a share, the extractor's queue full):
+  // kept alive, Node would read the rest of the body to throw it away, at full speed, for every refused
+  // upload of a flood; closed, what the client still sends is not read at all. A small body is read and
+  // dropped as before, so a refused client keeps its connection.
+  app.addHook('onSend', (request, reply, payload, done) => {
+    if (shuttingDown || (!request.raw.complete && !isSmallBody(request.headers))) void reply.header('connection', 'close');
     done(null, payload);
   });
 
