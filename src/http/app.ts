@@ -240,13 +240,23 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   // The document says what the routes take and give: streams, key headers, the upload, components (openapi.ts).
   await app.register(fastifySwagger, openApiOptions(options.demo));
-  await app.register(fastifySwaggerUi, { routePrefix: '/docs' });
   // The document is static once built: serialized once, not for every request (a flood of keep-alive
-  // connections would otherwise have it built for each).
+  // connections would otherwise have it built for each). The UI's own copy, `/docs/json`, is that text too.
   let openapiJson: string | undefined;
-  app.get('/openapi.json', { schema: { hide: true } }, async (_request, reply) =>
-    reply.type('application/json; charset=utf-8').send((openapiJson ??= JSON.stringify(app.swagger()))),
-  );
+  const openapiText = (): string => (openapiJson ??= JSON.stringify(app.swagger()));
+  await app.register(fastifySwaggerUi, {
+    routePrefix: '/docs',
+    uiHooks: {
+      onRequest: (request, reply, done) => {
+        if (request.routeOptions.url !== '/docs/json') {
+          done();
+          return;
+        }
+        void reply.type('application/json; charset=utf-8').send(openapiText());
+      },
+    },
+  });
+  app.get('/openapi.json', { schema: { hide: true } }, async (_request, reply) => reply.type('application/json; charset=utf-8').send(openapiText()));
 
   // The process's token worker (one per process, started on the first long text) runs at WORKER_NICE.
   setTokenWorkerNice(config.workerNice);
