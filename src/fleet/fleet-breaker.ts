@@ -1,0 +1,150 @@
+import type { SharedBreakerState } from '../machines/breaker.machine.js';
+import {
+  admission,
+  advanceTo,
+  applyEvent,
+  initialStep,
+  leaseValue,
+  parseLease,
+  parseRecord,
+  probeOf,
+  recordOf,
+  restoreStep,
+  settleProbe,
+  sharedStateOf,
+  stateName,
+  storedSnapshot,
+  type BreakerStep,
+  type FleetBreakerSettings,
+} from './breaker-record.js';
+import type { FleetBreakerOperation, FleetBreakerResult } from './redis-state-store.js';
+
+/** One provider's fleet breaker as Redis holds it: the record (JSON), its version, the probe lease's value. */
+export interface StoredBreaker {
+  readonly version: number;
+  readonly record: string | null;
+  readonly lease: string | null;
+}
+
+/** What the lease becomes with a write: kept, dropped (it is no probe's any more), or taken by a new probe. */
+export type LeaseChange = 'keep' | 'drop' | { readonly take: string };
+
+/** The Redis side: a read, and a compare-and-set on the version and the lease as they were read. */
+export interface BreakerCells {
+  read(providerId: string): Promise<StoredBreaker>;
+  /** False (nothing written) when the version or the lease moved since `expected` was read. */
+  write(
+    providerId: string,
+    expected: StoredBreaker,
+    next: { readonly record: string | null; readonly lease: LeaseChange },
+  ): Promise<{ written: boolean; version: number }>;
+}
+
+/**
+ * Attempts of one operation against writes of other instances before it gives up (each conflict means
+ * another write succeeded, so the fleet as a whole always progresses).
+ */
+const maxAttempts = 50;
+
+/**
+ * The fleet's breakers, decided by the breaker machine: each operation reads the stored snapshot and
+ * lease, plays the machine's due timers, applies the event with the pure `transition`, and writes the
+ * result only if nothing moved since the read; on a conflict it reads again and applies again.
+ */
+export function createFleetBreakers(cells: BreakerCells, settings: FleetBreakerSettings) {
+  const initial = new Map<string, BreakerStep>();
+  const freshFor = (providerId: string): BreakerStep => {
+    let step = initial.get(providerId);
+    if (step === undefined) {
+      step = initialStep(providerId, settings, 0);
+      initial.set(providerId, step);
+    }
+    return step;
+  };
+
+  async function attempt(
+    providerId: string,
+    operation: Exclude<FleetBreakerOperation, { op: 'renew' }>,
+    now: number,
+  ): Promise<FleetBreakerResult | undefined> {
+    const stored = await cells.read(providerId);
+    const record = parseRecord(stored.record);
+    const holder = parseLease(stored.lease);
+    const fresh = freshFor(providerId);
+    const restored = record === null ? fresh : restoreStep(record, fresh);
+    const before = record === null ? null : { name: stateName(restored.snapshot), changedAt: record.changedAt };
+    let step = settleProbe(advanceTo(restored, now), holder, now);
+    let changedAt = now;
+    let take: string | undefined;
+    let granted = false;
+    let probeStartedAt: number | null = null;
+    switch (operation.op) {
+      case 'read':
+        // A read writes nothing: the view is what the next writer will store.
+        return { shared: sharedStateOf(step.snapshot, stored.version, before?.changedAt ?? 0), granted, probeStartedAt };
+      case 'event':
+        step = applyEvent(step, operation.event);
+        changedAt = operation.event.at;
+        break;
+      case 'acquire': {
+        const asked = applyEvent(step, admission(operation.callId, now));
+        const probe = probeOf(asked.snapshot);
+        if (asked.answer !== 'breaker.admitted') {
+          probeStartedAt = holder?.startedAt ?? null;
+        } else if (probe !== operation.callId) {
+          // Admitted without being a probe: the fleet's breaker is closed.
+          granted = true;
+        } else if (holder !== null) {
+          // The machine would take this call as the probe, but a lease is out: the window's probe runs.
+          probeStartedAt = holder.startedAt;
+        } else {
+          step = asked;
+          take = leaseValue(operation.callId, now);
+          granted = true;
+        }
+        break;
+      }
+      case 'merge': {
+        const { local } = operation;
+        // After an outage the newer of the local and the fleet state wins; an empty store takes the local one.
+        if (before === null || (local.changedAt > before.changedAt && local.state !== stateName(step.snapshot))) {
+          // The fleet's copy adopts the local state as the local breaker adopts the fleet's, then decides
+          // by itself again.
+          step = applyEvent(step, { type: 'breaker.synced', shared: { ...local, version: stored.version }, at: now });
+          step = applyEvent(step, { type: 'breaker.unshared', at: now });
+          changedAt = local.changedAt;
+        }
+        break;
+      }
+    }
+    const next = recordOf(step, before, changedAt);
+    const text = JSON.stringify(next);
+    const probe = probeOf(step.snapshot);
+    const lease: LeaseChange =
+      take !== undefined ? { take } : holder !== null && holder.callId !== probe ? 'drop' : 'keep';
+    if (text === stored.record && lease === 'keep') {
+      return { shared: sharedStateOf(step.snapshot, stored.version, next.changedAt), granted, probeStartedAt };
+    }
+    const result = await cells.write(providerId, stored, { record: text === stored.record ? null : text, lease });
+    if (!result.written) return undefined;
+    return { shared: sharedStateOf(step.snapshot, result.version, next.changedAt), granted, probeStartedAt };
+  }
+
+  return async function apply(
+    providerId: string,
+    operation: Exclude<FleetBreakerOperation, { op: 'renew' }>,
+    now: number,
+  ): Promise<FleetBreakerResult> {
+    for (let tries = 0; tries < maxAttempts; tries += 1) {
+      const result = await attempt(providerId, operation, now);
+      if (result !== undefined) return result;
+    }
+    throw new Error(`The fleet breaker of ${providerId} kept changing under ${operation.op}`);
+  };
+}
+
+/** The view of a published record, for the instances that hear it (undefined: not a record). */
+export function publishedState(version: number, text: string): SharedBreakerState | undefined {
+  const record = parseRecord(text);
+  return record === null ? undefined : sharedStateOf(storedSnapshot(record), version, record.changedAt);
+}
