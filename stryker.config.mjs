@@ -53,7 +53,7 @@ export const mutationGroups = {
       'test/core/breaker-open-period.graph.test.ts',
       'test/core/breaker-quorum.graph.test.ts',
       'test/core/breaker.graph.test.ts',
-      'test/fleet/conformance.test.ts',
+      'test/fleet/breaker.fleet-graph.test.ts',
       'test/core/provider.behaviour.test.ts',
       'test/core/provider.graph.test.ts',
       'test/core/gateway.test.ts',
