@@ -29,15 +29,24 @@ export interface StoredBreaker {
 /** What the lease becomes with a write: kept, dropped (it is no probe's any more), or taken by a new probe. */
 export type LeaseChange = 'keep' | 'drop' | { readonly take: string };
 
+/** What a write wants stored: a new record (null: the record as it is) and what becomes of the lease. */
+interface Write {
+  readonly record: string | null;
+  readonly lease: LeaseChange;
+}
+
 /** The Redis side: a read, and a compare-and-set on the version and the lease as they were read. */
 export interface BreakerCells {
   read(providerId: string): Promise<StoredBreaker>;
-  /** False (nothing written) when the version or the lease moved since `expected` was read. */
+  /**
+   * Writes only if the version and the lease are still `expected`'s; otherwise writes nothing and answers
+   * what is stored now, so the writer can apply its event again without another read.
+   */
   write(
     providerId: string,
     expected: StoredBreaker,
-    next: { readonly record: string | null; readonly lease: LeaseChange },
-  ): Promise<{ written: boolean; version: number }>;
+    next: Write,
+  ): Promise<{ readonly written: true; readonly version: number } | { readonly written: false; readonly current: StoredBreaker }>;
 }
 
 /**
@@ -62,12 +71,13 @@ export function createFleetBreakers(cells: BreakerCells, settings: FleetBreakerS
     return step;
   };
 
-  async function attempt(
+  /** The operation decided on `stored`: its result, and the write it needs (none: nothing changes). */
+  function decide(
     providerId: string,
+    stored: StoredBreaker,
     operation: Exclude<FleetBreakerOperation, { op: 'renew' }>,
     now: number,
-  ): Promise<FleetBreakerResult | undefined> {
-    const stored = await cells.read(providerId);
+  ): { result: FleetBreakerResult; write: Write | undefined } {
     const record = parseRecord(stored.record);
     const holder = parseLease(stored.lease);
     const fresh = freshFor(providerId);
@@ -81,7 +91,10 @@ export function createFleetBreakers(cells: BreakerCells, settings: FleetBreakerS
     switch (operation.op) {
       case 'read':
         // A read writes nothing: the view is what the next writer will store.
-        return { shared: sharedStateOf(step.snapshot, stored.version, before?.changedAt ?? 0), granted, probeStartedAt };
+        return {
+          result: { shared: sharedStateOf(step.snapshot, stored.version, before?.changedAt ?? 0), granted, probeStartedAt },
+          write: undefined,
+        };
       case 'event':
         step = applyEvent(step, operation.event);
         changedAt = operation.event.at;
@@ -122,22 +135,44 @@ export function createFleetBreakers(cells: BreakerCells, settings: FleetBreakerS
     const probe = probeOf(step.snapshot);
     const lease: LeaseChange =
       take !== undefined ? { take } : holder !== null && holder.callId !== probe ? 'drop' : 'keep';
-    if (text === stored.record && lease === 'keep') {
-      return { shared: sharedStateOf(step.snapshot, stored.version, next.changedAt), granted, probeStartedAt };
-    }
-    const result = await cells.write(providerId, stored, { record: text === stored.record ? null : text, lease });
-    if (!result.written) return undefined;
-    return { shared: sharedStateOf(step.snapshot, result.version, next.changedAt), granted, probeStartedAt };
+    const result = { shared: sharedStateOf(step.snapshot, stored.version, next.changedAt), granted, probeStartedAt };
+    if (text === stored.record && lease === 'keep') return { result, write: undefined };
+    return { result, write: { record: text === stored.record ? null : text, lease } };
   }
+
+  /**
+   * What this instance last read or wrote of each breaker: the first guess of the next write, which the
+   * compare-and-set checks (a stale guess costs one refused write, whose answer is the current state).
+   */
+  const known = new Map<string, StoredBreaker>();
 
   return async function apply(
     providerId: string,
     operation: Exclude<FleetBreakerOperation, { op: 'renew' }>,
     now: number,
   ): Promise<FleetBreakerResult> {
+    let guess = operation.op === 'read' ? undefined : known.get(providerId);
+    let stored = guess ?? (await cells.read(providerId));
     for (let tries = 0; tries < maxAttempts; tries += 1) {
-      const result = await attempt(providerId, operation, now);
-      if (result !== undefined) return result;
+      const { result, write } = decide(providerId, stored, operation, now);
+      if (write === undefined) {
+        // Nothing to write was decided on what Redis holds, never on a guess.
+        if (guess === undefined) {
+          known.set(providerId, stored);
+          return result;
+        }
+        guess = undefined;
+        stored = await cells.read(providerId);
+        continue;
+      }
+      const written = await cells.write(providerId, stored, write);
+      if (written.written) {
+        const lease = write.lease === 'drop' ? null : write.lease === 'keep' ? stored.lease : write.lease.take;
+        known.set(providerId, { version: written.version, record: write.record ?? stored.record, lease });
+        return { ...result, shared: { ...result.shared, version: written.version } };
+      }
+      guess = undefined;
+      stored = written.current;
     }
     throw new Error(`The fleet breaker of ${providerId} kept changing under ${operation.op}`);
   };

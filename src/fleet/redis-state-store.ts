@@ -84,12 +84,15 @@ export interface RedisStateStore {
  *
  * KEYS[1] the breaker's hash (version, record), KEYS[2] its probe lease (`callId|startedAt`)
  * ARGV    version read, lease read ('' none), record ('' unchanged), keep|drop|take, lease to take,
- *         lease ms, channel. Returns {1, version} when written, {0, version} on a conflict.
+ *         lease ms, channel. Returns {1, version} when written; on a conflict {0, version, record, lease} as
+ *         they are now, so the writer applies its event again without another read.
  */
 const casScript = `
 local version = tonumber(redis.call('HGET', KEYS[1], 'version')) or 0
 local lease = redis.call('GET', KEYS[2]) or ''
-if version ~= tonumber(ARGV[1]) or lease ~= ARGV[2] then return {0, version} end
+if version ~= tonumber(ARGV[1]) or lease ~= ARGV[2] then
+  return {0, version, redis.call('HGET', KEYS[1], 'record') or '', lease}
+end
 if ARGV[4] == 'take' then
   if not redis.call('SET', KEYS[2], ARGV[5], 'NX', 'PX', ARGV[6]) then return {0, version} end
 elseif ARGV[4] == 'drop' then
@@ -204,7 +207,16 @@ export function createRedisStateStore(options: RedisStateStoreOptions): RedisSta
         ],
       );
       if (!Array.isArray(reply)) throw new Error('Unexpected reply from the fleet breaker write');
-      return { written: Number(reply[0]) === 1, version: Number(reply[1]) };
+      const [written, version, record, current] = reply as unknown[];
+      if (Number(written) === 1) return { written: true, version: Number(version) };
+      return {
+        written: false,
+        current: {
+          version: Number(version),
+          record: typeof record === 'string' && record !== '' ? record : null,
+          lease: typeof current === 'string' && current !== '' ? current : null,
+        },
+      };
     },
   };
   const apply = createFleetBreakers(cells, options.breaker);
