@@ -45,7 +45,7 @@ export const mutationGroups = {
     ],
   },
   breaker: {
-    mutate: ['src/machines/breaker*.ts'],
+    mutate: ['src/machines/breaker*.ts', 'src/machines/recovery-rule.ts'],
     tests: [
       'test/core/breaker.rules.test.ts',
       'test/core/breaker.test.ts',

@@ -1,4 +1,4 @@
-import { createEmptyActor, initialTransition, transition, type SnapshotFrom } from 'xstate';
+import { initialTransition, transition, type SnapshotFrom } from 'xstate';
 import {
   breakerMachine,
   type BreakerAnswer,
@@ -6,8 +6,7 @@ import {
   type BreakerInput,
   type SharedBreakerState,
 } from '../machines/breaker.machine.js';
-import type { CallRequest } from '../machines/call-request.js';
-import { Secret } from '../security/secret.js';
+import { askingCall } from '../machines/asking-call.js';
 
 /**
  * The fleet's breaker as Redis holds it: the breaker machine's persisted snapshot, the delayed events the
@@ -130,24 +129,13 @@ export function settleProbe(step: BreakerStep, holder: LeaseHolder | null, at: n
   return applyEvent(step, { type: 'call.ignored', callId: probe, errorClass: 'aborted', at });
 }
 
-/** Whoever stepped the fleet's copy hears no answer: the machine's answer is read from its actions. */
-const nobody = createEmptyActor();
-
 /**
  * `breaker.admit` for a call the fleet only knows by id: the fleet's copy of the breaker reads the
  * call's id and answers; the call itself (its request and key) stays with the instance that asked.
  */
 export function admission(callId: string, at: number): Extract<BreakerEvent, { type: 'breaker.admit' }> {
-  const call: CallRequest = {
-    callId,
-    replyTo: nobody,
-    keyId: '',
-    request: { task: 'notes', lang: 'en', system: '', messages: [], jsonSchema: {}, maxOutputTokens: 1, maxAnswerChars: 1 },
-    apiKey: new Secret(''),
-    validate: () => ({ ok: true, value: null }),
-    at,
-  };
-  return { type: 'breaker.admit', call, replyTo: nobody, leased: false, at };
+  const call = askingCall(callId, at);
+  return { type: 'breaker.admit', call, replyTo: call.replyTo, leased: false, at };
 }
 
 export function stateName(snapshot: BreakerSnapshot): SharedBreakerState['state'] {

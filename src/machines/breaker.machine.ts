@@ -9,6 +9,7 @@ import {
   type OpenStrategyName,
 } from './breaker-strategy.js';
 import type { CallRequest } from './call-request.js';
+import { recoveryRule } from './recovery-rule.js';
 
 /** What a provider actor gives its breaker when it spawns it. */
 export interface BreakerInput {
@@ -180,14 +181,14 @@ export const breakerMachine = setup({
       context.probeCallId !== null ||
       context.openPeriodMs !== context.recoveryMs,
     /** The result belongs to the call admitted as this half-open window's probe. */
-    isProbeResult: ({ context, event }) => 'callId' in event && event.callId === context.probeCallId,
+    isProbeResult: ({ context, event }) =>
+      recoveryRule.isProbeResult(context.probeCallId, 'callId' in event ? event.callId : undefined),
     /** A fleet store is authoritative: a probe needs the fleet's lease (`breaker.leaseNeeded`). */
     isShared: ({ context }) => context.shared,
     /** The fleet granted this call the probe lease. */
     isLeased: ({ event }) => event.type === 'breaker.admit' && event.leased,
     /** Time lives in the data: the recovery time has passed even if no timer said so (restored, shared). */
-    isRetryDue: ({ context, event }) =>
-      context.retryAt !== null && 'at' in event && event.at >= context.retryAt,
+    isRetryDue: ({ context, event }) => 'at' in event && recoveryRule.isDue(context.retryAt, event.at),
     /** The fleet's state, as `breaker.synced` carries it. */
     isFleetClosed: ({ event }) => event.type === 'breaker.synced' && event.shared.state === 'closed',
     isFleetOpen: ({ event }) => event.type === 'breaker.synced' && event.shared.state === 'open',
