@@ -15,8 +15,8 @@ const recoveryMs = 1000;
 let reader: Redis;
 const opened: RedisStateStore[] = [];
 
-function storesOn(prefix: string, threshold: number, probeLeaseMs = 600_000): RedisStateStore[] {
-  const stores = [0, 1].map(() =>
+function storesOn(prefix: string, threshold: number, probeLeaseMs = 600_000, count = 2): RedisStateStore[] {
+  const stores = Array.from({ length: count }, () =>
     createRedisStateStore({
       url: redisTestUrl,
       prefix,
@@ -47,21 +47,23 @@ afterAll(async () => {
 });
 
 describe('the fleet breaker in Redis', () => {
-  it('counts every one of 40 concurrent counted failures from two connections (a conflicting write is applied again)', async () => {
+  it('counts every one of 40 concurrent counted failures from eight connections (a conflicting write is applied again)', async () => {
     const prefix = uniquePrefix('breaker-store-cas');
-    const stores = storesOn(prefix, 1000);
+    const stores = storesOn(prefix, 1000, 600_000, 8);
     await Promise.all(stores.map((store) => store.ready(5000)));
     await Promise.all(
       Array.from({ length: 40 }, (_, index) =>
-        stores[index % 2]!.breakers.apply('claude', { op: 'event', event: failed(`c${index}`, t0 + index) }, t0 + index),
+        stores[index % 8]!.breakers.apply('claude', { op: 'event', event: failed(`c${index}`, t0 + index) }, t0 + index),
       ),
     );
     const { shared } = await stores[0]!.breakers.apply('claude', { op: 'read' }, t0 + 100);
     expect(shared).toMatchObject({ state: 'closed', consecutiveFailures: 40 });
-    // Redis holds the record and its version, bumped once per write: 40 writes.
-    expect(await reader.hkeys(`${prefix}breaker:claude`)).toEqual(expect.arrayContaining(['version', 'record']));
-    expect(await reader.hlen(`${prefix}breaker:claude`)).toBe(2);
-    expect(Number(await reader.hget(`${prefix}breaker:claude`, 'version'))).toBe(40);
+    // Redis holds the record and its version, bumped once per write: events told while a write of the same
+    // connection runs go in its next write, so there are at most 40 writes, and at least one per connection.
+    expect((await reader.hkeys(`${prefix}breaker:claude`)).sort()).toEqual(['record', 'version']);
+    const version = Number(await reader.hget(`${prefix}breaker:claude`, 'version'));
+    expect(version).toBeGreaterThanOrEqual(8);
+    expect(version).toBeLessThanOrEqual(40);
   });
 
   it('grants the probe lease of a window to exactly one of 10 concurrent asks, and tells the others when it started', async () => {
