@@ -75,7 +75,7 @@ export function initialStep(providerId: string, settings: FleetBreakerSettings, 
  * BREAKER_* setting applies to the shared breaker as it does to a local one.
  */
 export function restoreStep(record: BreakerRecord, fresh: BreakerStep): BreakerStep {
-  const stored = storedSnapshot(record);
+  const stored = record.snapshot as { value: BreakerSnapshot['value']; context: BreakerSnapshot['context'] };
   const { threshold, recoveryMs, maxRecoveryMs, minDistinctKeys, strategy } = fresh.snapshot.context;
   const snapshot = breakerMachine.resolveState({
     value: stored.value,
