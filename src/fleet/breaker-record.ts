@@ -60,7 +60,9 @@ export function leaseValue(callId: string, startedAt: number): string {
 export function parseLease(value: string | null): LeaseHolder | null {
   if (value === null || value === '') return null;
   const match = /^(.*)\|(\d+)$/.exec(value);
-  return match === null ? { callId: value, startedAt: null } : { callId: match[1] ?? '', startedAt: Number(match[2]) };
+  return match === null
+    ? { callId: value, startedAt: null }
+    : { callId: match[1] ?? '', startedAt: Number(match[2]) };
 }
 
 /** The fleet's breaker before any event: the machine's initial state for these settings. */
@@ -96,7 +98,9 @@ export function advanceTo(step: BreakerStep, at: number): BreakerStep {
     const due = [...timers].filter((timer) => timer.dueAt <= at).sort((a, b) => a.dueAt - b.dueAt)[0];
     if (due === undefined) return { snapshot, timers, answer: step.answer };
     // The machine's own delayed event (`xstate.after.…`): XState types it outside BreakerEvent.
-    const [next, actions] = transition(breakerMachine, snapshot, { type: due.type } as unknown as BreakerEvent);
+    const [next, actions] = transition(breakerMachine, snapshot, {
+      type: due.type,
+    } as unknown as BreakerEvent);
     snapshot = next;
     timers = schedule(
       timers.filter((timer) => timer !== due),
@@ -163,7 +167,11 @@ export function recordOf(
 }
 
 /** What every instance's breaker adopts (`breaker.synced`) from the fleet's snapshot. */
-export function sharedStateOf(snapshot: BreakerSnapshot, version: number, changedAt: number): SharedBreakerState {
+export function sharedStateOf(
+  snapshot: BreakerSnapshot,
+  version: number,
+  changedAt: number,
+): SharedBreakerState {
   const { context } = snapshot;
   return {
     state: stateName(snapshot),
@@ -185,7 +193,12 @@ export function parseRecord(text: string | null): BreakerRecord | null {
     const value: unknown = JSON.parse(text);
     if (typeof value !== 'object' || value === null) return null;
     const { snapshot, timers, changedAt } = value as Record<string, unknown>;
-    if (typeof snapshot !== 'object' || snapshot === null || !('value' in snapshot) || !('context' in snapshot))
+    if (
+      typeof snapshot !== 'object' ||
+      snapshot === null ||
+      !('value' in snapshot) ||
+      !('context' in snapshot)
+    )
       return null;
     if (!Array.isArray(timers) || typeof changedAt !== 'number') return null;
     const due = timers.filter(
@@ -211,11 +224,17 @@ function schedule(
 ): readonly DueEvent[] {
   let next = timers;
   for (const action of actions) {
-    const params = (action.params ?? {}) as { delay?: unknown; id?: unknown; event?: unknown; sendId?: unknown };
+    const params = (action.params ?? {}) as {
+      delay?: unknown;
+      id?: unknown;
+      event?: unknown;
+      sendId?: unknown;
+    };
     if (action.type === 'xstate.raise' && typeof params.delay === 'number' && typeof params.id === 'string') {
       const { id, delay } = params;
       const type = (params.event as { type?: unknown } | undefined)?.type;
-      if (typeof type === 'string') next = [...next.filter((timer) => timer.id !== id), { id, type, dueAt: at + delay }];
+      if (typeof type === 'string')
+        next = [...next.filter((timer) => timer.id !== id), { id, type, dueAt: at + delay }];
     }
     if (action.type === 'xstate.cancel' && typeof params.sendId === 'string') {
       const { sendId } = params;
@@ -230,7 +249,8 @@ function answerOf(actions: readonly { type: string; params?: unknown }[]): Break
   for (const action of actions) {
     if (action.type !== 'xstate.sendTo') continue;
     const type = (action.params as { event?: { type?: unknown } } | undefined)?.event?.type;
-    if (type === 'breaker.admitted' || type === 'breaker.rejected' || type === 'breaker.leaseNeeded') return type;
+    if (type === 'breaker.admitted' || type === 'breaker.rejected' || type === 'breaker.leaseNeeded')
+      return type;
   }
   return undefined;
 }

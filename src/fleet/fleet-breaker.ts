@@ -27,7 +27,7 @@ export interface StoredBreaker {
 }
 
 /** What the lease becomes with a write: kept, dropped (it is no probe's any more), or taken by a new probe. */
-export type LeaseChange = 'keep' | 'drop' | { readonly take: string };
+type LeaseChange = 'keep' | 'drop' | { readonly take: string };
 
 /** What a write wants stored: a new record (null: the record as it is) and what becomes of the lease. */
 interface Write {
@@ -46,11 +46,16 @@ export interface BreakerCells {
     providerId: string,
     expected: StoredBreaker,
     next: Write,
-  ): Promise<{ readonly written: true; readonly version: number } | { readonly written: false; readonly current: StoredBreaker }>;
+  ): Promise<
+    | { readonly written: true; readonly version: number }
+    | { readonly written: false; readonly current: StoredBreaker }
+  >;
 }
 
 /** What the fleet's breaker is asked to do: events come in batches (see `flush`). */
-type Operation = Exclude<FleetBreakerOperation, { op: 'event' }> | { readonly op: 'events'; readonly events: readonly BreakerEvent[] };
+type Operation =
+  | Exclude<FleetBreakerOperation, { op: 'event' }>
+  | { readonly op: 'events'; readonly events: readonly BreakerEvent[] };
 
 interface Queued {
   readonly event: BreakerEvent;
@@ -91,7 +96,8 @@ export function createFleetBreakers(cells: BreakerCells, settings: FleetBreakerS
     const holder = parseLease(stored.lease);
     const fresh = freshFor(providerId);
     const restored = record === null ? fresh : restoreStep(record, fresh);
-    const before = record === null ? null : { name: stateName(restored.snapshot), changedAt: record.changedAt };
+    const before =
+      record === null ? null : { name: stateName(restored.snapshot), changedAt: record.changedAt };
     let step = settleProbe(advanceTo(restored, now), holder, now);
     let changedAt = now;
     let take: string | undefined;
@@ -101,7 +107,11 @@ export function createFleetBreakers(cells: BreakerCells, settings: FleetBreakerS
       case 'read':
         // A read writes nothing: the view is what the next writer will store.
         return {
-          result: { shared: sharedStateOf(step.snapshot, stored.version, before?.changedAt ?? 0), granted, probeStartedAt },
+          result: {
+            shared: sharedStateOf(step.snapshot, stored.version, before?.changedAt ?? 0),
+            granted,
+            probeStartedAt,
+          },
           write: undefined,
         };
       case 'events':
@@ -131,10 +141,17 @@ export function createFleetBreakers(cells: BreakerCells, settings: FleetBreakerS
       case 'merge': {
         const { local } = operation;
         // After an outage the newer of the local and the fleet state wins; an empty store takes the local one.
-        if (before === null || (local.changedAt > before.changedAt && local.state !== stateName(step.snapshot))) {
+        if (
+          before === null ||
+          (local.changedAt > before.changedAt && local.state !== stateName(step.snapshot))
+        ) {
           // The fleet's copy adopts the local state as the local breaker adopts the fleet's, then decides
           // by itself again.
-          step = applyEvent(step, { type: 'breaker.synced', shared: { ...local, version: stored.version }, at: now });
+          step = applyEvent(step, {
+            type: 'breaker.synced',
+            shared: { ...local, version: stored.version },
+            at: now,
+          });
           step = applyEvent(step, { type: 'breaker.unshared', at: now });
           changedAt = local.changedAt;
         }
@@ -146,7 +163,11 @@ export function createFleetBreakers(cells: BreakerCells, settings: FleetBreakerS
     const probe = probeOf(step.snapshot);
     const lease: LeaseChange =
       take !== undefined ? { take } : holder !== null && holder.callId !== probe ? 'drop' : 'keep';
-    const result = { shared: sharedStateOf(step.snapshot, stored.version, next.changedAt), granted, probeStartedAt };
+    const result = {
+      shared: sharedStateOf(step.snapshot, stored.version, next.changedAt),
+      granted,
+      probeStartedAt,
+    };
     if (text === stored.record && lease === 'keep') return { result, write: undefined };
     return { result, write: { record: text === stored.record ? null : text, lease } };
   }
@@ -174,7 +195,8 @@ export function createFleetBreakers(cells: BreakerCells, settings: FleetBreakerS
       }
       const written = await cells.write(providerId, stored, write);
       if (written.written) {
-        const lease = write.lease === 'drop' ? null : write.lease === 'keep' ? stored.lease : write.lease.take;
+        const lease =
+          write.lease === 'drop' ? null : write.lease === 'keep' ? stored.lease : write.lease.take;
         known.set(providerId, { version: written.version, record: write.record ?? stored.record, lease });
         return { ...result, shared: { ...result.shared, version: written.version } };
       }
@@ -200,7 +222,11 @@ export function createFleetBreakers(cells: BreakerCells, settings: FleetBreakerS
       queues.set(providerId, []);
       const events = batch.map((queued) => queued.event);
       try {
-        const result = await run(providerId, { op: 'events', events }, Math.min(...events.map((event) => event.at)));
+        const result = await run(
+          providerId,
+          { op: 'events', events },
+          Math.min(...events.map((event) => event.at)),
+        );
         for (const queued of batch) queued.resolve(result);
       } catch (error) {
         for (const queued of batch) queued.reject(error);
@@ -208,7 +234,11 @@ export function createFleetBreakers(cells: BreakerCells, settings: FleetBreakerS
     }
   }
 
-  return function apply(providerId: string, operation: FleetBreakerOperation, now: number): Promise<FleetBreakerResult> {
+  return function apply(
+    providerId: string,
+    operation: FleetBreakerOperation,
+    now: number,
+  ): Promise<FleetBreakerResult> {
     if (operation.op !== 'event') return run(providerId, operation, now);
     return new Promise((resolve, reject) => {
       const queue = queues.get(providerId);

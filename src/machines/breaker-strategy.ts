@@ -64,7 +64,7 @@ export interface KeyQuorumRule {
 export const defaultMinDistinctKeys = 1;
 
 /** What an origin id may look like to vote: an origin that does not fit is no origin, so the call's key votes instead. */
-export const voterIdPattern = /^[\w.:+/=-]{1,128}$/;
+const voterIdPattern = /^[\w.:+/=-]{1,128}$/;
 
 export const distinctKeyQuorum: KeyQuorumRule = {
   voter: (keyId, origin) => (origin === undefined || !voterIdPattern.test(origin) ? keyId : `origin:${origin}`),

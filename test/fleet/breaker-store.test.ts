@@ -53,7 +53,11 @@ describe('the fleet breaker in Redis', () => {
     await Promise.all(stores.map((store) => store.ready(5000)));
     await Promise.all(
       Array.from({ length: 40 }, (_, index) =>
-        stores[index % 8]!.breakers.apply('claude', { op: 'event', event: failed(`c${index}`, t0 + index) }, t0 + index),
+        stores[index % 8]!.breakers.apply(
+          'claude',
+          { op: 'event', event: failed(`c${index}`, t0 + index) },
+          t0 + index,
+        ),
       ),
     );
     const { shared } = await stores[0]!.breakers.apply('claude', { op: 'read' }, t0 + 100);
@@ -80,7 +84,8 @@ describe('the fleet breaker in Redis', () => {
     const granted = answers.flatMap((answer, index) => (answer.granted ? [`p${index}`] : []));
     expect(granted).toHaveLength(1);
     expect(await reader.get(`${prefix}breaker:claude:probe`)).toBe(`${granted[0]}|${due}`);
-    for (const answer of answers.filter((candidate) => !candidate.granted)) expect(answer.probeStartedAt).toBe(due);
+    for (const answer of answers.filter((candidate) => !candidate.granted))
+      expect(answer.probeStartedAt).toBe(due);
   });
 
   it("renews the lease for its holder only, and frees the window when the holder's lease lapses", async () => {
@@ -88,15 +93,23 @@ describe('the fleet breaker in Redis', () => {
     const [store] = storesOn(prefix, 1, 300);
     await store!.ready(5000);
     await store!.breakers.apply('claude', { op: 'event', event: failed('a', t0) }, t0);
-    expect((await store!.breakers.apply('claude', { op: 'acquire', callId: 'probe' }, t0 + recoveryMs)).granted).toBe(true);
+    expect(
+      (await store!.breakers.apply('claude', { op: 'acquire', callId: 'probe' }, t0 + recoveryMs)).granted,
+    ).toBe(true);
     expect(await store!.breakers.renew('claude', 'other')).toBe(false);
     expect(await store!.breakers.renew('claude', 'probe')).toBe(true);
     expect(await reader.pttl(`${prefix}breaker:claude:probe`)).toBeGreaterThan(200);
-    expect((await store!.breakers.apply('claude', { op: 'acquire', callId: 'next' }, t0 + recoveryMs + 1)).granted).toBe(false);
+    expect(
+      (await store!.breakers.apply('claude', { op: 'acquire', callId: 'next' }, t0 + recoveryMs + 1)).granted,
+    ).toBe(false);
     // No renewal: the lease lapses (a dead prober), and the next call gets the window's probe.
     await new Promise((resolve) => setTimeout(resolve, 400));
     expect(await reader.get(`${prefix}breaker:claude:probe`)).toBeNull();
-    const next = await store!.breakers.apply('claude', { op: 'acquire', callId: 'next' }, t0 + recoveryMs + 2);
+    const next = await store!.breakers.apply(
+      'claude',
+      { op: 'acquire', callId: 'next' },
+      t0 + recoveryMs + 2,
+    );
     expect(next.granted).toBe(true);
     expect(await store!.breakers.renew('claude', 'probe')).toBe(false);
   });

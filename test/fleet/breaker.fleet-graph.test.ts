@@ -79,7 +79,7 @@ const paths = edgeCover();
 
 /** The state's name as the service shows it: half-open whether or not its probe is out. */
 function nameOf(value: unknown): string {
-  return typeof value === 'string' ? value : Object.keys(value as object)[0] ?? '?';
+  return typeof value === 'string' ? value : (Object.keys(value as object)[0] ?? '?');
 }
 
 /** What must hold once a step settled (an empty list: all of it), for both instances and Redis. */
@@ -99,7 +99,8 @@ async function mismatches(pair: FleetPair, model: BreakerSnapshot): Promise<stri
       opens: context.opens,
       openPeriodMs: context.openPeriodMs,
     };
-    if (JSON.stringify(seen) !== JSON.stringify(expected)) found.push(`instance ${index}: ${JSON.stringify(seen)}`);
+    if (JSON.stringify(seen) !== JSON.stringify(expected))
+      found.push(`instance ${index}: ${JSON.stringify(seen)}`);
   });
   const { record, lease } = await pair.stored();
   const probing = model.matches({ halfOpen: 'probing' });
@@ -116,10 +117,14 @@ async function mismatches(pair: FleetPair, model: BreakerSnapshot): Promise<stri
     };
     // Half-open by time alone: Redis still holds `open` with its delayed event due (no write since).
     const dueOpen =
-      expected.state === 'halfOpen' && !probing && stored.state === 'open' && Number(context.retryAt) <= pair.now();
+      expected.state === 'halfOpen' &&
+      !probing &&
+      stored.state === 'open' &&
+      Number(context.retryAt) <= pair.now();
     const wanted = dueOpen ? { ...expected, state: 'open' } : expected;
     if (JSON.stringify(stored) !== JSON.stringify(wanted)) found.push(`Redis: ${JSON.stringify(stored)}`);
-    const storedProbe = nameOf(value) === 'halfOpen' && JSON.stringify(value).includes('probing') ? context.probeCallId : null;
+    const storedProbe =
+      nameOf(value) === 'halfOpen' && JSON.stringify(value).includes('probing') ? context.probeCallId : null;
     if (storedProbe !== (probing ? 'probe' : null)) found.push(`Redis probe: ${String(storedProbe)}`);
   }
   if ((lease?.startsWith('probe|') ?? false) !== probing) found.push(`lease: ${String(lease)}`);
@@ -132,7 +137,9 @@ async function settled(pair: FleetPair, model: BreakerSnapshot, step: string): P
     const found = await mismatches(pair, model);
     if (found.length === 0) return;
     if (Date.now() > deadline)
-      expect.fail(`after ${step}, model ${JSON.stringify(model.value)} ${model.context.consecutiveFailures}: ${found.join('; ')}`);
+      expect.fail(
+        `after ${step}, model ${JSON.stringify(model.value)} ${model.context.consecutiveFailures}: ${found.join('; ')}`,
+      );
     await new Promise((resolve) => setTimeout(resolve, 2));
   }
 }
@@ -208,6 +215,8 @@ describe('the fleet breaker on Redis follows the breaker machine on every edge o
       await walk(path);
       steps += path.length;
     }
-    console.log(`fleet graph: ${paths.length} paths, ${steps} steps on two instances in ${(performance.now() - start).toFixed(0)} ms`);
+    console.log(
+      `fleet graph: ${paths.length} paths, ${steps} steps on two instances in ${(performance.now() - start).toFixed(0)} ms`,
+    );
   }, 300_000);
 });

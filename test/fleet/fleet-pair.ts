@@ -25,7 +25,7 @@ type InstanceEvent =
   | BreakerKeyStreak;
 
 /** The last admission's answer as the caller would hear it (after the fleet's lease when one was needed). */
-export type Admission = 'admitted' | 'rejected' | null;
+type Admission = 'admitted' | 'rejected' | null;
 
 function instanceMachine(store: SharedBreakerStore, now: () => number) {
   return setup({
@@ -64,8 +64,14 @@ function instanceMachine(store: SharedBreakerStore, now: () => number) {
       },
       'test.report': {
         actions: [
-          sendTo(({ context }) => context.breaker, ({ event }) => event.event),
-          sendTo(({ context }) => context.link, ({ event }) => ({ type: 'fleet.report' as const, event: event.event })),
+          sendTo(
+            ({ context }) => context.breaker,
+            ({ event }) => event.event,
+          ),
+          sendTo(
+            ({ context }) => context.link,
+            ({ event }) => ({ type: 'fleet.report' as const, event: event.event }),
+          ),
         ],
       },
       'breaker.admitted': { actions: assign({ admission: 'admitted' }) },
@@ -86,8 +92,18 @@ function instanceMachine(store: SharedBreakerStore, now: () => number) {
         },
         { actions: assign({ admission: 'rejected' }) },
       ],
-      'breaker.synced': { actions: sendTo(({ context }) => context.breaker, ({ event }) => event) },
-      'breaker.unshared': { actions: sendTo(({ context }) => context.breaker, ({ event }) => event) },
+      'breaker.synced': {
+        actions: sendTo(
+          ({ context }) => context.breaker,
+          ({ event }) => event,
+        ),
+      },
+      'breaker.unshared': {
+        actions: sendTo(
+          ({ context }) => context.breaker,
+          ({ event }) => event,
+        ),
+      },
     },
   });
 }
@@ -106,7 +122,10 @@ export interface FleetPair {
   /** Time passes: the instances' clocks (their breakers' timers) and the links' time move on together. */
   advance(ms: number): void;
   /** The fleet breaker as Redis holds it: its record (JSON) and its probe lease. */
-  stored(): Promise<{ record: { snapshot: { value: unknown; context: Record<string, unknown> } } | null; lease: string | null }>;
+  stored(): Promise<{
+    record: { snapshot: { value: unknown; context: Record<string, unknown> } } | null;
+    lease: string | null;
+  }>;
   stop(): Promise<void>;
 }
 
