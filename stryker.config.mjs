@@ -45,7 +45,7 @@ export const mutationGroups = {
     ],
   },
   breaker: {
-    mutate: ['src/machines/breaker*.ts'],
+    mutate: ['src/machines/breaker*.ts', 'src/machines/recovery-rule.ts'],
     tests: [
       'test/core/breaker.rules.test.ts',
       'test/core/breaker.test.ts',
@@ -53,7 +53,7 @@ export const mutationGroups = {
       'test/core/breaker-open-period.graph.test.ts',
       'test/core/breaker-quorum.graph.test.ts',
       'test/core/breaker.graph.test.ts',
-      'test/fleet/conformance.test.ts',
+      'test/fleet/breaker.fleet-graph.test.ts',
       'test/core/provider.behaviour.test.ts',
       'test/core/provider.graph.test.ts',
       'test/core/gateway.test.ts',

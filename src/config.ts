@@ -75,7 +75,7 @@ export interface Config {
     readonly workers: number;
     /** Extractions waiting for a worker; past it 503 PDF_EXTRACTOR_BUSY (derived: `derivedLimits`). */
     readonly queueMax: number;
-    /** One extraction's deadline (PDF_TIMEOUT_MS). */
+    /** One extraction's deadline for each 250 pages it reads, at least once (PDF_TIMEOUT_MS). */
     readonly timeoutMs: number;
     /** One worker's V8 heap (PDF_WORKER_MEMORY_MB). */
     readonly workerMemoryMb: number;

@@ -25,8 +25,13 @@ export interface ExtractPoolLimits {
   workers: number;
   /** Extractions waiting for a worker at most (16 per worker in the service); 0 refuses whenever all are busy. */
   queueMax: number;
-  /** One extraction's deadline, counted from when a ready worker takes it (PDF_TIMEOUT_MS). */
+  /**
+   * One extraction's deadline, counted from when a ready worker takes it (PDF_TIMEOUT_MS), for every
+   * `pagesPerDeadline` pages it reads (at least once).
+   */
   timeoutMs: number;
+  /** Pages each `timeoutMs` pays for (default `defaultPagesPerDeadline`). */
+  pagesPerDeadline?: number;
   /** The V8 heap of one worker, old and young generation together (PDF_WORKER_MEMORY_MB). */
   memoryMb: number;
   /**
@@ -71,7 +76,19 @@ interface Slot {
   ready: boolean;
   job: Job | undefined;
   timer: NodeJS.Timeout | undefined;
+  /** When the worker took its job (performance.now()), and how long that job may take in all. */
+  startedAt: number;
+  allowedMs: number;
 }
+
+/**
+ * Pages one PDF_TIMEOUT_MS pays for. A whole textbook is read a page at a time for tens of seconds
+ * (pdf.js's CPU, a font or more per page): one fixed deadline either refused a 1,000-page book on a busy
+ * host or let a hostile 20-page PDF hold a worker for minutes. Once the worker says how many pages it
+ * will read, the deadline becomes PDF_TIMEOUT_MS for each 250 of them: at the default MAX_PDF_PAGES at
+ * most 4 × PDF_TIMEOUT_MS, and a short PDF keeps the single one.
+ */
+export const defaultPagesPerDeadline = 250;
 
 /**
  * Heap a worker started from TypeScript source (tests, `tsx`) needs for the loader alone (tsx and esbuild,
@@ -281,7 +298,7 @@ export class ExtractPool {
       nice: limits.nice,
     });
     // Started for `job`: it keeps the process alive until it is idle (an idle pool must not).
-    const slot: Slot = { worker, ready: false, job, timer: undefined };
+    const slot: Slot = { worker, ready: false, job, timer: undefined, startedAt: 0, allowedMs: 0 };
     this.slots.add(slot);
     worker.on('message', (message: ExtractResponse) => this.onMessage(slot, message));
     worker.on('end', (end: ExtractProcessEnd) => this.onDeath(slot, this.deathReason(end)));
@@ -301,7 +318,9 @@ export class ExtractPool {
   private run(slot: Slot, job: Job): void {
     slot.job = job;
     slot.worker.hold(true);
-    slot.timer = setTimeout(() => this.onDeadline(slot), this.limits.timeoutMs);
+    slot.startedAt = performance.now();
+    slot.allowedMs = this.limits.timeoutMs;
+    slot.timer = setTimeout(() => this.onDeadline(slot), slot.allowedMs);
     slot.worker.send(
       job.input instanceof Uint8Array
         ? { id: job.id, bytes: job.input, options: job.options }
@@ -319,6 +338,10 @@ export class ExtractPool {
       return;
     }
     if (slot.job?.id !== message.id) return;
+    if (message.type === 'pages') {
+      this.extendDeadline(slot, message.pagesUsed);
+      return;
+    }
     slot.worker.stopWatching();
     if (message.ok) {
       this.limits.onWorkerMemory?.(message.memory);
@@ -329,13 +352,27 @@ export class ExtractPool {
     this.dispatch(slot);
   }
 
+  /** The worker will read `pagesUsed` pages: its deadline becomes PDF_TIMEOUT_MS for each `pagesPerDeadline` of them. */
+  private extendDeadline(slot: Slot, pagesUsed: number): void {
+    const perDeadline = this.limits.pagesPerDeadline ?? defaultPagesPerDeadline;
+    const allowedMs = this.limits.timeoutMs * Math.max(1, Math.ceil(pagesUsed / perDeadline));
+    if (slot.timer === undefined || allowedMs <= slot.allowedMs) return;
+    clearTimeout(slot.timer);
+    slot.allowedMs = allowedMs;
+    slot.timer = setTimeout(() => this.onDeadline(slot), Math.max(0, slot.startedAt + allowedMs - performance.now()));
+  }
+
   /** The deadline of the extraction in `slot`: that worker alone is killed. */
   private onDeadline(slot: Slot): void {
     slot.timer = undefined;
-    const seconds = Math.round(this.limits.timeoutMs / 100) / 10;
+    const seconds = Math.round(slot.allowedMs / 100) / 10;
+    const perDeadline = this.limits.pagesPerDeadline ?? defaultPagesPerDeadline;
     this.onDeath(
       slot,
-      new PdfRejectedError('PDF_EXTRACTION_TIMEOUT', `The PDF could not be read within ${seconds} s (PDF_TIMEOUT_MS); it was stopped.`),
+      new PdfRejectedError(
+        'PDF_EXTRACTION_TIMEOUT',
+        `The PDF could not be read within ${seconds} s (PDF_TIMEOUT_MS for each ${perDeadline} pages read); it was stopped.`,
+      ),
     );
   }
 

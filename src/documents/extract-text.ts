@@ -112,9 +112,10 @@ const heapShareToReopen = 0.4;
 
 /**
  * Called after each page is read (and after the document is opened), so the caller can sample memory
- * (the extract worker reports its peak to the pool, bench/pdf.bench.ts). `page` is 0 after the load.
+ * (the extract worker reports its peak to the pool, bench/pdf.bench.ts). `page` is 0 after the load;
+ * `pagesUsed` is how many pages will be read, once known (0 before: right after the load).
  */
-export type PageObserver = (page: number) => void;
+export type PageObserver = (page: number, pagesUsed: number) => void;
 
 /** What the extraction may ask of its thread's heap: a full collection (the extract worker exposes V8's `gc`). */
 export interface HeapControl {
@@ -197,10 +198,18 @@ export async function extractPdfTextInline(
     const warnings: string[] = [];
     const loaded = await loadDocument(parser);
     const declared = loaded.numPages;
-    observe(0);
+    observe(0, 0);
     const pageCount = realPageCount(declared, scan, options.maxTotalPages ?? defaultMaxTotalPages, warnings);
     const outline = isOutlineSource(loaded) ? await readOutline(loaded, pageCount) : [];
+    if (outline.length > 0) {
+      // Resolving the bookmarks' destinations made pdf.js parse and keep the page tree and the name
+      // tree (about 15 MB for source3.pdf's thousands of bookmarks, more than a stretch of pages may
+      // add): the pages are read from a fresh load, which holds only the document's own share.
+      await parser.destroy();
+      parser = open();
+    }
     const pagesUsed = Math.min(pageCount, options.maxPdfPages);
+    observe(0, pagesUsed);
     const pages = new PageTextAccumulator();
     const textBudget = new TextBudget(options.maxTextBytes ?? defaultMaxTextBytes, bytes.byteLength);
     let pagesThisLoad = 0;
@@ -217,7 +226,7 @@ export async function extractPdfTextInline(
       pages.add(pageNumber, pageText);
       if (pagesThisLoad === 0) gauge.stretchBegan();
       pagesThisLoad += 1;
-      observe(pageNumber);
+      observe(pageNumber, pagesUsed);
     }
     // pdf.js is closed before the text is put together: the heap holds one or the other, never both.
     await parser.destroy();

@@ -87,7 +87,14 @@ async function answer(request: ExtractRequestToChild): Promise<ExtractResponse> 
   try {
     const { sample, memory } = memorySampler();
     const bytes = 'path' in request ? new Uint8Array(await readFile(request.path)) : request.bytes;
-    const result = await extractPdfTextInline(bytes, request.options, sample);
+    let told = false;
+    const observe = (_page: number, pagesUsed: number): void => {
+      sample();
+      if (told || pagesUsed === 0) return;
+      told = true;
+      process.send?.({ type: 'pages', id: request.id, pagesUsed } satisfies ExtractResponse);
+    };
+    const result = await extractPdfTextInline(bytes, request.options, observe);
     return { type: 'result', id: request.id, ok: true, result, memory };
   } catch (error) {
     if (error instanceof PdfRejectedError)

@@ -29,8 +29,13 @@ export interface PdfExtractorOptions {
    * `inline` runs it on the calling thread (tests, tools): no deadline, no memory cap.
    */
   mode?: 'worker' | 'inline';
-  /** PDF_TIMEOUT_MS: an extraction running longer is refused as PDF_EXTRACTION_TIMEOUT, its worker ended. Default 30000. */
+  /**
+   * PDF_TIMEOUT_MS: an extraction running longer than it for each `pagesPerDeadline` pages it reads (at
+   * least once) is refused as PDF_EXTRACTION_TIMEOUT, its worker ended. Default 30000.
+   */
   timeoutMs?: number;
+  /** Pages each `timeoutMs` pays for. Default 250 (extract-pool.ts `defaultPagesPerDeadline`). */
+  pagesPerDeadline?: number;
   /** PDF_WORKERS: extractions running at once, one worker (child process) each. Default 2. */
   workers?: number;
   /** Extractions waiting for a worker; past it PdfExtractorBusyError. Default 16. */
@@ -72,6 +77,7 @@ export function createPdfExtractor(options: PdfExtractorOptions = {}): PdfExtrac
     memoryMb: options.memoryMb ?? pdfExtractorDefaults.memoryMb,
     ...(options.queuePerClient === undefined ? {} : { queuePerClient: options.queuePerClient }),
     ...(options.ceilingMb === undefined ? {} : { ceilingMb: options.ceilingMb }),
+    ...(options.pagesPerDeadline === undefined ? {} : { pagesPerDeadline: options.pagesPerDeadline }),
     retryAfterSeconds: extractorBusyRetryAfterSeconds,
     nice: options.nice ?? 0,
     ...(options.onWorkerMemory === undefined ? {} : { onWorkerMemory: options.onWorkerMemory }),

@@ -10,10 +10,13 @@ export type ExtractRequestToChild = { id: number; options: ExtractOptions } & ({
 
 /**
  * Extract child → parent: `ready` once pdf.js is loaded (an extraction's deadline starts when it
- * is handed to a ready worker), then one answer per request. `INTERNAL` is a failure not about the PDF.
+ * is handed to a ready worker), `pages` once the document is open and how many of its pages will be
+ * read is known (the deadline grows with them), then one answer per request. `INTERNAL` is a failure
+ * not about the PDF.
  */
 export type ExtractResponse =
   | { type: 'ready' }
+  | { type: 'pages'; id: number; pagesUsed: number }
   | { type: 'result'; id: number; ok: true; result: ExtractedPdf; memory: WorkerMemory }
   | { type: 'result'; id: number; ok: false; code: PdfRejectionCode | 'INTERNAL'; message: string };
 

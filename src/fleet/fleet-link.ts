@@ -1,6 +1,7 @@
-import { fromCallback, type SnapshotFrom } from 'xstate';
+import { fromCallback } from 'xstate';
 import type { FleetLinkEvent, FleetLinkInput, FleetLinkReply } from '../machines/fleet-link.js';
-import type { BreakerEvent, breakerMachine, SharedBreakerState } from '../machines/breaker.machine.js';
+import type { BreakerEvent, SharedBreakerState } from '../machines/breaker.machine.js';
+import { stateName as localStateName } from './breaker-record.js';
 import type { FleetBreakerOperation, FleetBreakerResult, SharedBreakerStore } from './redis-state-store.js';
 
 export interface FleetLinkOptions {
@@ -23,44 +24,28 @@ export interface FleetLinkOptions {
   readonly now?: () => number;
 }
 
-type BreakerSnapshot = SnapshotFrom<typeof breakerMachine>;
-
-function localStateName(snapshot: BreakerSnapshot): SharedBreakerState['state'] {
-  if (snapshot.matches('closed')) return 'closed';
-  if (snapshot.matches('halfOpen')) return 'halfOpen';
-  if (snapshot.matches('forcedOpen')) return 'forcedOpen';
-  return 'open';
-}
-
-/** The breaker event as an operation of the breaker script; `call.started` is not one (leases are). */
-function operationFor(event: BreakerEvent): FleetBreakerOperation | undefined {
+/**
+ * The breaker events the fleet's breaker applies too: call results and operator actions. An admission
+ * is not one (the probe's is its lease: `acquire`), nor the fleet's own state coming back.
+ */
+function isFleetEvent(event: BreakerEvent): boolean {
   switch (event.type) {
     case 'call.succeeded':
-      return { op: 'succeeded', callId: event.callId };
     case 'call.failed':
-      return {
-        op: 'failed',
-        callId: event.callId,
-        errorClass: event.errorClass,
-        keyId: event.keyId,
-        ...(event.origin === undefined ? {} : { origin: event.origin }),
-      };
     case 'call.ignored':
-      return { op: 'ignored', callId: event.callId, errorClass: event.errorClass };
     case 'breaker.reset':
-      return { op: 'reset' };
     case 'breaker.forceOpen':
-      return { op: 'forceOpen' };
     case 'breaker.release':
-      return { op: 'release' };
+      return true;
     default:
-      return undefined;
+      return false;
   }
 }
 
 /**
  * The link between one provider's breaker actor and the fleet store: every breaker event is applied
- * to the fleet state (atomically, by the breaker script) and the fleet's answer, or any other
+ * to the fleet's breaker by the breaker machine (fleet-breaker.ts: compare-and-set on its version) and
+ * the fleet's result, or any other
  * instance's change heard on pub/sub, comes back as `breaker.synced` for the breaker to adopt.
  * While the store is unreachable the breaker decides locally (`breaker.unshared`); on reconnection
  * the link reconciles: the newer of the local and the fleet state wins, so nothing opens or closes
@@ -90,10 +75,13 @@ export function createFleetLink(store: SharedBreakerStore, options: FleetLinkOpt
       const timer = setInterval(() => {
         if (stopped || now() > until) return stopRenewing(callId);
         if (!store.isUp()) return;
-        void run({ op: 'renew', callId }, now()).then((result) => {
-          // false: the lease is no longer this call's (it ended, or lapsed and another instance probes).
-          if (result?.granted === false) stopRenewing(callId);
-        });
+        void store.renew(providerId, callId).then(
+          (held) => {
+            // false: the lease is no longer this call's (it ended, or lapsed and another instance probes).
+            if (!held) stopRenewing(callId);
+          },
+          () => undefined,
+        );
       }, Math.max(10, Math.floor(leaseMs / 3)));
       timer.unref?.();
       renewals.set(callId, timer);
@@ -164,6 +152,7 @@ export function createFleetLink(store: SharedBreakerStore, options: FleetLinkOpt
             openedAt: context.openedAt,
             retryAt: context.retryAt,
             openPeriodMs: context.openPeriodMs,
+            opens: context.opens,
             changedAt: localChangedAt ?? lastChangedAt,
           },
         },
@@ -216,9 +205,8 @@ export function createFleetLink(store: SharedBreakerStore, options: FleetLinkOpt
       }
       // The probe's outcome (or any end of that call): its lease needs no more renewal.
       if ('callId' in event.event) stopRenewing(event.event.callId);
-      const operation = operationFor(event.event);
-      if (operation === undefined || !store.isUp()) return;
-      void run(operation, event.event.at);
+      if (!isFleetEvent(event.event) || !store.isUp()) return;
+      void run({ op: 'event', event: event.event }, event.event.at);
     });
 
     return () => {

@@ -1,37 +1,18 @@
 import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
-import type { ErrorClass } from '../errors/index.js';
-import type { SharedBreakerState } from '../machines/breaker.machine.js';
-import {
-  defaultMaxRecoveryMs,
-  defaultMinDistinctKeys,
-  voterIdPattern,
-  type OpenStrategyName,
-} from '../machines/breaker-strategy.js';
-import { breakerScriptFor } from './breaker-script.js';
+import type { BreakerEvent, SharedBreakerState } from '../machines/breaker.machine.js';
+import type { OpenStrategyName } from '../machines/breaker-strategy.js';
+import { createFleetBreakers, publishedState, type BreakerCells, type StoredBreaker } from './fleet-breaker.js';
 
-/** One update of a provider's fleet breaker, applied atomically by the breaker script. */
+/** One operation on a provider's fleet breaker, applied by the breaker machine (fleet-breaker.ts). */
 export type FleetBreakerOperation =
-  | { readonly op: 'succeeded' | 'acquire'; readonly callId: string }
-  /** The prober extends its own probe lease while its call runs (`granted`: it still held it). */
-  | { readonly op: 'renew'; readonly callId: string }
-  /**
-   * A call's failure; its class, when given, decides counted or not in the script (column B); its
-   * voter — its origin (the caller's salted address id) when given, else its key id (a salted
-   * fingerprint) — joins the streak's distinct voters (the quorum, `distinctKeyQuorum.voter`).
-   */
-  | {
-      readonly op: 'failed' | 'ignored';
-      readonly callId: string;
-      readonly errorClass?: ErrorClass;
-      readonly keyId?: string;
-      readonly origin?: string | undefined;
-    }
-  | { readonly op: 'reset' | 'release' | 'forceOpen' | 'read' }
-  | {
-      readonly op: 'merge';
-      readonly local: Omit<SharedBreakerState, 'opens' | 'version'>;
-    };
+  /** A call's result or an operator's action, as the local breaker heard it. */
+  | { readonly op: 'event'; readonly event: BreakerEvent }
+  /** A call would be the half-open probe: the machine decides, the probe lease (SET NX PX) makes it one per window. */
+  | { readonly op: 'acquire'; readonly callId: string }
+  | { readonly op: 'read' }
+  /** After an outage: the local breaker's state, with when it last changed. */
+  | { readonly op: 'merge'; readonly local: Omit<SharedBreakerState, 'version'> };
 
 export interface FleetBreakerResult {
   readonly shared: SharedBreakerState;
@@ -51,7 +32,7 @@ export interface BreakerSettings {
   readonly maxRecoveryMs?: number;
   /** BREAKER_MIN_DISTINCT_KEYS: distinct keys a streak needs to open the breaker (default 1 here). */
   readonly minDistinctKeys?: number;
-  /** The breakers' open strategy (default consecutive failures); the script is generated for it. */
+  /** The breakers' open strategy (default consecutive failures). */
   readonly strategy?: OpenStrategyName;
 }
 
@@ -59,6 +40,8 @@ export interface BreakerSettings {
 export interface SharedBreakerStore {
   /** Rejects (fast: `commandTimeoutMs`) when the store is unreachable. */
   apply(providerId: string, operation: FleetBreakerOperation, now: number): Promise<FleetBreakerResult>;
+  /** The prober extends its own probe lease while its call runs; false: the lease is no longer its. */
+  renew(providerId: string, callId: string): Promise<boolean>;
   /** Every change any instance makes to this provider's fleet breaker (pub/sub). */
   subscribe(providerId: string, listener: (shared: SharedBreakerState) => void): () => void;
   /** Called with true when the store (re)connects, false when it is lost. */
@@ -94,40 +77,44 @@ export interface RedisStateStore {
   close(): Promise<void>;
 }
 
-const stateNames = ['closed', 'open', 'halfOpen', 'forcedOpen'] as const;
-
-function parseState(fields: readonly unknown[]): SharedBreakerState {
-  const [state, failures, openedAt, retryAt, opens, version, changedAt, period, keys] = fields.map((field) =>
-    String(field),
-  );
-  const name = stateNames.find((candidate) => candidate === state);
-  if (name === undefined) throw new Error(`Unknown fleet breaker state ${String(state)}`);
-  const time = (value: string | undefined): number | null => (Number(value) < 0 ? null : Number(value));
-  return {
-    state: name,
-    consecutiveFailures: Number(failures),
-    openedAt: time(openedAt),
-    retryAt: time(retryAt),
-    opens: Number(opens),
-    version: Number(version),
-    changedAt: Number(changedAt),
-    openPeriodMs: Number(period),
-    streakKeys: keyIdsOf(keys),
-  };
-}
-
-/** Key ids travel joined by spaces (a fingerprint holds none, nor commas). */
-function keyIdsOf(joined: string | undefined): readonly string[] {
-  return (joined ?? '').split(' ').filter((id) => id !== '');
-}
-
 /**
- * A key id as the script takes it: a salted fingerprint, or '' for none (the script counts it as the one
- * key 'anonymous'); one holding a separator would split, so it is passed as none too.
+ * The compare-and-set of a fleet breaker, and all that Redis does for it: it writes the record an
+ * instance computed only if the version and the probe lease are still those it read, takes or drops the
+ * lease with it (the lease: SET NX PX, one probe per window), and publishes the record. It holds no rule.
+ *
+ * KEYS[1] the breaker's hash (version, record), KEYS[2] its probe lease (`callId|startedAt`)
+ * ARGV    version read, lease read ('' none), record ('' unchanged), keep|drop|take, lease to take,
+ *         lease ms, channel. Returns {1, version} when written; on a conflict {0, version, record, lease} as
+ *         they are now, so the writer applies its event again without another read.
  */
-function scriptKeyId(keyId: string | undefined): string {
-  return keyId !== undefined && voterIdPattern.test(keyId) ? keyId : '';
-}
+const casScript = `
+local version = tonumber(redis.call('HGET', KEYS[1], 'version')) or 0
+local lease = redis.call('GET', KEYS[2]) or ''
+if version ~= tonumber(ARGV[1]) or lease ~= ARGV[2] then
+  return {0, version, redis.call('HGET', KEYS[1], 'record') or '', lease}
+end
+if ARGV[4] == 'take' then
+  if not redis.call('SET', KEYS[2], ARGV[5], 'NX', 'PX', ARGV[6]) then return {0, version} end
+elseif ARGV[4] == 'drop' then
+  redis.call('DEL', KEYS[2])
+end
+if ARGV[3] ~= '' then
+  version = version + 1
+  redis.call('HSET', KEYS[1], 'version', version, 'record', ARGV[3])
+  redis.call('PUBLISH', ARGV[7], version .. ' ' .. ARGV[3])
+end
+return {1, version}
+`;
+
+/** The prober's renewal: the lease lives on only while it is still this call's. KEYS[1] lease; ARGV call id, ms. */
+const renewScript = `
+local value = redis.call('GET', KEYS[1])
+if value and (value == ARGV[1] or string.sub(value, 1, #ARGV[1] + 1) == ARGV[1] .. '|') then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+`;
 
 /**
  * Connects to Redis with short command timeouts and no offline queue: while Redis is down every
@@ -147,8 +134,6 @@ export function createRedisStateStore(options: RedisStateStoreOptions): RedisSta
   });
   // The subscriber keeps its subscriptions across reconnects (autoResubscribe) and needs no timeout.
   const subscriber = new Redis(options.url, { connectTimeout: 1000, retryStrategy, autoResubscribe: true });
-  const breakerScript = breakerScriptFor(options.breaker.strategy ?? 'consecutiveFailures');
-  const scriptSha = createHash('sha1').update(breakerScript).digest('hex');
   const listeners = new Map<string, Set<(shared: SharedBreakerState) => void>>();
   const availability = new Set<(up: boolean) => void>();
   let up = false;
@@ -171,65 +156,75 @@ export function createRedisStateStore(options: RedisStateStoreOptions): RedisSta
     const providerId = channel.slice(`${options.prefix}breaker:`.length);
     const set = listeners.get(providerId);
     if (set === undefined) return;
-    let shared: SharedBreakerState;
-    try {
-      shared = parseState(message.split(','));
-    } catch {
-      return;
-    }
-    set.forEach((listener) => listener(shared));
+    const space = message.indexOf(' ');
+    const shared = publishedState(Number(message.slice(0, space)), message.slice(space + 1));
+    if (shared !== undefined) set.forEach((listener) => listener(shared));
   });
 
-  async function runScript(keys: string[], args: (string | number)[]): Promise<unknown> {
+  const shas = new Map<string, string>();
+  async function runScript(script: string, keys: string[], args: (string | number)[]): Promise<unknown> {
+    let sha = shas.get(script);
+    if (sha === undefined) {
+      sha = createHash('sha1').update(script).digest('hex');
+      shas.set(script, sha);
+    }
     try {
-      return await client.evalsha(scriptSha, keys.length, ...keys, ...args);
+      return await client.evalsha(sha, keys.length, ...keys, ...args);
     } catch (error) {
       if (!(error instanceof Error) || !error.message.includes('NOSCRIPT')) throw error;
-      return client.eval(breakerScript, keys.length, ...keys, ...args);
+      return client.eval(script, keys.length, ...keys, ...args);
     }
   }
 
-  const breakers: SharedBreakerStore = {
-    async apply(providerId, operation, now) {
-      const key = breakerKey(providerId);
-      const callId = 'callId' in operation ? operation.callId : '';
-      const merge =
-        operation.op === 'merge'
-          ? [
-              operation.local.state,
-              operation.local.consecutiveFailures,
-              operation.local.openedAt ?? -1,
-              operation.local.retryAt ?? -1,
-              operation.local.changedAt,
-              operation.local.openPeriodMs,
-              operation.local.streakKeys.map(scriptKeyId).join(' '),
-            ]
-          : operation.op === 'failed' || operation.op === 'ignored'
-            ? [operation.errorClass ?? '', scriptKeyId(operation.keyId), scriptKeyId(operation.origin)]
-            : [];
+  const leaseKey = (providerId: string) => `${breakerKey(providerId)}:probe`;
+  const cells: BreakerCells = {
+    async read(providerId) {
+      const replies = await client.multi().hmget(breakerKey(providerId), 'version', 'record').get(leaseKey(providerId)).exec();
+      const [fields, lease] = (replies ?? []).map(([error, value]) => {
+        if (error !== null) throw error;
+        return value;
+      });
+      const [version, record] = Array.isArray(fields) ? fields : [];
+      return {
+        version: Number(version ?? 0) || 0,
+        record: typeof record === 'string' ? record : null,
+        lease: typeof lease === 'string' ? lease : null,
+      } satisfies StoredBreaker;
+    },
+    async write(providerId, expected, next) {
+      const lease = next.lease;
       const reply = await runScript(
-        [key, `${key}:probe`],
+        casScript,
+        [breakerKey(providerId), leaseKey(providerId)],
         [
-          operation.op,
-          Math.round(now),
-          options.breaker.threshold,
-          options.breaker.recoveryMs,
-          callId,
+          expected.version,
+          expected.lease ?? '',
+          next.record ?? '',
+          typeof lease === 'string' ? lease : 'take',
+          typeof lease === 'string' ? '' : lease.take,
           options.probeLeaseMs,
-          key,
-          options.breaker.maxRecoveryMs ?? defaultMaxRecoveryMs,
-          options.breaker.minDistinctKeys ?? defaultMinDistinctKeys,
-          ...merge,
+          breakerKey(providerId),
         ],
       );
-      if (!Array.isArray(reply) || reply.length < 10)
-        throw new Error('Unexpected reply from the breaker script');
-      const startedAt = Number(reply[10]);
+      if (!Array.isArray(reply)) throw new Error('Unexpected reply from the fleet breaker write');
+      const [written, version, record, current] = reply as unknown[];
+      if (Number(written) === 1) return { written: true, version: Number(version) };
       return {
-        shared: parseState(reply.slice(0, 9)),
-        granted: Number(reply[9]) === 1,
-        probeStartedAt: Number.isFinite(startedAt) && startedAt >= 0 ? startedAt : null,
+        written: false,
+        current: {
+          version: Number(version),
+          record: typeof record === 'string' && record !== '' ? record : null,
+          lease: typeof current === 'string' && current !== '' ? current : null,
+        },
       };
+    },
+  };
+  const apply = createFleetBreakers(cells, options.breaker);
+
+  const breakers: SharedBreakerStore = {
+    apply,
+    async renew(providerId, callId) {
+      return Number(await runScript(renewScript, [leaseKey(providerId)], [callId, options.probeLeaseMs])) === 1;
     },
     subscribe(providerId, listener) {
       let set = listeners.get(providerId);

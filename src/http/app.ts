@@ -114,6 +114,15 @@ function generateBodyLimit(config: Pick<Config, 'maxUploadMb' | 'maxTextChars'>)
   return Math.min(Math.ceil(config.maxUploadMb * mebibyte), (config.maxTextChars + maxAnswerChars('notes')) * 6 + 4096);
 }
 
+/** Bytes of a refused request's unread body still read and dropped to keep its connection. */
+const smallBodyBytes = 64 * 1024;
+
+/** A body declared no longer than `smallBodyBytes` (a chunked one, of unknown length, is not). */
+function isSmallBody(headers: { readonly 'content-length'?: string | undefined }): boolean {
+  const declared = Number(headers['content-length'] ?? Number.NaN);
+  return Number.isFinite(declared) && declared <= smallBodyBytes;
+}
+
 /** What a drain did: jobs that finished within the grace, and jobs left interrupted. */
 export interface DrainOutcome {
   readonly finished: number;
@@ -219,21 +228,35 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     done(shuttingDown ? new ApiError('SHUTTING_DOWN', 'The service is shutting down; retry against another instance.') : undefined);
   });
   // A keep-alive socket whose request was in flight when shutdown began would otherwise hold
-  // `close()` open until the keep-alive timeout: answer it and close it.
-  app.addHook('onSend', (_request, reply, payload, done) => {
-    if (shuttingDown) void reply.header('connection', 'close');
+  // `close()` open until the keep-alive timeout: answer it and close it. So is a request answered before
+  // a large body was read (refused on its headers: over a rate or a share, the extractor's queue full):
+  // kept alive, Node would read the rest of the body to throw it away, at full speed, for every refused
+  // upload of a flood; closed, what the client still sends is not read at all. A small body is read and
+  // dropped as before, so a refused client keeps its connection.
+  app.addHook('onSend', (request, reply, payload, done) => {
+    if (shuttingDown || (!request.raw.complete && !isSmallBody(request.headers))) void reply.header('connection', 'close');
     done(null, payload);
   });
 
   // The document says what the routes take and give: streams, key headers, the upload, components (openapi.ts).
   await app.register(fastifySwagger, openApiOptions(options.demo));
-  await app.register(fastifySwaggerUi, { routePrefix: '/docs' });
   // The document is static once built: serialized once, not for every request (a flood of keep-alive
-  // connections would otherwise have it built for each).
+  // connections would otherwise have it built for each). The UI's own copy, `/docs/json`, is that text too.
   let openapiJson: string | undefined;
-  app.get('/openapi.json', { schema: { hide: true } }, async (_request, reply) =>
-    reply.type('application/json; charset=utf-8').send((openapiJson ??= JSON.stringify(app.swagger()))),
-  );
+  const openapiText = (): string => (openapiJson ??= JSON.stringify(app.swagger()));
+  await app.register(fastifySwaggerUi, {
+    routePrefix: '/docs',
+    uiHooks: {
+      onRequest: (request, reply, done) => {
+        if (request.routeOptions.url !== '/docs/json') {
+          done();
+          return;
+        }
+        void reply.type('application/json; charset=utf-8').send(openapiText());
+      },
+    },
+  });
+  app.get('/openapi.json', { schema: { hide: true } }, async (_request, reply) => reply.type('application/json; charset=utf-8').send(openapiText()));
 
   // The process's token worker (one per process, started on the first long text) runs at WORKER_NICE.
   setTokenWorkerNice(config.workerNice);

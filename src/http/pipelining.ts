@@ -42,6 +42,8 @@ interface HttpServerSocket extends Socket {
 interface Connection {
   /** Requests parsed and not yet answered. */
   outstanding: number;
+  /** The request whose body the bytes fed go to (the last one parsed). */
+  current: IncomingMessage | undefined;
   /** Feeds what is kept, as far as the bound allows. */
   feed(): void;
 }
@@ -123,8 +125,20 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
         onEnd();
       }
     };
+    /**
+     * The body of the request being parsed fills its buffer and nobody reads it (a handler that refused the
+     * request on its headers, or reads it slower than it comes). Node's parser stops reading the socket
+     * then, but only where it reads the socket itself: fed from here, the socket would go on flowing and
+     * the request would hold its whole body in memory. So the feeding stops too; Node resumes the socket
+     * once the body is read again (and closes it unread after a refusal's `Connection: close`).
+     */
+    const bodyFull = (): boolean => {
+      const request = connection.current;
+      return request !== undefined && !request.complete && request.readableLength >= request.readableHighWaterMark;
+    };
     const connection: Connection = {
       outstanding: 0,
+      current: undefined,
       feed() {
         while (kept !== undefined) {
           if (socket.destroyed || socket.parser === undefined || socket.parser === null) {
@@ -132,7 +146,7 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
             return;
           }
           // Node holds the socket (its answers are not read) or the connection has its requests in flight.
-          if (socket._paused === true || connection.outstanding >= maxOutstanding) {
+          if (socket._paused === true || connection.outstanding >= maxOutstanding || bodyFull()) {
             socket.pause();
             return;
           }
@@ -157,8 +171,8 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
         }
         endIfFed();
         // All fed: no more is read while the connection has its requests in flight; else read on, unless Node holds the socket.
-        if (connection.outstanding >= maxOutstanding) socket.pause();
-        else if (socket.isPaused() && socket._paused !== true && connection.outstanding < maxOutstanding && !socket.destroyed) socket.resume();
+        if (connection.outstanding >= maxOutstanding || bodyFull()) socket.pause();
+        else if (socket.isPaused() && socket._paused !== true && !socket.destroyed) socket.resume();
       },
     };
     connections.set(socket, connection);
@@ -181,6 +195,7 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
     const connection = connections.get(request.socket);
     if (connection === undefined) return;
     connection.outstanding += 1;
+    connection.current = request;
     // `close` follows `finish`, and comes too when the connection is lost before the answer ended.
     response.once('close', () => {
       connection.outstanding -= 1;

@@ -10,17 +10,11 @@ interface FailureRecord {
 export interface OpenStrategy {
   /** True when the counted failure just recorded (already included in `record`) must open the breaker. */
   shouldOpen(record: FailureRecord, threshold: number): boolean;
-  /**
-   * The same decision as a Lua expression over `failures` and `threshold`, for the fleet's breaker
-   * script (src/fleet/breaker-script.ts), so Redis opens a shared breaker by the same rule.
-   */
-  readonly lua: string;
 }
 
 /** Opens after `threshold` consecutive counted failures (docs/errors.md "Resilience rules"). */
 const consecutiveFailures: OpenStrategy = {
   shouldOpen: (record, threshold) => record.consecutiveFailures >= threshold,
-  lua: 'failures >= threshold',
 };
 
 export const openStrategies = { consecutiveFailures } as const satisfies Record<string, OpenStrategy>;
@@ -33,11 +27,6 @@ export type OpenStrategyName = keyof typeof openStrategies;
 export interface OpenPeriodRule {
   /** The open period after a failed probe, given the one that just ended (all in ms). */
   next(currentMs: number, recoveryMs: number, maxRecoveryMs: number): number;
-  /**
-   * The same rule as a Lua expression over `period`, `recovery` and `maxRecovery`, for the fleet's
-   * breaker script (src/fleet/breaker-script.ts), so every instance grows the shared period alike.
-   */
-  readonly lua: string;
 }
 
 /** BREAKER_MAX_RECOVERY_MS when not configured: ten minutes. */
@@ -50,16 +39,13 @@ export const defaultMaxRecoveryMs = 600_000;
  */
 export const doublingOpenPeriod: OpenPeriodRule = {
   next: (currentMs, recoveryMs, maxRecoveryMs) => Math.min(currentMs * 2, Math.max(maxRecoveryMs, recoveryMs)),
-  lua: 'math.min(period * 2, math.max(maxRecovery, recovery))',
 };
 
 /**
  * The quorum before a provider is declared down, so that one user's bad key cannot shut it for all: the
- * counted failures of the streak
- * must come from at least `minDistinctKeys` distinct voters: distinct origins (the callers' salted
- * network addresses) when the calls carry them, distinct keys (salted key fingerprints, never keys)
- * otherwise. The
- * breaker keeps at most `minDistinctKeys` ids per streak: all it needs to know is whether the quorum
+ * counted failures of the streak must come from at least `minDistinctKeys` distinct voters: distinct
+ * origins (the callers' salted network addresses) when the calls carry them, distinct keys (salted key
+ * fingerprints, never keys) otherwise. The breaker keeps at most `minDistinctKeys` ids per streak: all it needs to know is whether the quorum
  * is met. A streak that reaches the threshold with fewer keys is the key's problem, not the provider's.
  */
 export interface KeyQuorumRule {
@@ -68,34 +54,21 @@ export interface KeyQuorumRule {
    * address) when the call carries one, else its key id. So one address inventing keys is one voter.
    */
   voter(keyId: string, origin: string | undefined): string;
-  /** `voter` as a Lua expression over `keyId` and `origin` (the empty string: none), for the breaker script. */
-  readonly voterLua: string;
   /** The streak's voter ids after a counted failure by `keyId` (a voter): distinct, in order, at most `minDistinctKeys`. */
   withKey(keys: readonly string[], keyId: string, minDistinctKeys: number): readonly string[];
   /** The streak's distinct keys are enough to open the provider-wide breaker. */
   reached(distinctKeys: number, minDistinctKeys: number): boolean;
-  /**
-   * `reached` as a Lua expression over `distinct` and `quorum`, for the fleet's breaker script
-   * (src/fleet/breaker-script.ts), so Redis opens a shared breaker by the same quorum.
-   */
-  readonly lua: string;
 }
 
 /** The breaker machine's `minDistinctKeys` when its input gives none: 1, the rule off (one key opens). */
 export const defaultMinDistinctKeys = 1;
 
-/**
- * What a key id or an origin id may look like to count (the fleet's script keeps them joined by spaces):
- * an origin that does not fit is no origin, so the call's key votes instead — in the machine and in the
- * script alike (the store passes such an id to the script as none).
- */
-export const voterIdPattern = /^[\w.:+/=-]{1,128}$/;
+/** What an origin id may look like to vote: an origin that does not fit is no origin, so the call's key votes instead. */
+const voterIdPattern = /^[\w.:+/=-]{1,128}$/;
 
 export const distinctKeyQuorum: KeyQuorumRule = {
   voter: (keyId, origin) => (origin === undefined || !voterIdPattern.test(origin) ? keyId : `origin:${origin}`),
-  voterLua: "(origin ~= nil and origin ~= '') and ('origin:' .. origin) or keyId",
   withKey: (keys, keyId, minDistinctKeys) =>
     keys.includes(keyId) || keys.length >= minDistinctKeys ? keys : [...keys, keyId],
   reached: (distinctKeys, minDistinctKeys) => distinctKeys >= minDistinctKeys,
-  lua: 'distinct >= quorum',
 };

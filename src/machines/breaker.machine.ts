@@ -9,6 +9,7 @@ import {
   type OpenStrategyName,
 } from './breaker-strategy.js';
 import type { CallRequest } from './call-request.js';
+import { recoveryRule } from './recovery-rule.js';
 
 /** What a provider actor gives its breaker when it spawns it. */
 export interface BreakerInput {
@@ -25,6 +26,12 @@ export interface BreakerInput {
    */
   readonly minDistinctKeys?: number;
   readonly strategy?: OpenStrategyName;
+  /**
+   * Who runs this breaker and hears its `breaker.keyStreak` reports (the provider actor, which trips the
+   * key). Absent for a breaker on its own (tests, the fleet's copy stepped with the pure `transition`):
+   * the report is then only emitted.
+   */
+  readonly owner?: AnyActorRef;
 }
 
 export interface BreakerContext {
@@ -63,6 +70,8 @@ export interface BreakerContext {
    * adopted through `breaker.synced`; false (embedded default, or the store unreachable) decides locally.
    */
   readonly shared: boolean;
+  /** `BreakerInput.owner`, or null. */
+  readonly owner: AnyActorRef | null;
 }
 
 /** A breaker state as the fleet store holds it (src/fleet), shared by every instance. */
@@ -128,7 +137,7 @@ export type BreakerAnswer =
 export type BreakerStatus = { type: 'breaker.admitting' } | { type: 'breaker.refusing' };
 
 /**
- * What the breaker tells its parent (and emits): a counted failure reached the threshold but the
+ * What the breaker tells its owner (and emits): a counted failure reached the threshold but the
  * streak's keys are fewer than the quorum, so the provider stays closed and this key gets a circuit
  * of its own (the provider actor trips the key): one bad key does not take the provider down for all.
  */
@@ -177,14 +186,14 @@ export const breakerMachine = setup({
       context.probeCallId !== null ||
       context.openPeriodMs !== context.recoveryMs,
     /** The result belongs to the call admitted as this half-open window's probe. */
-    isProbeResult: ({ context, event }) => 'callId' in event && event.callId === context.probeCallId,
+    isProbeResult: ({ context, event }) =>
+      recoveryRule.isProbeResult(context.probeCallId, 'callId' in event ? event.callId : undefined),
     /** A fleet store is authoritative: a probe needs the fleet's lease (`breaker.leaseNeeded`). */
     isShared: ({ context }) => context.shared,
     /** The fleet granted this call the probe lease. */
     isLeased: ({ event }) => event.type === 'breaker.admit' && event.leased,
     /** Time lives in the data: the recovery time has passed even if no timer said so (restored, shared). */
-    isRetryDue: ({ context, event }) =>
-      context.retryAt !== null && 'at' in event && event.at >= context.retryAt,
+    isRetryDue: ({ context, event }) => 'at' in event && recoveryRule.isDue(context.retryAt, event.at),
     /** The fleet's state, as `breaker.synced` carries it. */
     isFleetClosed: ({ event }) => event.type === 'breaker.synced' && event.shared.state === 'closed',
     isFleetOpen: ({ event }) => event.type === 'breaker.synced' && event.shared.state === 'open',
@@ -196,8 +205,8 @@ export const breakerMachine = setup({
       consecutiveFailures: ({ context }) => context.consecutiveFailures + 1,
       streakKeys: ({ context, event }) => streakKeysWith(context, event),
     }),
-    /** The key's own circuit: the parent (the provider actor) trips the key; emitted for observers too. */
-    reportKeyStreak: enqueueActions(({ enqueue, event, self }) => {
+    /** The key's own circuit: the owner (the provider actor) trips the key; emitted for observers too. */
+    reportKeyStreak: enqueueActions(({ context, enqueue, event }) => {
       if (event.type !== 'call.failed') return;
       const report: BreakerKeyStreak = {
         type: 'breaker.keyStreak',
@@ -206,8 +215,7 @@ export const breakerMachine = setup({
         at: event.at,
       };
       enqueue.emit(report);
-      // A breaker run on its own (tests, the pure `transition`) has no parent to tell.
-      if (self._parent !== undefined) enqueue.sendParent(report);
+      if (context.owner !== null) enqueue.sendTo(context.owner, report);
     }),
     clearFailures: assign({
       consecutiveFailures: 0,
@@ -313,6 +321,7 @@ export const breakerMachine = setup({
     probeCallId: null,
     opens: 0,
     shared: false,
+    owner: input.owner ?? null,
   }),
   initial: 'closed',
   on: {

@@ -7,13 +7,16 @@ import {
   sendTo,
   setup,
   stopChild,
+  transition,
   type ActorRefFrom,
   type StateValue,
 } from 'xstate';
 import { errorPolicy, keyVerdictInTable, type ErrorClass, type ErrorTable } from '../errors/index.js';
+import { askingCall } from './asking-call.js';
 import {
   createKeyHealthMachine,
   keyChanged,
+  keyHealthMachine,
   type KeyAnswer,
   type KeyChangedEvent,
   type KeyHealthContext,
@@ -367,21 +370,26 @@ function stateNameOf(value: StateValue): SharedKeyHealth['state'] {
 }
 
 /**
- * A key's health at `now`, as a view (`GET /v1/keys/status`): what its actor would answer `key.admit`
- * (key-health.machine.ts): healthy when untracked, healthy when waiting past `until` (the next call is
- * its probe) or when its refusal has no class or no `until`; else refused, with its class and `until`.
+ * A key's health at `now`, as a view (`GET /v1/keys/status`): the key's machine is asked what it would
+ * answer a call now (`key.admit` through the pure `transition`, key-health.machine.ts), so the view
+ * follows its admission rule instead of restating it: healthy when untracked or when the key would let
+ * the call out (its probe, past `until`), else refused with the class and `until` the refusal carries.
  */
 export function keyHealthView(keys: KeyEntries, keyId: string, now: number): KeyHealthView {
   const entry = keys.peek(keyId);
   if (entry === undefined) return { state: 'healthy' };
-  const state = stateNameOf(entry.value);
-  const { errorClass, until } = entry.context;
-  const value = entry.value;
-  const waiting =
-    typeof value === 'object' && (value['quarantined'] === 'waiting' || value['cooling'] === 'waiting');
-  if (state === 'healthy' || errorClass === null || until === null || (waiting && now >= until))
-    return { state: 'healthy' };
-  return { state, errorClass, until };
+  const call = askingCall('key-status', now);
+  const [, actions] = transition(keyHealthMachine, keyHealthMachine.resolveState(entry), {
+    type: 'key.admit',
+    call,
+    replyTo: call.replyTo,
+    at: now,
+  });
+  const answer = actions
+    .map((action) => (action.params as { event?: KeyAnswer } | undefined)?.event)
+    .find((event): event is KeyAnswer => event?.type === 'key.admitted' || event?.type === 'key.refused');
+  if (answer === undefined || answer.type === 'key.admitted') return { state: 'healthy' };
+  return { state: stateNameOf(entry.value), errorClass: answer.errorClass, until: answer.until };
 }
 
 /**

@@ -1,6 +1,7 @@
 import { and, assign, emit, or, sendTo, setup, type AnyActorRef } from 'xstate';
 import { errorPolicy, keyVerdictInTable, type ErrorClass, type ErrorTable } from '../errors/index.js';
 import type { CallRequest } from './call-request.js';
+import { recoveryRule } from './recovery-rule.js';
 
 /**
  * The health of ONE caller key for one provider (docs/api.md "key health"): `healthy`, `quarantined` (auth,
@@ -130,9 +131,10 @@ export function createKeyHealthMachine(table: ErrorTable) {
       /** Column K: the failure cools the key (rate_limited). */
       isCoolingClass: ({ event }) => verdictOf(event) === 'cool',
       /** The result belongs to the call let through as this key's probe. */
-      isProbeResult: ({ context, event }) => 'callId' in event && event.callId === context.probeCallId,
+      isProbeResult: ({ context, event }) =>
+        recoveryRule.isProbeResult(context.probeCallId, 'callId' in event ? event.callId : undefined),
       /** Time lives in the data: the refusal has ended, so this call is the key's probe. */
-      isUntilPassed: ({ context, event }) => context.until !== null && event.at >= context.until,
+      isUntilPassed: ({ context, event }) => recoveryRule.isDue(context.until, event.at),
       /** A refusal it cannot date or name (a fleet record without `until` or class): it refuses no call. */
       isUndated: ({ context }) => context.until === null || context.errorClass === null,
       /** The fleet's record differs from what this key holds (an echo of its own write changes nothing). */

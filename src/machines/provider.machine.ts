@@ -207,7 +207,7 @@ export function createProviderMachine(table: ErrorTable) {
     },
   }).createMachine({
     id: 'provider',
-    context: ({ input, spawn }) => {
+    context: ({ input, spawn, self }) => {
       const keyBook = spawn('keyBook', {
         id: 'keyBook',
         systemId: `keyBook.${input.providerId}`,
@@ -222,6 +222,7 @@ export function createProviderMachine(table: ErrorTable) {
           recoveryMs: input.recoveryMs,
           ...(input.maxRecoveryMs === undefined ? {} : { maxRecoveryMs: input.maxRecoveryMs }),
           ...(input.minDistinctKeys === undefined ? {} : { minDistinctKeys: input.minDistinctKeys }),
+          owner: self,
         },
       });
       return {

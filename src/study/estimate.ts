@@ -6,7 +6,9 @@
  * so a job given its own estimate as `maxCostUsd` is never refused a call. No provider is asked.
  */
 import type { PriceTable } from '../cost/index.js';
+import type { TextPageMap } from '../machines/job-types.js';
 import type { ProviderId } from '../machines/types.js';
+import { assertPartsWithinLimit } from './parts-limit.js';
 import { requestInputTokens } from './cost-budget.js';
 import { buildMergeNotesRequest, buildNotesRequest, buildQuestionsRequest, maxOutputTokens } from './prompts.js';
 import type { NotesResult, StudyLang } from './schemas.js';
@@ -24,6 +26,10 @@ export interface JobEstimateInput {
   /** The chain's providers and the model each would be asked with. */
   readonly chain: readonly { readonly provider: ProviderId; readonly model: string }[];
   readonly prices: PriceTable;
+  /** MAX_TEXT_PARTS: past it the estimate is refused as the job would be (TooManyPartsError). */
+  readonly maxParts?: number | undefined;
+  /** Where each page of the document's text begins, for the refusal's advice (how many pages fit). */
+  readonly pageMap?: TextPageMap | undefined;
 }
 
 export interface JobEstimate {
@@ -58,6 +64,8 @@ const partWrapperTokens = 16;
 
 async function notesSteps(input: JobEstimateInput): Promise<{ steps: Step[]; parts: number }> {
   const parts = await tokenCounter.split(input.text, input.budgetTokens);
+  if (input.maxParts !== undefined)
+    assertPartsWithinLimit({ text: input.text, pageMap: input.pageMap, parts: parts.map((part) => part.text), budget: input.budgetTokens, maxParts: input.maxParts });
   const notesOut = maxOutputTokens('notes');
   if (parts.length <= 1) {
     const request = buildNotesRequest({ text: parts[0]?.text ?? input.text, lang: input.lang });

@@ -16,6 +16,7 @@ import { itemsOfResult } from './stream-items.js';
 import { continuationOf } from './continuation.js';
 import type { TextPageMap } from '../machines/job-types.js';
 import { pagesOfParts, pagesOfText } from './pages.js';
+import { assertPartsWithinLimit, TooManyPartsError } from './parts-limit.js';
 import { mergedNotesTagger, samePages, tagResult, type PageTagger } from './page-tags.js';
 
 /**
@@ -85,20 +86,6 @@ export interface StudyTaskInput extends StudyStreamSink {
 interface SplitText {
   readonly parts: TextPart[];
   readonly pages: number[][] | undefined;
-}
-
-/**
- * TOO_MANY_PARTS's advice for a document: the pages the first `maxParts` parts cover whole (a page the
- * next part starts on does not fit), as a count and a range to ask for.
- */
-function pagesThatFit(map: TextPageMap, pages: readonly (readonly number[])[], maxParts: number): string {
-  const firstOfNext = pages[maxParts]?.[0] ?? map.firstPage;
-  const lastFitting = firstOfNext - 1;
-  const last = map.firstPage + map.starts.length - 1;
-  const asked = `pages ${map.firstPage}–${last}`;
-  if (lastFitting < map.firstPage) return `Even one page of ${asked} is too long for ${maxParts} parts; ask for fewer pages.`;
-  const fit = lastFitting - map.firstPage + 1;
-  return `Of ${asked}, ${fit} page${fit === 1 ? '' : 's'} fit (pages ${map.firstPage}–${lastFitting}); ask for a range of at most about ${fit} pages.`;
 }
 
 /** A step's identity: the sha256 of its whole request, so the same document and options give the same key. */
@@ -208,16 +195,14 @@ class StudyRun {
   async split(budget: number): Promise<SplitText> {
     const parts = await tokenCounter.split(this.input.text, budget);
     const map = this.input.pageMap;
-    const pages = map === undefined ? undefined : pagesOfParts(this.input.text, map, parts.map((part) => part.text));
-    if (parts.length > this.maxParts) {
-      throw new StepFailed({
-        status: 'failed',
-        httpStatus: 413,
-        code: 'TOO_MANY_PARTS',
-        message: `The text needs ${parts.length} parts of at most ${budget} tokens; at most ${this.maxParts} are allowed (MAX_TEXT_PARTS). ${map === undefined || pages === undefined ? 'Send a shorter text.' : pagesThatFit(map, pages, this.maxParts)}`,
-        attempts: [],
-      });
+    const texts = parts.map((part) => part.text);
+    try {
+      assertPartsWithinLimit({ text: this.input.text, pageMap: map, parts: texts, budget, maxParts: this.maxParts });
+    } catch (error) {
+      if (!(error instanceof TooManyPartsError)) throw error;
+      throw new StepFailed({ status: 'failed', httpStatus: 413, code: 'TOO_MANY_PARTS', message: error.message, attempts: [] });
     }
+    const pages = map === undefined ? undefined : pagesOfParts(this.input.text, map, texts);
     return { parts, pages };
   }
 

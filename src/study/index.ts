@@ -19,6 +19,7 @@ export type { ResultCache,    } from './cache.js';
 ;
 export { createCostBudget } from './cost-budget.js';
 export { estimateJob } from './estimate.js';
+export { TooManyPartsError } from './parts-limit.js';
 export { createTokenCounter, setTokenWorkerNice,   } from './token-counter.js';
 export type { TokenCounter,  } from './token-counter.js';
 export { buildNotesRequest, buildMergeNotesRequest, buildQuestionsRequest, maxAnswerChars,  } from './prompts.js';

@@ -183,15 +183,15 @@ describe('opening from closed', () => {
 });
 
 describe('a streak below the key quorum', () => {
-  it('is told to the parent that runs the breaker (which trips the key)', () => {
+  it('is told to the owner that runs the breaker (which trips the key)', () => {
     const heard: BreakerKeyStreak[] = [];
     const parent = setup({
       actors: { breaker: breakerMachine },
     }).createMachine({
-      context: ({ spawn }) => ({
+      context: ({ spawn, self }) => ({
         breaker: spawn('breaker', {
           id: 'breaker',
-          input: { providerId: 'claude', threshold: 1, recoveryMs, minDistinctKeys: 2 },
+          input: { providerId: 'claude', threshold: 1, recoveryMs, minDistinctKeys: 2, owner: self },
         }) as AnyActorRef,
       }),
       on: {

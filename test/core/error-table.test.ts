@@ -8,7 +8,6 @@ import {
   ignoredErrorClasses,
   ownClasses,
 } from '../../src/errors/index.js';
-import { breakerScriptFor } from '../../src/fleet/breaker-script.js';
 import { errorCodes } from '../../src/http/errors.js';
 import { documentClasses, errorsMd, withRow } from './errors-md.js';
 
@@ -73,19 +72,6 @@ describe('the error table in src/errors', () => {
       invalidOutput: 'invalid_output',
       breakerRefused: 'circuit_open',
     });
-  });
-
-  it('generates the fleet script from column B: it counts exactly the classes docs/errors.md counts', () => {
-    const script = breakerScriptFor('consecutiveFailures');
-    const set = /local counted = \{ ([^}]*) \}/.exec(script)?.[1] ?? '';
-    const listed = set
-      .split(',')
-      .map((entry) => entry.trim().replace(/ = true$/, ''))
-      .filter((entry) => entry.length > 0)
-      .sort();
-    expect(listed).toEqual(documentClasses.filter((c) => errorsMd[c].B).sort());
-    // The consecutive-failures strategy (docs/errors.md "Resilience rules"): open when the count reaches the threshold.
-    expect(script).toContain('local function shouldOpen(failures) return failures >= threshold end');
   });
 });
 

@@ -6,7 +6,7 @@ import {
   type PdfExtractor,
 } from '../../src/documents/index.js';
 import { readdirSync, readFileSync } from 'node:fs';
-import { defaultCeilingMb } from '../../src/documents/extract-pool.js';
+import { defaultCeilingMb, ExtractPool, type ExtractWorkerEntry } from '../../src/documents/extract-pool.js';
 import { englishTextPdf } from '../fixtures/pdf/generate.js';
 import { flateBombPdf, sharedContentStreamPdf } from '../fixtures/pdf/hostile.js';
 
@@ -47,6 +47,41 @@ describe('PDF extraction pool', () => {
     // The pool goes on: the stopped worker is replaced when needed.
     expect((await extractor.extract(benign, { maxPdfPages: 50 })).pageCount).toBe(3);
   }, 120_000);
+
+  it('gives an extraction PDF_TIMEOUT_MS for each pagesPerDeadline pages its worker says it reads, and at least one', async () => {
+    // A scripted worker (the protocol of worker-protocol.ts, no pdf.js): it says it will read `pages`
+    // pages, then answers after 3 s. Timers, not pdf.js's speed, decide: the test holds on a busy machine.
+    const scripted = (pages: number): ExtractWorkerEntry => ({
+      kind: 'eval',
+      url: new URL(import.meta.url),
+      code: [
+        `process.send({ type: 'ready' });`,
+        `process.on('message', (request) => {`,
+        `  process.send({ type: 'pages', id: request.id, pagesUsed: ${pages} });`,
+        `  const result = { pageCount: ${pages}, pagesUsed: ${pages}, wordCount: 1, charCount: 4, warnings: [], text: 'text', pageStarts: [0], outline: [] };`,
+        `  setTimeout(() => process.send({ type: 'result', id: request.id, ok: true, result, memory: { heapStartBytes: 0, heapPeakBytes: 0, rssStartBytes: 0, rssPeakBytes: 0 } }), 3000);`,
+        `});`,
+        `process.on('disconnect', () => process.exit(0));`,
+      ].join('\n'),
+    });
+    const limits = { workers: 1, queueMax: 1, timeoutMs: 1_000, memoryMb: 48, retryAfterSeconds: 1, nice: 0 };
+    const run = async (pages: number, pagesPerDeadline: number): Promise<unknown> => {
+      const extractPool = new ExtractPool(scripted(pages), { ...limits, pagesPerDeadline });
+      try {
+        return await extractPool.extract(new Uint8Array(8), { maxPdfPages: 1000 }).then((result) => result.pagesUsed, (error: unknown) => error);
+      } finally {
+        await extractPool.close();
+      }
+    };
+    // 10 pages at 1 per deadline: 10 s for an answer in 3 s.
+    expect(await run(10, 1)).toBe(10);
+    // 10 pages at 250 per deadline: one deadline, 1 s.
+    const single = await run(10, 250);
+    expect((single as PdfRejectedError).code).toBe('PDF_EXTRACTION_TIMEOUT');
+    expect((single as Error).message).toMatch(/within 1 s \(PDF_TIMEOUT_MS for each 250 pages read\)/u);
+    // 2 pages at 1 per deadline: 2 s, still short of the 3 s the answer takes.
+    expect(((await run(2, 1)) as PdfRejectedError).code).toBe('PDF_EXTRACTION_TIMEOUT');
+  }, 60_000);
 
   it('refuses at once when every worker is busy and the queue is full, and fails nothing else', async () => {
     const extractor = pool({ workers: 1, queueMax: 1, timeoutMs: 60_000 });

@@ -193,4 +193,17 @@ describe('TOO_MANY_PARTS', () => {
     const tooMany = await postJson(`${harness.url}/v1/generate`, { task: 'notes', documentId: dense, pages: { from: 1, to: count + 1 }, providers: ['claude'] }, keys);
     expect(tooMany.status, tooMany.text).toBe(413);
   }, 120_000);
+
+  it("refuses a job's dry-run estimate as the job would be, with the same advice, asking no provider", async () => {
+    const asGenerate = await postJson(`${harness.url}/v1/generate`, { task: 'notes', documentId: dense, providers: ['claude'] }, keys);
+    const estimate = await postJson(`${harness.url}/v1/jobs`, { documentId: dense, estimate: true, providers: ['claude'] }, keys);
+    expect(estimate.status, estimate.text).toBe(413);
+    const error = (estimate.body as { error: { code: string; message: string } }).error;
+    expect(error.code).toBe('TOO_MANY_PARTS');
+    expect(error.message).toMatch(/\d+ pages? fit \(pages 1–\d+\)/u);
+    expect(error.message).toBe((asGenerate.body as { error: { message: string } }).error.message);
+    const fitting = /(\d+) pages? fit/u.exec(error.message);
+    const within = await postJson(`${harness.url}/v1/jobs`, { documentId: dense, estimate: true, pages: { from: 1, to: Number(fitting?.[1]) }, providers: ['claude'] }, keys);
+    expect(within.status, within.text).toBe(200);
+  }, 120_000);
 });

@@ -48,7 +48,7 @@ describe('/metrics under a flood', () => {
 });
 
 describe('/openapi.json under a flood', () => {
-  it('serializes the document once and serves that text after', async () => {
+  it('serializes the document once and serves that text after, at /openapi.json and /docs/json alike', async () => {
     const { app } = await start(() => false);
     const first = await app.inject({ method: 'GET', url: '/openapi.json' });
     expect(first.statusCode).toBe(200);
@@ -58,5 +58,10 @@ describe('/openapi.json under a flood', () => {
     (app.swagger() as { info: { title: string } }).info.title = 'changed after the first request';
     const second = await app.inject({ method: 'GET', url: '/openapi.json' });
     expect(second.body).toBe(first.body);
+    // The UI's copy is the same text, not the object serialized again.
+    const ui = await app.inject({ method: 'GET', url: '/docs/json' });
+    expect(ui.statusCode).toBe(200);
+    expect(ui.headers['content-type']).toContain('application/json');
+    expect(ui.body).toBe(first.body);
   });
 });

@@ -7,7 +7,6 @@ import type { FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createGateway } from '../../src/actors/index.js';
 import type { Gateway } from '../../src/actors/index.js';
 import { createMemoryDocumentStore } from '../../src/documents/index.js';
 import type { DocumentStore } from '../../src/documents/index.js';
@@ -16,8 +15,7 @@ import type { Emulator } from '../../src/emulator/index.js';
 import { errorHandler } from '../../src/http/error-handler.js';
 import { jobsRoutes } from '../../src/http/routes/jobs.js';
 import type { JobRegistry } from '../../src/jobs/index.js';
-import { createAdapters } from '../../src/providers/index.js';
-import { openEvents, postJson, request } from './support.js';
+import { gatewayOnEmulator, openEvents, postJson, request } from './support.js';
 
 let emulator: Emulator;
 let gateway: Gateway;
@@ -28,21 +26,7 @@ let registry: JobRegistry | undefined;
 
 beforeAll(async () => {
   emulator = await startEmulator({ host: '127.0.0.1', port: 0 });
-  gateway = createGateway({
-    adapters: createAdapters({
-      anthropicBaseUrl: emulator.anthropicBaseUrl,
-      openaiBaseUrl: emulator.openaiBaseUrl,
-      timelygptBaseUrl: emulator.timelygptBaseUrl,
-      claudeModel: 'claude-test',
-      gptModel: 'gpt-test',
-      timelygptModel: 'timely-test',
-      timelygptTokenTtlMs: 60_000,
-    }),
-    breaker: { threshold: 3, recoveryMs: 60_000 },
-    retry: { max: 0, backoffMs: [5] },
-    policy: 'retry-then-fallback',
-    providerTimeoutMs: 10_000,
-  });
+  gateway = gatewayOnEmulator(emulator);
   documents = createMemoryDocumentStore({ ttlSeconds: 60 });
   await documents.put({
     documentId: 'doc-1',

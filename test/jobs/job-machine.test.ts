@@ -295,3 +295,151 @@ describe('job machine: interrupted and resuming', () => {
     expect(emitted.at(-1)).toEqual({ type: 'done', data: { status: 'interrupted' } });
   });
 });
+
+describe('job machine: what a stage is given and what it reports', () => {
+  const pageMap = { firstPage: 3, starts: [0, 20] };
+  const budget = { maxUsd: 1, worstCaseOf: async () => 0, allows: () => true, hold: () => undefined, settle: () => undefined, release: () => undefined } as never;
+  /** A job with a page map and a budget, its stages waiting for the test, started. */
+  function startFullJob(restore?: Record<string, unknown>) {
+    const stages: { input: StageActorInput; finish: (outcome: StudyTaskOutcome) => void; fail: (error: Error) => void }[] = [];
+    const machine = jobMachine.provide({
+      actors: {
+        generateStage: fromPromise<StudyTaskOutcome, StageActorInput>(
+          ({ input }) => new Promise<StudyTaskOutcome>((resolve, reject) => stages.push({ input, finish: resolve, fail: reject })),
+        ),
+      },
+    }) as typeof jobMachine;
+    const actor = createActor(machine, {
+      input: {
+        jobId: 'job-2',
+        text: 'Page three text. Page four text.',
+        pageMap,
+        cacheKey: 'sha',
+        lang: 'en',
+        mcqCount: 2,
+        fillCount: 3,
+        chain: [{ provider: 'claude', apiKey: new Secret(key) }],
+        createdAt: 1,
+        budget,
+        ...(restore === undefined ? {} : { restore: restore as never }),
+      },
+    });
+    const emitted: JobStreamEvent[] = [];
+    actor.on('*', (event) => emitted.push(event));
+    actor.start();
+    return { actor, stages, emitted };
+  }
+
+  const part = (stage: 'notes' | 'mcq' | 'fill', name: string) => ({
+    key: name,
+    stage,
+    value: {},
+    provider: 'claude' as const,
+    model: 'claude-model',
+    fallback: false,
+    usage: { inputTokens: 1, outputTokens: 1 },
+    attempts: [],
+  });
+
+  it("hands each stage the job's page map, budget and counts, and only the finished parts of that stage", async () => {
+    const restore = {
+      progress: 40,
+      notes,
+      mcq: null,
+      fill: null,
+      stages: { notes: { provider: 'claude', model: 'claude-model', fallback: false, attempts: [], usage: { inputTokens: 1, outputTokens: 1 }, cached: false } },
+      attempts: [],
+      finishedParts: [part('notes', 'n-1'), part('mcq', 'm-1'), part('fill', 'f-1')],
+    };
+    const { actor, stages } = startFullJob(restore);
+    // What the record kept is the job's own from the start.
+    expect(actor.getSnapshot().context.stages).toEqual(restore.stages);
+    expect(actor.getSnapshot().context.finishedParts).toEqual(restore.finishedParts);
+    actor.send({ type: 'job.start' });
+    await settle();
+    const [mcqStage] = stages;
+    expect(mcqStage?.input.stage).toBe('mcq');
+    expect(mcqStage?.input.pageMap).toEqual(pageMap);
+    expect(mcqStage?.input.budget).toBe(budget);
+    expect(mcqStage?.input.count).toBe(2);
+    expect(mcqStage?.input.notes).toEqual(notes);
+    expect(mcqStage?.input.finishedParts.map((finished) => finished.key)).toEqual(['m-1']);
+    // Once mcq succeeds its parts leave the record; the other stages' stay.
+    mcqStage?.finish(succeeded({ questions: [] }));
+    await settle();
+    expect(actor.getSnapshot().context.finishedParts.map((finished) => finished.key)).toEqual(['n-1', 'f-1']);
+    expect(stages[1]?.input.stage).toBe('fill');
+    expect(stages[1]?.input.count).toBe(3);
+    expect(stages[1]?.input.finishedParts.map((finished) => finished.key)).toEqual(['f-1']);
+  });
+
+  it('a new job has no finished parts, no page map or budget unless given, and keeps the restored fill', async () => {
+    const plain = startJob();
+    plain.actor.send({ type: 'job.start' });
+    await settle();
+    expect(plain.stages[0]?.input.finishedParts).toEqual([]);
+    expect(plain.stages[0]?.input).not.toHaveProperty('pageMap');
+    expect(plain.stages[0]?.input).not.toHaveProperty('budget');
+    expect(plain.stages[0]?.input).not.toHaveProperty('count');
+    const fill = { questions: [{ id: 'f1' }] };
+    const restored = startFullJob({ progress: 90, notes, mcq: { questions: [] }, fill, stages: {}, attempts: [], finishedParts: [] });
+    expect(restored.actor.getSnapshot().context.fill).toEqual(fill);
+  });
+
+  it('keeps each finished part once, passes items and resets on as events, and keeps no item', async () => {
+    const { actor, stages, emitted } = startFullJob();
+    actor.send({ type: 'job.start' });
+    await settle();
+    const report = stages[0]?.input.report;
+    report?.({ type: 'stage.part', part: part('notes', 'n-1') });
+    report?.({ type: 'stage.part', part: part('notes', 'n-1') });
+    report?.({ type: 'stage.part', part: part('notes', 'n-2') });
+    expect(actor.getSnapshot().context.finishedParts.map((finished) => finished.key)).toEqual(['n-1', 'n-2']);
+    const item = { task: 'notes' as const, kind: 'section' as const, value: { title: 'T', summary: 'S', bullets: [] } };
+    report?.({ type: 'stage.item', item });
+    report?.({ type: 'stage.reset', reset: { task: 'notes', provider: 'claude', reason: 'fallback' } });
+    expect(emitted.filter((event) => event.type === 'item' || event.type === 'reset')).toEqual([
+      { type: 'item', data: item },
+      { type: 'reset', data: { task: 'notes', provider: 'claude', reason: 'fallback' } },
+    ]);
+  });
+
+  it('a stage that throws ends the job failed INTERNAL_ERROR at that stage, with its attempts', async () => {
+    const { actor, stages } = startFullJob();
+    actor.send({ type: 'job.start' });
+    await settle();
+    stages[0]?.input.report({ type: 'stage.attempt', attempt });
+    stages[0]?.fail(new Error('boom'));
+    await settle();
+    const snapshot = actor.getSnapshot();
+    expect(snapshot.value).toBe('failed');
+    expect(snapshot.context.failedStage).toBe('notes');
+    expect(snapshot.context.error).toEqual({ code: 'INTERNAL_ERROR', message: 'The job failed in a way the service did not expect.', attempts: [attempt] });
+  });
+
+  it.each(['job.cancel', 'job.interrupt'] as const)('%s ends a resumed job still waiting for its slot, and a queued one', (type) => {
+    const resumed = startFullJob({ progress: 40, notes, mcq: null, fill: null, stages: {}, attempts: [], finishedParts: [] });
+    expect(resumed.actor.getSnapshot().value).toBe('resuming');
+    resumed.actor.send({ type });
+    const expected = type === 'job.cancel' ? 'cancelled' : 'interrupted';
+    expect(resumed.actor.getSnapshot().value).toBe(expected);
+    expect(resumed.stages).toHaveLength(0);
+    const queued = startFullJob();
+    queued.actor.send({ type });
+    expect(queued.actor.getSnapshot().value).toBe(expected);
+  });
+
+  it('an interruption aborts the stage in flight and tells how to resume', async () => {
+    const { actor, stages } = startFullJob();
+    actor.send({ type: 'job.start' });
+    await settle();
+    const signal = stages[0]?.input.signal;
+    expect(signal?.aborted).toBe(false);
+    actor.send({ type: 'job.interrupt' });
+    expect(signal?.aborted).toBe(true);
+    expect(actor.getSnapshot().context.error?.message).toBe(
+      'The instance running this job stopped before the job ended. Its finished stages and parts are kept: POST /v1/jobs/:id/resume with the same key headers continues it.',
+    );
+  });
+});
+

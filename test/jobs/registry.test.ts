@@ -3,7 +3,6 @@
  * bounded concurrency, bounded number of jobs, expiry, shutdown.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createGateway } from '../../src/actors/index.js';
 import type { Gateway } from '../../src/actors/index.js';
 import { startEmulator } from '../../src/emulator/index.js';
 import type { Emulator } from '../../src/emulator/index.js';
@@ -15,9 +14,9 @@ import type {
   JobStreamEvent,
   JobView,
 } from '../../src/jobs/index.js';
-import { createAdapters } from '../../src/providers/index.js';
 import { createResultCache } from '../../src/study/index.js';
 import { Secret } from '../../src/security/secret.js';
+import { gatewayOnEmulator } from './support.js';
 
 let emulator: Emulator;
 let gateway: Gateway;
@@ -25,21 +24,7 @@ const registries: JobRegistry[] = [];
 
 beforeAll(async () => {
   emulator = await startEmulator({ host: '127.0.0.1', port: 0 });
-  gateway = createGateway({
-    adapters: createAdapters({
-      anthropicBaseUrl: emulator.anthropicBaseUrl,
-      openaiBaseUrl: emulator.openaiBaseUrl,
-      timelygptBaseUrl: emulator.timelygptBaseUrl,
-      claudeModel: 'claude-test',
-      gptModel: 'gpt-test',
-      timelygptModel: 'timely-test',
-      timelygptTokenTtlMs: 60_000,
-    }),
-    breaker: { threshold: 3, recoveryMs: 60_000 },
-    retry: { max: 0, backoffMs: [5] },
-    policy: 'retry-then-fallback',
-    providerTimeoutMs: 10_000,
-  });
+  gateway = gatewayOnEmulator(emulator);
 });
 
 afterEach(async () => {

@@ -9,11 +9,11 @@ import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createGateway, type Gateway } from '../../src/actors/index.js';
+import type { Gateway } from '../../src/actors/index.js';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { createFileJobStatusStore, createJobRegistry, type JobRegistry, type JobSpec } from '../../src/jobs/index.js';
-import { createAdapters } from '../../src/providers/index.js';
 import { Secret } from '../../src/security/secret.js';
+import { gatewayOnEmulator } from './support.js';
 
 let emulator: Emulator;
 let gateway: Gateway;
@@ -22,21 +22,7 @@ const registries: JobRegistry[] = [];
 
 beforeAll(async () => {
   emulator = await startEmulator({ host: '127.0.0.1', port: 0 });
-  gateway = createGateway({
-    adapters: createAdapters({
-      anthropicBaseUrl: emulator.anthropicBaseUrl,
-      openaiBaseUrl: emulator.openaiBaseUrl,
-      timelygptBaseUrl: emulator.timelygptBaseUrl,
-      claudeModel: 'claude-test',
-      gptModel: 'gpt-test',
-      timelygptModel: 'timely-test',
-      timelygptTokenTtlMs: 60_000,
-    }),
-    breaker: { threshold: 3, recoveryMs: 60_000 },
-    retry: { max: 0, backoffMs: [5] },
-    policy: 'retry-then-fallback',
-    providerTimeoutMs: 10_000,
-  });
+  gateway = gatewayOnEmulator(emulator);
   directory = await mkdtemp(join(tmpdir(), 'study-helper-full-disk-'));
 });
 

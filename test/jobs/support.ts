@@ -3,6 +3,9 @@
  * provider emulator on loopback, reusing the HTTP helper's black-box harness. Nothing is mocked.
  */
 import { expect } from 'vitest';
+import { createGateway, type Gateway } from '../../src/actors/index.js';
+import type { Emulator } from '../../src/emulator/index.js';
+import { createAdapters } from '../../src/providers/index.js';
 import { request, startHarness } from '../http/blackbox-support.js';
 import type { Harness, HttpResult } from '../http/blackbox-support.js';
 
@@ -13,6 +16,28 @@ export const keys = {
   'x-claude-key': 'test-claude-key-0001-jobs',
   'x-gpt-key': 'test-gpt-key-0001-jobs',
 } as const;
+
+/**
+ * The actor system alone on the emulator, as the registry-level tests drive it: three failures open a
+ * breaker for a minute, no retries, fallback along the chain.
+ */
+export function gatewayOnEmulator(emulator: Emulator): Gateway {
+  return createGateway({
+    adapters: createAdapters({
+      anthropicBaseUrl: emulator.anthropicBaseUrl,
+      openaiBaseUrl: emulator.openaiBaseUrl,
+      timelygptBaseUrl: emulator.timelygptBaseUrl,
+      claudeModel: 'claude-test',
+      gptModel: 'gpt-test',
+      timelygptModel: 'timely-test',
+      timelygptTokenTtlMs: 60_000,
+    }),
+    breaker: { threshold: 3, recoveryMs: 60_000 },
+    retry: { max: 0, backoffMs: [5] },
+    policy: 'retry-then-fallback',
+    providerTimeoutMs: 10_000,
+  });
+}
 
 /** The service as the jobs tests want it: 60-page PDFs kept whole, small parts, fast retries. */
 export function startJobsHarness(env: NodeJS.ProcessEnv = {}): Promise<Harness> {

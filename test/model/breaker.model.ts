@@ -6,7 +6,7 @@
  *   `after: recoveryTimeout` (`createTestModel` refuses `after`; the test waits until the service's own
  *   `retryAt` has passed);
  * - the fleet's events (`breaker.synced`, `breaker.unshared`) are left out: one instance without Redis
- *   never hears them (the fleet's breaker is judged by test/fleet/conformance.test.ts).
+ *   never hears them (the fleet's breaker is walked on Redis by test/fleet/breaker.fleet-graph.test.ts).
  * The count is kept in context, bounded by the threshold, so `closed` with 0 and with 1 failure are two
  * vertices of the graph; the streak's keys are not modelled (the service runs with a quorum of one key).
  */

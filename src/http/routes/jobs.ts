@@ -19,7 +19,7 @@ import {
 } from '../../jobs/index.js';
 import type { JobCancelBus, JobRegistry, JobSpec, JobStatusStore, JobStreamEvent, JobTracer } from '../../jobs/index.js';
 import type { ProviderId } from '../../providers/index.js';
-import { defaultQuestionCount, estimateJob, resolveLang } from '../../study/index.js';
+import { defaultQuestionCount, estimateJob, resolveLang, TooManyPartsError } from '../../study/index.js';
 import type { ResultCache } from '../../study/index.js';
 import { createPriceTable, type PriceTable } from '../../cost/index.js';
 import { clientIdOf, type Admission } from '../admission.js';
@@ -351,13 +351,12 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
           retryMax: options.retryMax ?? 2,
           chain: chain.map((link) => ({ provider: link.provider, model: options.gateway.provider(link.provider).model })),
           prices: options.prices ?? createPriceTable(),
+          maxParts: options.maxTextParts,
+          pageMap: source.pageMap,
+        }).catch((error: unknown) => {
+          // Refused as the job itself would be, with the same advice (how many pages fit).
+          throw error instanceof TooManyPartsError ? new ApiError('TOO_MANY_PARTS', error.message) : error;
         });
-        const maxParts = options.maxTextParts;
-        if (maxParts !== undefined && estimate.parts > maxParts)
-          throw new ApiError(
-            'TOO_MANY_PARTS',
-            `The document needs ${estimate.parts} parts of at most ${options.jobs.partBudgetTokens} tokens; at most ${maxParts} are allowed (MAX_TEXT_PARTS).`,
-          );
         return reply.code(200).send({ estimate });
       }
       await requireWritableStore(registry, retryAfterSeconds);
