@@ -17,7 +17,7 @@ const perProvider = new Set(['breaker', 'key-health']);
  * live state in the summary, and open by themselves the first time their live state leaves the initial one
  * (a breaker opening, a key quarantined), so what changes is in view without a page of diagrams.
  */
-const openAtFirst = new Set(['breaker', 'fallback', 'job']);
+const openAtFirst = new Set(['breaker', 'fallback', 'attempt', 'job']);
 
 function svg(tag, attributes = {}, children = []) {
   const node = document.createElementNS(svgNs, tag);
