@@ -1,4 +1,5 @@
 import {
+  assign,
   emit,
   enqueueActions,
   sendTo,
@@ -7,7 +8,7 @@ import {
   type ActorRefFrom,
   type AnyActorRef,
 } from 'xstate';
-import { countedClassGuard, errorPolicy, ownClasses, type ErrorTable } from '../errors/index.js';
+import { countedClassGuard, errorPolicy, ownClasses, type ErrorClass, type ErrorTable } from '../errors/index.js';
 import {
   createAttemptMachine,
   defaultDeadlineMs,
@@ -47,8 +48,14 @@ export interface ProviderInput {
   readonly timings?: Partial<CallTimings>;
 }
 
-/** The provider's counters (GET /v1/providers `stats`), counted in place by `countRecord`. */
-export type ProviderCounters = { -readonly [K in keyof ProviderStats]: number };
+/** `stats` after one more call ended with `record`: a refusal, a success, or a failure counted or not (column B). */
+function countedStats(stats: ProviderStats, record: CallRecord, isCounted: (errorClass: ErrorClass) => boolean): ProviderStats {
+  if (record.outcome === 'rejected') return { ...stats, rejected: stats.rejected + 1 };
+  if (record.outcome === 'succeeded') return { ...stats, calls: stats.calls + 1, successes: stats.successes + 1 };
+  if (record.outcome === 'skipped') return stats;
+  const counted = record.errorClass !== undefined && isCounted(record.errorClass);
+  return counted ? { ...stats, calls: stats.calls + 1, failures: stats.failures + 1 } : { ...stats, calls: stats.calls + 1, ignored: stats.ignored + 1 };
+}
 
 interface ProviderContext {
   readonly providerId: ProviderId;
@@ -58,11 +65,8 @@ interface ProviderContext {
   readonly fleetLink: ActorRefFrom<typeof embeddedFleetLink>;
   /** The health of the callers' keys for this provider (key-book.machine.ts). */
   readonly keyBook: ActorRefFrom<ReturnType<typeof createKeyBookMachine>>;
-  /**
-   * Counters only (never read by a guard): counted in place, so a call copies no stats object. The one
-   * object in the context an action changes in place, like the key book's map (key-book.machine.ts).
-   */
-  readonly stats: ProviderCounters;
+  /** What this provider's calls came to (GET /v1/providers `stats`). */
+  readonly stats: ProviderStats;
   readonly timings: CallTimings;
 }
 
@@ -76,7 +80,7 @@ export type ProviderEvent = ProviderRequestEvent | AttemptEnded | FleetLinkReply
 
 export type ProviderEmitted = { type: 'call.finished'; record: CallRecord };
 
-function emptyStats(): ProviderCounters {
+function emptyStats(): ProviderStats {
   return { calls: 0, successes: 0, failures: 0, ignored: 0, rejected: 0, opens: 0 };
 }
 
@@ -175,19 +179,8 @@ export function createProviderMachine(table: ErrorTable) {
             } satisfies FleetLinkEvent);
         },
       ),
-      /** Count the attempt's record (in place: counters read by no guard), by column B. */
-      countRecord: ({ context }, record: CallRecord) => {
-        const { stats } = context;
-        if (record.outcome === 'rejected') stats.rejected += 1;
-        else if (record.outcome === 'succeeded') {
-          stats.calls += 1;
-          stats.successes += 1;
-        } else if (record.outcome !== 'skipped') {
-          stats.calls += 1;
-          if (record.errorClass !== undefined && isCounted(record.errorClass)) stats.failures += 1;
-          else stats.ignored += 1;
-        }
-      },
+      /** Count the attempt's record, by column B. */
+      countRecord: assign(({ context }, record: CallRecord) => ({ stats: countedStats(context.stats, record, isCounted) })),
       /** The listeners (metrics) hear every finished call. */
       announceRecord: emit((_, record: CallRecord): ProviderEmitted => ({ type: 'call.finished', record })),
       /**
