@@ -88,7 +88,7 @@ interface Slot {
  * will read, the deadline becomes PDF_TIMEOUT_MS for each 250 of them: at the default MAX_PDF_PAGES at
  * most 4 × PDF_TIMEOUT_MS, and a short PDF keeps the single one.
  */
-export const defaultPagesPerDeadline = 250;
+const defaultPagesPerDeadline = 250;
 
 /**
  * Heap a worker started from TypeScript source (tests, `tsx`) needs for the loader alone (tsx and esbuild,
