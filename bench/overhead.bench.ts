@@ -31,6 +31,13 @@ import {
 import { loadAverage, median, round, runContext, writeBenchmarkSection } from './report.js';
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 4);
+/**
+ * Each measured sample serves a fixed number of requests, every one answered, rather than running for a
+ * fixed time: on a long stream a request takes seconds under 50 connections, and a timed window would charge
+ * the CPU of the requests it cut off to the few it completed. The number is the same for every variant of a
+ * stream length: what the slowest variant's warm-up served in `BENCH_SECONDS`, and at least three requests
+ * per connection.
+ */
 const seconds = Number(process.env.BENCH_SECONDS ?? 2);
 /** Pieces each streamed answer is cut into, one measured pass per value (the emulator's `streamPieces`). */
 const streamLengths = (process.env.BENCH_STREAM_PIECES ?? '20,1000').split(',').map((value) => {
@@ -209,7 +216,7 @@ async function main(): Promise<void> {
   async function measure(
     variant: Variant,
     scenario: Scenario,
-    duration: number,
+    size: { readonly duration: number } | { readonly amount: number },
     profile?: string,
   ): Promise<Sample> {
     if (profile !== undefined) await variant.child.request('profileStart');
@@ -219,7 +226,7 @@ async function main(): Promise<void> {
       body: variant.body,
       headers: variant.headers,
       connections: scenario.connections,
-      duration,
+      ...size,
     });
     const after = await variant.child.usage();
     if (profile !== undefined) await variant.child.request('profileStop', { file: profile });
@@ -242,13 +249,21 @@ async function main(): Promise<void> {
 
   const samples = new Samples();
   const loadByLength = new Map<number, string>();
+  const amounts = new Map<number, number>();
   for (const [lengthIndex, pieces] of streamLengths.entries()) {
     await resetFaults(emulator.url);
     await setStreamPieces(emulator.url, pieces);
     const loadAtLength = loadAverage();
-    // Warm-up (JIT, connection pools, the answer's new shape), discarded.
-    for (const variant of variants)
-      await measure(variant, scenarios[1] as Scenario, lengthIndex === 0 ? warmUpSeconds : seconds);
+    // Warm-up (JIT, connection pools, the answer's new shape), discarded but for its pace.
+    let slowest = Number.POSITIVE_INFINITY;
+    for (const variant of variants) {
+      const warm = await measure(variant, scenarios[1] as Scenario, {
+        duration: lengthIndex === 0 ? warmUpSeconds : seconds,
+      });
+      slowest = Math.min(slowest, warm.load.requestsPerSecond);
+    }
+    const amount = Math.max(3 * 50, Math.round(slowest * seconds));
+    amounts.set(pieces, amount);
     for (const scenario of scenarios) {
       await resetFaults(emulator.url);
       if (scenario.upstreamMs > 0)
@@ -266,7 +281,7 @@ async function main(): Promise<void> {
             variant.key !== 'transport'
               ? join(profileDirectory, `${variant.key}.cpuprofile`)
               : undefined;
-          const sample = await measure(variant, scenario, seconds, profile);
+          const sample = await measure(variant, scenario, { amount }, profile);
           samples.add(pieces, scenario.key, variant.key, sample);
           line.push(
             `${variant.key} ${round(sample.load.requestsPerSecond, 0)} req/s p50 ${round(sample.load.p50)} cpu ${round(sample.cpuMicrosPerRequest, 0)}µs`,
@@ -325,6 +340,7 @@ async function main(): Promise<void> {
     {
       atStart: loadAtStart,
       byLength: loadByLength,
+      amounts,
     },
   );
   writeBenchmarkSection('overhead', markdown);
@@ -349,7 +365,7 @@ function report(
   samples: Samples,
   growth: Growth,
   idle: { stream: number; service: number },
-  load: { atStart: string; byLength: ReadonlyMap<number, string> },
+  load: { atStart: string; byLength: ReadonlyMap<number, string>; amounts: ReadonlyMap<number, number> },
 ): string {
   const rows = streamLengths.flatMap((pieces) =>
     scenarios.map((scenario) => {
@@ -464,7 +480,10 @@ function report(
     })
     .join('; ');
   const loads = streamLengths
-    .map((pieces) => `${pieces} pieces ${load.byLength.get(pieces) ?? '?'}`)
+    .map(
+      (pieces) =>
+        `${pieces} pieces: ${load.amounts.get(pieces) ?? '?'} requests a sample, load ${load.byLength.get(pieces) ?? '?'}`,
+    )
     .join('; ');
 
   const header = [
@@ -484,7 +503,7 @@ function report(
   return `## overhead: \`POST /v1/generate\` against the SDK called by hand
 ${runContext('overhead', `\`BENCH_ROUNDS\`=${rounds}, \`BENCH_SECONDS\`=${seconds}, \`BENCH_STREAM_PIECES\`=${streamLengths.join(',')}, warm-up ${warmUpSeconds} s`, load.atStart)}
 Servers on loopback under autocannon, the emulator's gpt answering the same notes in N stream pieces: floor (Fastify + \`fetch\`), A (Fastify + \`openai\` SDK, whole answer),
-S (the SDK streamed by hand), S′ (S on the service's transport), B (the service); per-round paired figures against B, medians; CPU = the serving process's \`process.cpuUsage()\` per request. Load per length: ${loads}.
+S (the SDK streamed by hand), S′ (S on the service's transport), B (the service); per-round paired figures against B, medians; CPU = the serving process's \`process.cpuUsage()\` per request. ${loads}.
 
 ${line(header)}
 ${line(header.map((_, index) => (index === 0 ? '---' : '---:')))}
