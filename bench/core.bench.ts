@@ -17,7 +17,7 @@ import type { GenerationRequest, ProviderAnswer } from '../src/providers/index.j
 import type { Validation } from '../src/actors/types.js';
 import { Secret } from '../src/security/secret.js';
 import { scriptedAdapter } from '../test/core/scripted-adapter.js';
-import { loadAverage, machineInfo, median, round, writeBenchmarkSection } from './report.js';
+import { codeVersion, loadAverage, machineInfo, median, round, writeBenchmarkSection } from './report.js';
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 7);
 const callsPerRound = Number(process.env.BENCH_CALLS ?? 10_000);
@@ -412,7 +412,7 @@ async function main(): Promise<void> {
     )
     .join('\n');
   const markdown = `## core: the actors' bookkeeping per call
-\`npm run bench -- core\` (\`BENCH_ROUNDS\`=${rounds}, \`BENCH_CALLS\`=${callsPerRound}) · ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC · load ${loadAtStart} → ${loadAverage()} · ${machineInfo()}
+\`npm run bench -- core\` (\`BENCH_ROUNDS\`=${rounds}, \`BENCH_CALLS\`=${callsPerRound}) · ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC · commit ${codeVersion()} · load ${loadAtStart} → ${loadAverage()} · ${machineInfo()}
 Sequential calls to a scripted upstream answering through a microtask (a macrotask turn every ${chunk}), so only the
 bookkeeping counts; overhead = variant − direct adapter call, medians of ${rounds} alternating rounds; CPU = \`process.cpuUsage\` per call.
 
