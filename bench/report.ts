@@ -3,6 +3,7 @@
  * writing one bench's own section of docs/benchmarks.md (between its markers) without touching the
  * sections other benches own.
  */
+import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -25,6 +26,20 @@ export function machineInfo(): string {
     // Not Linux: os.cpus() is the best we have.
   }
   return `${cpus().length} CPU(s) (nproc), ${cpuModel}, Node ${process.version}, ${process.platform}/${process.arch}`;
+}
+
+/**
+ * The commit the figures were measured on ("e4726f0", "e4726f0+changes" when the work tree differs from it),
+ * or "unknown commit" outside a git checkout.
+ */
+export function codeVersion(): string {
+  try {
+    const git = (...args: string[]): string => execFileSync('git', args, { encoding: 'utf8' }).trim();
+    const commit = git('rev-parse', '--short', 'HEAD');
+    return git('status', '--porcelain', '--untracked-files=no') === '' ? commit : `${commit}+changes`;
+  } catch {
+    return 'unknown commit';
+  }
 }
 
 /** The 1, 5 and 15 minute load averages now ("2.41 / 3.02 / 2.77"): with 2 shared cores, the context of every figure. */
@@ -110,16 +125,19 @@ export interface BenchSection {
   readonly note?: string;
 }
 
-/** The run's context in one line: command, date, load, machine. */
+/** The run's context in one line: command, date, commit, load, machine. */
 export function runContext(bench: string, settings?: string, loadAtStart?: string): string {
   const measured = new Date().toISOString().slice(0, 16).replace('T', ' ');
   const load = loadAtStart === undefined ? loadAverage() : `${loadAtStart} → ${loadAverage()}`;
   const command = `\`npm run bench -- ${bench}\`${settings === undefined ? '' : ` (${settings})`}`;
-  return `${command} · ${measured} UTC · load ${load} · ${machineInfo()}`;
+  return `${command} · ${measured} UTC · commit ${codeVersion()} · load ${load} · ${machineInfo()}`;
 }
 
 /** A markdown table; every column after the first right-aligned. */
-function markdownTable(columns: readonly string[], rows: ReadonlyArray<ReadonlyArray<string | number>>): string {
+function markdownTable(
+  columns: readonly string[],
+  rows: ReadonlyArray<ReadonlyArray<string | number>>,
+): string {
   const line = (cells: ReadonlyArray<string | number>): string => `| ${cells.join(' | ')} |`;
   const align = columns.map((_, index) => (index === 0 ? '---' : '---:'));
   return [line(columns), line(align), ...rows.map(line)].join('\n');

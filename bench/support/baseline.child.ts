@@ -1,12 +1,14 @@
 /**
  * The baselines the service is measured against, each a Fastify server in its own process:
- * - `sdk` (A): what a client calling the provider directly through the same SDK does: the same
- *   request the gpt adapter sends (same prompt, same json_schema, streamed with usage, as the adapter
- *   streams every call), one `openai` client for the process, the streamed content joined, parsed as
- *   JSON and returned.
- * - `sdk-transport` (A′): A with the `fetch` the service's adapters send through (undici's `request`,
- *   src/providers/upstream-fetch.ts) instead of the global `fetch`: what calling the SDK yourself costs
- *   on the service's transport, so B − A′ is the resilience layer's own cost.
+ * - `sdk` (A): a client calling the provider by hand through the same SDK, the simplest way: the same
+ *   request the gpt adapter sends (same prompt, same json_schema), not streamed, one `openai` client for
+ *   the process, the answer's content parsed as JSON and returned.
+ * - `sdk-stream` (S): A streamed by hand, as the adapter streams every call (`stream: true` with usage, the
+ *   chunks iterated and their content joined): the like-for-like baseline, whose cost grows with the events
+ *   an answer takes as the service's does.
+ * - `sdk-transport` (S′): S with the `fetch` the service's adapters send through (undici's `request`,
+ *   src/providers/upstream-fetch.ts) instead of the global `fetch`: what streaming the SDK yourself costs
+ *   on the service's transport, so B − S′ is the resilience layer's own cost.
  * - `passthrough` (floor): the request body forwarded with `fetch` (undici, as the SDK uses) and the
  *   upstream body returned as is: no SDK, no validation.
  */
@@ -43,7 +45,13 @@ function chatBody(text: string) {
 }
 
 const app = Fastify({ logger: false });
-if (mode === 'sdk' || mode === 'sdk-transport') {
+if (mode === 'sdk') {
+  const client = new OpenAI({ apiKey, baseURL: upstream, maxRetries: 0, organization: null, project: null });
+  app.post<{ Body: Body }>('/direct', async (request) => {
+    const completion = await client.chat.completions.create(chatBody(request.body.text));
+    return { task: 'notes', result: JSON.parse(completion.choices[0]?.message.content ?? '') as unknown };
+  });
+} else if (mode === 'sdk-stream' || mode === 'sdk-transport') {
   const client = new OpenAI({
     apiKey,
     baseURL: upstream,
@@ -77,7 +85,10 @@ if (mode === 'sdk' || mode === 'sdk-transport') {
 } else if (mode === 'static') {
   app.post('/static', async () => ({ ok: true }));
 } else {
-  throw new Error(`BASELINE_MODE must be sdk, sdk-transport or passthrough, got ${String(mode)}`);
+  throw new Error(`BASELINE_MODE must be sdk, sdk-stream, sdk-transport or passthrough, got ${String(mode)}`);
 }
 const url = await app.listen({ port: 0, host: '127.0.0.1' });
-serveParent({ url, path: `/${mode === 'sdk' || mode === 'sdk-transport' ? 'direct' : mode}` });
+serveParent({
+  url,
+  path: `/${mode === 'sdk' || mode === 'sdk-stream' || mode === 'sdk-transport' ? 'direct' : mode}`,
+});

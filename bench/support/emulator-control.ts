@@ -14,6 +14,16 @@ export async function setFault(emulatorUrl: string, spec: Record<string, unknown
   if (!response.ok) throw new Error(`emulator refused fault ${JSON.stringify(spec)}: ${response.status} ${await response.text()}`);
 }
 
+/** Pieces each streamed answer is cut into (0: one per token, the emulator's default). */
+export async function setStreamPieces(emulatorUrl: string, pieces: number): Promise<void> {
+  const response = await fetch(`${emulatorUrl}/_emulator/pieces`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ pieces }),
+  });
+  if (!response.ok) throw new Error(`emulator refused ${pieces} pieces: ${response.status} ${await response.text()}`);
+}
+
 export async function resetFaults(emulatorUrl: string): Promise<void> {
   await fetch(`${emulatorUrl}/_emulator/faults`, { method: 'DELETE' });
 }

@@ -62,6 +62,8 @@ export interface GenerationOptions {
   readonly pending: Set<NodeJS.Timeout>;
   /** Streamed answers: tokens per second (0: every token at once). Changed at run time by `setSpeed`. */
   tokensPerSecond: number;
+  /** Streamed answers: pieces per answer (0: one per token). Changed at run time by `setStreamPieces`. */
+  streamPieces: number;
   nextSequence(): number;
 }
 

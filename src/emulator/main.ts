@@ -14,13 +14,20 @@ if (!Number.isFinite(tokensPerSecond) || tokensPerSecond < 0 || tokensPerSecond 
   );
   process.exit(1);
 }
-const emulator = await startEmulator({ port, host, tokensPerSecond });
+const streamPieces = Number(process.env['EMULATOR_STREAM_PIECES'] ?? 0);
+if (!Number.isInteger(streamPieces) || streamPieces < 0 || streamPieces > 1_000_000) {
+  console.error(
+    `EMULATOR_STREAM_PIECES must be a whole number from 0 to 1000000, got ${JSON.stringify(process.env['EMULATOR_STREAM_PIECES'])}`,
+  );
+  process.exit(1);
+}
+const emulator = await startEmulator({ port, host, tokensPerSecond, streamPieces });
 
 console.log(`provider emulator listening on ${emulator.url}
   ANTHROPIC_BASE_URL=${emulator.anthropicBaseUrl}
   OPENAI_BASE_URL=${emulator.openaiBaseUrl}
   TIMELYGPT_BASE_URL=${emulator.timelygptBaseUrl}
-  control: POST/DELETE ${emulator.url}/_emulator/faults, POST ${emulator.url}/_emulator/speed, GET ${emulator.url}/_emulator/stats`);
+  control: POST/DELETE ${emulator.url}/_emulator/faults, POST ${emulator.url}/_emulator/speed, POST ${emulator.url}/_emulator/pieces, GET ${emulator.url}/_emulator/stats`);
 
 const stop = (): void => {
   emulator.close().then(

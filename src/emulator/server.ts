@@ -28,6 +28,8 @@ export interface EmulatorOptions {
   readonly maxInputChars?: number;
   /** Speed of streamed answers in tokens (4 characters) per second; 0 (the default) sends every token at once. */
   readonly tokensPerSecond?: number;
+  /** Pieces a streamed answer is cut into, of near-equal length; 0 (the default) cuts one per token. */
+  readonly streamPieces?: number;
 }
 
 export interface Emulator {
@@ -44,6 +46,8 @@ export interface Emulator {
   resetFaults(): void;
   /** Same as `POST /_emulator/speed`: tokens per second of streamed answers (0: all at once). */
   setSpeed(tokensPerSecond: number): void;
+  /** Same as `POST /_emulator/pieces`: pieces per streamed answer (0: one per token). */
+  setStreamPieces(pieces: number): void;
   /** Same as `GET /_emulator/stats`. */
   stats(): EmulatorStats;
   resetStats(): void;
@@ -96,6 +100,15 @@ function speedOrThrow(value: number): number {
   return value;
 }
 
+function isPieceCount(value: unknown): value is number {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= 1_000_000;
+}
+
+function piecesOrThrow(value: number): number {
+  if (!isPieceCount(value)) throw new RangeError('pieces must be a whole number from 0 to 1000000');
+  return value;
+}
+
 export async function startEmulator(options: EmulatorOptions = {}): Promise<Emulator> {
   const board = new FaultBoard();
   const issuer = new TokenIssuer();
@@ -105,6 +118,7 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     maxInputChars: options.maxInputChars ?? 1_000_000,
     pending: new Set(),
     tokensPerSecond: speedOrThrow(options.tokensPerSecond ?? 0),
+    streamPieces: piecesOrThrow(options.streamPieces ?? 0),
     nextSequence: () => ++sequence,
   };
 
@@ -128,6 +142,13 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
         });
       generation.tokensPerSecond = tokensPerSecond;
       return send(response, { status: 200, body: { ok: true, tokensPerSecond } });
+    }
+    if (path === '/_emulator/pieces' && request.method === 'POST') {
+      const pieces = parseJsonObject(await readBody(request))?.['pieces'];
+      if (!isPieceCount(pieces))
+        return send(response, { status: 400, body: { error: 'pieces must be a whole number from 0 to 1000000' } });
+      generation.streamPieces = pieces;
+      return send(response, { status: 200, body: { ok: true, pieces } });
     }
     if (path === '/_emulator/stats' && request.method === 'GET')
       return send(response, { status: 200, body: board.stats() });
@@ -185,6 +206,9 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     setFault: (spec) => board.set(spec),
     setSpeed: (tokensPerSecond) => {
       generation.tokensPerSecond = speedOrThrow(tokensPerSecond);
+    },
+    setStreamPieces: (pieces) => {
+      generation.streamPieces = piecesOrThrow(pieces);
     },
     resetFaults: () => board.reset(),
     stats: () => board.stats(),

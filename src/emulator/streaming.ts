@@ -1,6 +1,6 @@
 /**
  * Streamed answers, as the real APIs stream them (docs/emulator.md "Streams"): a 200 `text/event-stream`
- * whose text arrives one token (4 characters) per event at the emulator's speed, and the stream faults
+ * whose text arrives one token (4 characters) per event at the emulator's speed (or in as many pieces as set), and the stream faults
  * (cut, stall, an in-band error event, a malformed chunk after N chunks; a slow first token).
  */
 import type { ServerResponse } from 'node:http';
@@ -61,24 +61,39 @@ const minTickMs = 10;
  */
 const maxPiecesPerWrite = 256;
 
+/** Where the answer's text is cut into streamed pieces: `count` pieces, piece i starting at `start(i)`. */
+interface Slicing {
+  readonly count: number;
+  start(index: number): number;
+}
+
 /**
- * Characters per streamed piece: a token's 4, more when the text would otherwise take more pieces than the
- * request's token limit (a real API streams at most one piece per output token).
+ * A token's 4 characters a piece, more when the text would otherwise take more pieces than the request's
+ * token limit (a real API streams at most one piece per output token). With `pieces` set, the text is cut
+ * into that many pieces of near-equal length instead (never more than its characters or the token limit):
+ * a benchmark chooses how many events an answer costs its reader, whatever the answer's length.
  */
-function pieceCharsOf(text: string, maxTokens: number | undefined): number {
-  return maxTokens === undefined ? tokenChars : Math.max(tokenChars, Math.ceil(text.length / maxTokens));
+function slicingOf(text: string, maxTokens: number | undefined, pieces: number): Slicing {
+  if (pieces > 0) {
+    const count = Math.min(pieces, text.length, maxTokens ?? Number.POSITIVE_INFINITY);
+    return { count, start: (index) => Math.floor((index * text.length) / count) };
+  }
+  const pieceChars = maxTokens === undefined ? tokenChars : Math.max(tokenChars, Math.ceil(text.length / maxTokens));
+  return { count: Math.ceil(text.length / pieceChars), start: (index) => Math.min(text.length, index * pieceChars) };
 }
 
 /** The pieces `from` (inclusive) to `to` (exclusive) of the answer's text: made per write, never all at once. */
-function tokenPieces(text: string, pieceChars: number, from: number, to: number): string[] {
+function tokenPieces(text: string, slicing: Slicing, from: number, to: number): string[] {
   const pieces: string[] = [];
-  for (let index = from; index < to; index += 1) pieces.push(text.slice(index * pieceChars, (index + 1) * pieceChars));
+  for (let index = from; index < to; index += 1) pieces.push(text.slice(slicing.start(index), slicing.start(index + 1)));
   return pieces;
 }
 
 export interface StreamPacing {
-  /** Tokens per second; 0 writes every token at once. */
+  /** Tokens (pieces) per second; 0 writes every token at once. */
   readonly tokensPerSecond: number;
+  /** Pieces per answer; 0 cuts one per token (see `slicingOf`). */
+  readonly streamPieces: number;
   /** Pending timers, cleared when the emulator closes. */
   readonly pending: Set<NodeJS.Timeout>;
 }
@@ -139,8 +154,8 @@ export async function serveStream(
   inBandError: () => unknown,
 ): Promise<'served' | 'cut'> {
   const active = fault !== undefined && streamFaults.has(fault.fault) ? fault : undefined;
-  const pieceChars = pieceCharsOf(text, detail.maxTokens);
-  const pieceCount = Math.ceil(text.length / pieceChars);
+  const slicing = slicingOf(text, detail.maxTokens, pacing.streamPieces);
+  const pieceCount = slicing.count;
   const after = afterOf(active, pieceCount);
   response.writeHead(200, {
     'content-type': 'text/event-stream; charset=utf-8',
@@ -161,7 +176,7 @@ export async function serveStream(
   let sent = 0;
   while (sent < stopAt && !response.destroyed) {
     if (sent > 0) await pause(response, pacing, tickMs);
-    const batch = tokenPieces(text, pieceChars, sent, Math.min(stopAt, sent + perTick));
+    const batch = tokenPieces(text, slicing, sent, Math.min(stopAt, sent + perTick));
     await write(response, batch.map((piece) => wire.delta(piece, detail)).join(''));
     sent += batch.length;
   }

@@ -86,6 +86,7 @@ describe('emulator streams', () => {
   beforeEach(() => {
     emulator.resetFaults();
     emulator.setSpeed(0);
+    emulator.setStreamPieces(0);
   });
 
   it('Anthropic: message_start, content_block_start, ping, text deltas, content_block_stop, message_delta, message_stop', async () => {
@@ -169,6 +170,36 @@ describe('emulator streams', () => {
     [{}],
   ])('refuses the speed %j', async (body) => {
     const response = await fetch(`${emulator.url}/_emulator/speed`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    expect(response.status).toBe(400);
+  });
+
+  it.each([7, 20, 1000])('cuts an answer into the %i pieces set (POST /_emulator/pieces), never more than its characters', async (pieces) => {
+    const set = await fetch(`${emulator.url}/_emulator/pieces`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ pieces }),
+    });
+    expect(set.status).toBe(200);
+    const chunks = openaiChunks(parseSse(await (await gpt(emulator, true)).text()));
+    const texts = chunks
+      .filter((chunk) => chunk.choices[0]?.delta.role === undefined && chunk.choices[0]?.finish_reason === null)
+      .map((chunk) => chunk.choices[0]?.delta.content ?? '');
+    const whole = await gptWholeText(emulator);
+    expect(texts.join('')).toBe(whole);
+    expect(texts).toHaveLength(Math.min(pieces, whole.length));
+    // Near-equal pieces: no two differ by more than one character.
+    const lengths = texts.map((text) => text.length);
+    expect(Math.max(...lengths) - Math.min(...lengths)).toBeLessThanOrEqual(1);
+    const events = parseSse(await (await claude(emulator, true)).text());
+    expect(events.filter((event) => event.event === 'content_block_delta')).toHaveLength(Math.min(pieces, (await claudeWholeText(emulator)).length));
+  });
+
+  it.each([[{ pieces: -1 }], [{ pieces: 2.5 }], [{ pieces: 'many' }], [{}]])('refuses the pieces %j', async (body) => {
+    const response = await fetch(`${emulator.url}/_emulator/pieces`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(body),
