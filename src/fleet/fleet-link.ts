@@ -1,5 +1,5 @@
 import { fromCallback } from 'xstate';
-import type { FleetLinkEvent, FleetLinkInput, FleetLinkReply } from '../machines/fleet-link.js';
+import type { FleetLinkEvent, FleetLinkInput, FleetLinkReply, ProbeLeased } from '../machines/fleet-link.js';
 import type { BreakerEvent, SharedBreakerState } from '../machines/breaker.machine.js';
 import { stateName as localStateName } from './breaker-record.js';
 import type { FleetBreakerOperation, FleetBreakerResult, SharedBreakerStore } from './redis-state-store.js';
@@ -193,13 +193,9 @@ export function createFleetLink(store: SharedBreakerStore, options: FleetLinkOpt
           if (result?.granted === true) renewWhileRunning(event.callId);
           const at = now();
           const probeEndsBy = granted ? undefined : probeEnd(result?.probeStartedAt ?? null, at);
-          sendBack({
-            type: 'probe.leased',
-            callId: event.callId,
-            granted,
-            ...(probeEndsBy === undefined ? {} : { probeEndsBy }),
-            at,
-          });
+          // To the attempt that asked (a withdrawn one frees a lease it no longer needs).
+          const answer: ProbeLeased = { type: 'probe.leased', callId: event.callId, granted, ...(probeEndsBy === undefined ? {} : { probeEndsBy }), at };
+          event.replyTo.send(answer);
         });
         return;
       }

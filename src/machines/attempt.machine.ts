@@ -9,7 +9,7 @@ import {
 } from '../errors/index.js';
 import type { BreakerAnswer, BreakerEvent, BreakerStatus } from './breaker.machine.js';
 import type { CallRequest, CallTicket } from './call-request.js';
-import type { FleetLinkEvent, FleetLinkReply } from './fleet-link.js';
+import type { FleetLinkEvent, ProbeLeased } from './fleet-link.js';
 import type { KeyBookEvent } from './key-book.machine.js';
 import type { KeyAnswer, KeySkipReason } from './key-health.machine.js';
 import type { CallRecord, ProviderAnswer, ProviderId, Validation } from './types.js';
@@ -92,7 +92,7 @@ export type AttemptEvent =
   | KeyAnswer
   | BreakerAnswer
   | BreakerStatus
-  | Extract<FleetLinkReply, { type: 'probe.leased' }>
+  | ProbeLeased
   | UpstreamDelta
   | AttemptCancelled;
 
@@ -225,7 +225,7 @@ function timedOutBy(message: string, at: number): { failure: ProviderFailure; at
 }
 
 /** A refused lease's retry time: when the holder's probe ends by, never before the answer's time. */
-function probeRetryAt(event: Extract<FleetLinkReply, { type: 'probe.leased' }>): number {
+function probeRetryAt(event: ProbeLeased): number {
   return Math.max(event.at, event.probeEndsBy ?? event.at);
 }
 
@@ -313,6 +313,14 @@ export function createAttemptMachine(table: ErrorTable) {
         }),
       ),
       markLeased: assign({ leased: true }),
+      /** A lease granted to this withdrawn call goes back to the fleet: its probe is over, not counted. */
+      freeLease: sendTo(
+        ({ context }) => context.input.fleetLink,
+        ({ context }, params: { at: number }): FleetLinkEvent => ({
+          type: 'fleet.report',
+          event: { type: 'call.ignored', callId: context.input.call.callId, errorClass: ownClasses.callerAborted, at: params.at },
+        }),
+      ),
       /** The call goes out: the key's health hears its start (the call may be the key's probe). */
       tellKeyCalled: sendTo(
         ({ context }) => context.input.keyBook,
@@ -540,8 +548,7 @@ export function createAttemptMachine(table: ErrorTable) {
       /**
        * Shared with a fleet and recovering: one probe per window for the whole fleet. Granted, the breaker
        * is asked again as a leased probe; refused (another instance probes), the call is refused, to try
-       * again when that probe ends at the latest. Cancelled meanwhile, a lease granted later is freed by
-       * the provider.
+       * again when that probe ends at the latest. Cancelled meanwhile, it waits for the answer all the same.
        */
       awaitingProbeLease: {
         entry: 'askForLease',
@@ -553,7 +560,22 @@ export function createAttemptMachine(table: ErrorTable) {
               actions: { type: 'replyRejected', params: ({ event }) => ({ retryAt: probeRetryAt(event), at: event.at }) },
             },
           ],
-          'call.cancelled': { target: 'withdrawn', actions: 'endWithdrawn' },
+          'call.cancelled': 'withdrawingProbe',
+        },
+      },
+      /**
+       * Cancelled while the fleet was asked for the probe lease: a lease granted now would hold the fleet's
+       * one probe of the window for a call that never goes out, so it is freed at once (reported to the
+       * fleet as an aborted call, which no breaker counts). A fleet that does not answer within the call's
+       * deadline has nothing to free.
+       */
+      withdrawingProbe: {
+        after: { deadline: { target: 'withdrawn', actions: 'endWithdrawn' } },
+        on: {
+          'probe.leased': [
+            { guard: 'isLeaseGranted', target: 'withdrawn', actions: [{ type: 'freeLease', params: ({ event }) => ({ at: event.at }) }, 'endWithdrawn'] },
+            { target: 'withdrawn', actions: 'endWithdrawn' },
+          ],
         },
       },
       /**

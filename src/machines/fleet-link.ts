@@ -18,26 +18,26 @@ export type FleetLinkEvent =
    */
   | { type: 'fleet.report'; event: BreakerEvent }
   /**
-   * A call would be the half-open probe: ask the fleet for the one probe lease of this window. `replyTo`
-   * is the call's attempt, which waits for the answer; a link that answers its parent instead has the
-   * provider actor pass it on.
+   * A call would be the half-open probe: ask the fleet for the one probe lease of this window. The
+   * answer (`ProbeLeased`) goes to `replyTo`, the call's attempt, which waits for it.
    */
   | { type: 'probe.requested'; callId: string; replyTo: AnyActorRef; at: number };
 
-/** What the fleet link answers its provider actor (which passes a probe lease on to the call's attempt). */
-export type FleetLinkReply =
-  | Extract<BreakerEvent, { type: 'breaker.synced' | 'breaker.unshared' }>
-  | {
-      type: 'probe.leased';
-      callId: string;
-      granted: boolean;
-      /**
-       * Refused only: when the probe that holds the lease (another instance's, in flight) ends at the
-       * latest, epoch ms (its start plus PROVIDER_TIMEOUT_MS); absent when unknown.
-       */
-      probeEndsBy?: number;
-      at: number;
-    };
+/** What the fleet link tells its provider actor: the fleet's breaker state, or its loss. */
+export type FleetLinkReply = Extract<BreakerEvent, { type: 'breaker.synced' | 'breaker.unshared' }>;
+
+/** The fleet's answer to `probe.requested`, sent to the asking attempt. */
+export interface ProbeLeased {
+  readonly type: 'probe.leased';
+  readonly callId: string;
+  readonly granted: boolean;
+  /**
+   * Refused only: when the probe that holds the lease (another instance's, in flight) ends at the
+   * latest, epoch ms (its start plus PROVIDER_TIMEOUT_MS); absent when unknown.
+   */
+  readonly probeEndsBy?: number;
+  readonly at: number;
+}
 
 /**
  * The embedded default (no `REDIS_URL`): no fleet, so the link never answers and the breaker

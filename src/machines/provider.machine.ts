@@ -8,7 +8,7 @@ import {
   type ActorRefFrom,
   type AnyActorRef,
 } from 'xstate';
-import { countedClassGuard, errorPolicy, ownClasses, type ErrorClass, type ErrorTable } from '../errors/index.js';
+import { countedClassGuard, errorPolicy, type ErrorClass, type ErrorTable } from '../errors/index.js';
 import {
   createAttemptMachine,
   defaultDeadlineMs,
@@ -95,8 +95,8 @@ const breakerEventFor = {
  * carry a call's steps: each `call.requested` is spawned as an attempt of its own (attempt.machine.ts,
  * id = the call id), which asks the key book, the breaker and the fleet link by message, makes the
  * call, reports its outcome and answers the caller. The provider stops an attempt when it hears
- * `attempt.ended`, and counts its record; it passes on its caller's cancel, and the fleet's answer to a
- * probe lease (the fleet link answers its parent). Column B (`table`, the production `errorPolicy`
+ * `attempt.ended`, and counts its record; it passes on its caller's cancel (the fleet link answers a probe
+ * lease to the attempt that asked). Column B (`table`, the production `errorPolicy`
  * unless a test injects a flipped row) decides what counts, in the attempt and in the counters.
  */
 export function createProviderMachine(table: ErrorTable) {
@@ -161,24 +161,11 @@ export function createProviderMachine(table: ErrorTable) {
       }),
       /** The attempt is over: it leaves the provider's children (and the system). */
       endAttempt: stopChild((_, params: { callId: string }) => params.callId),
-      /**
-       * Pass an event on to a call's attempt, if it still runs; `orElse`, when it does not (a lease
-       * granted to a call nobody waits for any more: the fleet's probe slot is freed at once).
-       */
-      passToAttempt: enqueueActions(
-        (
-          { context, enqueue, system },
-          params: { callId: string; event: AttemptCancelled | Extract<FleetLinkReply, { type: 'probe.leased' }> },
-        ) => {
-          const running: AnyActorRef | undefined = system.get(attemptSystemId(params.callId));
-          if (running !== undefined) enqueue.sendTo(running, params.event);
-          else if (params.event.type === 'probe.leased' && params.event.granted)
-            enqueue.sendTo(context.fleetLink, {
-              type: 'fleet.report',
-              event: { type: 'call.ignored', callId: params.callId, errorClass: ownClasses.callerAborted, at: params.event.at },
-            } satisfies FleetLinkEvent);
-        },
-      ),
+      /** Pass the caller's cancel on to its call's attempt, if it still runs (one already over has left). */
+      passToAttempt: enqueueActions(({ enqueue, system }, params: { callId: string; event: AttemptCancelled }) => {
+        const running: AnyActorRef | undefined = system.get(attemptSystemId(params.callId));
+        if (running !== undefined) enqueue.sendTo(running, params.event);
+      }),
       /** Count the attempt's record, by column B. */
       countRecord: assign(({ context }, record: CallRecord) => ({ stats: countedStats(context.stats, record, isCounted) })),
       /** The listeners (metrics) hear every finished call. */
@@ -265,10 +252,6 @@ export function createProviderMachine(table: ErrorTable) {
             },
             { actions: { type: 'endAttempt', params: ({ event }) => ({ callId: event.callId }) } },
           ],
-          /** The fleet's answer to an attempt's probe lease (the fleet link answers its parent: this actor). */
-          'probe.leased': {
-            actions: { type: 'passToAttempt', params: ({ event }) => ({ callId: event.callId, event }) },
-          },
           /** An operator's action: the breaker and the fleet hear it. */
           'breaker.control': {
             actions: [

@@ -54,6 +54,7 @@ const after = {
   deadline: 'xstate.after.deadline.attempt.calling',
   firstToken: 'xstate.after.firstTokenTimeout.attempt.calling.awaitingFirstToken',
   idle: 'xstate.after.streamIdleTimeout.attempt.calling.streaming',
+  withdrawing: 'xstate.after.deadline.attempt.withdrawingProbe',
 };
 const doneEvent = 'xstate.done.actor.upstream';
 const errorEvent = 'xstate.error.actor.upstream';
@@ -117,7 +118,12 @@ const pathOracle: Record<string, Record<string, Step>> = {
   awaitingProbeLease: {
     'probe.leased:granted': { to: 'admitting', does: ['send:breaker.admit'] },
     'probe.leased:refused': { to: 'rejected', does: ['replyRejected'] },
-    'call.cancelled': { to: 'withdrawn', does: ['endWithdrawn'] },
+    'call.cancelled': { to: 'withdrawingProbe', does: [] },
+  },
+  withdrawingProbe: {
+    'probe.leased:granted': { to: 'withdrawn', does: ['send:fleet.report', 'endWithdrawn'] },
+    'probe.leased:refused': { to: 'withdrawn', does: ['endWithdrawn'] },
+    [after.withdrawing]: { to: 'withdrawn', does: ['endWithdrawn'] },
   },
   'calling.awaitingFirstToken': {
     'upstream.delta': { to: 'calling.streaming', does: ['relayDelta'] },
@@ -195,10 +201,13 @@ describe('attempt machine, over every edge of its graph', () => {
         expect(nextState.context.chunks).toBe(state.context.chunks + 2);
         expect(nextState.context.firstTokenMs).toBe(10);
       }
-      // The breaker is asked again after a granted lease, as a leased probe.
+      // The breaker is asked again after a granted lease, as a leased probe; a withdrawn call frees it
+      // as an aborted call, which no breaker counts.
       if (eventName(event) === 'probe.leased:granted') {
-        const admit = actions.find((action) => action.type === 'xstate.sendTo');
-        expect((admit?.params as unknown as { event: { leased: boolean } }).event.leased).toBe(true);
+        const sent = actions.find((action) => action.type === 'xstate.sendTo');
+        const message = (sent?.params as unknown as { event: { type: string; leased?: boolean; event?: { type: string; errorClass: string } } }).event;
+        if (from === 'withdrawingProbe') expect(message.event).toMatchObject({ type: 'call.ignored', errorClass: 'aborted' });
+        else expect(message.leased).toBe(true);
       }
     }
     // Every state's every event, as written: nothing in the oracle left unwalked.

@@ -90,7 +90,8 @@ function outcomeClass(event: AttemptEvent, nextValue: unknown): ErrorClass | 'su
   }
   if (event.type === 'xstate.error.actor.upstream' as string)
     return ((event as unknown as { error: UpstreamFailure }).error.failure.errorClass);
-  if (event.type.startsWith('xstate.after.')) return 'timeout';
+  // The call's own clocks (the deadline of a withdrawn call waiting for the fleet's answer ends no call).
+  if (event.type.startsWith('xstate.after.') && event.type.includes('.attempt.calling')) return 'timeout';
   if (event.type === 'call.cancelled' && nextValue === 'aborted') return 'aborted';
   return undefined;
 }
@@ -135,14 +136,14 @@ function checkEveryEdge(table: ErrorTable): { states: number; edges: number; vio
 }
 
 /** Every state by whether it is a leased probe and whether it streamed. */
-const EXPECTED_STATES = 30;
+const EXPECTED_STATES = 32;
 
 describe('the attempt, over every edge, by column B', () => {
   it('sends the breaker a FAILURE exactly for provider-side classes, never for 401, 429 or any user-side class', () => {
     const { states, edges, violations } = checkEveryEdge(errorPolicy);
     console.log(`attempt graph: ${states} states, ${edges} edges; ${violations.length} violations`);
     expect(states).toBe(EXPECTED_STATES);
-    expect(edges).toBe(101);
+    expect(edges).toBe(107);
     expect(violations).toEqual([]);
   });
 
@@ -184,8 +185,6 @@ function providerPayloads(type: string): ProviderEvent[] {
       return [{ type, callId: 'c1', at }];
     case 'attempt.ended':
       return records.map((record) => ({ type, callId: 'c1', record }));
-    case 'probe.leased':
-      return [true, false].map((granted) => ({ type, callId: 'c1', granted, at }));
     case 'breaker.control':
       return (['reset', 'forceOpen', 'release'] as const).map((action) => ({ type, action, at }));
     case 'breaker.keyStreak':
@@ -205,7 +204,7 @@ const explorable = providerMachine.provide({ actions: { startAttempt: () => unde
 describe('the provider, over every edge of its graph', () => {
   const logic = explorable as unknown as ActorLogic<ProviderSnapshot, ProviderEvent, typeof input>;
   const events = () =>
-    ['call.requested', 'call.cancelled', 'attempt.ended', 'probe.leased', 'breaker.control', 'breaker.keyStreak'].flatMap(
+    ['call.requested', 'call.cancelled', 'attempt.ended', 'breaker.control', 'breaker.keyStreak'].flatMap(
       providerPayloads,
     );
   const adjacency = getAdjacencyMap(logic, { input, events, serializeState: (snapshot) => JSON.stringify(snapshot.value) });
@@ -213,7 +212,7 @@ describe('the provider, over every edge of its graph', () => {
 
   it('is one state that carries no step of a call: it never asks the key book, the breaker or the fleet for a call', () => {
     expect(Object.keys(adjacency)).toHaveLength(1);
-    expect(edges.length).toBe(1 + 1 + records.length + 2 + 3 + 1);
+    expect(edges.length).toBe(1 + 1 + records.length + 3 + 1);
     for (const { state, event } of edges) {
       const [, actions] = transition(explorable, state, event);
       const sent = sentEventTypes(actions);

@@ -236,14 +236,14 @@ describe('a probe lease in a fleet', () => {
     const r = rig();
     synced(r, 'halfOpen', t + 990);
     r.request('c1', t);
-    r.provider.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 1 });
+    r.provider.getSnapshot().children['c1']?.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 1 });
     expect(r.fleet.at(-1)).toEqual({ type: 'probe.requested', callId: 'c1', replyTo: r.provider.getSnapshot().children['c1'], at: t });
     expect(r.context().breaker.getSnapshot().context).toMatchObject({ probeCallId: 'c1' });
 
     const refused = rig();
     synced(refused, 'halfOpen', t + 990);
     refused.request('c1', t);
-    refused.provider.send({ type: 'probe.leased', callId: 'c1', granted: false, at: t + 1 });
+    refused.provider.getSnapshot().children['c1']?.send({ type: 'probe.leased', callId: 'c1', granted: false, at: t + 1 });
     expect(refused.context().stats).toMatchObject({ calls: 0, rejected: 1 });
   });
 
@@ -253,7 +253,7 @@ describe('a probe lease in a fleet', () => {
     r.request('c1', t);
     r.provider.send({ type: 'call.cancelled', callId: 'c1', at: t + 1 });
     const fleetBefore = r.fleet.length;
-    r.provider.send({ type: 'probe.leased', callId: 'c1', granted: false, at: t + 2 });
+    r.provider.getSnapshot().children['c1']?.send({ type: 'probe.leased', callId: 'c1', granted: false, at: t + 2 });
     expect(r.fleet).toHaveLength(fleetBefore);
   });
 

@@ -251,7 +251,7 @@ describe('a probe in a fleet: the lease first', () => {
     expect(r.fleet).toEqual([{ type: 'probe.requested', callId: 'c1', replyTo: r.provider.getSnapshot().children['c1'], at: t }]);
     expect(r.started).toEqual([]);
     expect(r.attempts()).toEqual(['c1']);
-    r.provider.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 1 });
+    r.provider.getSnapshot().children['c1']?.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 1 });
     expect(r.started).toEqual(['c1']);
     expect((r.provider.getSnapshot().children['c1']?.getSnapshot() as { value: unknown } | undefined)?.value).toEqual({
       calling: 'awaitingFirstToken',
@@ -266,7 +266,7 @@ describe('a probe in a fleet: the lease first', () => {
     r.synced('open', t + 990);
     r.request('c1', t + 1000);
     expect(r.fleet).toEqual([{ type: 'probe.requested', callId: 'c1', replyTo: r.provider.getSnapshot().children['c1'], at: t + 1000 }]);
-    r.provider.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 1001 });
+    r.provider.getSnapshot().children['c1']?.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 1001 });
     expect(r.started).toEqual(['c1']);
   });
 
@@ -274,7 +274,7 @@ describe('a probe in a fleet: the lease first', () => {
     const r = rig();
     r.synced('halfOpen', t + 990);
     r.request('c1');
-    r.provider.send({ type: 'probe.leased', callId: 'c1', granted: false, at: t + 1 });
+    r.provider.getSnapshot().children['c1']?.send({ type: 'probe.leased', callId: 'c1', granted: false, at: t + 1 });
     expect(r.replies).toEqual([{ type: 'provider.rejected', callId: 'c1', providerId: 'claude', retryAt: t + 1, at: t + 1 }]);
     expect(r.started).toEqual([]);
     expect(r.attempts()).toEqual([]);
@@ -285,9 +285,9 @@ describe('a probe in a fleet: the lease first', () => {
     r.synced('halfOpen', t + 990);
     r.request('c1');
     r.request('c2');
-    r.provider.send({ type: 'probe.leased', callId: 'c1', granted: false, probeEndsBy: t + 3500, at: t + 1 });
+    r.provider.getSnapshot().children['c1']?.send({ type: 'probe.leased', callId: 'c1', granted: false, probeEndsBy: t + 3500, at: t + 1 });
     // A bound already past (the holder's clock behind): try again at once, not in the past.
-    r.provider.send({ type: 'probe.leased', callId: 'c2', granted: false, probeEndsBy: t - 50, at: t + 2 });
+    r.provider.getSnapshot().children['c2']?.send({ type: 'probe.leased', callId: 'c2', granted: false, probeEndsBy: t - 50, at: t + 2 });
     expect(r.replies).toEqual([
       { type: 'provider.rejected', callId: 'c1', providerId: 'claude', retryAt: t + 3500, at: t + 1 },
       { type: 'provider.rejected', callId: 'c2', providerId: 'claude', retryAt: t + 2, at: t + 2 },
@@ -300,7 +300,7 @@ describe('a probe in a fleet: the lease first', () => {
     r.synced('halfOpen', t + 990);
     r.request('c1');
     r.synced('open', t + 5000);
-    r.provider.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 2 });
+    r.provider.getSnapshot().children['c1']?.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 2 });
     expect(r.started).toEqual([]);
     expect(r.replies.map((reply) => reply.type)).toEqual(['provider.rejected']);
     expect(r.attempts()).toEqual([]);
@@ -311,8 +311,10 @@ describe('a probe in a fleet: the lease first', () => {
     r.synced('halfOpen', t + 990);
     r.request('c1');
     r.provider.send({ type: 'call.cancelled', callId: 'c1', at: t + 1 });
+    // The withdrawn attempt waits for the fleet's answer, to free a lease granted meanwhile.
+    expect(r.attempts()).toEqual(['c1']);
+    r.provider.getSnapshot().children['c1']?.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 2 });
     expect(r.attempts()).toEqual([]);
-    r.provider.send({ type: 'probe.leased', callId: 'c1', granted: true, at: t + 2 });
     expect(r.fleet.at(-1)).toEqual({
       type: 'fleet.report',
       event: { type: 'call.ignored', callId: 'c1', errorClass: 'aborted', at: t + 2 },

@@ -14,7 +14,7 @@ import {
   type BreakerInput,
   type BreakerKeyStreak,
 } from '../../src/machines/breaker.machine.js';
-import type { FleetLinkReply } from '../../src/machines/fleet-link.js';
+import type { FleetLinkReply, ProbeLeased } from '../../src/machines/fleet-link.js';
 import { admit } from '../core/breaker-admit.js';
 
 type InstanceEvent =
@@ -22,6 +22,7 @@ type InstanceEvent =
   | { type: 'test.report'; event: BreakerEvent }
   | BreakerAnswer
   | FleetLinkReply
+  | ProbeLeased
   | BreakerKeyStreak;
 
 /** The last admission's answer as the caller would hear it (after the fleet's lease when one was needed). */

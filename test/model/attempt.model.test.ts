@@ -26,9 +26,11 @@ const leftOut = {
   /** A single instance without Redis never needs the fleet's probe lease. */
   fleet: [
     'admitting --breaker.leaseNeeded--> awaitingProbeLease',
-    'awaitingProbeLease --call.cancelled--> withdrawn',
+    'awaitingProbeLease --call.cancelled--> withdrawingProbe',
     'awaitingProbeLease --probe.leased--> admitting',
     'awaitingProbeLease --probe.leased--> rejected',
+    'withdrawingProbe --probe.leased--> withdrawn',
+    'withdrawingProbe --time passes--> withdrawn',
   ],
   /** The key book and the breaker answer within the turn that asked them: no caller cancels in between. */
   cancelBeforeTheCall: ['admitting --call.cancelled--> withdrawn', 'checkingKey --call.cancelled--> withdrawn'],
@@ -39,7 +41,7 @@ const renamed = (line: string) =>
 describe('the attempt model mirrors src/machines/attempt.machine.ts', () => {
   it('has the same state nodes, but the fleet lease and the withdrawal', () => {
     expect(statePaths(attemptModel)).toEqual(
-      statePaths(attemptMachine).filter((path) => path !== 'awaitingProbeLease' && path !== 'withdrawn'),
+      statePaths(attemptMachine).filter((path) => !['awaitingProbeLease', 'withdrawingProbe', 'withdrawn'].includes(path)),
     );
   });
 
