@@ -115,6 +115,29 @@ function rig(options: { table?: ErrorTable; maxRecoveryMs?: number; threshold?: 
   };
 }
 
+describe("the provider's own events", () => {
+  it.each([
+    ['reset', 'breaker.reset'],
+    ['forceOpen', 'breaker.forceOpen'],
+    ['release', 'breaker.release'],
+  ] as const)("an operator's %s goes to the breaker and to the fleet link (the fleet's breaker follows it)", (action, type) => {
+    const r = rig();
+    r.provider.send({ type: 'breaker.control', action, at: t + 7 });
+    expect(r.fleet).toEqual([{ type: 'fleet.report', event: { type, at: t + 7 } }]);
+  });
+
+  it('a cancel for a call whose attempt has already ended changes nothing', async () => {
+    const r = rig();
+    r.request('c1');
+    await r.answered('c1', true, t + 40);
+    r.provider.send({ type: 'call.cancelled', callId: 'c1', at: t + 50 });
+    r.provider.send({ type: 'call.cancelled', callId: 'never-asked', at: t + 50 });
+    expect(r.provider.getSnapshot().status).toBe('active');
+    expect(r.context().stats).toMatchObject({ calls: 1, successes: 1, ignored: 0 });
+    expect(r.attempts()).toEqual([]);
+  });
+});
+
 describe('a call admitted and answered', () => {
   it('starts the upstream with the call, tells the fleet its success, and forgets the call once answered', async () => {
     const r = rig();
