@@ -368,6 +368,31 @@ describe('an attempt as the actor it is in production (a child of its provider, 
     ]);
   });
 
+  it('a stall after the first piece is timed from that piece, and the failure carries the text so far', async () => {
+    const { clock, reported, call } = start();
+    clock.increment(30);
+    call.observer?.onDelta('Photo');
+    await nextTurn();
+    clock.increment(20);
+    call.observer?.onDelta('synthesis');
+    await nextTurn();
+    clock.increment(100);
+    expect(reported).toEqual([
+      expect.objectContaining({
+        type: 'provider.failed',
+        failure: { errorClass: 'timeout', message: "The provider's answer stalled for 100 ms." },
+        partialText: 'Photosynthesis',
+        at: t0 + 30 + 20 + 100,
+      }),
+    ]);
+    const single = start();
+    single.clock.increment(30);
+    single.call.observer?.onDelta('P');
+    await nextTurn();
+    single.clock.increment(100);
+    expect(single.reported).toEqual([expect.objectContaining({ partialText: 'P', at: t0 + 30 + 100 })]);
+  });
+
   it('reports a streamed answer with its pieces counted', async () => {
     const { clock, reported, call } = start();
     clock.increment(30);
