@@ -149,7 +149,7 @@ async function main(): Promise<void> {
       pdf: true,
       run: (context) => pdfQueueFlood(context, slowPdf, smallPdf),
     },
-    // Issue 28: each from an address of its own (127.0.0.2 and up), the steady client on 127.0.0.1.
+    // The per-address attacks: each from an address of its own (127.0.0.2 and up), the steady client on 127.0.0.1.
     { key: 'nested', label: '2 MB of `[` (a million deep), new key each, ×4', run: nestedJson },
     { key: 'connections', label: '15 000 half-sent POSTs from one address, held open', run: (context) => connectionFlood(context) },
     { key: 'keyGenerations', label: 'generations, a new key per request, 32 connections from one address', run: inventedKeyGenerations },
