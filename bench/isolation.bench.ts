@@ -5,7 +5,7 @@
  * client's p99 against that baseline, its error rate, the service's event-loop delay p99 and its peak
  * RSS during the attack, and what the hostile client got back. Every part runs in its own process:
  * emulator, service (the shipped defaults), steady load (autocannon); the hostile client runs here.
- * Issue 28's attacks (filter-chain bombs, nested JSON, a connection flood, the PDF queue, invented keys
+ * Attacks (filter-chain bombs, nested JSON, a connection flood, the PDF queue, invented keys
  * for jobs and generations, key-status probing, 16 × 7 MB answers) each come from an address of their
  * own (127.0.0.2 and up); where the harm was to the victim's uploads or jobs, the victim makes them too
  * and each that fails is a victim error.
@@ -114,7 +114,7 @@ async function main(): Promise<void> {
   const smallPdf = await englishTextPdf(2);
   const [sharedPdf, bombPdf] = [await sharedContentPdf(), await flateBombPdf()];
   const pagesPdf = hugePageCountPdf();
-  // Issue 28's filter-chain bombs, each 1 GiB of zeros once decoded (the plain Flate bomb is above).
+  // Filter-chain bombs, each 1 GiB of zeros once decoded (the plain Flate bomb is above).
   const gib = 1024 * 1024 * 1024;
   const chains: readonly [readonly FilterName[], BombLayout][] = [
     [['FlateDecode', 'FlateDecode', 'FlateDecode'], {}],

@@ -8,7 +8,7 @@ import { breakerSettings, chainOf, keys, nextProvider, prefixedKey, startGateway
 import { Secret } from '../../src/security/secret.js';
 
 /**
- * Issue 3 "End to end": the provider actors run the real adapters against the emulator over real
+ * The provider actors run the real adapters against the emulator over real
  * HTTP. For every provider: fallback, the breaker opening after the threshold, no upstream call
  * while open, one probe in half-open, and user-side failures (401, 429, quota, 403) never moving
  * a breaker. Real timers with short intervals (recoveryMs 1500): fake timers do not drive sockets.

@@ -1,5 +1,5 @@
 /**
- * Issue 26: jobs that outlive their instance. Real service processes (`src/main.ts`) and an in-process
+ * Jobs that outlive their instance. Real service processes (`src/main.ts`) and an in-process
  * instance share the real Redis under one prefix; every provider call goes through a recording proxy in
  * front of the emulator (one proxy per instance), which is the test's own oracle of what each instance
  * asked a provider and was answered.

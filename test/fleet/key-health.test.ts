@@ -1,5 +1,5 @@
 /**
- * Issue 14 part 1 across a fleet: two instances (each its own gateway and Redis connections) on the real
+ * Across a fleet: two instances (each its own gateway and Redis connections) on the real
  * Redis. The rule, written out: a key refused on one instance is refused on every instance — one
  * fingerprint per key fleet-wide (the salt created once in Redis), one record per refused key with the
  * same class and `until`, adopted through pub/sub, and read back by an instance that starts later — so

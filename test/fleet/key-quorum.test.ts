@@ -1,5 +1,5 @@
 /**
- * Issue 14 part 3 across a fleet: two service processes (`src/main.ts`) on the real Redis, one emulator.
+ * Across a fleet: two service processes (`src/main.ts`) on the real Redis, one emulator.
  * The rule, written out: with BREAKER_FAILURE_THRESHOLD=2 and the default BREAKER_MIN_DISTINCT_KEYS=2,
  * the fleet's claude breaker opens only when the streak's counted failures come from two distinct keys,
  * wherever they failed. Both processes share KEY_FINGERPRINT_SALT, so one key has one id fleet-wide:

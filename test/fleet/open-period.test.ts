@@ -1,5 +1,5 @@
 /**
- * Issue 14 part 4 across a fleet: two instances (each its own gateway and Redis connections) share one
+ * Across a fleet: two instances (each its own gateway and Redis connections) share one
  * breaker through the Lua script on the real Redis. The rule, written out: opening from closed lasts
  * BREAKER_RECOVERY_MS (300 ms), each failed probe doubles the period (600 ms), up to
  * BREAKER_MAX_RECOVERY_MS (1000 ms); whichever instance probes, both show the same grown retryAt.

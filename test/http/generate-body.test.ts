@@ -1,5 +1,5 @@
 /**
- * Issue 15 "validate once": the 200 body of POST /v1/generate is written without a second pass through
+ * The 200 body of POST /v1/generate is written without a second pass through
  * its response schema (src/http/schemas.ts `alreadyValidated`), so it must already be exactly what that
  * schema would let through. Real service, real SDKs, the emulator; each provider, each task, a fallback.
  */

@@ -1,5 +1,5 @@
 /**
- * Issue 26: a refusal reaches a client that has finished sending. A client that sends a JSON body over
+ * A refusal reaches a client that has finished sending. A client that sends a JSON body over
  * the route's limit and then half-closes its socket (FIN after the last byte) must still read its
  * 413 `REQUEST_TOO_LARGE`, though the refusal is held back REFUSAL_DELAY_MS: the socket stays open for
  * the answer. The real service on loopback, a raw TCP client.

@@ -1,5 +1,5 @@
 /**
- * Issue 14 parts 1 and 2 end to end: the real service over HTTP, the real SDK adapters and the emulator.
+ * End to end: the real service over HTTP, the real SDK adapters and the emulator.
  * The rules, written out:
  * - a key out of quota is quarantined for KEY_QUARANTINE_MS (here 60 s): the job's later stages skip it
  *   at once (`key_quarantined`, class `quota_exhausted`) and fall back, without another upstream call;

@@ -1,5 +1,5 @@
 /**
- * Issue 14 part 3 end to end: the real service over HTTP, the real SDK adapters and the emulator. The
+ * End to end: the real service over HTTP, the real SDK adapters and the emulator. The
  * rule, written out: with BREAKER_FAILURE_THRESHOLD=2 and the default BREAKER_MIN_DISTINCT_KEYS=2, the
  * provider's breaker opens only when the counted failures of a streak come from two distinct keys. One
  * key whose calls all time out (the emulator's `emu-hang-` keys never answer; PROVIDER_TIMEOUT_MS=300)

@@ -1,5 +1,5 @@
 /**
- * Issue 14 part 4 end to end: the real service over HTTP, the real SDK adapters and the emulator, with
+ * End to end: the real service over HTTP, the real SDK adapters and the emulator, with
  * short configured recovery times (BREAKER_RECOVERY_MS=500, BREAKER_MAX_RECOVERY_MS=1500). The rule,
  * written out: each failed half-open probe doubles the next open period (500, 1000, then the 1500 cap),
  * a probe success resets it to 500; `retryAt` in `GET /v1/providers` is the opening time plus it, and

@@ -1,5 +1,5 @@
 /**
- * Issue 26, one process without Redis: a job survives a restart of its process (JOBS_DIR). A real service
+ * One process without Redis: a job survives a restart of its process (JOBS_DIR). A real service
  * process (`src/main.ts`, no REDIS_URL) runs a job whose provider calls go through a recording proxy in
  * front of the emulator (the test's own oracle of what was asked and answered); it is killed (SIGKILL)
  * mid-job and started again on the same directory. Then the job reads `interrupted` (JOB_INTERRUPTED,

@@ -506,7 +506,7 @@ async function finishJob(jobId, run) {
 const resumesByJob = new Map();
 
 /**
- * Issue 26: the instance running the job stopped (restart, crash) and the job reads `interrupted`. The page
+ * The instance running the job stopped (restart, crash) and the job reads `interrupted`. The page
  * holds the keys the job was created with, so it resumes the job itself (POST /v1/jobs/:id/resume, at most
  * three times), says so, and follows it again; finished parts are not paid again. False when it could not.
  */
