@@ -697,3 +697,27 @@ describe('gateway: the fleet link', () => {
     expect(heard).toEqual(['report:call.succeeded']);
   });
 });
+
+describe('gateway: a run that fails', () => {
+  it('rejects its own request only: the root and the providers go on serving', async () => {
+    const { gateway } = start();
+    // A budget whose check throws makes the run's guard throw: the run actor errors (a bug's shape).
+    const broken = {
+      maxUsd: 1,
+      worstCaseOf: async () => 0.01,
+      allows: () => {
+        throw new Error('budget bug');
+      },
+      hold: () => undefined,
+      settle: () => undefined,
+      release: () => undefined,
+    };
+    const failed = await gateway.generate(input(['claude'], { budget: broken as never })).then(
+      (outcome) => outcome.status,
+      (error: unknown) => (error instanceof Error ? error.message : String(error)),
+    );
+    expect(failed).not.toBe('succeeded');
+    const next = expectSucceeded(await gateway.generate(input(['claude'])));
+    expect(next.provider).toBe('claude');
+  });
+});
