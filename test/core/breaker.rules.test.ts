@@ -6,6 +6,7 @@
  * key quorum told to the parent. Expected values are written out here.
  */
 import { admit } from './breaker-admit.js';
+import { distinctKeyQuorum } from '../../src/machines/breaker-strategy.js';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createActor, setup, type AnyActorRef } from 'xstate';
 import {
@@ -208,5 +209,26 @@ describe('a streak below the key quorum', () => {
     } satisfies BreakerEvent);
     expect(heard).toEqual([{ type: 'breaker.keyStreak', keyId: 'k1', errorClass: 'timeout', at: now }]);
     expect(actor.getSnapshot().context.breaker.getSnapshot().matches('closed')).toBe(true);
+  });
+});
+
+describe("the quorum's voters, written out", () => {
+  it('an origin id of 1 to 128 word characters or . : + / = - votes as itself; anything else is no origin, and the key votes', () => {
+    const { voter } = distinctKeyQuorum;
+    expect(voter('key-1', undefined)).toBe('key-1');
+    for (const origin of ['a', 'addr:9f2c', 'A.b:c+d/e=f-g_h', 'x'.repeat(128)]) expect(voter('key-1', origin)).toBe(`origin:${origin}`);
+    for (const origin of ['', 'x'.repeat(129), 'has space', 'semi;colon', 'bad\nline', ' lead', 'trail ', 'ünicode', '*']) {
+      expect(voter('key-1', origin), JSON.stringify(origin)).toBe('key-1');
+    }
+  });
+
+  it('keeps each voter once, in order, and at most the quorum of them', () => {
+    const { withKey } = distinctKeyQuorum;
+    expect(withKey([], 'a', 3)).toEqual(['a']);
+    expect(withKey(['a'], 'a', 3)).toEqual(['a']);
+    expect(withKey(['a'], 'b', 3)).toEqual(['a', 'b']);
+    expect(withKey(['a', 'b'], 'c', 3)).toEqual(['a', 'b', 'c']);
+    expect(withKey(['a', 'b', 'c'], 'd', 3)).toEqual(['a', 'b', 'c']);
+    expect(withKey(['a', 'b'], 'c', 2)).toEqual(['a', 'b']);
   });
 });
