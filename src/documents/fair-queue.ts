@@ -49,12 +49,7 @@ export class FairQueue<T> {
       if (largest === undefined || this.waitingOf(largest) <= own + 1) return { added: false };
       displaced = this.popNewest(largest);
     }
-    const items = this.byClient.get(client);
-    if (items === undefined) {
-      this.byClient.set(client, [item]);
-      this.turn.push(client);
-    } else items.push(item);
-    this.count += 1;
+    this.add(client, item);
     return displaced === undefined ? { added: true } : { added: true, displaced };
   }
 

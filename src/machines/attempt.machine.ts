@@ -224,6 +224,18 @@ function timedOutBy(message: string, at: number): { failure: ProviderFailure; at
   return { failure: { errorClass: ownClasses.deadlineFired, message }, at };
 }
 
+/**
+ * A call's outcome as its three listeners hear it, in this order: the breaker (`result`), the fleet link
+ * (the same result, for the fleet's copy of the breaker) and the key's health (`key`).
+ */
+function outcomeReports(input: AttemptInput, result: BreakerEvent, key: KeyBookEvent): readonly (readonly [AnyActorRef, BreakerEvent | FleetLinkEvent | KeyBookEvent])[] {
+  return [
+    [input.breaker, result],
+    [input.fleetLink, { type: 'fleet.report', event: result } satisfies FleetLinkEvent],
+    [input.keyBook, key],
+  ];
+}
+
 /** A refused lease's retry time: when the holder's probe ends by, never before the answer's time. */
 function probeRetryAt(event: ProbeLeased): number {
   return Math.max(event.at, event.probeEndsBy ?? event.at);
@@ -360,14 +372,8 @@ export function createAttemptMachine(table: ErrorTable) {
         const result: BreakerEvent = verdict.ok
           ? { type: 'call.succeeded', callId: call.callId, at: params.at }
           : breakerResult(call, ownClasses.invalidOutput, params.at);
-        enqueue.sendTo(input.breaker, result);
-        enqueue.sendTo(input.fleetLink, { type: 'fleet.report', event: result } satisfies FleetLinkEvent);
-        enqueue.sendTo(input.keyBook, {
-          type: 'key.answered',
-          keyId: call.keyId,
-          callId: call.callId,
-          at: params.at,
-        } satisfies KeyBookEvent);
+        for (const [to, message] of outcomeReports(input, result, { type: 'key.answered', keyId: call.keyId, callId: call.callId, at: params.at }))
+          enqueue.sendTo(to, message);
         enqueue.sendTo(call.replyTo, {
           type: 'provider.succeeded',
           callId: call.callId,
@@ -398,16 +404,15 @@ export function createAttemptMachine(table: ErrorTable) {
         const { call } = input;
         const result = breakerResult(call, params.failure.errorClass, params.at);
         enqueue.assign({ failure: params });
-        enqueue.sendTo(input.breaker, result);
-        enqueue.sendTo(input.fleetLink, { type: 'fleet.report', event: result } satisfies FleetLinkEvent);
-        enqueue.sendTo(input.keyBook, {
+        const keyFailed: KeyBookEvent = {
           type: 'key.failed',
           keyId: call.keyId,
           callId: call.callId,
           errorClass: params.failure.errorClass,
           ...(params.failure.retryAfterMs === undefined ? {} : { retryAfterMs: params.failure.retryAfterMs }),
           at: params.at,
-        } satisfies KeyBookEvent);
+        };
+        for (const [to, message] of outcomeReports(input, result, keyFailed)) enqueue.sendTo(to, message);
         enqueue.sendTo(input.breaker, { type: 'breaker.status', replyTo: self, at: params.at } satisfies BreakerEvent);
       }),
       /** The caller hears the failure kept by `reportFailure`; the provider, the record. */
@@ -440,15 +445,8 @@ export function createAttemptMachine(table: ErrorTable) {
         const { input } = context;
         const { call } = input;
         const result = breakerResult(call, ownClasses.callerAborted, params.at);
-        enqueue.sendTo(input.breaker, result);
-        enqueue.sendTo(input.fleetLink, { type: 'fleet.report', event: result } satisfies FleetLinkEvent);
-        enqueue.sendTo(input.keyBook, {
-          type: 'key.failed',
-          keyId: call.keyId,
-          callId: call.callId,
-          errorClass: ownClasses.callerAborted,
-          at: params.at,
-        } satisfies KeyBookEvent);
+        const keyFailed: KeyBookEvent = { type: 'key.failed', keyId: call.keyId, callId: call.callId, errorClass: ownClasses.callerAborted, at: params.at };
+        for (const [to, message] of outcomeReports(input, result, keyFailed)) enqueue.sendTo(to, message);
         enqueue.sendTo(input.owner, {
           type: 'attempt.ended',
           callId: call.callId,
