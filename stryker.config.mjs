@@ -80,6 +80,7 @@ export const mutationGroups = {
     mutate: ['src/machines/fallback*.ts'],
     tests: [
       'test/core/fallback.rules.test.ts',
+      'test/core/fallback.budget.test.ts',
       'test/core/fallback.behaviour.test.ts',
       'test/core/fallback.graph.test.ts',
       'test/core/gateway.test.ts',
