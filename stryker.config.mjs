@@ -81,6 +81,7 @@ export const mutationGroups = {
     tests: [
       'test/core/fallback.rules.test.ts',
       'test/core/fallback.budget.test.ts',
+      'test/core/mid-stream.graph.test.ts',
       'test/core/fallback.behaviour.test.ts',
       'test/core/fallback.graph.test.ts',
       'test/core/gateway.test.ts',
