@@ -80,7 +80,7 @@ export const mutationGroups = {
     mutate: ['src/machines/fallback*.ts'],
     tests: [
       'test/core/fallback.rules.test.ts',
-      'test/core/fallback.budget.test.ts',
+      'test/core/fallback.actor.test.ts',
       'test/core/mid-stream.graph.test.ts',
       'test/core/fallback.behaviour.test.ts',
       'test/core/fallback.graph.test.ts',

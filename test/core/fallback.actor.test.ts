@@ -1,7 +1,7 @@
 /**
- * The retry-and-fallback run with a spending limit and a price table, driven as a real actor (createActor,
- * a scripted provider actor answering each `call.requested`), judged by docs/cost.md and docs/errors.md
- * as written there:
+ * The retry-and-fallback run driven as a real actor (createActor, a scripted provider actor answering each
+ * `call.requested`): its spending limit, its prices and what its attempts record, judged by docs/cost.md,
+ * docs/errors.md and docs/api.md as written there:
  * - "Before each call the fallback run prices it ... its guard `isWithinBudget` lets it out only when
  *   spent + held + that worst case ≤ the budget; the call then holds its worst case until it ends, and is
  *   settled at what it really cost (an answer's priced usage; nothing for a call that failed before any
@@ -13,6 +13,9 @@
  * - "Every Attempt whose call reported usage and whose model is priced has `costUsd` ... by the model the
  *   answer names (after a fallback, the fallback's model). An answer that failed validation is priced too;
  *   a call that failed without an answer has no `costUsd`." (docs/cost.md "What a request and a job cost")
+ * - "An Attempt of a streamed call has `"streamed": {"chunks", "firstTokenMs"}`" (docs/api.md "Attempt").
+ * - `invalid_output`: "once (re-ask with the validation errors)" (docs/errors.md), the adapter's own reason
+ *   (an answer it stopped reading) included.
  * The budget here is a recorder that states docs/cost.md's rule in one line; the prices are literals.
  */
 import { afterEach, describe, expect, it } from 'vitest';
@@ -45,8 +48,19 @@ interface Requested {
 
 /** One scripted reply: how the provider answers the call it was asked (or `hang`: never). */
 type Reply =
-  | { readonly answer: 'valid' | 'invalid'; readonly model?: string; readonly usage?: TokenUsage; readonly text?: string }
-  | { readonly failure: ErrorClass; readonly chunks?: number; readonly partialText?: string }
+  | {
+      readonly answer: 'valid' | 'invalid';
+      readonly model?: string;
+      readonly usage?: TokenUsage;
+      readonly text?: string;
+      readonly chunks?: number;
+    }
+  | {
+      readonly failure: ErrorClass;
+      readonly chunks?: number;
+      readonly partialText?: string;
+      readonly validationErrors?: readonly string[];
+    }
   | { readonly rejected: true }
   | { readonly keySkipped: ErrorClass }
   | { readonly hang: true };
@@ -81,16 +95,20 @@ function scriptedProvider(providerId: ProviderId, script: Reply[], seen: Request
             },
             verdict: reply.answer === 'valid' ? { ok: true, value: { ok: true } } : { ok: false, errors: ['ok: expected true'] },
             durationMs: 10,
-            streamed: null,
+            streamed: reply.chunks === undefined ? null : { chunks: reply.chunks, firstTokenMs: 7 },
           };
         } else if ('failure' in reply) {
           out = {
             type: 'provider.failed',
             ...base,
-            failure: { errorClass: reply.failure, message: `scripted ${reply.failure}` },
+            failure: {
+              errorClass: reply.failure,
+              message: `scripted ${reply.failure}`,
+              ...(reply.validationErrors === undefined ? {} : { validationErrors: reply.validationErrors }),
+            },
             countedByBreaker: reply.failure === 'server_error',
             durationMs: 10,
-            streamed: reply.chunks === undefined ? null : { chunks: reply.chunks, firstTokenMs: 1 },
+            streamed: reply.chunks === undefined ? null : { chunks: reply.chunks, firstTokenMs: 7 },
             ...(reply.partialText === undefined ? {} : { partialText: reply.partialText }),
           };
         } else if ('rejected' in reply) {
@@ -446,5 +464,39 @@ describe('fallback run with prices: what each attempt cost (docs/cost.md "What a
     const output = await done;
     expect(output.attempts.map((a) => a.outcome)).toEqual(['failed', 'succeeded']);
     for (const attempt of output.attempts) expect(attempt).not.toHaveProperty('costUsd');
+  });
+});
+
+describe('fallback run: what its attempts record (docs/api.md "Attempt")', () => {
+  it('gives every attempt of a streamed call its streamed pieces, and none to a call that did not stream', async () => {
+    const { done } = startRun({
+      scripts: {
+        claude: [{ failure: 'timeout', chunks: 2 }],
+        gpt: [{ answer: 'invalid', chunks: 4 }, { answer: 'valid', chunks: 5 }],
+      },
+      retryMax: 0,
+    });
+    const output = await done;
+    expect(output.attempts.map((a) => [a.provider, a.outcome, a.streamed])).toEqual([
+      ['claude', 'failed', { chunks: 2, firstTokenMs: 7 }],
+      ['gpt', 'failed', { chunks: 4, firstTokenMs: 7 }],
+      ['gpt', 'succeeded', { chunks: 5, firstTokenMs: 7 }],
+    ]);
+    const plain = await startRun({ scripts: { claude: [{ failure: 'timeout' }, { answer: 'invalid' }, { answer: 'valid' }] }, retryMax: 1 }).done;
+    expect(plain.attempts.map((a) => a.outcome)).toEqual(['failed', 'failed', 'succeeded']);
+    for (const attempt of plain.attempts) expect(attempt).not.toHaveProperty('streamed');
+  });
+
+  it("re-asks with the adapter's own reason for invalid_output (an answer it stopped reading), and only that", async () => {
+    const { seen, done } = startRun({
+      scripts: {
+        claude: [{ failure: 'invalid_output', validationErrors: ['the answer passed 8192 characters'] }, { answer: 'valid' }],
+      },
+    });
+    expect(await done).toMatchObject({ status: 'succeeded' });
+    expect(seen.claude?.[1]?.request?.messages).toEqual([
+      ...request.messages,
+      { role: 'user', content: 'Your answer failed validation:\n- the answer passed 8192 characters\nAnswer again with only the corrected JSON.' },
+    ]);
   });
 });
