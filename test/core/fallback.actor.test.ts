@@ -27,6 +27,7 @@ import {
   type FallbackInput,
   type FallbackOutput,
 } from '../../src/machines/fallback.machine.js';
+import type { CallRequest } from '../../src/machines/call-request.js';
 import type {
   AnswerContinuation,
   CallBudget,
@@ -37,6 +38,9 @@ import type {
 } from '../../src/machines/types.js';
 import { Secret } from '../../src/security/secret.js';
 import { request } from './gateway-harness.js';
+
+/** The one answer the run's validator accepts. */
+const validText = '{"ok":true}';
 
 /** What the provider actor was asked: each call (its id, request and clock) and each cancel. */
 interface Requested {
@@ -49,7 +53,8 @@ interface Requested {
 /** One scripted reply: how the provider answers the call it was asked (or `hang`: never). */
 type Reply =
   | {
-      readonly answer: 'valid' | 'invalid';
+      /** `valid` / `invalid`: the text (when not given) the run's validator accepts or refuses. */
+      readonly answer: 'valid' | 'invalid' | 'text';
       readonly model?: string;
       readonly usage?: TokenUsage;
       readonly text?: string;
@@ -69,7 +74,14 @@ type ReplyEvent = Exclude<FallbackEvent, { type: 'request.aborted' }>;
 
 /** A provider actor that answers each call with the next reply of its script, at the call's own clock + 10 ms. */
 function scriptedProvider(providerId: ProviderId, script: Reply[], seen: Requested[]): AnyActorRef {
-  const logic = fromCallback<{ type: string; callId: string; at: number; request?: GenerationRequest; replyTo?: AnyActorRef }>(
+  const logic = fromCallback<{
+    type: string;
+    callId: string;
+    at: number;
+    request?: GenerationRequest;
+    replyTo?: AnyActorRef;
+    validate?: CallRequest['validate'];
+  }>(
     ({ receive }) => {
       receive((event) => {
         seen.push({
@@ -78,22 +90,23 @@ function scriptedProvider(providerId: ProviderId, script: Reply[], seen: Request
           at: event.at,
           ...(event.request === undefined ? {} : { request: event.request }),
         });
-        if (event.type !== 'call.requested' || event.replyTo === undefined) return;
+        if (event.type !== 'call.requested' || event.replyTo === undefined || event.validate === undefined) return;
         const reply = script.shift() ?? { answer: 'valid' };
         const base = { callId: event.callId, providerId, at: event.at + 10 };
         let out: ReplyEvent | undefined;
         if ('answer' in reply) {
-          const text = reply.text ?? (reply.answer === 'valid' ? '{"ok":true}' : '{"ok":false}');
+          const answer = {
+            text: reply.text ?? (reply.answer === 'valid' ? validText : '{"ok":false}'),
+            model: reply.model ?? `${providerId}-model`,
+            usage: reply.usage ?? { inputTokens: null, outputTokens: null },
+            truncated: false,
+          };
           out = {
             type: 'provider.succeeded',
             ...base,
-            answer: {
-              text,
-              model: reply.model ?? `${providerId}-model`,
-              usage: reply.usage ?? { inputTokens: null, outputTokens: null },
-              truncated: false,
-            },
-            verdict: reply.answer === 'valid' ? { ok: true, value: { ok: true } } : { ok: false, errors: ['ok: expected true'] },
+            answer,
+            // Judged next to the call with the call's own validator, as the attempt judges it.
+            verdict: event.validate(answer),
             durationMs: 10,
             streamed: reply.chunks === undefined ? null : { chunks: reply.chunks, firstTokenMs: 7 },
           };
@@ -217,7 +230,9 @@ function startRun(options: RunOptions) {
     runId: 'run',
     links,
     request,
-    validate: () => ({ ok: true, value: { ok: true } }),
+    // The test continuation's cut mark (`|`) is not part of the answer.
+    validate: (answer) =>
+      answer.text.replaceAll('|', '') === validText ? { ok: true, value: { ok: true } } : { ok: false, errors: ['ok: expected true'] },
     policy: 'retry-then-fallback',
     retryMax: options.retryMax ?? 0,
     backoffMs: options.backoffMs ?? [0],
@@ -228,8 +243,8 @@ function startRun(options: RunOptions) {
   };
   const actor = createActor(fallbackMachine, { input });
   started.push(actor);
-  const emitted: string[] = [];
-  actor.on('*', (event) => emitted.push(event.type));
+  const emitted: { type: string; provider?: string; prefix?: string; reason?: string }[] = [];
+  actor.on('*', (event) => emitted.push(event));
   actor.start();
   return { actor, seen, emitted, done: toPromise(actor) as Promise<FallbackOutput> };
 }
@@ -497,6 +512,123 @@ describe('fallback run: what its attempts record (docs/api.md "Attempt")', () =>
     expect(seen.claude?.[1]?.request?.messages).toEqual([
       ...request.messages,
       { role: 'user', content: 'Your answer failed validation:\n- the answer passed 8192 characters\nAnswer again with only the corrected JSON.' },
+    ]);
+  });
+});
+
+/**
+ * A test continuation: the text can be continued after its last `|` (nothing before a `|` is no cut); the
+ * continuing request carries the prefix as an assistant message; prefix and rest are one answer.
+ */
+const continuation: AnswerContinuation = {
+  pointOf: (written) => (written.includes('|') ? written.slice(0, written.lastIndexOf('|') + 1) : undefined),
+  request: (base, prefix) => ({ ...base, messages: [...base.messages, { role: 'assistant', content: prefix }] }),
+  merge: (prefix, rest) => prefix + rest,
+};
+
+const resetOf = (provider: string, errorClass: string) => ({
+  type: 'answer.reset',
+  provider,
+  reason: `${provider} failed (${errorClass}); the next answer starts over`,
+});
+
+describe('fallback run: continue or start over after output (docs/api.md "Streaming")', () => {
+  it('judges a call that continues nothing on its own text, even when the run can continue answers', async () => {
+    const { done } = startRun({ scripts: { claude: [{ answer: 'valid' }] }, continuation });
+    expect(await done).toMatchObject({ status: 'succeeded', value: { ok: true } });
+  });
+
+  it('continues from the cut: the rest is asked after the prefix, and prefix and rest are judged as one answer', async () => {
+    const { seen, emitted, done } = startRun({
+      scripts: { claude: [{ failure: 'connection', chunks: 2, partialText: '{"ok":|tr' }, { answer: 'text', text: 'true}' }] },
+      continuation,
+      retryMax: 1,
+    });
+    const output = await done;
+    expect(output).toMatchObject({ status: 'succeeded', value: { ok: true } });
+    expect(seen.claude?.[1]?.request?.messages).toEqual([...request.messages, { role: 'assistant', content: '{"ok":|' }]);
+    expect(output.attempts.map((a) => a.continuation)).toEqual([undefined, true]);
+    expect(emitted.filter((e) => e.type.startsWith('answer.'))).toEqual([
+      { type: 'answer.continued', provider: 'claude', prefix: '{"ok":|' },
+    ]);
+  });
+
+  it('without a continuation, never continues a cut answer: a reset, and the next call asks for a whole one', async () => {
+    const { seen, emitted, done } = startRun({
+      scripts: { claude: [{ failure: 'timeout', chunks: 2, partialText: '{"ok":|tr' }, { answer: 'valid' }] },
+      retryMax: 1,
+    });
+    const output = await done;
+    expect(output).toMatchObject({ status: 'succeeded' });
+    expect(seen.claude?.[1]?.request).toEqual(request);
+    expect(output.attempts[1]).not.toHaveProperty('continuation');
+    expect(emitted.filter((e) => e.type.startsWith('answer.'))).toEqual([resetOf('claude', 'timeout')]);
+  });
+
+  it('starts over when the cut keeps nothing (an empty prefix is no point to continue from)', async () => {
+    const cutAtStart: AnswerContinuation = { ...continuation, pointOf: () => '' };
+    const { seen, emitted, done } = startRun({
+      scripts: { claude: [{ failure: 'timeout', chunks: 1, partialText: '|x' }, { answer: 'valid' }] },
+      continuation: cutAtStart,
+      retryMax: 1,
+    });
+    expect(await done).toMatchObject({ status: 'succeeded' });
+    expect(seen.claude?.[1]?.request).toEqual(request);
+    expect(emitted.filter((e) => e.type.startsWith('answer.'))).toEqual([resetOf('claude', 'timeout')]);
+  });
+
+  it("names in the reset the provider that wrote the void output and how its call ended, after a fallback too", async () => {
+    const { emitted, done } = startRun({
+      scripts: { claude: [{ failure: 'auth', chunks: 1, partialText: 'no cut here' }], gpt: [{ answer: 'valid' }] },
+      continuation,
+    });
+    expect(await done).toMatchObject({ status: 'succeeded', provider: 'gpt' });
+    expect(emitted.filter((e) => e.type.startsWith('answer.') || e.type === 'fallback.taken')).toEqual([
+      { type: 'fallback.taken', from: 'claude', to: 'gpt' },
+      resetOf('claude', 'auth'),
+    ]);
+  });
+
+  it('voids a streamed invalid answer (a reset before the re-ask); one that streamed nothing left nothing to void', async () => {
+    const streamed = startRun({ scripts: { claude: [{ answer: 'invalid', chunks: 3 }, { answer: 'valid' }] } });
+    expect(await streamed.done).toMatchObject({ status: 'succeeded' });
+    expect(streamed.emitted.filter((e) => e.type.startsWith('answer.'))).toEqual([resetOf('claude', 'invalid_output')]);
+
+    const whole = startRun({ scripts: { claude: [{ answer: 'invalid' }, { answer: 'valid' }] } });
+    const output = await whole.done;
+    expect(output).toMatchObject({ status: 'succeeded' });
+    // Neither call continued an answer: no `continuation` on either attempt.
+    expect(output.attempts.map((a) => 'continuation' in a)).toEqual([false, false]);
+    expect(whole.emitted.filter((e) => e.type.startsWith('answer.'))).toEqual([]);
+  });
+
+  it('starts the re-ask of an invalid continued answer over: a reset, the whole answer shown back, no continuation', async () => {
+    const { seen, emitted, done } = startRun({
+      scripts: {
+        claude: [
+          { failure: 'connection', chunks: 2, partialText: '{"ok":|fa' },
+          { answer: 'text', text: 'false}' },
+          { answer: 'valid' },
+        ],
+      },
+      continuation,
+      retryMax: 1,
+    });
+    const output = await done;
+    expect(output).toMatchObject({ status: 'succeeded' });
+    expect(output.attempts.map((a) => [a.outcome, a.errorClass, a.continuation])).toEqual([
+      ['failed', 'connection', undefined],
+      ['failed', 'invalid_output', true],
+      ['succeeded', undefined, undefined],
+    ]);
+    expect(emitted.filter((e) => e.type.startsWith('answer.'))).toEqual([
+      { type: 'answer.continued', provider: 'claude', prefix: '{"ok":|' },
+      resetOf('claude', 'invalid_output'),
+    ]);
+    expect(seen.claude?.[2]?.request?.messages).toEqual([
+      ...request.messages,
+      { role: 'assistant', content: '{"ok":|false}' },
+      { role: 'user', content: 'Your answer failed validation:\n- ok: expected true\nAnswer again with only the corrected JSON.' },
     ]);
   });
 });
