@@ -12,6 +12,7 @@ import {
   keyActorId,
   keyBookMachine,
   keyHealthOff,
+  keyHealthView,
   refusedKeyCounts,
 } from '../../src/machines/key-book.machine.js';
 import type { KeyAnswer } from '../../src/machines/key-health.machine.js';
@@ -31,8 +32,10 @@ function admission(actor: AnyActorRef, keyId: string, when: number) {
   replyTo.stop();
   expect(answers).toHaveLength(1);
   const [answer] = answers;
-  if (answer?.type !== 'key.refused') return { admit: true };
-  expect(answer.call).toBe(call);
+  expect(answer?.call).toBe(call);
+  if (answer?.type === 'key.admitted') return { admit: true };
+  expect(answer?.type).toBe('key.refused');
+  if (answer?.type !== 'key.refused') throw new Error('neither admitted nor refused');
   return { admit: false, reason: answer.reason, errorClass: answer.errorClass, until: answer.until };
 }
 
@@ -487,5 +490,137 @@ describe('key book: cheap per event however many keys are refused', () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+});
+
+describe('key book: changes heard and told, and a full book', () => {
+  const healthyShared = { state: 'healthy', errorClass: null, until: null };
+
+  it('tells the fleet when a key it refused works again (its probe answered)', () => {
+    const { actor, reports } = book();
+    actor.send({ type: 'key.failed', keyId: 'k', callId: 'c1', errorClass: 'auth', at });
+    actor.send({ type: 'key.called', keyId: 'k', callId: 'probe', at: at + 60_000 });
+    actor.send({ type: 'key.answered', keyId: 'k', callId: 'probe', at: at + 60_001 });
+    expect(reports.map((report) => [report.keyId, report.shared])).toEqual([
+      ['k', { state: 'quarantined', errorClass: 'auth', until: at + 60_000 }],
+      ['k', healthyShared],
+    ]);
+  });
+
+  it("adopts the fleet's word that a refused key works again: its actor stopped, calls admitted, nothing echoed", () => {
+    const { actor, keys, admit, reports } = book();
+    actor.send({ type: 'key.failed', keyId: 'k', callId: 'c1', errorClass: 'auth', at });
+    actor.send({ type: 'key.synced', keyId: 'k', shared: healthyShared, at: at + 10 });
+    expect(keys().size).toBe(0);
+    expect(keyActors(actor).size).toBe(0);
+    expect(admit('k', at + 20)).toEqual({ admit: true });
+    expect(reports).toHaveLength(1);
+  });
+
+  it('passes a fleet refusal and a trip of a key it already refuses on to that key', () => {
+    const { actor, admit } = book();
+    actor.send({ type: 'key.failed', keyId: 'synced', callId: 'c1', errorClass: 'rate_limited', at });
+    actor.send({
+      type: 'key.synced',
+      keyId: 'synced',
+      shared: { state: 'quarantined', errorClass: 'permission', until: at + 9_000 },
+      at,
+    });
+    expect(admit('synced', at + 1)).toEqual({ admit: false, reason: 'key_quarantined', errorClass: 'permission', until: at + 9_000 });
+
+    actor.send({ type: 'key.failed', keyId: 'tripped', callId: 'c2', errorClass: 'rate_limited', at });
+    // Cooling for 5 000 ms (KEY_COOLING_MS here), then tripped for 20 000 ms: quarantined to the later until.
+    actor.send({ type: 'key.tripped', keyId: 'tripped', errorClass: 'timeout', periodMs: 20_000, at });
+    expect(admit('tripped', at + 1)).toEqual({ admit: false, reason: 'key_quarantined', errorClass: 'timeout', until: at + 20_000 });
+  });
+
+  it('takes a trip or a fleet refusal of a new key when full: the least recently touched key goes', () => {
+    const { actor, keys, admit } = book({ maxKeys: 2 });
+    actor.send({ type: 'key.failed', keyId: 'k1', callId: 'c1', errorClass: 'auth', at });
+    actor.send({ type: 'key.failed', keyId: 'k2', callId: 'c2', errorClass: 'auth', at });
+    actor.send({ type: 'key.tripped', keyId: 'k3', errorClass: 'timeout', periodMs: 2_000, at });
+    expect(keys().ids().sort()).toEqual(['k2', 'k3']);
+    expect(admit('k3', at + 1)).toMatchObject({ admit: false, errorClass: 'timeout' });
+    actor.send({
+      type: 'key.synced',
+      keyId: 'k4',
+      shared: { state: 'quarantined', errorClass: 'permission', until: at + 9_000 },
+      at,
+    });
+    expect(keys().ids().sort()).toEqual(['k3', 'k4']);
+    expect([...keyActors(actor).keys()].sort()).toEqual(['k3', 'k4']);
+    expect(admit('k4', at + 1)).toMatchObject({ admit: false, errorClass: 'permission' });
+  });
+
+  it('takes a refusal of a new key when full even when the key lands on a shelf not opened yet', () => {
+    // 17 keys: two shelves. Fill the book with keys of one shelf, then refuse a key of the other, each way.
+    const refusals = [
+      (keyId: string) => ({ type: 'key.failed', keyId, callId: `c-${keyId}`, errorClass: 'auth', at }) as const,
+      (keyId: string) => ({ type: 'key.tripped', keyId, errorClass: 'auth', periodMs: 60_000, at }) as const,
+      (keyId: string) =>
+        ({ type: 'key.synced', keyId, shared: { state: 'quarantined', errorClass: 'auth', until: at + 60_000 }, at }) as const,
+    ];
+    for (const refuse of refusals) {
+      const { actor, keys, admit } = book({ maxKeys: 17 });
+      const candidates = Array.from({ length: 200 }, (_, i) => `key-${i}`);
+      const first = candidates.filter((id) => keys().shelfOf(id) === 0).slice(0, 17);
+      const other = candidates.find((id) => keys().shelfOf(id) === 1) ?? 'none';
+      for (const keyId of first) actor.send({ type: 'key.failed', keyId, callId: keyId, errorClass: 'auth', at });
+      expect(keys().size).toBe(17);
+      actor.send(refuse(other));
+      expect(keys().size).toBe(17);
+      expect(keyActors(actor).has(other)).toBe(true);
+      expect(admit(other, at + 1)).toMatchObject({ admit: false, errorClass: 'auth' });
+    }
+  });
+
+  it('keeps working when the time to forget a key that has since healed comes', () => {
+    const clock = new SimulatedClock();
+    const { actor, keys, admit } = book({ clock });
+    actor.send({ type: 'key.failed', keyId: 'k1', callId: 'c1', errorClass: 'rate_limited', at });
+    actor.send({ type: 'key.called', keyId: 'k1', callId: 'probe', at: at + 5_000 });
+    actor.send({ type: 'key.answered', keyId: 'k1', callId: 'probe', at: at + 5_000 });
+    expect(keys().size).toBe(0);
+    // k1's time to be forgotten (until + a quarantine) passes with nothing tracked.
+    clock.increment(70_000);
+    expect(actor.getSnapshot().status).toBe('active');
+    actor.send({ type: 'key.failed', keyId: 'k2', callId: 'c2', errorClass: 'auth', at: at + 70_000 });
+    expect(admit('k2', at + 70_001)).toMatchObject({ admit: false, errorClass: 'auth' });
+  });
+
+  it('forgets each key at its own time while another key changes many times beside them', () => {
+    const clock = new SimulatedClock();
+    const { actor, keys } = book({ clock });
+    // late: quarantined until at + 60 000, forgotten at at + 120 000; early: cooling until at + 1 000,
+    // forgotten at at + 61 000; busy: cooled again 150 times, its last until at + 149 + 5 000, forgotten at
+    // at + 65 149.
+    actor.send({ type: 'key.failed', keyId: 'late', callId: 'l', errorClass: 'auth', at });
+    actor.send({ type: 'key.failed', keyId: 'early', callId: 'e', errorClass: 'rate_limited', retryAfterMs: 1_000, at });
+    for (let i = 0; i < 150; i += 1)
+      actor.send({ type: 'key.failed', keyId: 'busy', callId: `b${i}`, errorClass: 'rate_limited', retryAfterMs: 5_000, at: at + i });
+    clock.increment(60_999);
+    expect(keys().ids().sort()).toEqual(['busy', 'early', 'late']);
+    clock.increment(1);
+    expect(keys().ids().sort()).toEqual(['busy', 'late']);
+    clock.increment(65_148 - 61_000);
+    expect(keys().ids().sort()).toEqual(['busy', 'late']);
+    clock.increment(1);
+    expect(keys().ids()).toEqual(['late']);
+    clock.increment(120_000 - 65_149);
+    expect(keys().size).toBe(0);
+  });
+});
+
+describe('key book: the view of one key (GET /v1/keys/status, docs/api.md)', () => {
+  it('shows a refused key with its class and until, and healthy once until has passed or when untracked', () => {
+    const { actor, keys } = book();
+    actor.send({ type: 'key.failed', keyId: 'q', callId: 'c1', errorClass: 'quota_exhausted', at });
+    actor.send({ type: 'key.failed', keyId: 'c', callId: 'c2', errorClass: 'rate_limited', retryAfterMs: 7_000, at });
+    expect(keyHealthView(keys(), 'q', at + 1)).toEqual({ state: 'quarantined', errorClass: 'quota_exhausted', until: at + 60_000 });
+    expect(keyHealthView(keys(), 'c', at + 1)).toEqual({ state: 'cooling', errorClass: 'rate_limited', until: at + 7_000 });
+    // "a refusal whose until has passed shows healthy" (its next call goes out as the probe).
+    expect(keyHealthView(keys(), 'q', at + 60_000)).toEqual({ state: 'healthy' });
+    expect(keyHealthView(keys(), 'c', at + 7_000)).toEqual({ state: 'healthy' });
+    expect(keyHealthView(keys(), 'never-seen', at)).toEqual({ state: 'healthy' });
   });
 });
