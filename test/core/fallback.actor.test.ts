@@ -65,6 +65,7 @@ type Reply =
       readonly chunks?: number;
       readonly partialText?: string;
       readonly validationErrors?: readonly string[];
+      readonly httpStatus?: number;
     }
   | { readonly rejected: true }
   | { readonly keySkipped: ErrorClass }
@@ -118,6 +119,7 @@ function scriptedProvider(providerId: ProviderId, script: Reply[], seen: Request
               errorClass: reply.failure,
               message: `scripted ${reply.failure}`,
               ...(reply.validationErrors === undefined ? {} : { validationErrors: reply.validationErrors }),
+              ...(reply.httpStatus === undefined ? {} : { httpStatus: reply.httpStatus }),
             },
             countedByBreaker: reply.failure === 'server_error',
             durationMs: 10,
@@ -500,6 +502,17 @@ describe('fallback run: what its attempts record (docs/api.md "Attempt")', () =>
     const plain = await startRun({ scripts: { claude: [{ failure: 'timeout' }, { answer: 'invalid' }, { answer: 'valid' }] }, retryMax: 1 }).done;
     expect(plain.attempts.map((a) => a.outcome)).toEqual(['failed', 'failed', 'succeeded']);
     for (const attempt of plain.attempts) expect(attempt).not.toHaveProperty('streamed');
+  });
+
+  it('gives a failed attempt the upstream HTTP status when there was one, and no httpStatus field when there was none', async () => {
+    const { done } = startRun({ scripts: { claude: [{ failure: 'server_error', httpStatus: 503 }, { failure: 'timeout' }] }, retryMax: 1 });
+    const output = await done;
+    expect(output.attempts.map((a) => [a.errorClass, a.httpStatus])).toEqual([
+      ['server_error', 503],
+      ['timeout', undefined],
+    ]);
+    // `"httpStatus"?` (docs/api.md "Attempt"): absent, not present as undefined.
+    expect(Object.keys(output.attempts[1] ?? {})).not.toContain('httpStatus');
   });
 
   it("re-asks with the adapter's own reason for invalid_output (an answer it stopped reading), and only that", async () => {
