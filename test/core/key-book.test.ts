@@ -494,7 +494,7 @@ describe('key book: cheap per event however many keys are refused', () => {
 });
 
 describe('key book: changes heard and told, and a full book', () => {
-  const healthyShared = { state: 'healthy', errorClass: null, until: null };
+  const healthyShared = { state: 'healthy', errorClass: null, until: null } as const;
 
   it('tells the fleet when a key it refused works again (its probe answered)', () => {
     const { actor, reports } = book();
