@@ -11,9 +11,23 @@ import type { FaultSpec } from '../../src/emulator/index.js';
 import { openaiWire } from '../../src/emulator/openai.js';
 import { timelygptWire } from '../../src/emulator/timelygpt.js';
 import type { ProviderId } from '../../src/providers/index.js';
+import { redisTestUrl, uniquePrefix } from '../fleet/support.js';
 import { adminToken, postJson, request, startHarness, studyText, type Harness, type HttpResult } from '../http/blackbox-support.js';
 
 export type { Harness, HttpResult };
+
+/**
+ * The two ways every model suite runs the service: one instance alone, and one with REDIS_URL (the real
+ * Redis of REDIS_TEST_URL, under a prefix of its own), where breakers, key health and job views are the
+ * fleet's: the same walk must hold there too.
+ */
+export const serviceModes = ['alone', 'with Redis'] as const;
+export type ServiceMode = (typeof serviceModes)[number];
+
+/** The settings that put the service in `mode` (`name`: the suite, in its Redis prefix). */
+export function modeEnv(mode: ServiceMode, name: string): NodeJS.ProcessEnv {
+  return mode === 'alone' ? {} : { REDIS_URL: redisTestUrl, REDIS_PREFIX: uniquePrefix(name) };
+}
 
 /** The service with the settings of `env` (short timings), quiet logs, room for the held probes. */
 export function startModelService(env: NodeJS.ProcessEnv): Promise<Harness> {
