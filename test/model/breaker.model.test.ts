@@ -12,7 +12,7 @@
  * are walked at once, each on its own breaker. The whole walk runs twice: on one instance alone, and on one
  * with REDIS_URL, where the fleet decides (see `settled`).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { serializeSnapshot } from 'xstate/graph';
 import { breakerMachine } from '../../src/machines/breaker.machine.js';
 import { providerIds, type ProviderId } from '../../src/providers/index.js';
@@ -27,8 +27,8 @@ import {
   pastTime,
   providerItem,
   modeEnv,
-  serviceModes,
   startModelService,
+  walkEachProvider,
   type ServiceMode,
   upstreamCalls,
   userSideFailures,
@@ -317,26 +317,17 @@ async function walk(provider: ProviderId, path: (typeof cover.paths)[number]): P
   }
 }
 
-for (const walkMode of serviceModes) {
-  describe(`the running service follows the breaker model on every edge, ${walkMode}`, () => {
-    beforeAll(async () => {
-      mode = walkMode;
-      for (const seen of userSideChecked.values()) seen.clear();
-      harness = await startFor(walkMode);
-    });
-    afterAll(async () => {
-      await harness?.close();
-    });
-
-    describe.concurrent('each provider', () => {
-      for (const provider of providerIds) {
-        it(`${provider}: every path of the edge cover`, async () => {
-          for (const path of cover.paths) await walk(provider, path);
-          // The user-side failures were made to happen where a FAILURE would show: closed with 0 and with 1
-          // failure, and half-open awaiting its probe.
-          expect(userSideChecked.get(provider)?.size).toBe(3);
-        }, 120_000);
-      }
-    });
-  });
-}
+walkEachProvider('the running service follows the breaker model on every edge', {
+  start: async (walkMode) => {
+    mode = walkMode;
+    for (const seen of userSideChecked.values()) seen.clear();
+    harness = await startFor(walkMode);
+  },
+  stop: () => harness.close(),
+  walk: async (provider) => {
+    for (const path of cover.paths) await walk(provider, path);
+    // The user-side failures were made to happen where a FAILURE would show: closed with 0 and with 1
+    // failure, and half-open awaiting its probe.
+    expect(userSideChecked.get(provider)?.size).toBe(3);
+  },
+});

@@ -11,9 +11,9 @@
  * with the count it had. All three providers are walked at once, on one instance alone and again on one
  * with REDIS_URL (key health shared through the real Redis).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { keyHealthMachine } from '../../src/machines/key-health.machine.js';
-import { providerIds, type ProviderId } from '../../src/providers/index.js';
+import type { ProviderId } from '../../src/providers/index.js';
 import {
   coolingClasses,
   keyHealthModel,
@@ -33,9 +33,9 @@ import {
   pastTime,
   providerItem,
   modeEnv,
-  serviceModes,
   startModelService,
   upstreamCalls,
+  walkEachProvider,
   wireFault,
   type Harness,
   type HttpResult,
@@ -287,28 +287,19 @@ async function walk(provider: ProviderId, path: (typeof cover.paths)[number]): P
   }
 }
 
-for (const mode of serviceModes) {
-  describe(`the running service follows the key-health model on every edge, ${mode}`, () => {
-    beforeAll(async () => {
-      harness = await startModelService({
-        BREAKER_FAILURE_THRESHOLD: String(threshold),
-        BREAKER_MIN_DISTINCT_KEYS: '2',
-        KEY_QUARANTINE_MS: String(quarantineMs),
-        KEY_COOLING_MS: String(coolingMs),
-        PROVIDER_TIMEOUT_MS: '5000',
-        ...modeEnv(mode, 'key-health-model'),
-      });
+walkEachProvider('the running service follows the key-health model on every edge', {
+  start: async (mode) => {
+    harness = await startModelService({
+      BREAKER_FAILURE_THRESHOLD: String(threshold),
+      BREAKER_MIN_DISTINCT_KEYS: '2',
+      KEY_QUARANTINE_MS: String(quarantineMs),
+      KEY_COOLING_MS: String(coolingMs),
+      PROVIDER_TIMEOUT_MS: '5000',
+      ...modeEnv(mode, 'key-health-model'),
     });
-    afterAll(async () => {
-      await harness?.close();
-    });
-
-    describe.concurrent('each provider', () => {
-      for (const provider of providerIds) {
-        it(`${provider}: every path of the edge cover`, async () => {
-          for (const path of cover.paths) await walk(provider, path);
-        }, 120_000);
-      }
-    });
-  });
-}
+  },
+  stop: () => harness.close(),
+  walk: async (provider) => {
+    for (const path of cover.paths) await walk(provider, path);
+  },
+});
