@@ -14,6 +14,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMemoryDocumentStore } from '../../src/documents/index.js';
 import { buildApp } from '../../src/http/app.js';
+import { createBodyShare } from '../../src/http/body-share.js';
 import { staticGateway, testConfig, type StaticGateway } from '../http/support.js';
 
 /** `POST /v1/generate`'s body limit with MAX_UPLOAD_MB 0.1: 0.1 MiB. */
@@ -142,5 +143,23 @@ describe("an address's share of JSON body bytes", () => {
     const next = await post(port, '127.0.0.5', valid(10_000));
     expect(next.status).toBe(429);
     expect(gateway.generateCalls).toHaveLength(calls);
+  });
+});
+
+describe('the buckets held', () => {
+  it('forgets a bucket once it has refilled, and holds at most 10 000 addresses, the least recently seen forgotten first', () => {
+    let now = 0;
+    // 1 000 bytes a second, 10 000 deep: an emptied bucket is full again after 10 s.
+    const share = createBodyShare({ bytesPerSecond: 1_000, burstBytes: 10_000, now: () => now });
+    for (let n = 0; n < 10_001; n += 1) expect(share.take(`198.51.${Math.floor(n / 256)}.${n % 256}`, 10_000)).toBe(0);
+    expect(share.size()).toBe(10_000);
+    // The second address is still held: its bucket is empty, and needs 10 s for 10 000 bytes.
+    expect(share.take('198.51.0.1', 10_000)).toBe(10);
+    // The first was forgotten: it starts again from a full bucket.
+    expect(share.take('198.51.0.0', 10_000)).toBe(0);
+    // 10 s later every bucket has refilled: the next request finds only its own.
+    now = 10_000;
+    expect(share.take('203.0.113.1', 1)).toBe(0);
+    expect(share.size()).toBe(1);
   });
 });
