@@ -414,7 +414,7 @@ const variables = {
   RATE_LIMIT_GENERATIONS: { schema: integer(0, 1_000_000), fallback: '3000' },
   RATE_LIMIT_KEY_STATUS: { schema: integer(0, 1_000_000), fallback: '60' },
   JSON_BODY_MB_PER_SECOND: { schema: z.coerce.number().min(0).max(1024), fallback: '1' },
-  JSON_BODY_BURST_MB: { schema: z.coerce.number().positive().max(1024), fallback: '4' },
+  JSON_BODY_BURST_MB: { schema: z.coerce.number().positive().max(1024), fallback: '2' },
   ANTHROPIC_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.claude },
   OPENAI_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.gpt },
   TIMELYGPT_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.timelygpt },
