@@ -27,7 +27,7 @@ afterEach(async () => {
   await Promise.all(apps.splice(0).map((app) => app.close()));
 });
 
-async function listen(env: NodeJS.ProcessEnv = {}): Promise<{ port: number; gateway: StaticGateway }> {
+async function listen(env: NodeJS.ProcessEnv = {}): Promise<{ port: number; gateway: StaticGateway; app: FastifyInstance }> {
   const gateway = staticGateway();
   const app = await buildApp({
     // A burst asked below the route's limit: the service raises it to that limit.
@@ -38,7 +38,7 @@ async function listen(env: NodeJS.ProcessEnv = {}): Promise<{ port: number; gate
   });
   apps.push(app);
   await app.listen({ host: '127.0.0.1', port: 0 });
-  return { port: (app.server.address() as AddressInfo).port, gateway };
+  return { port: (app.server.address() as AddressInfo).port, gateway, app };
 }
 
 interface Answer {
@@ -89,7 +89,7 @@ function valid(bytes: number): string {
 
 describe("an address's share of JSON body bytes", () => {
   it('refuses an address past its share 429 before its body is parsed, while another address is served at the same time', async () => {
-    const { port, gateway } = await listen();
+    const { port, gateway, app } = await listen();
     const body = refusedOnceParsed(100_000);
     // Within the bucket (104 857 bytes): parsed, and refused by the schema.
     const first = await post(port, '127.0.0.2', body);
@@ -114,6 +114,9 @@ describe("an address's share of JSON body bytes", () => {
     expect(other.body.error?.code).toBe('INVALID_REQUEST');
     expect(otherValid.status).toBe(503);
     expect(gateway.generateCalls).toHaveLength(1);
+    // Counted once, under its own bound, in `studyhelper_refusals_total`.
+    const metrics = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(metrics).toMatch(/^studyhelper_refusals_total\{limit="rate",what="json_body_bytes"\} 1$/mu);
   });
 
   it('counts a chunked body (no content-length) as it streams, and refuses one once it is over the share', async () => {
