@@ -52,11 +52,11 @@ interface Answer {
  * chunked (no length) in pieces of 16 KiB. Resolves with the answer, even if the server closes the socket
  * before the whole body went out.
  */
-function post(port: number, from: string, body: string, sending: 'declared' | 'chunked' = 'declared'): Promise<Answer> {
+function post(port: number, from: string, body: string, sending: 'declared' | 'chunked' = 'declared', path = '/v1/generate'): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const headers: Record<string, string> = { 'content-type': 'application/json', 'x-gpt-key': 'test-gpt-key-0001' };
     if (sending === 'declared') headers['content-length'] = String(Buffer.byteLength(body));
-    const call = httpRequest({ host: '127.0.0.1', port, localAddress: from, method: 'POST', path: '/v1/generate', headers, agent: false }, (response) => {
+    const call = httpRequest({ host: '127.0.0.1', port, localAddress: from, method: 'POST', path, headers, agent: false }, (response) => {
       let text = '';
       response.setEncoding('utf8');
       response.on('data', (piece: string) => {
@@ -146,6 +146,22 @@ describe("an address's share of JSON body bytes", () => {
     const next = await post(port, '127.0.0.5', valid(10_000));
     expect(next.status).toBe(429);
     expect(gateway.generateCalls).toHaveLength(calls);
+  });
+});
+
+describe('every JSON route draws on the one share', () => {
+  it('refuses a job creation from an address that spent its share on generations, and not from another', async () => {
+    const { port } = await listen();
+    // 10 KB, within the 16 KiB of POST /v1/jobs, refused 400 once parsed (an unknown field).
+    const job = `{"documentId":"doc-1","padding":"${'a'.repeat(10_000)}"}`;
+    expect((await post(port, '127.0.0.6', valid(routeLimit))).status).toBe(503);
+    const [spent, fresh] = await Promise.all([
+      post(port, '127.0.0.6', job, 'declared', '/v1/jobs'),
+      post(port, '127.0.0.7', job, 'declared', '/v1/jobs'),
+    ]);
+    expect(spent.status).toBe(429);
+    expect(spent.body.error?.message).toContain('JSON_BODY_MB_PER_SECOND');
+    expect(fresh.status).toBe(400);
   });
 });
 
