@@ -8,10 +8,10 @@
  * REFUSAL_DELAY_MS like every refusal of the client's own doing, and its unread body is not read
  * (app.ts answers `Connection: close`).
  *
- * Why bytes and not requests: the scan, `JSON.parse` and the schema of a body cost the event loop by its
- * size, and one address sending 1.4 MB bodies that are refused 400 after parsing (unknown fields, notes
- * too long) kept the loop parsing ~90 MB/s within its request rate, and every other client's latency rose
- * with it. The request rates (rate-limit.ts) and the generation slots (admission.ts) cannot see this:
+ * Why bytes and not requests: reading, decoding and scanning a body, then `JSON.parse` and the schema,
+ * cost the event loop by its size, and one address sending 1.4 MB bodies that are refused 400 once read
+ * (130 000 unknown fields, 20 000 concepts of notes: past the scan's count of values) kept the loop on
+ * ~90 MB/s of them within its request rate, and every other client's latency rose with it. The request rates (rate-limit.ts) and the generation slots (admission.ts) cannot see this:
  * such requests are cheap to refuse only before their bodies are read.
  *
  * Why always, and not only while the process is busy (the generation slots' equal shares): the load gauge

@@ -1,7 +1,7 @@
 /**
  * Each address's share of the JSON body bytes the event loop parses (JSON_BODY_MB_PER_SECOND,
- * JSON_BODY_BURST_MB). One address sending 1.4 MB bodies that are refused 400 only after they were parsed
- * kept the loop parsing ~90 MB/s within its request rate, and every other client's latency rose. The rule
+ * JSON_BODY_BURST_MB). One address sending 1.4 MB bodies that are refused 400 only once read kept the loop
+ * on ~90 MB/s of them within its request rate, and every other client's latency rose. The rule
  * tested here, through real HTTP from distinct loopback addresses: an address's bucket holds at least the
  * largest body a route takes (here MAX_UPLOAD_MB caps `POST /v1/generate` at 0.1 MiB = 104 857 bytes) and
  * refills at 1 KiB a second (0.001 MB); a body, declared or chunked, takes its bytes from it before it is
