@@ -122,6 +122,8 @@ export const mutationGroups = {
       'test/providers/claude.classification.test.ts',
       'test/providers/gpt.classification.test.ts',
       'test/providers/raw-failures.test.ts',
+      // The in-band errors of a stream (an APIError without a status), over the wire.
+      'test/providers/streaming.test.ts',
     ],
   },
 };

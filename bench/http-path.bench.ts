@@ -3,37 +3,74 @@
  * without sockets, so a change of a few tens of µs shows through the noise of a shared machine (the
  * overhead bench's figures move by hundreds of µs from run to run at a load of 10).
  *
- * Three Fastify apps in this process, driven through `app.inject()` with 50 requests in flight; the
- * emulator answers at once from its own process (its CPU is not counted):
- * - **A**: Fastify + the `openai` SDK called directly (the overhead bench's A: same prompt and json_schema,
- *   the content parsed as JSON), on the SDK's default `fetch`;
- * - **A′**: A with the SDK's `fetch` option set to the service's upstream transport
+ * Five Fastify apps in this process, driven through `app.inject()` with 50 requests in flight; the
+ * emulator answers at once from its own process (its CPU is not counted), each answer cut into
+ * `BENCH_STREAM_PIECES` stream pieces (default 20, the overhead bench's short stream):
+ * - **S**: Fastify + the `openai` SDK streamed by hand (the overhead bench's S: same prompt and json_schema,
+ *   `stream: true`, the chunks iterated, the content parsed as JSON), on the SDK's default `fetch`;
+ * - **S′**: S with the SDK's `fetch` option set to the service's upstream transport
  *   (src/providers/upstream-fetch.ts), so that what the service adds is measured over the same transport;
  * - **HTTP path**: the service's own app (`buildApp`: routes, hooks, zod, admission, the study layer,
  *   the answer's validation and redaction, metrics) over a gateway that calls the gpt adapter directly,
  *   without the actors: everything the service does outside src/machines and src/actors;
  * - **B**: the whole service (`startService`), as `npm start` runs it.
- * CPU is `process.cpuUsage()` of this process per request (light-my-request's own work is in all three);
- * variants alternate over rounds, medians of per-round differences against A.
+ * CPU is `process.cpuUsage()` of this process per request (light-my-request's own work is in all four);
+ * variants alternate over rounds, medians of per-round differences against S.
  */
 import Fastify from 'fastify';
 import OpenAI from 'openai';
+import { assign, createActor, fromPromise, setup, toPromise } from 'xstate';
 import type { Attempt, CallRecord, Gateway, GenerateInput, GenerateOutcome } from '../src/actors/types.js';
 import { loadConfig } from '../src/config.js';
 import { createMemoryDocumentStore } from '../src/documents/index.js';
 import { buildApp } from '../src/http/app.js';
 import { adaptersFromConfig, startService } from '../src/http/service.js';
+import type { ProviderAnswer } from '../src/providers/index.js';
 import { upstreamFetch } from '../src/providers/upstream-fetch.js';
 import { buildNotesRequest } from '../src/study/prompts.js';
 import { loadAverage, median, round, writeBenchSection } from './report.js';
+import { setStreamPieces } from './support/emulator-control.js';
 import { benchText, gptKey, serviceEnv, startEmulatorChild } from './support/index.js';
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 7);
 const requestsPerRun = Number(process.env.BENCH_REQUESTS ?? 2000);
 const inFlight = 50;
+const streamPieces = Number(process.env.BENCH_STREAM_PIECES ?? 20);
 
-/** The actors left out: the chain's first provider called at once, its answer validated, the call counted for the metrics. */
-function directGateway(adapters: ReturnType<typeof adaptersFromConfig>): Gateway {
+/**
+ * The least an actor design can spend on a call: one actor per request whose only state invokes the
+ * adapter's call as a promise actor (two actor lives and their start, done and stop messages), in the
+ * same actor system for every request, as the gateway's runs are.
+ */
+const leastActor = setup({
+  types: {
+    input: {} as { readonly call: () => Promise<ProviderAnswer> },
+    context: {} as { readonly call: () => Promise<ProviderAnswer>; readonly answer?: ProviderAnswer },
+    output: {} as ProviderAnswer | null,
+  },
+  actors: { upstream: fromPromise<ProviderAnswer, () => Promise<ProviderAnswer>>(({ input }) => input()) },
+}).createMachine({
+  initial: 'calling',
+  context: ({ input }) => ({ call: input.call }),
+  states: {
+    calling: {
+      invoke: {
+        src: 'upstream',
+        input: ({ context }) => context.call,
+        onDone: { target: 'done', actions: assign({ answer: ({ event }) => event.output }) },
+        onError: 'done',
+      },
+    },
+    done: { type: 'final' },
+  },
+  output: ({ context }) => context.answer ?? null,
+});
+
+/**
+ * The actors left out: the chain's first provider called at once, its answer validated, the call counted
+ * for the metrics. `viaLeastActor`: the call made through `leastActor` instead (the actor floor).
+ */
+function directGateway(adapters: ReturnType<typeof adaptersFromConfig>, viaLeastActor = false): Gateway {
   const callListeners = new Set<(record: CallRecord) => void>();
   const unused = (): never => {
     throw new Error('not used by the http-path bench');
@@ -43,11 +80,13 @@ function directGateway(adapters: ReturnType<typeof adaptersFromConfig>): Gateway
       const link = input.chain[0];
       if (link === undefined) throw new Error('empty chain');
       const startedAt = Date.now();
-      const answer = await adapters[link.provider].generate(
-        input.request,
-        link.apiKey,
-        input.signal ?? new AbortController().signal,
-      );
+      const call = (): Promise<ProviderAnswer> =>
+        adapters[link.provider].generate(
+          input.request,
+          link.apiKey,
+          input.signal ?? new AbortController().signal,
+        );
+      const answer = viaLeastActor ? await callThroughLeastActor(call) : await call();
       const verdict = input.validate(answer);
       if (!verdict.ok) throw new Error(`invalid answer: ${verdict.errors.join('; ')}`);
       const durationMs = Date.now() - startedAt;
@@ -91,12 +130,26 @@ function directGateway(adapters: ReturnType<typeof adaptersFromConfig>): Gateway
   };
 }
 
+/** Where every `leastActor` runs: one root, as the gateway's runs share one actor system. */
+const leastActorRoot = createActor(setup({}).createMachine({})).start();
+
+async function callThroughLeastActor(call: () => Promise<ProviderAnswer>): Promise<ProviderAnswer> {
+  const actor = createActor(leastActor, { input: { call }, parent: leastActorRoot });
+  const done = toPromise(actor);
+  actor.start();
+  const answer = await done;
+  if (answer === null) throw new Error('the least actor ended without an answer');
+  return answer;
+}
+
 async function main(): Promise<void> {
   const emulator = await startEmulatorChild();
+  await setStreamPieces(emulator.url, streamPieces);
   const env = serviceEnv(emulator, {
     PROVIDERS_DEFAULT_ORDER: 'gpt',
     MAX_INFLIGHT_GENERATIONS: '256',
     MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '256',
+    RATE_LIMIT_GENERATIONS: '0',
   });
   const config = loadConfig(env);
   const service = await startService(config, { log: { level: 'silent' } });
@@ -109,8 +162,16 @@ async function main(): Promise<void> {
     processMetrics: false,
   });
   await httpPath.ready();
+  const leastActors = await buildApp({
+    config,
+    gateway: directGateway(adapters, true),
+    documentStore: createMemoryDocumentStore({ ttlSeconds: 60 }),
+    log: { level: 'silent' },
+    processMetrics: false,
+  });
+  await leastActors.ready();
 
-  /** Fastify + the `openai` SDK called directly, on the given `fetch` (the SDK's default when absent). */
+  /** Fastify + the `openai` SDK streamed by hand, on the given `fetch` (the SDK's default when absent). */
   async function directApp(fetch?: typeof upstreamFetch) {
     const app = Fastify({ logger: false });
     const client = new OpenAI({
@@ -123,19 +184,27 @@ async function main(): Promise<void> {
     });
     app.post<{ Body: { text: string } }>('/direct', async (request) => {
       const prompt = buildNotesRequest({ text: request.body.text, lang: 'en' });
-      const completion = await client.chat.completions.create({
-        model: config.models.gpt,
-        max_completion_tokens: prompt.maxOutputTokens,
-        messages: [
-          { role: 'system', content: prompt.system },
-          ...prompt.messages.map((message) => ({ role: message.role, content: message.content })),
-        ],
-        response_format: {
-          type: 'json_schema',
-          json_schema: { name: prompt.task, schema: { ...prompt.jsonSchema }, strict: false },
+      const stream = await client.chat.completions.create(
+        {
+          model: config.models.gpt,
+          stream: true,
+          stream_options: { include_usage: true },
+          max_completion_tokens: prompt.maxOutputTokens,
+          messages: [
+            { role: 'system', content: prompt.system },
+            ...prompt.messages.map((message) => ({ role: message.role, content: message.content })),
+          ],
+          response_format: {
+            type: 'json_schema',
+            json_schema: { name: prompt.task, schema: { ...prompt.jsonSchema }, strict: false },
+          },
         },
-      });
-      return { task: 'notes', result: JSON.parse(completion.choices[0]?.message.content ?? '') as unknown };
+        // As the adapter asks: the service's transport then hands the body on as it arrives.
+        { headers: { accept: 'text/event-stream' } },
+      );
+      let content = '';
+      for await (const chunk of stream) content += chunk.choices[0]?.delta.content ?? '';
+      return { task: 'notes', result: JSON.parse(content) as unknown };
     });
     await app.ready();
     return app;
@@ -150,10 +219,10 @@ async function main(): Promise<void> {
     options: { lang: 'en' },
   });
   const serviceHeaders = { 'content-type': 'application/json', 'x-gpt-key': gptKey };
-  const variants = [
+  const allVariants = [
     {
       key: 'sdk',
-      label: 'A: Fastify + openai SDK direct',
+      label: 'S: Fastify + openai SDK streamed by hand',
       send: () =>
         sdk.inject({
           method: 'POST',
@@ -164,7 +233,7 @@ async function main(): Promise<void> {
     },
     {
       key: 'transport',
-      label: "A′: A on the service's transport",
+      label: "S′: S on the service's transport",
       send: () =>
         sdkTransport.inject({
           method: 'POST',
@@ -185,6 +254,17 @@ async function main(): Promise<void> {
         }),
     },
     {
+      key: 'leastActor',
+      label: 'HTTP path + one actor per request invoking the call (the actor floor)',
+      send: () =>
+        leastActors.inject({
+          method: 'POST',
+          url: '/v1/generate',
+          headers: serviceHeaders,
+          payload: serviceBody,
+        }),
+    },
+    {
       key: 'service',
       label: 'B: the whole service',
       send: () =>
@@ -196,6 +276,9 @@ async function main(): Promise<void> {
         }),
     },
   ] as const;
+  // BENCH_VARIANTS=http,service: only those (a profile of one of them: `node --cpu-prof --import tsx bench/http-path.bench.ts`).
+  const chosen = process.env.BENCH_VARIANTS?.split(',');
+  const variants = allVariants.filter((variant) => chosen === undefined || chosen.includes(variant.key));
 
   /** CPU µs per request of `requests` requests, `inFlight` at a time. */
   async function measure(
@@ -242,19 +325,28 @@ async function main(): Promise<void> {
   });
   const markdown = writeBenchSection({
     bench: 'http-path',
-    title: 'http-path: the service\'s CPU outside the actors, in one process',
-    settings: `\`BENCH_ROUNDS\`=${rounds}, \`BENCH_REQUESTS\`=${requestsPerRun}, ${inFlight} in flight`,
+    title: "http-path: the service's CPU outside the actors, in one process",
+    settings: `\`BENCH_ROUNDS\`=${rounds}, \`BENCH_REQUESTS\`=${requestsPerRun}, \`BENCH_STREAM_PIECES\`=${streamPieces}, ${inFlight} in flight`,
     loadAtStart,
     measures:
-      'Four apps in one process through `app.inject()`, the emulator answering at once: A (Fastify + `openai` SDK), A′ (A on the ' +
-      'service\'s transport), the HTTP path (the service\'s app over a gateway calling the adapter directly), B (the whole service); ' +
+      `Five apps in one process through \`app.inject()\`, the emulator answering at once in ${streamPieces} stream pieces: S (Fastify + \`openai\` SDK streamed by hand), S′ (S on the ` +
+      "service's transport), the HTTP path (the service's app over a gateway calling the adapter directly), the actor floor (the HTTP path's call made " +
+      'by one actor per request whose only state invokes it), B (the whole service); ' +
       'CPU per request, medians of alternating rounds, differences per round.',
-    columns: ['variant', 'CPU µs / request', 'over A, µs', 'over A′, µs'],
+    columns: ['variant', 'CPU µs / request', 'over S, µs', 'over S′, µs'],
     rows,
-    note: `B − HTTP path is what the actors add: ${round(median(differences('service', 'http')), 0)} µs per request.`,
+    note:
+      `B − HTTP path is what the actors add: ${round(median(differences('service', 'http')), 0)} µs per request; ` +
+      `the actor floor − HTTP path, what the least actor design would: ${round(median(differences('leastActor', 'http')), 0)} µs.`,
   });
   process.stdout.write(markdown);
-  await Promise.all([service.close(), httpPath.close(), sdk.close(), sdkTransport.close()]);
+  await Promise.all([
+    service.close(),
+    httpPath.close(),
+    leastActors.close(),
+    sdk.close(),
+    sdkTransport.close(),
+  ]);
   await emulator.stop();
 }
 

@@ -167,6 +167,16 @@ export interface Config {
     /** `GET /v1/keys/status` per address per window (RATE_LIMIT_KEY_STATUS). */
     readonly keyStatus: number;
   };
+  /**
+   * Each address's share of the JSON body bytes this instance reads and parses (src/http/body-share.ts): a
+   * bucket of `burstBytes` refilled at `bytesPerSecond`; 0 bytes a second turns it off.
+   */
+  readonly bodyShare: {
+    /** JSON_BODY_MB_PER_SECOND, in bytes. */
+    readonly bytesPerSecond: number;
+    /** JSON_BODY_BURST_MB, in bytes (the app raises it to the largest JSON body a route takes). */
+    readonly burstBytes: number;
+  };
   readonly baseUrls: Readonly<Record<ProviderId, string>>;
   readonly models: Readonly<Record<ProviderId, string>>;
   /** MODEL_PRICES: USD per million tokens by model, added to or over the built-in table (src/cost). */
@@ -216,6 +226,9 @@ const defaultMaxConnections = (() => {
  * from the machine, with its reason (docs/configuration.md "Derived limits"). Tests that need another value
  * for a scenario override the field of the loaded `Config`, not the environment.
  */
+/** MB in the variables below are MiB, as MAX_UPLOAD_MB's. */
+const mebibyte = 1024 * 1024;
+
 const derivedLimits = {
   /** `Retry-After` of every refusal for lack of room (a slot, a job, a stream): long enough for a short run to end. */
   retryAfterSeconds: 5,
@@ -400,6 +413,8 @@ const variables = {
   MAX_CONNECTIONS_PER_ADDRESS: { schema: integer(1, 10_000_000), fallback: '256' },
   RATE_LIMIT_GENERATIONS: { schema: integer(0, 1_000_000), fallback: '3000' },
   RATE_LIMIT_KEY_STATUS: { schema: integer(0, 1_000_000), fallback: '60' },
+  JSON_BODY_MB_PER_SECOND: { schema: z.coerce.number().min(0).max(1024), fallback: '1' },
+  JSON_BODY_BURST_MB: { schema: z.coerce.number().positive().max(1024), fallback: '2' },
   ANTHROPIC_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.claude },
   OPENAI_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.gpt },
   TIMELYGPT_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.timelygpt },
@@ -576,6 +591,10 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       jobs: read(env, 'RATE_LIMIT_JOBS'),
       generations: read(env, 'RATE_LIMIT_GENERATIONS'),
       keyStatus: read(env, 'RATE_LIMIT_KEY_STATUS'),
+    },
+    bodyShare: {
+      bytesPerSecond: Math.round(read(env, 'JSON_BODY_MB_PER_SECOND') * mebibyte),
+      burstBytes: Math.round(read(env, 'JSON_BODY_BURST_MB') * mebibyte),
     },
     baseUrls: {
       claude: read(env, 'ANTHROPIC_BASE_URL'),

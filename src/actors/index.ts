@@ -1,19 +1,2 @@
 export { createGateway } from './gateway.js';
-;
-;
-export type {
-  
-  
-  
-  
-  
-  
-  
-  
-  Gateway,
-  
-  
-  
-  
-  
-} from './types.js';
+export type { Gateway } from './types.js';

@@ -1,4 +1,3 @@
 export { startEmulator } from './server.js';
 export type { Emulator, EmulatorOptions } from './server.js';
-;
-export type { FaultName, FaultSpec,    } from './faults.js';
+export type { FaultName, FaultSpec } from './faults.js';

@@ -1,6 +1,2 @@
 export { connectFleet } from './fleet.js';
-export type { Fleet,  } from './fleet.js';
-;
-;
-;
-;
+export type { Fleet } from './fleet.js';

@@ -23,6 +23,7 @@ import { registerLoadMetrics, startLoadGauge } from './load-gauge.js';
 import { clientErrorHandler, createErrorHandler, frameworkErrors, notFoundHandler } from './error-handler.js';
 import { ApiError } from './errors.js';
 import { registerJsonBodyParser } from './json-body.js';
+import { registerBodyShare } from './body-share.js';
 import { fastifyTrustProxy, trustedPeer } from './trust-proxy.js';
 import { limitConnections } from './connection-limits.js';
 import { boundPipelining } from './pipelining.js';
@@ -209,6 +210,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.removeContentTypeParser('text/plain');
   // Nesting bounded before JSON.parse sees a body (a deep one would stall the event loop).
   registerJsonBodyParser(app);
+  // Each address's share of the body bytes parsed here, taken before a body is read (body-share.ts); the
+  // bucket always holds at least the largest body a route takes, so one honest maximal body always passes.
+  registerBodyShare(app, {
+    bytesPerSecond: config.bodyShare.bytesPerSecond,
+    burstBytes: Math.max(config.bodyShare.burstBytes, generateBodyLimit(config), smallBodyLimit),
+  });
 
   let shuttingDown = false;
   // Connections that would hold close() open (idle only later, or a request still arriving): cleared while it closes.

@@ -27,8 +27,6 @@ import {
 import { embeddedKeyLink, type KeyLinkReply } from './key-link.js';
 import type { ProviderId } from './types.js';
 
-;
-
 /** Per-key health settings (KEY_QUARANTINE_MS, KEY_COOLING_MS; at most 10 000 keys: docs/configuration.md "Derived limits"). */
 export interface KeyHealthSettings {
   /** 0 turns per-key health off: no quarantine, no cooling (docs/api.md). */

@@ -1,2 +1,2 @@
 export { createProviderMetrics } from './provider-metrics.js';
-export type { ProviderMetrics,  } from './provider-metrics.js';
+export type { ProviderMetrics } from './provider-metrics.js';

@@ -54,18 +54,16 @@ function classOfOpenaiError(
 
 /**
  * The status an in-band error chunk (`{"error":{message,type,param,code}}` inside a 200 stream) would have
- * come with over HTTP (https://platform.openai.com/docs/guides/error-codes), from its code, else its type.
- * One that names nothing known is OpenAI's own failure: 500.
+ * come with over HTTP (https://platform.openai.com/docs/guides/error-codes), as far as its class depends on
+ * it: the codes `classOfOpenaiError` reads first (context length, request size, overload, unknown model)
+ * are classed by the code whatever the status. One that names nothing known is OpenAI's own failure: 500.
  */
 function statusOfInBandError(code: string | undefined, type: string | undefined): number {
   if (isQuotaCode(code, type) || code === 'rate_limit_exceeded' || type === 'requests' || type === 'tokens')
     return 429;
   if (code === 'invalid_api_key' || type === 'authentication_error') return 401;
   if (type === 'request_forbidden' || code === 'unsupported_country_region_territory') return 403;
-  if (code === 'model_not_found') return 404;
-  if (code === 'request_too_large') return 413;
-  if (code === 'server_is_overloaded') return 503;
-  if (code === 'context_length_exceeded' || type === 'invalid_request_error') return 400;
+  if (type === 'invalid_request_error') return 400;
   return 500;
 }
 

@@ -3,7 +3,6 @@ export type {
   ApiKey,
   ProviderId,
   Task,
-  
   GenerationRequest,
   TokenUsage,
   ProviderAnswer,
@@ -12,10 +11,7 @@ export type {
 } from './types.js';
 export { createClaudeAdapter, classifyClaudeError } from './claude.js';
 export { loadProviderSdks } from './claude-sdk.js';
-;
 export { createGptAdapter, classifyGptError } from './gpt.js';
-;
 export { createTimelyGptAdapter, classifyTimelyGptError } from './timelygpt/index.js';
-export type { TimelyGptAdapter,  } from './timelygpt/index.js';
+export type { TimelyGptAdapter } from './timelygpt/index.js';
 export { createAdapters } from './create-adapters.js';
-;

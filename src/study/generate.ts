@@ -219,8 +219,9 @@ class StudyRun {
    */
   async step<T extends StudyResult>(request: GenerationRequest, validate: (answer: ProviderAnswer) => Validation<T>, items?: StepItems): Promise<T> {
     const task = request.task;
-    const key = stepKey(request);
-    const done = this.finished.get(key);
+    // The step's key matters only to a job, which resumes by it and stores it: a plain request skips the hash.
+    const key = this.finished.size > 0 || this.input.onPart !== undefined ? stepKey(request) : undefined;
+    const done = key === undefined ? undefined : this.finished.get(key);
     if (done !== undefined) {
       // Paid for by the run that was interrupted: its answer and attempts stand, no provider is asked.
       this.attempts.push(...done.attempts);
@@ -274,16 +275,17 @@ class StudyRun {
     this.usages.push(outcome.usage);
     this.fallback ||= outcome.fallback;
     this.answered = { provider: outcome.provider, model: outcome.model };
-    this.input.onPart?.({
-      key,
-      stage: this.input.task,
-      value: outcome.value,
-      provider: outcome.provider,
-      model: outcome.model,
-      fallback: outcome.fallback,
-      usage: outcome.usage,
-      attempts,
-    });
+    if (key !== undefined)
+      this.input.onPart?.({
+        key,
+        stage: this.input.task,
+        value: outcome.value,
+        provider: outcome.provider,
+        model: outcome.model,
+        fallback: outcome.fallback,
+        usage: outcome.usage,
+        attempts,
+      });
     return outcome.value;
   }
 

@@ -4,6 +4,7 @@
  */
 import { expect } from 'vitest';
 import { createGateway, type Gateway } from '../../src/actors/index.js';
+import type { GatewayOptions } from '../../src/actors/gateway.js';
 import type { Emulator } from '../../src/emulator/index.js';
 import { createAdapters } from '../../src/providers/index.js';
 import { request, startHarness } from '../http/blackbox-support.js';
@@ -19,9 +20,9 @@ export const keys = {
 
 /**
  * The actor system alone on the emulator, as the registry-level tests drive it: three failures open a
- * breaker for a minute, no retries, fallback along the chain.
+ * breaker for a minute, no retries, fallback along the chain (`options` replace any of these).
  */
-export function gatewayOnEmulator(emulator: Emulator): Gateway {
+export function gatewayOnEmulator(emulator: Emulator, options: Partial<GatewayOptions> = {}): Gateway {
   return createGateway({
     adapters: createAdapters({
       anthropicBaseUrl: emulator.anthropicBaseUrl,
@@ -36,6 +37,7 @@ export function gatewayOnEmulator(emulator: Emulator): Gateway {
     retry: { max: 0, backoffMs: [5] },
     policy: 'retry-then-fallback',
     providerTimeoutMs: 10_000,
+    ...options,
   });
 }
 

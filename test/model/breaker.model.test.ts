@@ -9,9 +9,10 @@
  * provider's user-side failures happen (401, 429, quota; TimelyGPT's 401 from `authenticate` and its
  * twice-answered 401 from `llm-completion`) and require that none is a FAILURE: the attempt says
  * `countedByBreaker: false` and the breaker's state and count stay as they were. All three providers
- * are walked at once, each on its own breaker.
+ * are walked at once, each on its own breaker. The whole walk runs twice: on one instance alone, and on one
+ * with REDIS_URL, where the fleet decides (see `settled`).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { serializeSnapshot } from 'xstate/graph';
 import { breakerMachine } from '../../src/machines/breaker.machine.js';
 import { providerIds, type ProviderId } from '../../src/providers/index.js';
@@ -25,7 +26,10 @@ import {
   generate,
   pastTime,
   providerItem,
+  modeEnv,
   startModelService,
+  walkEachProvider,
+  type ServiceMode,
   upstreamCalls,
   userSideFailures,
   type BreakerItem,
@@ -109,20 +113,35 @@ it('covers 8 vertices (states with their count) and 34 edges, one path per edge'
 
 let harness: Harness;
 
-beforeAll(async () => {
-  harness = await startModelService({
+/**
+ * How the walk runs: one instance on its own (the breaker decides before the call's reply), or one with
+ * REDIS_URL, where the breaker's decision is the fleet's (the breaker machine applied to the record in
+ * Redis, src/fleet/fleet-breaker.ts) and reaches the instance as `breaker.synced` a store round trip
+ * after the call's reply. With Redis every state check first waits, at most `fleetSettleMs`, for the
+ * service to show the model's state; then the same checks as alone.
+ */
+let mode: ServiceMode = 'alone';
+const fleetSettleMs = 2000;
+
+function startFor(walkMode: ServiceMode): Promise<Harness> {
+  return startModelService({
     BREAKER_FAILURE_THRESHOLD: String(modelThreshold),
     BREAKER_MIN_DISTINCT_KEYS: '1',
     BREAKER_RECOVERY_MS: String(recoveryMs),
     // The open period does not grow here (its doubling is test/http/open-period.test.ts's).
     BREAKER_MAX_RECOVERY_MS: String(recoveryMs),
     PROVIDER_TIMEOUT_MS: String(providerTimeoutMs),
+    ...modeEnv(walkMode, 'breaker-model'),
   });
-});
+}
 
-afterAll(async () => {
-  await harness?.close();
-});
+/** The provider as the service shows it, once it shows `expected` (with Redis: within `fleetSettleMs`). */
+function settled(provider: ProviderId, expected: (breaker: BreakerItem) => boolean, what: string): Promise<ProviderView> {
+  if (mode === 'alone') return providerItem(harness, provider);
+  return eventually(() => providerItem(harness, provider), (item) => expected(item.breaker), `${provider} to show ${what}`, fleetSettleMs);
+}
+
+type ProviderView = Awaited<ReturnType<typeof providerItem>>;
 
 function expectOneAttempt(result: HttpResult, expected: Record<string, unknown>): void {
   const attempts = attemptsOf(result);
@@ -250,14 +269,14 @@ async function walk(provider: ProviderId, path: (typeof cover.paths)[number]): P
 
   const states = {
     closed: async (snapshot: Snapshot) => {
-      const item = await providerItem(harness, provider);
+      const item = await settled(provider, (b) => b.state === 'closed' && b.consecutiveFailures === snapshot.context.failures, 'closed');
       expect(item.breaker).toMatchObject({ state: 'closed', consecutiveFailures: snapshot.context.failures, forced: false, retryAt: null });
       expect(item.stats.opens).toBe(opens);
       // With 0 failures and with 1 (one below the threshold, where a FAILURE would open it).
       if (firstVisit(provider, snapshot)) await expectUserSideFailuresUncounted(provider);
     },
     open: async () => {
-      const { breaker, stats } = await providerItem(harness, provider);
+      const { breaker, stats } = await settled(provider, (b) => b.state !== 'closed' && !b.forced, 'open');
       const retryAt = Date.parse(breaker.retryAt ?? '');
       // Once `retryAt` has passed the timer may have moved it on (docs/api.md: open or halfOpen).
       expect(breaker.state).toBe(Date.now() >= retryAt && breaker.state === 'halfOpen' ? 'halfOpen' : 'open');
@@ -269,20 +288,20 @@ async function walk(provider: ProviderId, path: (typeof cover.paths)[number]): P
       if (retryAt - Date.now() > refusalMarginMs) await expectRefused(provider, key);
     },
     forcedOpen: async (snapshot: Snapshot) => {
-      const item = await providerItem(harness, provider);
+      const item = await settled(provider, (b) => b.forced, 'forced open');
       expect(item.breaker).toMatchObject({ state: 'open', forced: true, retryAt: null, consecutiveFailures: snapshot.context.failures });
       expect(item.stats.opens).toBe(opens);
       await expectRefused(provider, key);
     },
     'halfOpen.awaitingProbe': async (snapshot: Snapshot) => {
-      const item = await providerItem(harness, provider);
+      const item = await settled(provider, (b) => b.state === 'halfOpen', 'half-open');
       expect(item.breaker).toMatchObject({ state: 'halfOpen', consecutiveFailures: modelThreshold, forced: false });
       expect(item.stats.opens).toBe(opens);
       // Each of these calls is admitted as the probe; its user-side failure frees the slot again.
       if (firstVisit(provider, snapshot)) await expectUserSideFailuresUncounted(provider);
     },
     'halfOpen.probing': async () => {
-      const item = await providerItem(harness, provider);
+      const item = await settled(provider, (b) => b.state === 'halfOpen', 'half-open');
       expect(item.breaker).toMatchObject({ state: 'halfOpen', consecutiveFailures: modelThreshold, forced: false });
       expect(item.stats.opens).toBe(opens);
       // One probe at a time: everything else is refused while it is out.
@@ -298,13 +317,17 @@ async function walk(provider: ProviderId, path: (typeof cover.paths)[number]): P
   }
 }
 
-describe.concurrent('the running service follows the breaker model on every edge', () => {
-  for (const provider of providerIds) {
-    it(`${provider}: every path of the edge cover`, async () => {
-      for (const path of cover.paths) await walk(provider, path);
-      // The user-side failures were made to happen where a FAILURE would show: closed with 0 and with 1
-      // failure, and half-open awaiting its probe.
-      expect(userSideChecked.get(provider)?.size).toBe(3);
-    }, 120_000);
-  }
+walkEachProvider('the running service follows the breaker model on every edge', {
+  start: async (walkMode) => {
+    mode = walkMode;
+    for (const seen of userSideChecked.values()) seen.clear();
+    harness = await startFor(walkMode);
+  },
+  stop: () => harness.close(),
+  walk: async (provider) => {
+    for (const path of cover.paths) await walk(provider, path);
+    // The user-side failures were made to happen where a FAILURE would show: closed with 0 and with 1
+    // failure, and half-open awaiting its probe.
+    expect(userSideChecked.get(provider)?.size).toBe(3);
+  },
 });

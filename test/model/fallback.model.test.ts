@@ -10,6 +10,7 @@
  * answer (a 429 never counts). Paths the emulator cannot play (one fault per provider at a time: say a
  * 500 and then an invalid answer from one provider) and the aborted runs (test/http/request-signal.test.ts)
  * are left out; the counts of what is walked are asserted.
+ * Every walk runs on one instance alone and again on one with REDIS_URL (the real Redis).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestModel } from 'xstate/graph';
@@ -31,6 +32,8 @@ import {
   freshKey,
   generate,
   providerItem,
+  modeEnv,
+  serviceModes,
   startModelService,
   wireFault,
   type AttemptView,
@@ -126,29 +129,6 @@ it('takes every transition of the model but the aborts, under each policy', () =
 });
 
 const harnesses = new Map<FallbackPolicy, Harness>();
-
-beforeAll(async () => {
-  for (const policy of ['retry-then-fallback', 'fallback-first'] as const) {
-    harnesses.set(
-      policy,
-      await startModelService({
-        FALLBACK_MODE: policy,
-        RETRY_MAX: String(modelRetryMax),
-        RETRY_BACKOFF_MS: '10',
-        // No breaker opens by itself here: a refusal is an operator's forced open (the breaker's own
-        // walk is breaker.model.test.ts).
-        BREAKER_FAILURE_THRESHOLD: '100',
-        KEY_QUARANTINE_MS: '60000',
-        // No answer of a loaded machine times out (a timeout would be a step the path does not have).
-        PROVIDER_TIMEOUT_MS: '5000',
-      }),
-    );
-  }
-});
-
-afterAll(async () => {
-  for (const harness of harnesses.values()) await harness.close();
-});
 
 const faultOf = (provider: ProviderId, outcome: Outcome, count: number) => {
   if (outcome === 'server_error') return { provider, fault: 'http500' as const, count };
@@ -257,10 +237,38 @@ async function walk(policy: FallbackPolicy, path: Path): Promise<void> {
   await path.test({ events: events as never, states: states as never });
 }
 
-describe.concurrent('the running service follows the fallback model', () => {
-  for (const policy of ['retry-then-fallback', 'fallback-first'] as const) {
-    it(`${policy} (${chains[policy].join(' → ')}): every playable path`, async () => {
-      for (const path of plans[policy].walked) await walk(policy, path);
-    }, 120_000);
-  }
-});
+for (const mode of serviceModes) {
+  describe(`the running service follows the fallback model, ${mode}`, () => {
+    beforeAll(async () => {
+      for (const policy of ['retry-then-fallback', 'fallback-first'] as const) {
+        harnesses.set(
+          policy,
+          await startModelService({
+            FALLBACK_MODE: policy,
+            RETRY_MAX: String(modelRetryMax),
+            RETRY_BACKOFF_MS: '10',
+            // No breaker opens by itself here: a refusal is an operator's forced open (the breaker's own
+            // walk is breaker.model.test.ts).
+            BREAKER_FAILURE_THRESHOLD: '100',
+            KEY_QUARANTINE_MS: '60000',
+            // No answer of a loaded machine times out (a timeout would be a step the path does not have).
+            PROVIDER_TIMEOUT_MS: '5000',
+            ...modeEnv(mode, 'fallback-model'),
+          }),
+        );
+      }
+    });
+    afterAll(async () => {
+      for (const harness of harnesses.values()) await harness.close();
+      harnesses.clear();
+    });
+
+    describe.concurrent('each policy', () => {
+      for (const policy of ['retry-then-fallback', 'fallback-first'] as const) {
+        it(`${policy} (${chains[policy].join(' → ')}): every playable path`, async () => {
+          for (const path of plans[policy].walked) await walk(policy, path);
+        }, 120_000);
+      }
+    });
+  });
+}

@@ -8,11 +8,12 @@
  * refused it and an `until` one period after the failure; a refused key is skipped without an upstream
  * call, and while its probe is out every other call with it is skipped too. Each user-side failure is
  * also checked to be no FAILURE: its attempt says `countedByBreaker: false`, the breaker stays closed
- * with the count it had. All three providers are walked at once.
+ * with the count it had. All three providers are walked at once, on one instance alone and again on one
+ * with REDIS_URL (key health shared through the real Redis).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { keyHealthMachine } from '../../src/machines/key-health.machine.js';
-import { providerIds, type ProviderId } from '../../src/providers/index.js';
+import type { ProviderId } from '../../src/providers/index.js';
 import {
   coolingClasses,
   keyHealthModel,
@@ -31,8 +32,10 @@ import {
   keyStatus,
   pastTime,
   providerItem,
+  modeEnv,
   startModelService,
   upstreamCalls,
+  walkEachProvider,
   wireFault,
   type Harness,
   type HttpResult,
@@ -118,20 +121,6 @@ it('covers 5 states and 17 edges (4 classes from healthy and from each probe), o
 });
 
 let harness: Harness;
-
-beforeAll(async () => {
-  harness = await startModelService({
-    BREAKER_FAILURE_THRESHOLD: String(threshold),
-    BREAKER_MIN_DISTINCT_KEYS: '2',
-    KEY_QUARANTINE_MS: String(quarantineMs),
-    KEY_COOLING_MS: String(coolingMs),
-    PROVIDER_TIMEOUT_MS: '5000',
-  });
-});
-
-afterAll(async () => {
-  await harness?.close();
-});
 
 const wireFailureOf: Partial<Record<ModelErrorClass, WireFailure>> = {
   auth: 'auth',
@@ -298,10 +287,19 @@ async function walk(provider: ProviderId, path: (typeof cover.paths)[number]): P
   }
 }
 
-describe.concurrent('the running service follows the key-health model on every edge', () => {
-  for (const provider of providerIds) {
-    it(`${provider}: every path of the edge cover`, async () => {
-      for (const path of cover.paths) await walk(provider, path);
-    }, 120_000);
-  }
+walkEachProvider('the running service follows the key-health model on every edge', {
+  start: async (mode) => {
+    harness = await startModelService({
+      BREAKER_FAILURE_THRESHOLD: String(threshold),
+      BREAKER_MIN_DISTINCT_KEYS: '2',
+      KEY_QUARANTINE_MS: String(quarantineMs),
+      KEY_COOLING_MS: String(coolingMs),
+      PROVIDER_TIMEOUT_MS: '5000',
+      ...modeEnv(mode, 'key-health-model'),
+    });
+  },
+  stop: () => harness.close(),
+  walk: async (provider) => {
+    for (const path of cover.paths) await walk(provider, path);
+  },
 });

@@ -5,15 +5,54 @@
  * emulator fault, an operator's control) and what a model's state reads back (`GET /v1/providers`,
  * `GET /v1/keys/status`, the attempts of an answer or an error body) go through these helpers.
  */
-import { expect } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { anthropicWire } from '../../src/emulator/anthropic.js';
 import type { FaultSpec } from '../../src/emulator/index.js';
 import { openaiWire } from '../../src/emulator/openai.js';
 import { timelygptWire } from '../../src/emulator/timelygpt.js';
-import type { ProviderId } from '../../src/providers/index.js';
+import { providerIds, type ProviderId } from '../../src/providers/index.js';
+import { redisTestUrl, uniquePrefix } from '../fleet/support.js';
 import { adminToken, postJson, request, startHarness, studyText, type Harness, type HttpResult } from '../http/blackbox-support.js';
 
 export type { Harness, HttpResult };
+
+/**
+ * The two ways every model suite runs the service: one instance alone, and one with REDIS_URL (the real
+ * Redis of REDIS_TEST_URL, under a prefix of its own), where breakers, key health and job views are the
+ * fleet's: the same walk must hold there too.
+ */
+export const serviceModes = ['alone', 'with Redis'] as const;
+export type ServiceMode = (typeof serviceModes)[number];
+
+/** The settings that put the service in `mode` (`name`: the suite, in its Redis prefix). */
+export function modeEnv(mode: ServiceMode, name: string): NodeJS.ProcessEnv {
+  return mode === 'alone' ? {} : { REDIS_URL: redisTestUrl, REDIS_PREFIX: uniquePrefix(name) };
+}
+
+/**
+ * A walk of every provider at once (each on its own breaker and keys), on a service `start` makes for
+ * each mode in turn and `stop` closes.
+ */
+export function walkEachProvider(
+  title: string,
+  steps: {
+    readonly start: (mode: ServiceMode) => Promise<void>;
+    readonly stop: () => Promise<void>;
+    readonly walk: (provider: ProviderId) => Promise<void>;
+  },
+): void {
+  for (const mode of serviceModes) {
+    describe(`${title}, ${mode}`, () => {
+      beforeAll(() => steps.start(mode));
+      afterAll(() => steps.stop());
+      describe.concurrent('each provider', () => {
+        for (const provider of providerIds) {
+          it(`${provider}: every path of the edge cover`, () => steps.walk(provider), 120_000);
+        }
+      });
+    });
+  }
+}
 
 /** The service with the settings of `env` (short timings), quiet logs, room for the held probes. */
 export function startModelService(env: NodeJS.ProcessEnv): Promise<Harness> {

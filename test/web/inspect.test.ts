@@ -11,14 +11,13 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
 import { loadConfig } from '../../src/config.js';
 import { startService } from '../../src/http/service.js';
-import { createGateway } from '../../src/actors/index.js';
 import { startEmulator } from '../../src/emulator/index.js';
 import type { Emulator } from '../../src/emulator/index.js';
 import { sanitizeForInspection, startInspection } from '../../src/inspect/index.js';
 import type { Inspection } from '../../src/inspect/index.js';
-import { createAdapters } from '../../src/providers/index.js';
 import { Secret } from '../../src/security/secret.js';
 import { generateStudyTask } from '../../src/study/index.js';
+import { gatewayOnEmulator } from '../jobs/support.js';
 
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -163,22 +162,7 @@ describe('startInspection', () => {
     inspection = await startInspection({ port });
     expect(inspection.viewerUrl).toBe(`http://127.0.0.1:${port}`);
     emulator = await startEmulator({ host: '127.0.0.1', port: 0 });
-    const gateway = createGateway({
-      adapters: createAdapters({
-        anthropicBaseUrl: emulator.anthropicBaseUrl,
-        openaiBaseUrl: emulator.openaiBaseUrl,
-        timelygptBaseUrl: emulator.timelygptBaseUrl,
-        claudeModel: 'claude-test',
-        gptModel: 'gpt-test',
-        timelygptModel: 'timely-test',
-        timelygptTokenTtlMs: 60_000,
-      }),
-      breaker: { threshold: 3, recoveryMs: 60_000 },
-      retry: { max: 0, backoffMs: [10] },
-      policy: 'retry-then-fallback',
-      providerTimeoutMs: 5000,
-      inspect: inspection.inspect,
-    });
+    const gateway = gatewayOnEmulator(emulator, { inspect: inspection.inspect });
     const received: StatelyInspectionEvent[] = [];
     const receiver = createWebSocketReceiver({ server: inspection.url ?? '' });
     receiver.subscribe((event) => received.push(event));

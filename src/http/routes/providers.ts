@@ -71,6 +71,8 @@ export const providersRoutes: FastifyPluginAsyncZod<ProvidersRoutesOptions> = as
           400: errorBodySchema,
           401: errorBodySchema,
           404: errorBodySchema,
+          // Its address past its share of JSON body bytes (body-share.ts).
+          429: errorBodySchema,
         },
       },
       // Authorization and the provider id are checked before the body, so that an unauthenticated

@@ -30,5 +30,3 @@ function describeBody(body: unknown): string {
   }
   return typeof body === 'string' && body.length > 0 ? body.slice(0, 200) : 'no body';
 }
-
-;
