@@ -130,13 +130,18 @@ function formatMb(mb: number): string {
  * the error) on the first chunk the address's bucket cannot cover.
  */
 function countingStream(share: BodyShare, address: string, options: BodyShareOptions): Transform {
-  return new Transform({
+  const counter = new Transform({
     transform(chunk: Buffer, _encoding, callback: TransformCallback) {
       const retryAfterSeconds = share.takeStreamed(address, chunk.length);
       if (retryAfterSeconds > 0) callback(overShare(options, retryAfterSeconds));
       else callback(null, chunk);
     },
   });
+  // Fastify stops listening once it has answered (a body over its route's limit gets its 413 first), and
+  // chunks parsed in the same read still reach the counter; `pipe` re-throws a destination's error nobody
+  // listens to, which would take the process down. The request is answered either way.
+  counter.on('error', () => {});
+  return counter;
 }
 
 /**

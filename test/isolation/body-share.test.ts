@@ -10,6 +10,7 @@
  */
 import type { AddressInfo } from 'node:net';
 import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMemoryDocumentStore } from '../../src/documents/index.js';
@@ -180,5 +181,43 @@ describe('the buckets held', () => {
     now = 10_000;
     expect(share.take('203.0.113.1', 1)).toBe(0);
     expect(share.size()).toBe(1);
+  });
+});
+
+describe('a chunked body refused for its size before its share runs out', () => {
+  it('is answered 413 and the share that runs out on its later chunks takes nothing down', async () => {
+    // The route's limit (1,000 bytes) is reached while the bucket (1,500) still covers the body; Fastify
+    // answers 413 and stops reading, and the chunks already on their way then run the bucket out.
+    const { default: Fastify } = await import('fastify');
+    const { registerBodyShare } = await import('../../src/http/body-share.js');
+    const app = Fastify({ bodyLimit: 1000 });
+    apps.push(app);
+    registerBodyShare(app, { bytesPerSecond: 1, burstBytes: 1500 });
+    app.post('/echo', async (request) => request.body);
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    const port = (app.server.address() as AddressInfo).port;
+    const uncaught: unknown[] = [];
+    const keep = (error: unknown) => uncaught.push(error);
+    process.on('uncaughtException', keep);
+    try {
+      // Ten chunks of 400 bytes in one write: the server parses them in one read, one `data` event each.
+      const chunks = Array.from({ length: 10 }, () => `190\r\n${'x'.repeat(400)}\r\n`).join('');
+      const head = 'POST /echo HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n';
+      const answer = await new Promise<string>((resolve, reject) => {
+        const socket = connect({ host: '127.0.0.1', port }, () => socket.end(`${head}${chunks}0\r\n\r\n`));
+        let text = '';
+        socket.on('data', (data: Buffer) => {
+          text += data.toString('latin1');
+        });
+        socket.on('error', reject);
+        socket.on('close', () => resolve(text));
+      });
+      const status = Number(answer.split(' ')[1]);
+      expect(status).toBe(413);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(uncaught).toEqual([]);
+    } finally {
+      process.off('uncaughtException', keep);
+    }
   });
 });
