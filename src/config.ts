@@ -221,14 +221,14 @@ const defaultMaxConnections = (() => {
   }
 })();
 
+/** MB in the variables below are MiB, as MAX_UPLOAD_MB's. */
+const mebibyte = 1024 * 1024;
+
 /**
  * The limits no operator needs to set, each fixed or derived from the variables an operator does set and
  * from the machine, with its reason (docs/configuration.md "Derived limits"). Tests that need another value
  * for a scenario override the field of the loaded `Config`, not the environment.
  */
-/** MB in the variables below are MiB, as MAX_UPLOAD_MB's. */
-const mebibyte = 1024 * 1024;
-
 const derivedLimits = {
   /** `Retry-After` of every refusal for lack of room (a slot, a job, a stream): long enough for a short run to end. */
   retryAfterSeconds: 5,

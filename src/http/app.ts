@@ -297,9 +297,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     maxUploadMb: config.maxUploadMb,
     maxPdfPages: config.maxPdfPages,
     pdfLimits: {
-      maxDecodedBytes: config.pdf.maxDecodedMb * 1024 * 1024,
+      maxDecodedBytes: config.pdf.maxDecodedMb * mebibyte,
       maxTotalPages: config.pdf.maxTotalPages,
-      maxTextBytes: config.pdf.maxTextMb * 1024 * 1024,
+      maxTextBytes: config.pdf.maxTextMb * mebibyte,
     },
     rateLimit: { max: config.rateLimit.uploads, windowSeconds: config.rateLimit.windowSeconds, ...rateSalt },
     extractorOptions: {

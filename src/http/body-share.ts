@@ -28,6 +28,8 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { shareAddress } from './client-address.js';
 import { ApiError } from './errors.js';
 
+const mebibyte = 1024 * 1024;
+
 /** Addresses whose buckets are held at once: about a megabyte of state at most. */
 const maxAddresses = 10_000;
 
@@ -111,8 +113,8 @@ function declaredLength(request: FastifyRequest): number | undefined {
 
 /** The refusal of a body over its address's share. */
 function overShare(options: BodyShareOptions, retryAfterSeconds: number): ApiError {
-  const perSecond = options.bytesPerSecond / (1024 * 1024);
-  const burst = options.burstBytes / (1024 * 1024);
+  const perSecond = options.bytesPerSecond / mebibyte;
+  const burst = options.burstBytes / mebibyte;
   return new ApiError(
     'TOO_MANY_REQUESTS',
     `This address sent more JSON body bytes than its share: ${formatMb(burst)} MB at once, then ${formatMb(perSecond)} MB a second (JSON_BODY_BURST_MB, JSON_BODY_MB_PER_SECOND); retry in ${retryAfterSeconds} s.`,
