@@ -127,6 +127,9 @@ export interface FallbackContext {
 /** `at`: epoch ms when it happened; time enters the run only through events (and the backoff delays). */
 export type FallbackEvent = ProviderReply | { type: 'request.aborted'; at: number };
 
+/** One reply of the provider, as the transition that takes it hands it to its actions (typed `params`). */
+type Reply<T extends ProviderReply['type']> = Extract<ProviderReply, { type: T }>;
+
 type FallbackEmitted =
   | { type: 'attempt.recorded'; attempt: Attempt }
   | { type: 'fallback.taken'; from: ProviderId; to: ProviderId }
@@ -470,8 +473,7 @@ export function createFallbackMachine(table: ErrorTable) {
         }),
       ),
       /** The breaker refused the call: a skip, with the time to its half-open as a `retry-after` hint. */
-      recordSkip: assign(({ context, event }) => {
-        if (event.type !== 'provider.rejected') return {};
+      recordSkip: assign(({ context }, event: Reply<'provider.rejected'>) => {
         const attempt = skippedAttempt(context, ownClasses.breakerRefused, ownClasses.breakerRefused);
         // A half-open breaker whose probe is in flight is past `retryAt`: try again in a moment.
         const hint = event.retryAt === null ? undefined : Math.max(minRetryAfterMs, event.retryAt - event.at);
@@ -481,15 +483,13 @@ export function createFallbackMachine(table: ErrorTable) {
        * The caller's key is quarantined or cooling: a skip with the key's reason and the class that
        * refused it (so docs/api.md's failure table applies unchanged), its `until` as a `retry-after` hint.
        */
-      recordKeySkip: assign(({ context, event }) => {
-        if (event.type !== 'provider.keySkipped') return {};
+      recordKeySkip: assign(({ context }, event: Reply<'provider.keySkipped'>) => {
         const attempt = skippedAttempt(context, event.errorClass, event.reason);
         const lastFailure = { errorClass: event.errorClass, keySkipped: true };
         return appendAttempt(context, attempt, lastFailure, Math.max(0, event.until - event.at), event.at);
       }),
       /** The call failed with a classified failure. */
-      recordFailure: assign(({ context, event }) => {
-        if (event.type !== 'provider.failed') return {};
+      recordFailure: assign(({ context }, event: Reply<'provider.failed'>) => {
         const link = currentLink(context);
         const attempt: Attempt = {
           provider: link.provider,
@@ -521,9 +521,9 @@ export function createFallbackMachine(table: ErrorTable) {
        * the re-ask), and the call's tokens counted. One assign for all of it. (A valid answer ends the run
        * and is read by its output: nothing to record.)
        */
-      recordInvalidAnswer: assign(({ context, event }) => {
-        if (event.type !== 'provider.succeeded' || event.verdict.ok) return {};
+      recordInvalidAnswer: assign(({ context }, event: Reply<'provider.succeeded'>) => {
         const { answer, verdict } = event;
+        if (verdict.ok) return {};
         const next = appendAttempt(
           context,
           {
@@ -573,10 +573,10 @@ export function createFallbackMachine(table: ErrorTable) {
         attempt: context.attempts[context.attempts.length - 1] as Attempt,
       })),
       /** The valid answer's attempt, as the run's output records it (nothing was assigned for it). */
-      announceAnswer: emit(({ context, event }) => {
-        if (event.type !== 'provider.succeeded') throw new Error('announceAnswer without an answer');
-        return { type: 'attempt.recorded' as const, attempt: answeredAttempt(context, event) };
-      }),
+      announceAnswer: emit(({ context }, event: Reply<'provider.succeeded'>) => ({
+        type: 'attempt.recorded' as const,
+        attempt: answeredAttempt(context, event),
+      })),
       prepareReask: assign(({ context }) => ({
         reasked: true,
         nextRequest: withValidationErrors(
@@ -672,28 +672,28 @@ export function createFallbackMachine(table: ErrorTable) {
             {
               guard: and(['isCurrentCall', 'isAnswerValid']),
               target: 'succeeded',
-              actions: ['settleBudget', 'announceAnswer'],
+              actions: ['settleBudget', { type: 'announceAnswer', params: ({ event }) => event }],
             },
             {
               guard: 'isCurrentCall',
               target: 'deciding',
-              actions: ['settleBudget', 'recordInvalidAnswer', 'announceAttempt'],
+              actions: ['settleBudget', { type: 'recordInvalidAnswer', params: ({ event }) => event }, 'announceAttempt'],
             },
           ],
           'provider.failed': {
             guard: 'isCurrentCall',
             target: 'deciding',
-            actions: ['settleBudget', 'recordFailure', 'announceAttempt'],
+            actions: ['settleBudget', { type: 'recordFailure', params: ({ event }) => event }, 'announceAttempt'],
           },
           'provider.rejected': {
             guard: 'isCurrentCall',
             target: 'deciding',
-            actions: ['settleBudget', 'recordSkip', 'announceAttempt'],
+            actions: ['settleBudget', { type: 'recordSkip', params: ({ event }) => event }, 'announceAttempt'],
           },
           'provider.keySkipped': {
             guard: 'isCurrentCall',
             target: 'deciding',
-            actions: ['settleBudget', 'recordKeySkip', 'announceAttempt'],
+            actions: ['settleBudget', { type: 'recordKeySkip', params: ({ event }) => event }, 'announceAttempt'],
           },
           'request.aborted': { target: 'aborted', actions: ['settleBudget', 'cancelCall'] },
         },
