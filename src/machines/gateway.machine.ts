@@ -15,8 +15,9 @@ export interface GatewayContext {
  * breaker), under system ids `provider.<id>` and `breaker.<id>`. The fallback runs (one actor per
  * request, actor id `run`, system ids `run.…`) live in the same system with the root as their parent:
  * their end comes back to it as `xstate.done.actor.run`, which changes nothing here, and a run that
- * failed (a bug) rejects its own request only: its `xstate.error.actor.run` changes nothing either (the
- * root would ignore it unhandled too; it is drawn so that the chart says so).
+ * failed (a bug) rejects its own request only: its `xstate.error.actor.run` is handled and changes
+ * nothing. Unhandled, a child's error event puts its parent in error too: the whole system would be
+ * restarted, failing every request in flight.
  */
 export const gatewayMachine = setup({
   types: {

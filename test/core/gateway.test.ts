@@ -699,8 +699,14 @@ describe('gateway: the fleet link', () => {
 });
 
 describe('gateway: a run that fails', () => {
-  it('rejects its own request only: the root and the providers go on serving', async () => {
-    const { gateway } = start();
+  it('rejects its own request only: the root and the providers go on serving, the requests in flight too', async () => {
+    const { gateway, adapters } = start();
+    // Another request in flight meanwhile: a root that failed with the run would restart the actor
+    // system and fail it ("The actor system failed").
+    adapters.gpt.script({ kind: 'answer', text: validAnswer, delayMs: 200 });
+    const inFlight = gateway.generate(input(['gpt']));
+    await settle();
+    const errors = vi.spyOn(console, 'error').mockImplementation(() => undefined);
     // A budget whose check throws makes the run's guard throw: the run actor errors (a bug's shape).
     const broken = {
       maxUsd: 1,
@@ -717,6 +723,10 @@ describe('gateway: a run that fails', () => {
       (error: unknown) => (error instanceof Error ? error.message : String(error)),
     );
     expect(failed).not.toBe('succeeded');
+    await vi.advanceTimersByTimeAsync(200);
+    expect(expectSucceeded(await inFlight).provider).toBe('gpt');
+    expect(errors).not.toHaveBeenCalledWith(expect.stringContaining('restarting the actor system'));
+    errors.mockRestore();
     const next = expectSucceeded(await gateway.generate(input(['claude'])));
     expect(next.provider).toBe('claude');
   });
