@@ -276,10 +276,10 @@ export function createAttemptMachine(table: ErrorTable) {
   /** The caller hears the failure; `breakerRefusing` is the breaker's answer to `breaker.status`. */
   const replyFailed = (breakerRefusing: boolean) => ({ type: 'replyFailed' as const, params: { breakerRefusing } });
   return setup({
-    types: {
-      input: {} as AttemptInput,
-      context: {} as AttemptContext,
-      events: {} as AttemptEvent,
+    types: {} as {
+      input: AttemptInput;
+      context: AttemptContext;
+      events: AttemptEvent;
     },
     actors: {
       /** Replaced (`.provide`) by the gateway with the adapters' calls (src/actors/upstream.ts). */

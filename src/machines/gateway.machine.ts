@@ -20,9 +20,9 @@ export interface GatewayContext {
  * restarted, failing every request in flight.
  */
 export const gatewayMachine = setup({
-  types: {
-    input: {} as GatewayInput,
-    context: {} as GatewayContext,
+  types: {} as {
+    input: GatewayInput;
+    context: GatewayContext;
   },
   actors: { provider: providerMachine },
 }).createMachine({

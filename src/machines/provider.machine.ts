@@ -112,11 +112,11 @@ export function createProviderMachine(table: ErrorTable) {
     at: event.at,
   });
   return setup({
-    types: {
-      input: {} as ProviderInput,
-      context: {} as ProviderContext,
-      events: {} as ProviderEvent,
-      emitted: {} as ProviderEmitted,
+    types: {} as {
+      input: ProviderInput;
+      context: ProviderContext;
+      events: ProviderEvent;
+      emitted: ProviderEmitted;
     },
     actors: {
       breaker: breakerMachine,
