@@ -11,6 +11,8 @@ import {
   type ActorRefFrom,
   type StateValue,
 } from 'xstate';
+import { EmptyBTree } from 'sorted-btree';
+import type * as sortedBtree from 'sorted-btree';
 import { errorPolicy, keyVerdictInTable, type ErrorClass, type ErrorTable } from '../errors/index.js';
 import { askingCall } from './asking-call.js';
 import {
@@ -73,8 +75,9 @@ function createHeldKeyMachine(table: ErrorTable) {
  * A shelf of key actors, a child of the key book: it spawns and stops the keys its book assigns it
  * (`key.hold`, `key.release`), passes each key event on to its key, and each key's `key.changed` up to
  * the book. The book keeps its refused keys on shelves of ~16 (`shelfCount`) rather than as direct
- * children because XState copies an actor's `children` on every spawn and stop: 10 000 children of one
- * actor cost ~40 ms per refused key. The shelf decides nothing.
+ * children because XState copies an actor's `children` on every spawn and stop: with 10 000 keys as the
+ * book's own children each refusal would cost in proportion to them (docs/performance.md). The shelf
+ * decides nothing.
  */
 function createKeyShelfMachine(table: ErrorTable) {
   return setup({
@@ -135,208 +138,113 @@ function shelfCount(maxKeys: number): number {
   return Math.min(maxShelves, Math.max(1, Math.ceil(maxKeys / keysPerShelf)));
 }
 
-/** One key's state as the views read it: its actor's state value and context. */
-interface KeyEntry {
-  readonly value: StateValue;
-  readonly context: KeyHealthContext;
-}
-
-/** The refused keys as the views read them: without touching their recency. */
-export interface KeyEntries {
-  peek(keyId: string): KeyEntry | undefined;
-  /** Tracked keys by state: refused, or awaiting their probe (O(1): kept as keys come and go). */
-  readonly counts: { readonly quarantined: number; readonly cooling: number };
-}
-
-/** One tracked key: its shelf, its health as its actor last told, and when it is forgotten (epoch ms). */
+/** One tracked key: its health as its actor last told, its last touch, and when it is forgotten (epoch ms). */
 interface TrackedKey {
-  readonly shelf: number;
   readonly shared: SharedKeyHealth;
-  readonly forgetAt: number;
-}
-
-const healthy: SharedKeyHealth = { state: 'healthy', errorClass: null, until: null };
-
-/** A key's time to be forgotten, in the book's queue of them. */
-interface Expiry {
-  readonly forgetAt: number;
-  readonly keyId: string;
+  readonly touch: number;
+  /** Null until its actor first tells its health. */
+  readonly forgetAt: number | null;
 }
 
 /**
- * The book's index of its key actors: key id → the shelf holding the key's actor, the key's last told
- * health and its `forgetAt`, in recency order (a Map re-inserted on each touch: its first key is the
- * least recently touched), with the count of keys by state kept as they change, so every read is O(1)
- * however many keys are refused (`/v1/providers`, `/metrics` and the page's stream read the counts every
- * second), and the keys' times to be forgotten as a queue (a binary heap, earliest first: the book holds
- * one timer, for the earliest; XState walks every pending timer of the system each time an actor stops,
- * so one timer per key made each stop O(keys)). It decides nothing: the book's guards and actions read
- * and update it.
+ * The book's record of its tracked keys, an immutable value (every change is a new one sharing the rest):
+ * by id, by last touch (the first is the least recently touched) and by time to be forgotten (the first
+ * is the next), with the counts by state kept as keys come and go, so each event and each read of the
+ * counts (`/v1/providers`, `/metrics` and the page, every second) costs O(log keys) or less however many
+ * keys are refused. Ordered persistent B+ trees (sorted-btree) rather than a Map and a hand-written heap:
+ * `with`/`without` return a new tree and leave the old one as it was.
  */
-class KeyIndex implements KeyEntries {
-  readonly counts = { quarantined: 0, cooling: 0 };
-  /** When the book's pending `key.expired` is due (book time, epoch ms), if one is pending. */
-  expiryDueAt: number | undefined;
-  readonly #keys = new Map<string, TrackedKey>();
-  readonly #shelves: (ShelfRef | undefined)[];
-  /** Earliest first; an entry whose key left or changed since is dropped when it reaches the top. */
-  #expiries: Expiry[] = [];
+interface KeyIndex {
+  readonly byId: BTree<string, TrackedKey>;
+  readonly byTouch: BTree<Stamp, undefined>;
+  readonly byForgetAt: BTree<Stamp, undefined>;
+  readonly counts: { readonly quarantined: number; readonly cooling: number };
+  /** Touches so far: the number of the next one. */
+  readonly touches: number;
+}
 
-  constructor(maxKeys: number) {
-    this.#shelves = new Array<ShelfRef | undefined>(shelfCount(maxKeys));
-  }
+/** sorted-btree's B+ tree (its default export, a CommonJS one: named here for the types). */
+type BTree<K, V> = sortedBtree.default<K, V>;
+/** A time (or touch) and a key id: ordered by time, then by id. */
+type Stamp = readonly [number, string];
 
-  #count(shared: SharedKeyHealth, delta: number): void {
-    if (shared.state !== 'healthy') this.counts[shared.state] += delta;
-  }
+/**
+ * sorted-btree's class, reached through its frozen empty tree: its default export is a CommonJS one,
+ * which Node and Vite hand out differently. Its own comparator orders arrays as strings ("10" < "9").
+ */
+const Tree = EmptyBTree.constructor as new <K, V>(entries: undefined, compare: (a: K, b: K) => number) => BTree<K, V>;
+const byStamp = (a: Stamp, b: Stamp): number => a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0);
 
-  /** The shelf a key's actor lives on: fixed by its id. */
-  shelfOf(keyId: string): number {
-    let hash = 0;
-    for (let index = 0; index < keyId.length; index += 1) hash = (hash * 31 + keyId.charCodeAt(index)) >>> 0;
-    return hash % this.#shelves.length;
-  }
+const emptyIndex: KeyIndex = {
+  byId: EmptyBTree,
+  byTouch: new Tree(undefined, byStamp),
+  byForgetAt: new Tree(undefined, byStamp),
+  counts: { quarantined: 0, cooling: 0 },
+  touches: 0,
+};
 
-  shelf(index: number): ShelfRef | undefined {
-    return this.#shelves[index];
-  }
+const healthy: SharedKeyHealth = { state: 'healthy', errorClass: null, until: null };
 
-  /** The shelf a key's actor lives on, when it is tracked. */
-  shelfRefOf(keyId: string): ShelfRef | undefined {
-    const tracked = this.#keys.get(keyId);
-    return tracked === undefined ? undefined : this.#shelves[tracked.shelf];
-  }
+function counted(counts: KeyIndex['counts'], shared: SharedKeyHealth, delta: number): KeyIndex['counts'] {
+  return shared.state === 'healthy' ? counts : { ...counts, [shared.state]: counts[shared.state] + delta };
+}
 
-  addShelf(index: number, shelf: ShelfRef): void {
-    this.#shelves[index] = shelf;
-  }
+/** The index with `keyId` tracked (healthy until its actor tells otherwise) or touched: now the most recent. */
+function touched(index: KeyIndex, keyId: string): KeyIndex {
+  const key = index.byId.get(keyId);
+  const byTouch = key === undefined ? index.byTouch : index.byTouch.without([key.touch, keyId]);
+  return {
+    ...index,
+    byId: index.byId.with(keyId, { shared: healthy, forgetAt: null, ...key, touch: index.touches }, true),
+    byTouch: byTouch.with([index.touches, keyId], undefined, true),
+    touches: index.touches + 1,
+  };
+}
 
-  has(keyId: string): boolean {
-    return this.#keys.has(keyId);
-  }
+/** The index with what `keyId`'s actor told: its health now, kept until `forgetAt` (recency unchanged). */
+function recorded(index: KeyIndex, keyId: string, shared: SharedKeyHealth, forgetAt: number): KeyIndex {
+  const key = index.byId.get(keyId);
+  if (key === undefined) return index;
+  const byForgetAt = key.forgetAt === null ? index.byForgetAt : index.byForgetAt.without([key.forgetAt, keyId]);
+  return {
+    ...index,
+    byId: index.byId.with(keyId, { ...key, shared, forgetAt }, true),
+    byForgetAt: byForgetAt.with([forgetAt, keyId], undefined, true),
+    counts: counted(counted(index.counts, key.shared, -1), shared, 1),
+  };
+}
 
-  /** The key's last told health, and when it is forgotten. */
-  get(keyId: string): Readonly<TrackedKey> | undefined {
-    return this.#keys.get(keyId);
-  }
-
-  /** The key's actor's state, read from its snapshot (views only). */
-  peek(keyId: string): KeyEntry | undefined {
-    const shelf = this.shelfRefOf(keyId);
-    const key = shelf?.getSnapshot().children[keyActorId(keyId)] as
-      | { getSnapshot(): { value: StateValue; context: KeyHealthContext } }
-      | undefined;
-    if (key === undefined) return undefined;
-    const { value, context } = key.getSnapshot();
-    return { value, context };
-  }
-
-  /** A new key, healthy until its actor tells otherwise, the most recently touched. */
-  track(keyId: string): void {
-    this.#keys.set(keyId, { shelf: this.shelfOf(keyId), shared: healthy, forgetAt: Number.POSITIVE_INFINITY });
-  }
-
-  /** The key, now the most recently touched. */
-  touch(keyId: string): void {
-    const tracked = this.#keys.get(keyId);
-    if (tracked === undefined) return;
-    this.#keys.delete(keyId);
-    this.#keys.set(keyId, tracked);
-  }
-
-  /** What the key's actor told: its health now, kept until `forgetAt` (recency unchanged). */
-  update(keyId: string, shared: SharedKeyHealth, forgetAt: number): void {
-    const tracked = this.#keys.get(keyId);
-    if (tracked === undefined) return;
-    this.#count(tracked.shared, -1);
-    this.#count(shared, 1);
-    this.#keys.set(keyId, { shelf: tracked.shelf, shared, forgetAt });
-    if (forgetAt !== tracked.forgetAt) this.#pushExpiry({ forgetAt, keyId });
-    this.#prune();
-  }
-
-  delete(keyId: string): void {
-    const tracked = this.#keys.get(keyId);
-    if (tracked === undefined) return;
-    this.#count(tracked.shared, -1);
-    this.#keys.delete(keyId);
-    this.#prune();
-  }
-
-  /** The earliest time a tracked key is forgotten at, and which key. */
-  nextExpiry(): Expiry | undefined {
-    return this.#expiries[0];
-  }
-
-  #isCurrent(expiry: Expiry): boolean {
-    return this.#keys.get(expiry.keyId)?.forgetAt === expiry.forgetAt;
-  }
-
-  #pushExpiry(expiry: Expiry): void {
-    // Entries left behind by keys that changed or left: rebuilt from the tracked keys (this one's new
-    // time included: it is already recorded) when they dominate; sorted, the array is a heap.
-    if (this.#expiries.length > 2 * this.#keys.size + 64) {
-      this.#expiries = [...this.#keys].map(([id, tracked]) => ({ forgetAt: tracked.forgetAt, keyId: id }));
-      this.#expiries.sort((a, b) => a.forgetAt - b.forgetAt);
-      return;
-    }
-    const heap = this.#expiries;
-    heap.push(expiry);
-    let index = heap.length - 1;
-    while (index > 0) {
-      const parent = (index - 1) >> 1;
-      if ((heap[parent] as Expiry).forgetAt <= expiry.forgetAt) break;
-      heap[index] = heap[parent] as Expiry;
-      index = parent;
-    }
-    heap[index] = expiry;
-  }
-
-  #popExpiry(): void {
-    const heap = this.#expiries;
-    const last = heap.pop();
-    if (last === undefined || heap.length === 0) return;
-    let index = 0;
-    for (;;) {
-      const left = 2 * index + 1;
-      if (left >= heap.length) break;
-      const right = left + 1;
-      const child = right < heap.length && (heap[right] as Expiry).forgetAt < (heap[left] as Expiry).forgetAt ? right : left;
-      if ((heap[child] as Expiry).forgetAt >= last.forgetAt) break;
-      heap[index] = heap[child] as Expiry;
-      index = child;
-    }
-    heap[index] = last;
-  }
-
-  /** Drops the entries at the top that no longer name a tracked key's current `forgetAt`. */
-  #prune(): void {
-    while (this.#expiries.length > 0 && !this.#isCurrent(this.#expiries[0] as Expiry)) this.#popExpiry();
-  }
-
-  /** The least recently touched key. */
-  leastRecent(): string | undefined {
-    return this.#keys.keys().next().value;
-  }
-
-  get size(): number {
-    return this.#keys.size;
-  }
-
-  /** The tracked key ids, most recently touched first (tests). */
-  ids(): string[] {
-    return [...this.#keys.keys()].reverse();
-  }
+/** The index without `keyId`. */
+function untracked(index: KeyIndex, keyId: string): KeyIndex {
+  const key = index.byId.get(keyId);
+  if (key === undefined) return index;
+  return {
+    ...index,
+    byId: index.byId.without(keyId),
+    byTouch: index.byTouch.without([key.touch, keyId]),
+    byForgetAt: key.forgetAt === null ? index.byForgetAt : index.byForgetAt.without([key.forgetAt, keyId]),
+    counts: counted(index.counts, key.shared, -1),
+  };
 }
 
 export interface KeyBookContext extends KeyBookInput {
   /**
-   * The index of the book's key actors (one per key that is not healthy, by salted fingerprint): at most
-   * `maxKeys`, on their shelves. A healthy key has no actor and no entry (nothing is kept of keys that
-   * work). It is the one object the book updates in place: O(1) per event however many keys are refused.
+   * The book's tracked keys (one per key that is not healthy, by salted fingerprint, each with an actor
+   * on a shelf): at most `maxKeys`. A healthy key has no actor and no entry (nothing is kept of keys that work).
    */
   readonly keys: KeyIndex;
+  /** The shelves by index, each spawned when its first key comes. */
+  readonly shelves: readonly (ShelfRef | undefined)[];
+  /** When the book's pending `key.expired` is due (book time, epoch ms), if one is pending. */
+  readonly expiryDueAt: number | null;
   readonly keyLink: ActorRefFrom<typeof embeddedKeyLink>;
+}
+
+/** The shelf a key's actor lives on: fixed by its id. */
+function shelfIndexOf(context: KeyBookContext, keyId: string): number {
+  let hash = 0;
+  for (let index = 0; index < keyId.length; index += 1) hash = (hash * 31 + keyId.charCodeAt(index)) >>> 0;
+  return hash % context.shelves.length;
 }
 
 /**
@@ -367,14 +275,24 @@ function stateNameOf(value: StateValue): SharedKeyHealth['state'] {
   return 'healthy';
 }
 
+/** The key's actor's state, read from its snapshot (views only). */
+function peek(book: KeyBookContext, keyId: string): { value: StateValue; context: KeyHealthContext } | undefined {
+  if (!book.keys.byId.has(keyId)) return undefined;
+  const shelf = book.shelves[shelfIndexOf(book, keyId)];
+  const key = shelf?.getSnapshot().children[keyActorId(keyId)] as
+    | { getSnapshot(): { value: StateValue; context: KeyHealthContext } }
+    | undefined;
+  return key?.getSnapshot();
+}
+
 /**
  * A key's health at `now`, as a view (`GET /v1/keys/status`): the key's machine is asked what it would
  * answer a call now (`key.admit` through the pure `transition`, key-health.machine.ts), so the view
  * follows its admission rule instead of restating it: healthy when untracked or when the key would let
  * the call out (its probe, past `until`), else refused with the class and `until` the refusal carries.
  */
-export function keyHealthView(keys: KeyEntries, keyId: string, now: number): KeyHealthView {
-  const entry = keys.peek(keyId);
+export function keyHealthView(book: KeyBookContext, keyId: string, now: number): KeyHealthView {
+  const entry = peek(book, keyId);
   if (entry === undefined) return { state: 'healthy' };
   const call = askingCall('key-status', now);
   const [, actions] = transition(keyHealthMachine, keyHealthMachine.resolveState(entry), {
@@ -394,8 +312,8 @@ export function keyHealthView(keys: KeyEntries, keyId: string, now: number): Key
  * How many keys are refused, by state (counts only: never which keys). A key whose `until` has passed
  * counts until its probe answers (or it is forgotten): it is not known to work yet.
  */
-export function refusedKeyCounts(keys: KeyEntries): { quarantined: number; cooling: number } {
-  return { ...keys.counts };
+export function refusedKeyCounts(book: KeyBookContext): { quarantined: number; cooling: number } {
+  return { ...book.keys.counts };
 }
 
 /**
@@ -423,10 +341,11 @@ export function createKeyBookMachine(table: ErrorTable) {
     return { event: { type: 'key.expired', at: at + delay } satisfies KeyExpiredEvent, delay };
   };
   const shelfOf = (context: KeyBookContext, keyId: string): ShelfRef => {
-    const shelf = context.keys.shelf(context.keys.shelfOf(keyId));
+    const shelf = context.shelves[shelfIndexOf(context, keyId)];
     if (shelf === undefined) throw new Error('A tracked key without its shelf');
     return shelf;
   };
+  const release = (keyId: string): KeyShelfEvent => ({ type: 'key.release', keyId });
 
   return setup({
     types: {
@@ -443,20 +362,20 @@ export function createKeyBookMachine(table: ErrorTable) {
       /** KEY_QUARANTINE_MS=0 turns per-key health off. */
       isEnabled: ({ context }) => context.quarantineMs > 0 && context.maxKeys > 0,
       /** The key has an actor (it is refused, or its probe is due or in flight). */
-      isTracked: ({ context, event }) => 'keyId' in event && context.keys.has(event.keyId),
+      isTracked: ({ context, event }) => 'keyId' in event && context.keys.byId.has(event.keyId),
       /** The event refuses a healthy key: a failure whose class column K names, a trip, a fleet refusal. */
       isRefusal: ({ event }) =>
         (event.type === 'key.failed' && keyVerdictInTable(table, event.errorClass) !== 'none') ||
         event.type === 'key.tripped' ||
         (event.type === 'key.synced' && event.shared.state !== 'healthy'),
       /** The book holds `maxKeys` keys: one must go before another comes. */
-      isFull: ({ context }) => context.keys.size >= context.maxKeys,
+      isFull: ({ context }) => context.keys.byId.size >= context.maxKeys,
       /** The key told it is healthy again: its actor is stopped. */
       isHealthyAgain: ({ event }) => event.type === 'key.changed' && event.shared.state === 'healthy',
       /** A change made here (not heard from the fleet) that the book did not know: the fleet is told. */
       isOwnNews: ({ context, event }) => {
         if (event.type !== 'key.changed' || event.fromFleet) return false;
-        const known = context.keys.get(event.keyId)?.shared;
+        const known = context.keys.byId.get(event.keyId)?.shared;
         return (
           known === undefined ||
           known.state !== event.shared.state ||
@@ -466,8 +385,8 @@ export function createKeyBookMachine(table: ErrorTable) {
       },
       /** The earliest key's time to be forgotten has come (a wait longer than a timer holds has not). */
       isForgetDue: ({ context, event }) => {
-        const next = context.keys.nextExpiry();
-        return event.type === 'key.expired' && next !== undefined && next.forgetAt <= event.at;
+        const next = context.keys.byForgetAt.minKey();
+        return event.type === 'key.expired' && next !== undefined && next[0] <= event.at;
       },
     },
     actions: {
@@ -481,62 +400,56 @@ export function createKeyBookMachine(table: ErrorTable) {
         ({ context, event }) => shelfOf(context, keyIdOf(event)),
         ({ event }) => event as KeyShelfEvent,
       ),
-      /** The event goes to the key's actor; the key is now the most recently touched. */
+      /** The event goes to the key's actor; the key (indexed if new) is now the most recently touched. */
       tellKey: enqueueActions(({ context, event, enqueue }) => {
-        context.keys.touch(keyIdOf(event));
+        enqueue.assign({ keys: touched(context.keys, keyIdOf(event)) });
         enqueue.sendTo(shelfOf(context, keyIdOf(event)), event as KeyShelfEvent);
       }),
       /** The key's shelf, spawned the first time a key lands on it. */
       openShelf: assign(({ context, event, spawn }) => {
-        const index = context.keys.shelfOf(keyIdOf(event));
-        if (context.keys.shelf(index) === undefined)
-          context.keys.addShelf(index, spawn('shelf', { id: `shelf.${index}` }));
-        return {};
+        const index = shelfIndexOf(context, keyIdOf(event));
+        if (context.shelves[index] !== undefined) return {};
+        return { shelves: context.shelves.with(index, spawn('shelf', { id: `shelf.${index}` })) };
       }),
-      /** A new key actor, healthy, on its shelf; the event that refuses it follows (`tellKey`). */
-      trackKey: enqueueActions(({ context, event, enqueue }) => {
-        const keyId = keyIdOf(event);
-        context.keys.track(keyId);
-        enqueue.sendTo(shelfOf(context, keyId), {
+      /** A new key actor, healthy, on its shelf; the event that refuses it follows (`tellKey`, which indexes the key). */
+      trackKey: sendTo(
+        ({ context, event }) => shelfOf(context, keyIdOf(event)),
+        ({ context, event }): KeyShelfEvent => ({
           type: 'key.hold',
-          keyId: keyId,
-          input: { keyId: keyId, quarantineMs: context.quarantineMs, coolingMs: context.coolingMs },
-        } satisfies KeyShelfEvent);
-      }),
+          keyId: keyIdOf(event),
+          input: { keyId: keyIdOf(event), quarantineMs: context.quarantineMs, coolingMs: context.coolingMs },
+        }),
+      ),
       /** Stop the least recently touched key's actor to make room (the fleet is not told). */
       forgetLeastRecent: enqueueActions(({ context, enqueue }) => {
-        const keyId = context.keys.leastRecent();
+        const keyId = context.keys.byTouch.minKey()?.[1];
         if (keyId === undefined) return;
-        enqueue.sendTo(shelfOf(context, keyId), { type: 'key.release', keyId } satisfies KeyShelfEvent);
-        context.keys.delete(keyId);
+        enqueue.sendTo(shelfOf(context, keyId), release(keyId));
+        enqueue.assign({ keys: untracked(context.keys, keyId) });
       }),
       /** Stop the key's actor: healthy again. */
       releaseKey: enqueueActions(({ context, event, enqueue }) => {
         if (event.type !== 'key.changed') return;
-        enqueue.sendTo(shelfOf(context, event.keyId), {
-          type: 'key.release',
-          keyId: event.keyId,
-        } satisfies KeyShelfEvent);
-        context.keys.delete(event.keyId);
+        enqueue.sendTo(shelfOf(context, event.keyId), release(event.keyId));
+        enqueue.assign({ keys: untracked(context.keys, event.keyId) });
       }),
       /** Stop the actor of the key whose time to be forgotten has come (the fleet is not told). */
       forgetDueKey: enqueueActions(({ context, enqueue }) => {
-        const keyId = context.keys.nextExpiry()?.keyId;
+        const keyId = context.keys.byForgetAt.minKey()?.[1];
         if (keyId === undefined) return;
-        enqueue.sendTo(shelfOf(context, keyId), { type: 'key.release', keyId } satisfies KeyShelfEvent);
-        context.keys.delete(keyId);
+        enqueue.sendTo(shelfOf(context, keyId), release(keyId));
+        enqueue.assign({ keys: untracked(context.keys, keyId) });
       }),
       /** Keep what the key told, until its `forgetAt`; an earlier `forgetAt` than the pending one is awaited instead. */
       recordChange: enqueueActions(({ context, event, enqueue }) => {
         if (event.type !== 'key.changed') return;
         const forgetAt = forgetAtOf(context, event.shared, event.at);
-        context.keys.update(event.keyId, event.shared, forgetAt);
-        const dueAt = context.keys.expiryDueAt;
-        if (dueAt !== undefined && dueAt <= forgetAt) return;
+        enqueue.assign({ keys: recorded(context.keys, event.keyId, event.shared, forgetAt) });
+        if (context.expiryDueAt !== null && context.expiryDueAt <= forgetAt) return;
         const { event: expired, delay } = expiry(forgetAt, event.at);
         enqueue.cancel(expiryId);
         enqueue.raise(expired, { id: expiryId, delay });
-        context.keys.expiryDueAt = expired.at;
+        enqueue.assign({ expiryDueAt: expired.at });
       }),
       /** Tell the fleet what changed here (through the key link; a no-op without `REDIS_URL`). */
       reportChange: sendTo(
@@ -552,23 +465,25 @@ export function createKeyBookMachine(table: ErrorTable) {
        */
       awaitNextExpiry: enqueueActions(({ context, event, enqueue }) => {
         if (event.type !== 'key.expired') return;
-        const next = context.keys.nextExpiry();
-        context.keys.expiryDueAt = undefined;
+        const next = context.keys.byForgetAt.minKey()?.[0];
+        enqueue.assign({ expiryDueAt: null });
         if (next === undefined) return;
-        if (next.forgetAt <= event.at) {
+        if (next <= event.at) {
           enqueue.raise({ type: 'key.expired', at: event.at } satisfies KeyExpiredEvent);
           return;
         }
-        const { event: expired, delay } = expiry(next.forgetAt, event.at);
+        const { event: expired, delay } = expiry(next, event.at);
         enqueue.raise(expired, { id: expiryId, delay });
-        context.keys.expiryDueAt = expired.at;
+        enqueue.assign({ expiryDueAt: expired.at });
       }),
     },
   }).createMachine({
     id: 'keyBook',
     context: ({ input, spawn }) => ({
       ...input,
-      keys: new KeyIndex(input.maxKeys),
+      keys: emptyIndex,
+      shelves: Array.from({ length: shelfCount(input.maxKeys) }, () => undefined),
+      expiryDueAt: null,
       keyLink: spawn('keyLink', { id: 'keyLink', input: { providerId: input.providerId } }),
     }),
     initial: 'tracking',
