@@ -142,8 +142,7 @@ function shelfCount(maxKeys: number): number {
 interface TrackedKey {
   readonly shared: SharedKeyHealth;
   readonly touch: number;
-  /** Null until its actor first tells its health. */
-  readonly forgetAt: number | null;
+  readonly forgetAt: number;
 }
 
 /**
@@ -183,49 +182,54 @@ const emptyIndex: KeyIndex = {
   touches: 0,
 };
 
-const healthy: SharedKeyHealth = { state: 'healthy', errorClass: null, until: null };
+/** A key not tracked yet: healthy until its actor tells otherwise, never touched, never forgotten. */
+const untrackedKey: TrackedKey = {
+  shared: { state: 'healthy', errorClass: null, until: null },
+  touch: -1,
+  forgetAt: Number.POSITIVE_INFINITY,
+};
 
 function counted(counts: KeyIndex['counts'], shared: SharedKeyHealth, delta: number): KeyIndex['counts'] {
   return shared.state === 'healthy' ? counts : { ...counts, [shared.state]: counts[shared.state] + delta };
 }
 
-/** The index with `keyId` tracked (healthy until its actor tells otherwise) or touched: now the most recent. */
+/** The index with `keyId` tracked (if new) and now the most recently touched. */
 function touched(index: KeyIndex, keyId: string): KeyIndex {
-  const key = index.byId.get(keyId);
-  const byTouch = key === undefined ? index.byTouch : index.byTouch.without([key.touch, keyId]);
+  const key = index.byId.get(keyId) ?? untrackedKey;
   return {
     ...index,
-    byId: index.byId.with(keyId, { shared: healthy, forgetAt: null, ...key, touch: index.touches }, true),
-    byTouch: byTouch.with([index.touches, keyId], undefined, true),
+    byId: index.byId.with(keyId, { ...key, touch: index.touches }, true),
+    byTouch: index.byTouch.without([key.touch, keyId]).with([index.touches, keyId]),
+    byForgetAt: index.byForgetAt.with([key.forgetAt, keyId]),
     touches: index.touches + 1,
   };
 }
 
-/** The index with what `keyId`'s actor told: its health now, kept until `forgetAt` (recency unchanged). */
+/** The index with what tracked `keyId`'s actor told: its health now, kept until `forgetAt` (recency unchanged). */
 function recorded(index: KeyIndex, keyId: string, shared: SharedKeyHealth, forgetAt: number): KeyIndex {
-  const key = index.byId.get(keyId);
-  if (key === undefined) return index;
-  const byForgetAt = key.forgetAt === null ? index.byForgetAt : index.byForgetAt.without([key.forgetAt, keyId]);
+  const key = index.byId.get(keyId) ?? untrackedKey;
   return {
     ...index,
     byId: index.byId.with(keyId, { ...key, shared, forgetAt }, true),
-    byForgetAt: byForgetAt.with([forgetAt, keyId], undefined, true),
+    byForgetAt: index.byForgetAt.without([key.forgetAt, keyId]).with([forgetAt, keyId]),
     counts: counted(counted(index.counts, key.shared, -1), shared, 1),
   };
 }
 
 /** The index without `keyId`. */
 function untracked(index: KeyIndex, keyId: string): KeyIndex {
-  const key = index.byId.get(keyId);
-  if (key === undefined) return index;
+  const key = index.byId.get(keyId) ?? untrackedKey;
   return {
     ...index,
     byId: index.byId.without(keyId),
     byTouch: index.byTouch.without([key.touch, keyId]),
-    byForgetAt: key.forgetAt === null ? index.byForgetAt : index.byForgetAt.without([key.forgetAt, keyId]),
+    byForgetAt: index.byForgetAt.without([key.forgetAt, keyId]),
     counts: counted(index.counts, key.shared, -1),
   };
 }
+
+/** The key id of a tree's first stamp (the least recently touched, the next forgotten; asked only when there is one). */
+const firstKeyOf = (tree: BTree<Stamp, undefined>): string => tree.minKey()?.[1] ?? '';
 
 export interface KeyBookContext extends KeyBookInput {
   /**
@@ -254,6 +258,9 @@ function shelfIndexOf(context: KeyBookContext, keyId: string): number {
  */
 type KeyExpiredEvent = { type: 'key.expired'; at: number };
 
+/** Every event the book takes. */
+type KeyBookMachineEvent = KeyBookEvent | KeyLinkReply | KeyExpiredEvent | KeyChangedEvent;
+
 /** Node's timers hold at most 2^31 − 1 ms (~24.8 days); a longer wait is raised again for the rest. */
 const maxTimerMs = 2_147_483_647;
 
@@ -268,16 +275,8 @@ export interface KeyHealthView {
   readonly until?: number;
 }
 
-function stateNameOf(value: StateValue): SharedKeyHealth['state'] {
-  if (typeof value === 'string') return 'healthy';
-  if ('quarantined' in value) return 'quarantined';
-  if ('cooling' in value) return 'cooling';
-  return 'healthy';
-}
-
 /** The key's actor's state, read from its snapshot (views only). */
 function peek(book: KeyBookContext, keyId: string): { value: StateValue; context: KeyHealthContext } | undefined {
-  if (!book.keys.byId.has(keyId)) return undefined;
   const shelf = book.shelves[shelfIndexOf(book, keyId)];
   const key = shelf?.getSnapshot().children[keyActorId(keyId)] as
     | { getSnapshot(): { value: StateValue; context: KeyHealthContext } }
@@ -287,25 +286,28 @@ function peek(book: KeyBookContext, keyId: string): { value: StateValue; context
 
 /**
  * A key's health at `now`, as a view (`GET /v1/keys/status`): the key's machine is asked what it would
- * answer a call now (`key.admit` through the pure `transition`, key-health.machine.ts), so the view
- * follows its admission rule instead of restating it: healthy when untracked or when the key would let
- * the call out (its probe, past `until`), else refused with the class and `until` the refusal carries.
+ * answer a call now (`key.admit` through the pure `transition`, key-health.machine.ts: its one action
+ * sends the answer), so the view follows its admission rule instead of restating it: healthy when
+ * untracked or when the key would let the call out (its probe, past `until`), else refused with the
+ * class and `until` the refusal carries.
  */
 export function keyHealthView(book: KeyBookContext, keyId: string, now: number): KeyHealthView {
   const entry = peek(book, keyId);
   if (entry === undefined) return { state: 'healthy' };
   const call = askingCall('key-status', now);
-  const [, actions] = transition(keyHealthMachine, keyHealthMachine.resolveState(entry), {
+  const [, [sendAnswer]] = transition(keyHealthMachine, keyHealthMachine.resolveState(entry), {
     type: 'key.admit',
     call,
     replyTo: call.replyTo,
     at: now,
   });
-  const answer = actions
-    .map((action) => (action.params as { event?: KeyAnswer } | undefined)?.event)
-    .find((event): event is KeyAnswer => event?.type === 'key.admitted' || event?.type === 'key.refused');
-  if (answer === undefined || answer.type === 'key.admitted') return { state: 'healthy' };
-  return { state: stateNameOf(entry.value), errorClass: answer.errorClass, until: answer.until };
+  const answer = (sendAnswer as { params: { event: KeyAnswer } }).params.event;
+  if (answer.type === 'key.admitted') return { state: 'healthy' };
+  return {
+    state: answer.reason === 'key_cooling' ? 'cooling' : 'quarantined',
+    errorClass: answer.errorClass,
+    until: answer.until,
+  };
 }
 
 /**
@@ -345,13 +347,21 @@ export function createKeyBookMachine(table: ErrorTable) {
     if (shelf === undefined) throw new Error('A tracked key without its shelf');
     return shelf;
   };
-  const release = (keyId: string): KeyShelfEvent => ({ type: 'key.release', keyId });
+  /** Stop the key's actor and drop it from the index (from an action of the book). */
+  const forget = (
+    enqueue: { sendTo: (to: ShelfRef, event: KeyShelfEvent) => void; assign: (values: Partial<KeyBookContext>) => void },
+    context: KeyBookContext,
+    keyId: string,
+  ): void => {
+    enqueue.sendTo(shelfOf(context, keyId), { type: 'key.release', keyId });
+    enqueue.assign({ keys: untracked(context.keys, keyId) });
+  };
 
   return setup({
     types: {
       input: {} as KeyBookInput,
       context: {} as KeyBookContext,
-      events: {} as KeyBookEvent | KeyLinkReply | KeyExpiredEvent | KeyChangedEvent,
+      events: {} as KeyBookMachineEvent,
     },
     actors: {
       /** Replaced (`.provide`) by `createKeyLink` when a fleet store is configured. */
@@ -374,13 +384,11 @@ export function createKeyBookMachine(table: ErrorTable) {
       isHealthyAgain: ({ event }) => event.type === 'key.changed' && event.shared.state === 'healthy',
       /** A change made here (not heard from the fleet) that the book did not know: the fleet is told. */
       isOwnNews: ({ context, event }) => {
-        if (event.type !== 'key.changed' || event.fromFleet) return false;
-        const known = context.keys.byId.get(event.keyId)?.shared;
+        const { keyId, shared, fromFleet } = eventAs(event, 'key.changed');
+        const known = (context.keys.byId.get(keyId) ?? untrackedKey).shared;
         return (
-          known === undefined ||
-          known.state !== event.shared.state ||
-          known.until !== event.shared.until ||
-          known.errorClass !== event.shared.errorClass
+          !fromFleet &&
+          (known.state !== shared.state || known.until !== shared.until || known.errorClass !== shared.errorClass)
         );
       },
       /** The earliest key's time to be forgotten has come (a wait longer than a timer holds has not). */
@@ -392,8 +400,8 @@ export function createKeyBookMachine(table: ErrorTable) {
     actions: {
       /** An untracked key (or per-key health off): the call may go out, answered at once. */
       admitUntracked: sendTo(
-        ({ event }) => admitEvent(event).replyTo,
-        ({ event }): KeyAnswer => ({ type: 'key.admitted', call: admitEvent(event).call }),
+        ({ event }) => eventAs(event, 'key.admit').replyTo,
+        ({ event }): KeyAnswer => ({ type: 'key.admitted', call: eventAs(event, 'key.admit').call }),
       ),
       /** A tracked key's actor answers the admission itself (its recency is not touched). */
       askKey: sendTo(
@@ -421,32 +429,22 @@ export function createKeyBookMachine(table: ErrorTable) {
         }),
       ),
       /** Stop the least recently touched key's actor to make room (the fleet is not told). */
-      forgetLeastRecent: enqueueActions(({ context, enqueue }) => {
-        const keyId = context.keys.byTouch.minKey()?.[1];
-        if (keyId === undefined) return;
-        enqueue.sendTo(shelfOf(context, keyId), release(keyId));
-        enqueue.assign({ keys: untracked(context.keys, keyId) });
-      }),
+      forgetLeastRecent: enqueueActions(({ context, enqueue }) =>
+        forget(enqueue, context, firstKeyOf(context.keys.byTouch)),
+      ),
       /** Stop the key's actor: healthy again. */
-      releaseKey: enqueueActions(({ context, event, enqueue }) => {
-        if (event.type !== 'key.changed') return;
-        enqueue.sendTo(shelfOf(context, event.keyId), release(event.keyId));
-        enqueue.assign({ keys: untracked(context.keys, event.keyId) });
-      }),
+      releaseKey: enqueueActions(({ context, event, enqueue }) => forget(enqueue, context, keyIdOf(event))),
       /** Stop the actor of the key whose time to be forgotten has come (the fleet is not told). */
-      forgetDueKey: enqueueActions(({ context, enqueue }) => {
-        const keyId = context.keys.byForgetAt.minKey()?.[1];
-        if (keyId === undefined) return;
-        enqueue.sendTo(shelfOf(context, keyId), release(keyId));
-        enqueue.assign({ keys: untracked(context.keys, keyId) });
-      }),
+      forgetDueKey: enqueueActions(({ context, enqueue }) =>
+        forget(enqueue, context, firstKeyOf(context.keys.byForgetAt)),
+      ),
       /** Keep what the key told, until its `forgetAt`; an earlier `forgetAt` than the pending one is awaited instead. */
       recordChange: enqueueActions(({ context, event, enqueue }) => {
-        if (event.type !== 'key.changed') return;
-        const forgetAt = forgetAtOf(context, event.shared, event.at);
-        enqueue.assign({ keys: recorded(context.keys, event.keyId, event.shared, forgetAt) });
+        const { keyId, shared, at } = eventAs(event, 'key.changed');
+        const forgetAt = forgetAtOf(context, shared, at);
+        enqueue.assign({ keys: recorded(context.keys, keyId, shared, forgetAt) });
         if (context.expiryDueAt !== null && context.expiryDueAt <= forgetAt) return;
-        const { event: expired, delay } = expiry(forgetAt, event.at);
+        const { event: expired, delay } = expiry(forgetAt, at);
         enqueue.cancel(expiryId);
         enqueue.raise(expired, { id: expiryId, delay });
         enqueue.assign({ expiryDueAt: expired.at });
@@ -455,8 +453,8 @@ export function createKeyBookMachine(table: ErrorTable) {
       reportChange: sendTo(
         ({ context }) => context.keyLink,
         ({ event }) => {
-          if (event.type !== 'key.changed') throw new Error(`A report of ${event.type}`);
-          return { type: 'key.report' as const, keyId: event.keyId, shared: event.shared, at: event.at };
+          const { keyId, shared, at } = eventAs(event, 'key.changed');
+          return { type: 'key.report' as const, keyId, shared, at };
         },
       ),
       /**
@@ -464,15 +462,15 @@ export function createKeyBookMachine(table: ErrorTable) {
        * time longer than a timer holds is awaited again for the rest); none while no key is tracked.
        */
       awaitNextExpiry: enqueueActions(({ context, event, enqueue }) => {
-        if (event.type !== 'key.expired') return;
+        const { at } = eventAs(event, 'key.expired');
         const next = context.keys.byForgetAt.minKey()?.[0];
         enqueue.assign({ expiryDueAt: null });
         if (next === undefined) return;
-        if (next <= event.at) {
-          enqueue.raise({ type: 'key.expired', at: event.at } satisfies KeyExpiredEvent);
+        if (next <= at) {
+          enqueue.raise({ type: 'key.expired', at } satisfies KeyExpiredEvent);
           return;
         }
-        const { event: expired, delay } = expiry(next, event.at);
+        const { event: expired, delay } = expiry(next, at);
         enqueue.raise(expired, { id: expiryId, delay });
         enqueue.assign({ expiryDueAt: expired.at });
       }),
@@ -542,14 +540,18 @@ export function createKeyBookMachine(table: ErrorTable) {
   });
 }
 
-function keyIdOf(event: { type: string }): string {
-  if (!('keyId' in event) || typeof event.keyId !== 'string') throw new Error(`No key in ${event.type}`);
+function keyIdOf(event: KeyBookMachineEvent): string {
+  if (!('keyId' in event)) throw new Error(`No key in ${event.type}`);
   return event.keyId;
 }
 
-function admitEvent(event: { type: string }): Extract<KeyBookEvent, { type: 'key.admit' }> {
-  if (event.type !== 'key.admit') throw new Error(`An admission answered ${event.type}`);
-  return event as Extract<KeyBookEvent, { type: 'key.admit' }>;
+/** The event as the one type an action is reached by (its transitions take no other). */
+function eventAs<T extends KeyBookMachineEvent['type']>(
+  event: KeyBookMachineEvent,
+  type: T,
+): Extract<KeyBookMachineEvent, { type: T }> {
+  if (event.type !== type) throw new Error(`${event.type} where ${type} was expected`);
+  return event as Extract<KeyBookMachineEvent, { type: T }>;
 }
 
 /** The key book on docs/errors.md's table. */

@@ -107,6 +107,19 @@ describe('key book', () => {
     expect(refusedKeyCounts(context())).toEqual({ quarantined: 2, cooling: 1 });
   });
 
+  it('forgets by the latest touch, however often a key was touched', () => {
+    const { actor, tracked } = book({ maxKeys: 3 });
+    for (const keyId of ['k1', 'k2', 'k3'])
+      actor.send({ type: 'key.failed', keyId, callId: keyId, errorClass: 'quota_exhausted', at });
+    // k1 touched twice, then k2 and k3 again: k1 is now the least recently touched, then k2.
+    for (const keyId of ['k1', 'k1', 'k2', 'k3'])
+      actor.send({ type: 'key.failed', keyId, callId: `again-${keyId}`, errorClass: 'quota_exhausted', at });
+    actor.send({ type: 'key.failed', keyId: 'k4', callId: 'k4', errorClass: 'auth', at });
+    expect(tracked()).toEqual(['k2', 'k3', 'k4']);
+    actor.send({ type: 'key.failed', keyId: 'k5', callId: 'k5', errorClass: 'auth', at });
+    expect(tracked()).toEqual(['k3', 'k4', 'k5']);
+  });
+
   it('keeps nothing with KEY_QUARANTINE_MS=0 (per-key health off), not even a tripped key', () => {
     const { actor, tracked, reports } = book({ quarantineMs: 0 });
     actor.send({ type: 'key.failed', keyId: 'k1', callId: 'c1', errorClass: 'auth', at });
@@ -467,6 +480,16 @@ describe('key book: each refused key is a live actor of its own', () => {
 });
 
 describe('key book: many keys', () => {
+  it('leaves an earlier snapshot as it was: its counts do not follow later events', () => {
+    const { actor, context } = book({ maxKeys: 2 });
+    actor.send({ type: 'key.failed', keyId: 'k1', callId: 'c1', errorClass: 'auth', at });
+    const before = context();
+    actor.send({ type: 'key.failed', keyId: 'k2', callId: 'c2', errorClass: 'rate_limited', at });
+    actor.send({ type: 'key.failed', keyId: 'k3', callId: 'c3', errorClass: 'rate_limited', at });
+    expect(refusedKeyCounts(context())).toEqual({ quarantined: 0, cooling: 2 });
+    expect(refusedKeyCounts(before)).toEqual({ quarantined: 1, cooling: 0 });
+  });
+
   it('keeps 2 500 refused keys, each a live actor, and forgets the 100 least recently touched beyond them', () => {
     const { actor, tracked, context } = book({ maxKeys: 2_500 });
     const ids = Array.from({ length: 2_600 }, (_, i) => createHash('sha256').update(`key ${i}`).digest('hex').slice(0, 32));
@@ -579,6 +602,38 @@ describe('key book: changes heard and told, and a full book', () => {
     expect(actor.getSnapshot().status).toBe('active');
     actor.send({ type: 'key.failed', keyId: 'k2', callId: 'c2', errorClass: 'auth', at: at + 70_000 });
     expect(admit('k2', at + 70_001)).toMatchObject({ admit: false, errorClass: 'auth' });
+    // k2 quarantined until at + 130 000, forgotten a quarantine later: the book still keeps time.
+    clock.increment(189_999 - 70_000);
+    expect(tracked()).toEqual(['k2']);
+    clock.increment(1);
+    expect(tracked()).toEqual([]);
+  });
+
+  it('forgets a key on time when another key came after the last forgetting', () => {
+    const clock = new SimulatedClock();
+    const { actor, tracked } = book({ clock });
+    // early: cooling until at + 1 000, forgotten at at + 61 000; late: quarantined, forgotten at at + 120 000.
+    actor.send({ type: 'key.failed', keyId: 'early', callId: 'e', errorClass: 'rate_limited', retryAfterMs: 1_000, at });
+    actor.send({ type: 'key.failed', keyId: 'late', callId: 'l', errorClass: 'auth', at });
+    clock.increment(61_000);
+    expect(tracked()).toEqual(['late']);
+    // newer: quarantined at at + 61 000, forgotten at at + 181 000; late keeps its own time.
+    actor.send({ type: 'key.failed', keyId: 'newer', callId: 'n', errorClass: 'auth', at: at + 61_000 });
+    clock.increment(120_000 - 61_000 - 1);
+    expect(tracked()).toEqual(['late', 'newer']);
+    clock.increment(1);
+    expect(tracked()).toEqual(['newer']);
+  });
+
+  it('forgets every key refused at the same time, at that time', () => {
+    const clock = new SimulatedClock();
+    const { actor, tracked } = book({ clock, maxKeys: 10 });
+    const ids = ['k5', 'k1', 'k4', 'k2', 'k3'];
+    for (const keyId of ids) actor.send({ type: 'key.failed', keyId, callId: keyId, errorClass: 'auth', at });
+    clock.increment(119_999);
+    expect(tracked()).toEqual([...ids].sort());
+    clock.increment(1);
+    expect(tracked()).toEqual([]);
   });
 
   it('forgets each key at its own time while another key changes many times beside them', () => {
