@@ -182,7 +182,10 @@ const emptyIndex: KeyIndex = {
   touches: 0,
 };
 
-/** A key not tracked yet: healthy until its actor tells otherwise, never touched, never forgotten. */
+/**
+ * A key not tracked yet: healthy until its actor tells otherwise, never touched, not due to be forgotten
+ * (it enters `byForgetAt` when its actor first tells its health).
+ */
 const untrackedKey: TrackedKey = {
   shared: { state: 'healthy', errorClass: null, until: null },
   touch: -1,
@@ -200,7 +203,6 @@ function touched(index: KeyIndex, keyId: string): KeyIndex {
     ...index,
     byId: index.byId.with(keyId, { ...key, touch: index.touches }, true),
     byTouch: index.byTouch.without([key.touch, keyId]).with([index.touches, keyId]),
-    byForgetAt: index.byForgetAt.with([key.forgetAt, keyId]),
     touches: index.touches + 1,
   };
 }
