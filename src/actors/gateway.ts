@@ -194,13 +194,13 @@ export function createGateway(options: GatewayOptions): Gateway {
       model: snapshot.context.model,
       breaker: breakerView(breaker),
       stats: { ...snapshot.context.stats, opens: breaker.context.opens },
-      keys: refusedKeyCounts(snapshot.context.keyBook.getSnapshot().context.keys),
+      keys: refusedKeyCounts(snapshot.context.keyBook.getSnapshot().context),
     };
   }
 
   function keyHealth(id: ProviderId, apiKey: ApiKey): KeyStatus {
-    const keys = providerRef(id).getSnapshot().context.keyBook.getSnapshot().context.keys;
-    const view = keyHealthView(keys, keyIdentity.keyId(id, apiKey), Date.now());
+    const book = providerRef(id).getSnapshot().context.keyBook.getSnapshot().context;
+    const view = keyHealthView(book, keyIdentity.keyId(id, apiKey), Date.now());
     return { provider: id, ...view };
   }
 

@@ -11,6 +11,8 @@ import {
   type ActorRefFrom,
   type StateValue,
 } from 'xstate';
+import { EmptyBTree } from 'sorted-btree';
+import type * as sortedBtree from 'sorted-btree';
 import { errorPolicy, keyVerdictInTable, type ErrorClass, type ErrorTable } from '../errors/index.js';
 import { askingCall } from './asking-call.js';
 import {
@@ -73,8 +75,9 @@ function createHeldKeyMachine(table: ErrorTable) {
  * A shelf of key actors, a child of the key book: it spawns and stops the keys its book assigns it
  * (`key.hold`, `key.release`), passes each key event on to its key, and each key's `key.changed` up to
  * the book. The book keeps its refused keys on shelves of ~16 (`shelfCount`) rather than as direct
- * children because XState copies an actor's `children` on every spawn and stop: 10 000 children of one
- * actor cost ~40 ms per refused key. The shelf decides nothing.
+ * children because XState copies an actor's `children` on every spawn and stop: with 10 000 keys as the
+ * book's own children each refusal would cost in proportion to them (docs/performance.md). The shelf
+ * decides nothing.
  */
 function createKeyShelfMachine(table: ErrorTable) {
   return setup({
@@ -135,208 +138,119 @@ function shelfCount(maxKeys: number): number {
   return Math.min(maxShelves, Math.max(1, Math.ceil(maxKeys / keysPerShelf)));
 }
 
-/** One key's state as the views read it: its actor's state value and context. */
-interface KeyEntry {
-  readonly value: StateValue;
-  readonly context: KeyHealthContext;
-}
-
-/** The refused keys as the views read them: without touching their recency. */
-export interface KeyEntries {
-  peek(keyId: string): KeyEntry | undefined;
-  /** Tracked keys by state: refused, or awaiting their probe (O(1): kept as keys come and go). */
-  readonly counts: { readonly quarantined: number; readonly cooling: number };
-}
-
-/** One tracked key: its shelf, its health as its actor last told, and when it is forgotten (epoch ms). */
+/** One tracked key: its health as its actor last told, its last touch, and when it is forgotten (epoch ms). */
 interface TrackedKey {
-  readonly shelf: number;
   readonly shared: SharedKeyHealth;
+  readonly touch: number;
   readonly forgetAt: number;
-}
-
-const healthy: SharedKeyHealth = { state: 'healthy', errorClass: null, until: null };
-
-/** A key's time to be forgotten, in the book's queue of them. */
-interface Expiry {
-  readonly forgetAt: number;
-  readonly keyId: string;
 }
 
 /**
- * The book's index of its key actors: key id → the shelf holding the key's actor, the key's last told
- * health and its `forgetAt`, in recency order (a Map re-inserted on each touch: its first key is the
- * least recently touched), with the count of keys by state kept as they change, so every read is O(1)
- * however many keys are refused (`/v1/providers`, `/metrics` and the page's stream read the counts every
- * second), and the keys' times to be forgotten as a queue (a binary heap, earliest first: the book holds
- * one timer, for the earliest; XState walks every pending timer of the system each time an actor stops,
- * so one timer per key made each stop O(keys)). It decides nothing: the book's guards and actions read
- * and update it.
+ * The book's record of its tracked keys, an immutable value (every change is a new one sharing the rest):
+ * by id, by last touch (the first is the least recently touched) and by time to be forgotten (the first
+ * is the next), with the counts by state kept as keys come and go, so each event and each read of the
+ * counts (`/v1/providers`, `/metrics` and the page, every second) costs O(log keys) or less however many
+ * keys are refused. Ordered persistent B+ trees (sorted-btree) rather than a Map and a hand-written heap:
+ * `with`/`without` return a new tree and leave the old one as it was.
  */
-class KeyIndex implements KeyEntries {
-  readonly counts = { quarantined: 0, cooling: 0 };
-  /** When the book's pending `key.expired` is due (book time, epoch ms), if one is pending. */
-  expiryDueAt: number | undefined;
-  readonly #keys = new Map<string, TrackedKey>();
-  readonly #shelves: (ShelfRef | undefined)[];
-  /** Earliest first; an entry whose key left or changed since is dropped when it reaches the top. */
-  #expiries: Expiry[] = [];
-
-  constructor(maxKeys: number) {
-    this.#shelves = new Array<ShelfRef | undefined>(shelfCount(maxKeys));
-  }
-
-  #count(shared: SharedKeyHealth, delta: number): void {
-    if (shared.state !== 'healthy') this.counts[shared.state] += delta;
-  }
-
-  /** The shelf a key's actor lives on: fixed by its id. */
-  shelfOf(keyId: string): number {
-    let hash = 0;
-    for (let index = 0; index < keyId.length; index += 1) hash = (hash * 31 + keyId.charCodeAt(index)) >>> 0;
-    return hash % this.#shelves.length;
-  }
-
-  shelf(index: number): ShelfRef | undefined {
-    return this.#shelves[index];
-  }
-
-  /** The shelf a key's actor lives on, when it is tracked. */
-  shelfRefOf(keyId: string): ShelfRef | undefined {
-    const tracked = this.#keys.get(keyId);
-    return tracked === undefined ? undefined : this.#shelves[tracked.shelf];
-  }
-
-  addShelf(index: number, shelf: ShelfRef): void {
-    this.#shelves[index] = shelf;
-  }
-
-  has(keyId: string): boolean {
-    return this.#keys.has(keyId);
-  }
-
-  /** The key's last told health, and when it is forgotten. */
-  get(keyId: string): Readonly<TrackedKey> | undefined {
-    return this.#keys.get(keyId);
-  }
-
-  /** The key's actor's state, read from its snapshot (views only). */
-  peek(keyId: string): KeyEntry | undefined {
-    const shelf = this.shelfRefOf(keyId);
-    const key = shelf?.getSnapshot().children[keyActorId(keyId)] as
-      | { getSnapshot(): { value: StateValue; context: KeyHealthContext } }
-      | undefined;
-    if (key === undefined) return undefined;
-    const { value, context } = key.getSnapshot();
-    return { value, context };
-  }
-
-  /** A new key, healthy until its actor tells otherwise, the most recently touched. */
-  track(keyId: string): void {
-    this.#keys.set(keyId, { shelf: this.shelfOf(keyId), shared: healthy, forgetAt: Number.POSITIVE_INFINITY });
-  }
-
-  /** The key, now the most recently touched. */
-  touch(keyId: string): void {
-    const tracked = this.#keys.get(keyId);
-    if (tracked === undefined) return;
-    this.#keys.delete(keyId);
-    this.#keys.set(keyId, tracked);
-  }
-
-  /** What the key's actor told: its health now, kept until `forgetAt` (recency unchanged). */
-  update(keyId: string, shared: SharedKeyHealth, forgetAt: number): void {
-    const tracked = this.#keys.get(keyId);
-    if (tracked === undefined) return;
-    this.#count(tracked.shared, -1);
-    this.#count(shared, 1);
-    this.#keys.set(keyId, { shelf: tracked.shelf, shared, forgetAt });
-    if (forgetAt !== tracked.forgetAt) this.#pushExpiry({ forgetAt, keyId });
-    this.#prune();
-  }
-
-  delete(keyId: string): void {
-    const tracked = this.#keys.get(keyId);
-    if (tracked === undefined) return;
-    this.#count(tracked.shared, -1);
-    this.#keys.delete(keyId);
-    this.#prune();
-  }
-
-  /** The earliest time a tracked key is forgotten at, and which key. */
-  nextExpiry(): Expiry | undefined {
-    return this.#expiries[0];
-  }
-
-  #isCurrent(expiry: Expiry): boolean {
-    return this.#keys.get(expiry.keyId)?.forgetAt === expiry.forgetAt;
-  }
-
-  #pushExpiry(expiry: Expiry): void {
-    // Entries left behind by keys that changed or left: rebuilt from the tracked keys (this one's new
-    // time included: it is already recorded) when they dominate; sorted, the array is a heap.
-    if (this.#expiries.length > 2 * this.#keys.size + 64) {
-      this.#expiries = [...this.#keys].map(([id, tracked]) => ({ forgetAt: tracked.forgetAt, keyId: id }));
-      this.#expiries.sort((a, b) => a.forgetAt - b.forgetAt);
-      return;
-    }
-    const heap = this.#expiries;
-    heap.push(expiry);
-    let index = heap.length - 1;
-    while (index > 0) {
-      const parent = (index - 1) >> 1;
-      if ((heap[parent] as Expiry).forgetAt <= expiry.forgetAt) break;
-      heap[index] = heap[parent] as Expiry;
-      index = parent;
-    }
-    heap[index] = expiry;
-  }
-
-  #popExpiry(): void {
-    const heap = this.#expiries;
-    const last = heap.pop();
-    if (last === undefined || heap.length === 0) return;
-    let index = 0;
-    for (;;) {
-      const left = 2 * index + 1;
-      if (left >= heap.length) break;
-      const right = left + 1;
-      const child = right < heap.length && (heap[right] as Expiry).forgetAt < (heap[left] as Expiry).forgetAt ? right : left;
-      if ((heap[child] as Expiry).forgetAt >= last.forgetAt) break;
-      heap[index] = heap[child] as Expiry;
-      index = child;
-    }
-    heap[index] = last;
-  }
-
-  /** Drops the entries at the top that no longer name a tracked key's current `forgetAt`. */
-  #prune(): void {
-    while (this.#expiries.length > 0 && !this.#isCurrent(this.#expiries[0] as Expiry)) this.#popExpiry();
-  }
-
-  /** The least recently touched key. */
-  leastRecent(): string | undefined {
-    return this.#keys.keys().next().value;
-  }
-
-  get size(): number {
-    return this.#keys.size;
-  }
-
-  /** The tracked key ids, most recently touched first (tests). */
-  ids(): string[] {
-    return [...this.#keys.keys()].reverse();
-  }
+interface KeyIndex {
+  readonly byId: BTree<string, TrackedKey>;
+  readonly byTouch: BTree<Stamp, undefined>;
+  readonly byForgetAt: BTree<Stamp, undefined>;
+  readonly counts: { readonly quarantined: number; readonly cooling: number };
+  /** Touches so far: the number of the next one. */
+  readonly touches: number;
 }
+
+/** sorted-btree's B+ tree (its default export, a CommonJS one: named here for the types). */
+type BTree<K, V> = sortedBtree.default<K, V>;
+/** A time (or touch) and a key id: ordered by time, then by id. */
+type Stamp = readonly [number, string];
+
+/**
+ * sorted-btree's class, reached through its frozen empty tree: its default export is a CommonJS one,
+ * which Node and Vite hand out differently. Its own comparator orders arrays as strings ("10" < "9").
+ */
+const Tree = EmptyBTree.constructor as new <K, V>(entries: undefined, compare: (a: K, b: K) => number) => BTree<K, V>;
+const byStamp = (a: Stamp, b: Stamp): number => a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0);
+
+const emptyIndex: KeyIndex = {
+  byId: EmptyBTree,
+  byTouch: new Tree(undefined, byStamp),
+  byForgetAt: new Tree(undefined, byStamp),
+  counts: { quarantined: 0, cooling: 0 },
+  touches: 0,
+};
+
+/**
+ * A key not tracked yet: healthy until its actor tells otherwise, never touched, not due to be forgotten
+ * (it enters `byForgetAt` when its actor first tells its health).
+ */
+const untrackedKey: TrackedKey = {
+  shared: { state: 'healthy', errorClass: null, until: null },
+  touch: -1,
+  forgetAt: Number.POSITIVE_INFINITY,
+};
+
+function counted(counts: KeyIndex['counts'], shared: SharedKeyHealth, delta: number): KeyIndex['counts'] {
+  return shared.state === 'healthy' ? counts : { ...counts, [shared.state]: counts[shared.state] + delta };
+}
+
+/** The index with `keyId` tracked (if new) and now the most recently touched. */
+function touched(index: KeyIndex, keyId: string): KeyIndex {
+  const key = index.byId.get(keyId) ?? untrackedKey;
+  return {
+    ...index,
+    byId: index.byId.with(keyId, { ...key, touch: index.touches }, true),
+    byTouch: index.byTouch.without([key.touch, keyId]).with([index.touches, keyId]),
+    touches: index.touches + 1,
+  };
+}
+
+/** The index with what tracked `keyId`'s actor told: its health now, kept until `forgetAt` (recency unchanged). */
+function recorded(index: KeyIndex, keyId: string, shared: SharedKeyHealth, forgetAt: number): KeyIndex {
+  const key = index.byId.get(keyId) ?? untrackedKey;
+  return {
+    ...index,
+    byId: index.byId.with(keyId, { ...key, shared, forgetAt }, true),
+    byForgetAt: index.byForgetAt.without([key.forgetAt, keyId]).with([forgetAt, keyId]),
+    counts: counted(counted(index.counts, key.shared, -1), shared, 1),
+  };
+}
+
+/** The index without `keyId`. */
+function untracked(index: KeyIndex, keyId: string): KeyIndex {
+  const key = index.byId.get(keyId) ?? untrackedKey;
+  return {
+    ...index,
+    byId: index.byId.without(keyId),
+    byTouch: index.byTouch.without([key.touch, keyId]),
+    byForgetAt: index.byForgetAt.without([key.forgetAt, keyId]),
+    counts: counted(index.counts, key.shared, -1),
+  };
+}
+
+/** The key id of a tree's first stamp (the least recently touched, the next forgotten; asked only when there is one). */
+const firstKeyOf = (tree: BTree<Stamp, undefined>): string => tree.minKey()?.[1] ?? '';
 
 export interface KeyBookContext extends KeyBookInput {
   /**
-   * The index of the book's key actors (one per key that is not healthy, by salted fingerprint): at most
-   * `maxKeys`, on their shelves. A healthy key has no actor and no entry (nothing is kept of keys that
-   * work). It is the one object the book updates in place: O(1) per event however many keys are refused.
+   * The book's tracked keys (one per key that is not healthy, by salted fingerprint, each with an actor
+   * on a shelf): at most `maxKeys`. A healthy key has no actor and no entry (nothing is kept of keys that work).
    */
   readonly keys: KeyIndex;
+  /** The shelves by index, each spawned when its first key comes. */
+  readonly shelves: readonly (ShelfRef | undefined)[];
+  /** When the book's pending `key.expired` is due (book time, epoch ms), if one is pending. */
+  readonly expiryDueAt: number | null;
   readonly keyLink: ActorRefFrom<typeof embeddedKeyLink>;
+}
+
+/** The shelf a key's actor lives on: fixed by its id. */
+function shelfIndexOf(context: KeyBookContext, keyId: string): number {
+  let hash = 0;
+  for (let index = 0; index < keyId.length; index += 1) hash = (hash * 31 + keyId.charCodeAt(index)) >>> 0;
+  return hash % context.shelves.length;
 }
 
 /**
@@ -345,6 +259,9 @@ export interface KeyBookContext extends KeyBookInput {
  * earliest `forgetAt`, raised again (earlier) when a change brings an earlier one.
  */
 type KeyExpiredEvent = { type: 'key.expired'; at: number };
+
+/** Every event the book takes. */
+type KeyBookMachineEvent = KeyBookEvent | KeyLinkReply | KeyExpiredEvent | KeyChangedEvent;
 
 /** Node's timers hold at most 2^31 − 1 ms (~24.8 days); a longer wait is raised again for the rest. */
 const maxTimerMs = 2_147_483_647;
@@ -360,42 +277,47 @@ export interface KeyHealthView {
   readonly until?: number;
 }
 
-function stateNameOf(value: StateValue): SharedKeyHealth['state'] {
-  if (typeof value === 'string') return 'healthy';
-  if ('quarantined' in value) return 'quarantined';
-  if ('cooling' in value) return 'cooling';
-  return 'healthy';
+/** The key's actor's state, read from its snapshot (views only). */
+function peek(book: KeyBookContext, keyId: string): { value: StateValue; context: KeyHealthContext } | undefined {
+  const shelf = book.shelves[shelfIndexOf(book, keyId)];
+  const key = shelf?.getSnapshot().children[keyActorId(keyId)] as
+    | { getSnapshot(): { value: StateValue; context: KeyHealthContext } }
+    | undefined;
+  return key?.getSnapshot();
 }
 
 /**
  * A key's health at `now`, as a view (`GET /v1/keys/status`): the key's machine is asked what it would
- * answer a call now (`key.admit` through the pure `transition`, key-health.machine.ts), so the view
- * follows its admission rule instead of restating it: healthy when untracked or when the key would let
- * the call out (its probe, past `until`), else refused with the class and `until` the refusal carries.
+ * answer a call now (`key.admit` through the pure `transition`, key-health.machine.ts: its one action
+ * sends the answer), so the view follows its admission rule instead of restating it: healthy when
+ * untracked or when the key would let the call out (its probe, past `until`), else refused with the
+ * class and `until` the refusal carries.
  */
-export function keyHealthView(keys: KeyEntries, keyId: string, now: number): KeyHealthView {
-  const entry = keys.peek(keyId);
+export function keyHealthView(book: KeyBookContext, keyId: string, now: number): KeyHealthView {
+  const entry = peek(book, keyId);
   if (entry === undefined) return { state: 'healthy' };
   const call = askingCall('key-status', now);
-  const [, actions] = transition(keyHealthMachine, keyHealthMachine.resolveState(entry), {
+  const [, [sendAnswer]] = transition(keyHealthMachine, keyHealthMachine.resolveState(entry), {
     type: 'key.admit',
     call,
     replyTo: call.replyTo,
     at: now,
   });
-  const answer = actions
-    .map((action) => (action.params as { event?: KeyAnswer } | undefined)?.event)
-    .find((event): event is KeyAnswer => event?.type === 'key.admitted' || event?.type === 'key.refused');
-  if (answer === undefined || answer.type === 'key.admitted') return { state: 'healthy' };
-  return { state: stateNameOf(entry.value), errorClass: answer.errorClass, until: answer.until };
+  const answer = (sendAnswer as { params: { event: KeyAnswer } }).params.event;
+  if (answer.type === 'key.admitted') return { state: 'healthy' };
+  return {
+    state: answer.reason === 'key_cooling' ? 'cooling' : 'quarantined',
+    errorClass: answer.errorClass,
+    until: answer.until,
+  };
 }
 
 /**
  * How many keys are refused, by state (counts only: never which keys). A key whose `until` has passed
  * counts until its probe answers (or it is forgotten): it is not known to work yet.
  */
-export function refusedKeyCounts(keys: KeyEntries): { quarantined: number; cooling: number } {
-  return { ...keys.counts };
+export function refusedKeyCounts(book: KeyBookContext): { quarantined: number; cooling: number } {
+  return { ...book.keys.counts };
 }
 
 /**
@@ -423,16 +345,25 @@ export function createKeyBookMachine(table: ErrorTable) {
     return { event: { type: 'key.expired', at: at + delay } satisfies KeyExpiredEvent, delay };
   };
   const shelfOf = (context: KeyBookContext, keyId: string): ShelfRef => {
-    const shelf = context.keys.shelf(context.keys.shelfOf(keyId));
+    const shelf = context.shelves[shelfIndexOf(context, keyId)];
     if (shelf === undefined) throw new Error('A tracked key without its shelf');
     return shelf;
+  };
+  /** Stop the key's actor and drop it from the index (from an action of the book). */
+  const forget = (
+    enqueue: { sendTo: (to: ShelfRef, event: KeyShelfEvent) => void; assign: (values: Partial<KeyBookContext>) => void },
+    context: KeyBookContext,
+    keyId: string,
+  ): void => {
+    enqueue.sendTo(shelfOf(context, keyId), { type: 'key.release', keyId });
+    enqueue.assign({ keys: untracked(context.keys, keyId) });
   };
 
   return setup({
     types: {
       input: {} as KeyBookInput,
       context: {} as KeyBookContext,
-      events: {} as KeyBookEvent | KeyLinkReply | KeyExpiredEvent | KeyChangedEvent,
+      events: {} as KeyBookMachineEvent,
     },
     actors: {
       /** Replaced (`.provide`) by `createKeyLink` when a fleet store is configured. */
@@ -443,107 +374,89 @@ export function createKeyBookMachine(table: ErrorTable) {
       /** KEY_QUARANTINE_MS=0 turns per-key health off. */
       isEnabled: ({ context }) => context.quarantineMs > 0 && context.maxKeys > 0,
       /** The key has an actor (it is refused, or its probe is due or in flight). */
-      isTracked: ({ context, event }) => 'keyId' in event && context.keys.has(event.keyId),
+      isTracked: ({ context, event }) => 'keyId' in event && context.keys.byId.has(event.keyId),
       /** The event refuses a healthy key: a failure whose class column K names, a trip, a fleet refusal. */
       isRefusal: ({ event }) =>
         (event.type === 'key.failed' && keyVerdictInTable(table, event.errorClass) !== 'none') ||
         event.type === 'key.tripped' ||
         (event.type === 'key.synced' && event.shared.state !== 'healthy'),
       /** The book holds `maxKeys` keys: one must go before another comes. */
-      isFull: ({ context }) => context.keys.size >= context.maxKeys,
+      isFull: ({ context }) => context.keys.byId.size >= context.maxKeys,
       /** The key told it is healthy again: its actor is stopped. */
       isHealthyAgain: ({ event }) => event.type === 'key.changed' && event.shared.state === 'healthy',
       /** A change made here (not heard from the fleet) that the book did not know: the fleet is told. */
       isOwnNews: ({ context, event }) => {
-        if (event.type !== 'key.changed' || event.fromFleet) return false;
-        const known = context.keys.get(event.keyId)?.shared;
+        const { keyId, shared, fromFleet } = eventAs(event, 'key.changed');
+        const known = (context.keys.byId.get(keyId) ?? untrackedKey).shared;
         return (
-          known === undefined ||
-          known.state !== event.shared.state ||
-          known.until !== event.shared.until ||
-          known.errorClass !== event.shared.errorClass
+          !fromFleet &&
+          (known.state !== shared.state || known.until !== shared.until || known.errorClass !== shared.errorClass)
         );
       },
       /** The earliest key's time to be forgotten has come (a wait longer than a timer holds has not). */
       isForgetDue: ({ context, event }) => {
-        const next = context.keys.nextExpiry();
-        return event.type === 'key.expired' && next !== undefined && next.forgetAt <= event.at;
+        const next = context.keys.byForgetAt.minKey();
+        return event.type === 'key.expired' && next !== undefined && next[0] <= event.at;
       },
     },
     actions: {
       /** An untracked key (or per-key health off): the call may go out, answered at once. */
       admitUntracked: sendTo(
-        ({ event }) => admitEvent(event).replyTo,
-        ({ event }): KeyAnswer => ({ type: 'key.admitted', call: admitEvent(event).call }),
+        ({ event }) => eventAs(event, 'key.admit').replyTo,
+        ({ event }): KeyAnswer => ({ type: 'key.admitted', call: eventAs(event, 'key.admit').call }),
       ),
       /** A tracked key's actor answers the admission itself (its recency is not touched). */
       askKey: sendTo(
         ({ context, event }) => shelfOf(context, keyIdOf(event)),
         ({ event }) => event as KeyShelfEvent,
       ),
-      /** The event goes to the key's actor; the key is now the most recently touched. */
+      /** The event goes to the key's actor; the key (indexed if new) is now the most recently touched. */
       tellKey: enqueueActions(({ context, event, enqueue }) => {
-        context.keys.touch(keyIdOf(event));
+        enqueue.assign({ keys: touched(context.keys, keyIdOf(event)) });
         enqueue.sendTo(shelfOf(context, keyIdOf(event)), event as KeyShelfEvent);
       }),
       /** The key's shelf, spawned the first time a key lands on it. */
       openShelf: assign(({ context, event, spawn }) => {
-        const index = context.keys.shelfOf(keyIdOf(event));
-        if (context.keys.shelf(index) === undefined)
-          context.keys.addShelf(index, spawn('shelf', { id: `shelf.${index}` }));
-        return {};
+        const index = shelfIndexOf(context, keyIdOf(event));
+        if (context.shelves[index] !== undefined) return {};
+        return { shelves: context.shelves.with(index, spawn('shelf', { id: `shelf.${index}` })) };
       }),
-      /** A new key actor, healthy, on its shelf; the event that refuses it follows (`tellKey`). */
-      trackKey: enqueueActions(({ context, event, enqueue }) => {
-        const keyId = keyIdOf(event);
-        context.keys.track(keyId);
-        enqueue.sendTo(shelfOf(context, keyId), {
+      /** A new key actor, healthy, on its shelf; the event that refuses it follows (`tellKey`, which indexes the key). */
+      trackKey: sendTo(
+        ({ context, event }) => shelfOf(context, keyIdOf(event)),
+        ({ context, event }): KeyShelfEvent => ({
           type: 'key.hold',
-          keyId: keyId,
-          input: { keyId: keyId, quarantineMs: context.quarantineMs, coolingMs: context.coolingMs },
-        } satisfies KeyShelfEvent);
-      }),
+          keyId: keyIdOf(event),
+          input: { keyId: keyIdOf(event), quarantineMs: context.quarantineMs, coolingMs: context.coolingMs },
+        }),
+      ),
       /** Stop the least recently touched key's actor to make room (the fleet is not told). */
-      forgetLeastRecent: enqueueActions(({ context, enqueue }) => {
-        const keyId = context.keys.leastRecent();
-        if (keyId === undefined) return;
-        enqueue.sendTo(shelfOf(context, keyId), { type: 'key.release', keyId } satisfies KeyShelfEvent);
-        context.keys.delete(keyId);
-      }),
+      forgetLeastRecent: enqueueActions(({ context, enqueue }) =>
+        forget(enqueue, context, firstKeyOf(context.keys.byTouch)),
+      ),
       /** Stop the key's actor: healthy again. */
-      releaseKey: enqueueActions(({ context, event, enqueue }) => {
-        if (event.type !== 'key.changed') return;
-        enqueue.sendTo(shelfOf(context, event.keyId), {
-          type: 'key.release',
-          keyId: event.keyId,
-        } satisfies KeyShelfEvent);
-        context.keys.delete(event.keyId);
-      }),
+      releaseKey: enqueueActions(({ context, event, enqueue }) => forget(enqueue, context, keyIdOf(event))),
       /** Stop the actor of the key whose time to be forgotten has come (the fleet is not told). */
-      forgetDueKey: enqueueActions(({ context, enqueue }) => {
-        const keyId = context.keys.nextExpiry()?.keyId;
-        if (keyId === undefined) return;
-        enqueue.sendTo(shelfOf(context, keyId), { type: 'key.release', keyId } satisfies KeyShelfEvent);
-        context.keys.delete(keyId);
-      }),
+      forgetDueKey: enqueueActions(({ context, enqueue }) =>
+        forget(enqueue, context, firstKeyOf(context.keys.byForgetAt)),
+      ),
       /** Keep what the key told, until its `forgetAt`; an earlier `forgetAt` than the pending one is awaited instead. */
       recordChange: enqueueActions(({ context, event, enqueue }) => {
-        if (event.type !== 'key.changed') return;
-        const forgetAt = forgetAtOf(context, event.shared, event.at);
-        context.keys.update(event.keyId, event.shared, forgetAt);
-        const dueAt = context.keys.expiryDueAt;
-        if (dueAt !== undefined && dueAt <= forgetAt) return;
-        const { event: expired, delay } = expiry(forgetAt, event.at);
+        const { keyId, shared, at } = eventAs(event, 'key.changed');
+        const forgetAt = forgetAtOf(context, shared, at);
+        enqueue.assign({ keys: recorded(context.keys, keyId, shared, forgetAt) });
+        if (context.expiryDueAt !== null && context.expiryDueAt <= forgetAt) return;
+        const { event: expired, delay } = expiry(forgetAt, at);
         enqueue.cancel(expiryId);
         enqueue.raise(expired, { id: expiryId, delay });
-        context.keys.expiryDueAt = expired.at;
+        enqueue.assign({ expiryDueAt: expired.at });
       }),
       /** Tell the fleet what changed here (through the key link; a no-op without `REDIS_URL`). */
       reportChange: sendTo(
         ({ context }) => context.keyLink,
         ({ event }) => {
-          if (event.type !== 'key.changed') throw new Error(`A report of ${event.type}`);
-          return { type: 'key.report' as const, keyId: event.keyId, shared: event.shared, at: event.at };
+          const { keyId, shared, at } = eventAs(event, 'key.changed');
+          return { type: 'key.report' as const, keyId, shared, at };
         },
       ),
       /**
@@ -551,24 +464,26 @@ export function createKeyBookMachine(table: ErrorTable) {
        * time longer than a timer holds is awaited again for the rest); none while no key is tracked.
        */
       awaitNextExpiry: enqueueActions(({ context, event, enqueue }) => {
-        if (event.type !== 'key.expired') return;
-        const next = context.keys.nextExpiry();
-        context.keys.expiryDueAt = undefined;
+        const { at } = eventAs(event, 'key.expired');
+        const next = context.keys.byForgetAt.minKey()?.[0];
+        enqueue.assign({ expiryDueAt: null });
         if (next === undefined) return;
-        if (next.forgetAt <= event.at) {
-          enqueue.raise({ type: 'key.expired', at: event.at } satisfies KeyExpiredEvent);
+        if (next <= at) {
+          enqueue.raise({ type: 'key.expired', at } satisfies KeyExpiredEvent);
           return;
         }
-        const { event: expired, delay } = expiry(next.forgetAt, event.at);
+        const { event: expired, delay } = expiry(next, at);
         enqueue.raise(expired, { id: expiryId, delay });
-        context.keys.expiryDueAt = expired.at;
+        enqueue.assign({ expiryDueAt: expired.at });
       }),
     },
   }).createMachine({
     id: 'keyBook',
     context: ({ input, spawn }) => ({
       ...input,
-      keys: new KeyIndex(input.maxKeys),
+      keys: emptyIndex,
+      shelves: Array.from({ length: shelfCount(input.maxKeys) }, () => undefined),
+      expiryDueAt: null,
       keyLink: spawn('keyLink', { id: 'keyLink', input: { providerId: input.providerId } }),
     }),
     initial: 'tracking',
@@ -627,14 +542,18 @@ export function createKeyBookMachine(table: ErrorTable) {
   });
 }
 
-function keyIdOf(event: { type: string }): string {
-  if (!('keyId' in event) || typeof event.keyId !== 'string') throw new Error(`No key in ${event.type}`);
+function keyIdOf(event: KeyBookMachineEvent): string {
+  if (!('keyId' in event)) throw new Error(`No key in ${event.type}`);
   return event.keyId;
 }
 
-function admitEvent(event: { type: string }): Extract<KeyBookEvent, { type: 'key.admit' }> {
-  if (event.type !== 'key.admit') throw new Error(`An admission answered ${event.type}`);
-  return event as Extract<KeyBookEvent, { type: 'key.admit' }>;
+/** The event as the one type an action is reached by (its transitions take no other). */
+function eventAs<T extends KeyBookMachineEvent['type']>(
+  event: KeyBookMachineEvent,
+  type: T,
+): Extract<KeyBookMachineEvent, { type: T }> {
+  if (event.type !== type) throw new Error(`${event.type} where ${type} was expected`);
+  return event as Extract<KeyBookMachineEvent, { type: T }>;
 }
 
 /** The key book on docs/errors.md's table. */

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createActor, fromCallback, initialTransition, transition, type SnapshotFrom } from 'xstate';
-import { keyBookMachine, keyHealthView } from '../../src/machines/key-book.machine.js';
+import { keyBookMachine, keyHealthView, refusedKeyCounts } from '../../src/machines/key-book.machine.js';
 import { keyHealthMachine, type KeyHealthEvent } from '../../src/machines/key-health.machine.js';
 import type { KeyLinkEvent, KeyLinkInput, KeyLinkReply } from '../../src/machines/key-link.js';
 
@@ -119,7 +119,7 @@ function book() {
   const actor = createActor(keyBookMachine.provide({ actors: { keyLink } }), {
     input: { providerId: 'claude', quarantineMs, coolingMs: 5_000, maxKeys: 3 },
   }).start();
-  return { actor, reports, keys: () => actor.getSnapshot().context.keys };
+  return { actor, reports, keys: () => actor.getSnapshot().context };
 }
 
 describe('the key book: what a caller is shown and what the fleet is told', () => {
@@ -183,7 +183,8 @@ describe('the key book: what a caller is shown and what the fleet is told', () =
       input: { providerId: 'claude', quarantineMs, coolingMs: 5_000, maxKeys: 0 },
     }).start();
     actor.send({ type: 'key.failed', keyId: 'k', callId: 'c1', errorClass: 'auth', at });
-    expect(actor.getSnapshot().context.keys.size).toBe(0);
+    expect(refusedKeyCounts(actor.getSnapshot().context)).toEqual({ quarantined: 0, cooling: 0 });
+    expect(Object.keys(actor.getSnapshot().children)).toEqual(['keyLink']);
     expect(reports).toEqual([]);
   });
 });
