@@ -42,6 +42,11 @@ interface HttpServerSocket extends Socket {
 interface Connection {
   /** Requests parsed and not yet answered. */
   outstanding: number;
+  /**
+   * A request was answered before its body had arrived, and the answer closes the connection (a refusal on
+   * its headers, or of an upload halfway): nothing more it sent is parsed, Node closes the socket.
+   */
+  closing: boolean;
   /** The request whose body the bytes fed go to (the last one parsed). */
   current: IncomingMessage | undefined;
   /** Feeds what is kept, as far as the bound allows. */
@@ -71,6 +76,20 @@ export interface PipeliningLimits {
   readonly exempt?: (address: string) => boolean;
   /** The clock of the pacing (tests); `performance.now` when absent. */
   readonly now?: () => number;
+  /** Paces the bodies of some requests (uploads: upload-share.ts); none paced when absent. */
+  readonly bodyPacer?: BodyPacer;
+}
+
+/**
+ * Paces a request's body as it is handed to the parser: each piece of a body (at most one socket read) is
+ * fed only when `waitMs` answers 0, and `fed` is told of it; meanwhile the socket is paused. A request the
+ * pacer does not know answers 0.
+ */
+export interface BodyPacer {
+  /** Milliseconds before more of `request`'s body may be parsed; 0: now. */
+  waitMs(request: IncomingMessage): number;
+  /** `bytes` of `request`'s body were handed to the parser. */
+  fed(request: IncomingMessage, bytes: number): void;
 }
 
 /** Tokens of one address: one a pipelined request, refilled at the rate up to the rate. */
@@ -138,17 +157,32 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
     };
     const connection: Connection = {
       outstanding: 0,
+      closing: false,
       current: undefined,
       feed() {
         while (kept !== undefined) {
-          if (socket.destroyed || socket.parser === undefined || socket.parser === null) {
+          if (socket.destroyed || socket.parser === undefined || socket.parser === null || connection.closing) {
             kept = undefined;
+            if (connection.closing) socket.pause();
             return;
           }
           // Node holds the socket (its answers are not read) or the connection has its requests in flight.
           if (socket._paused === true || connection.outstanding >= maxOutstanding || bodyFull()) {
             socket.pause();
             return;
+          }
+          // The body of a paced request (an upload over its address's share) waits for its share to refill.
+          const body = connection.current !== undefined && !connection.current.complete ? connection.current : undefined;
+          if (body !== undefined && limits.bodyPacer !== undefined) {
+            const waitMs = limits.bodyPacer.waitMs(body);
+            if (waitMs > 0) {
+              socket.pause();
+              retry ??= setTimeout(() => {
+                retry = undefined;
+                connection.feed();
+              }, waitMs);
+              return;
+            }
           }
           const end = kept.indexOf(headEnd);
           // A request head that is pipelined takes a token of its address; without one it waits.
@@ -168,6 +202,7 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
           const piece = cut === kept.length ? kept : kept.subarray(0, cut);
           kept = cut === kept.length ? undefined : kept.subarray(cut);
           parse(piece);
+          if (body !== undefined) limits.bodyPacer?.fed(body, piece.length);
         }
         endIfFed();
         // All fed: no more is read while the connection has its requests in flight; else read on, unless Node holds the socket.
@@ -199,6 +234,9 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
     // `close` follows `finish`, and comes too when the connection is lost before the answer ended.
     response.once('close', () => {
       connection.outstanding -= 1;
+      // Node reads an unread body to its end to throw it away (`_dump`), and closes the socket only once its
+      // answer is flushed: what arrives meanwhile would be parsed for nothing.
+      if (!request.complete && !response.shouldKeepAlive) connection.closing = true;
       // The next request is parsed after the event loop has polled for I/O again: an answer can end within
       // the same turn as its request (a cheap GET's write completes at once), and feeding on the next tick
       // chained a connection's 2,000 pipelined requests through one turn, every other client waiting.
