@@ -36,7 +36,7 @@ import { loggerOptions } from './logger.js';
 import { registerRateLimits, type SharedRateLimitStore } from './rate-limit.js';
 import { createStreamAdmission } from './sse.js';
 import type { LogOptions } from './logger.js';
-import { documentsRoutes, uploadBodyLimit } from './routes/documents.js';
+import { documentsRoutes, largestUploadBytes } from './routes/documents.js';
 import { createUploadShare, type UploadShare } from './upload-share.js';
 import { createPriceTable } from '../cost/index.js';
 import { generateRoutes } from './routes/generate.js';
@@ -134,7 +134,7 @@ function uploadShareOf(config: Config): { share: UploadShare; timeLeftMs: number
   const { bytesPerSecond, burstBytes } = config.uploadShare;
   if (bytesPerSecond <= 0) return undefined;
   const timeLeftMs = Math.max(1, config.server.requestTimeoutMs - config.server.headersTimeoutMs);
-  const largest = uploadBodyLimit(config.maxUploadMb);
+  const largest = largestUploadBytes(config.maxUploadMb);
   return {
     share: createUploadShare({ bytesPerSecond, burstBytes: Math.max(burstBytes, Math.ceil(largest - (bytesPerSecond * timeLeftMs) / 1000)) }),
     timeLeftMs,

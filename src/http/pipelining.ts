@@ -37,6 +37,8 @@ interface HttpServerSocket extends Socket {
   parser?: unknown;
   /** Node's own pause: its answers are not being read. */
   _paused?: boolean;
+  /** The socket's libuv stream: `reading` is whether it reads from the kernel (net.js keeps it). */
+  _handle?: { reading?: boolean; readStart(): number; readStop(): number } | null;
 }
 
 interface Connection {
@@ -81,9 +83,9 @@ export interface PipeliningLimits {
 }
 
 /**
- * Paces a request's body as it is handed to the parser: each piece of a body (at most one socket read) is
- * fed only when `waitMs` answers 0, and `fed` is told of it; meanwhile the socket is paused. A request the
- * pacer does not know answers 0.
+ * Paces a request's body as it is read: `fed` is told of each piece of a body handed to the parser (at most
+ * one socket read), and while `waitMs` answers more than 0 the socket reads nothing more from the kernel (the
+ * client's sending stops once the buffers between are full). A request the pacer does not know answers 0.
  */
 export interface BodyPacer {
   /** Milliseconds before more of `request`'s body may be parsed; 0: now. */
@@ -155,6 +157,36 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
       const request = connection.current;
       return request !== undefined && !request.complete && request.readableLength >= request.readableHighWaterMark;
     };
+    /** The request whose body the next bytes are, while it has not all arrived. */
+    const incompleteBody = (): IncomingMessage | undefined =>
+      connection.current !== undefined && !connection.current.complete ? connection.current : undefined;
+    /**
+     * A paced body waits in the kernel, not here: what was read is parsed at once and the socket stops reading
+     * (as `pause` does for a socket reading into a buffer of its own). Paused alone, a socket goes on reading
+     * into its stream's buffer; bytes held there for the seconds a share takes to refill outlive the young
+     * generation, and every paced byte was then left to a full collection.
+     */
+    let readingHeld = false;
+    const stopReading = (): void => {
+      readingHeld = true;
+      socket.pause();
+      const handle = (socket as HttpServerSocket)._handle;
+      if (handle?.reading === true && !socket.destroyed) {
+        handle.reading = false;
+        handle.readStop();
+      }
+    };
+    // `resume` starts the handle's reading only when the stream asks for data, which it may not (a read it
+    // asked for before the stop is still pending): started here too.
+    const resumeReading = (): void => {
+      readingHeld = false;
+      socket.resume();
+      const handle = (socket as HttpServerSocket)._handle;
+      if (handle?.reading === false && !socket.destroyed) {
+        handle.reading = true;
+        handle.readStart();
+      }
+    };
     const connection: Connection = {
       outstanding: 0,
       closing: false,
@@ -171,19 +203,7 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
             socket.pause();
             return;
           }
-          // The body of a paced request (an upload over its address's share) waits for its share to refill.
-          const body = connection.current !== undefined && !connection.current.complete ? connection.current : undefined;
-          if (body !== undefined && limits.bodyPacer !== undefined) {
-            const waitMs = limits.bodyPacer.waitMs(body);
-            if (waitMs > 0) {
-              socket.pause();
-              retry ??= setTimeout(() => {
-                retry = undefined;
-                connection.feed();
-              }, waitMs);
-              return;
-            }
-          }
+          const body = incompleteBody();
           const end = kept.indexOf(headEnd);
           // A request head that is pipelined takes a token of its address; without one it waits.
           if (end >= 0 && !firstHeadFree && address !== undefined) {
@@ -205,9 +225,21 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
           if (body !== undefined) limits.bodyPacer?.fed(body, piece.length);
         }
         endIfFed();
-        // All fed: no more is read while the connection has its requests in flight; else read on, unless Node holds the socket.
+        // All fed: no more is read while the connection has its requests in flight, nor while a paced body's
+        // share refills; else read on, unless Node holds the socket.
+        const body = incompleteBody();
+        const paceMs = body === undefined || limits.bodyPacer === undefined ? 0 : limits.bodyPacer.waitMs(body);
         if (connection.outstanding >= maxOutstanding || bodyFull()) socket.pause();
-        else if (socket.isPaused() && socket._paused !== true && !socket.destroyed) socket.resume();
+        else if (paceMs > 0) {
+          stopReading();
+          retry ??= setTimeout(() => {
+            retry = undefined;
+            connection.feed();
+          }, paceMs);
+        } else if (socket._paused !== true && !socket.destroyed) {
+          if (readingHeld) resumeReading();
+          else if (socket.isPaused()) socket.resume();
+        }
       },
     };
     connections.set(socket, connection);

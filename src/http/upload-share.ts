@@ -70,6 +70,9 @@ export function createUploadShare(options: UploadShareOptions): UploadShare {
   const { bytesPerSecond } = options;
   const buckets = createAddressBuckets<Upload>(options);
   const uploads = new WeakMap<IncomingMessage, Upload>();
+  // Body bytes parsed before a request was admitted (Node parses one read of the body before the route's
+  // handler runs): taken from the bucket on admission, so that no byte of an upload is free.
+  const early = new WeakMap<IncomingMessage, number>();
   const refuse = (retryAfterSeconds: number, expectedBytes: number): ApiError =>
     new ApiError(
       'TOO_MANY_REQUESTS',
@@ -90,14 +93,18 @@ export function createUploadShare(options: UploadShareOptions): UploadShare {
         earliestHeld = Math.min(earliestHeld, held.deadlineAt);
       }
       // Shared fairly, the address's uploads have all arrived once the bucket has refilled what they owe.
-      const allArrivedAt = at + (Math.max(0, owed - bucket.tokens) / bytesPerSecond) * 1000;
+      const arrivedAt = (bytes: number): number => at + (Math.max(0, bytes - bucket.tokens) / bytesPerSecond) * 1000;
+      const allArrivedAt = arrivedAt(owed);
       if (allArrivedAt > Math.min(deadlineAt, earliestHeld)) {
         // Retried later, this upload fits once its own deadline is far enough (the backlog drains meanwhile)
-        // and the uploads in flight it would delay are done.
-        const waitMs = Math.max(allArrivedAt - deadlineAt, allArrivedAt > earliestHeld ? earliestHeld - at : 0);
+        // and, when it would make one of them late, the uploads in flight have arrived.
+        const waitMs = Math.max(allArrivedAt - deadlineAt, allArrivedAt > earliestHeld ? arrivedAt(owed - expectedBytes) - at : 0);
         throw refuse(Math.max(1, Math.ceil(waitMs / 1000)), expectedBytes);
       }
-      const upload: Upload = { address, remaining: expectedBytes, deadlineAt };
+      const fedBefore = early.get(request) ?? 0;
+      early.delete(request);
+      bucket.tokens -= fedBefore;
+      const upload: Upload = { address, remaining: Math.max(0, expectedBytes - fedBefore), deadlineAt };
       holders.add(upload);
       uploads.set(request, upload);
       let released = false;
@@ -119,7 +126,10 @@ export function createUploadShare(options: UploadShareOptions): UploadShare {
       },
       fed(request, bytes) {
         const upload = uploads.get(request);
-        if (upload === undefined) return;
+        if (upload === undefined) {
+          early.set(request, (early.get(request) ?? 0) + bytes);
+          return;
+        }
         buckets.bucketOf(upload.address).tokens -= bytes;
         upload.remaining = Math.max(0, upload.remaining - bytes);
       },

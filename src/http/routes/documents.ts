@@ -52,8 +52,17 @@ export interface DocumentsRoutesOptions {
 const formSlackBytes = 2 * 1024 * 1024;
 
 /** The largest body `POST /v1/documents` takes: the file at MAX_UPLOAD_MB and its form. */
-export function uploadBodyLimit(maxUploadMb: number): number {
+function uploadBodyLimit(maxUploadMb: number): number {
   return Math.floor(maxUploadMb * 1024 * 1024) + formSlackBytes;
+}
+
+/**
+ * The body of an upload of a file at MAX_UPLOAD_MB as a browser or client library sends it (the file, its
+ * part's headers and a boundary or two): what the upload share counts a body of unknown length at, and
+ * what it always lets one idle address send in time.
+ */
+export function largestUploadBytes(maxUploadMb: number): number {
+  return Math.floor(maxUploadMb * 1024 * 1024) + 64 * 1024;
 }
 
 /** `content-length` as a number; undefined when absent (chunked) or not a plain decimal. */
@@ -144,7 +153,7 @@ export const documentsRoutes: FastifyPluginAsync<DocumentsRoutesOptions> = async
       // then the place in the extractor is held before a byte of the body is read: a full queue, or an
       // address past its share, is refused while the client is still sending. A paced upload's place can be
       // taken by another address's upload (the extractor's displacement): it is then answered 503 at once.
-      const released = options.uploadShare?.share.admit(request.raw, client, declared ?? bodyLimit, options.uploadShare.timeLeftMs);
+      const released = options.uploadShare?.share.admit(request.raw, client, declared ?? largestUploadBytes(options.maxUploadMb), options.uploadShare.timeLeftMs);
       let reservation: ExtractReservation | undefined;
       let upload: SpooledUpload | undefined;
       try {
