@@ -161,11 +161,10 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
     const incompleteBody = (): IncomingMessage | undefined =>
       connection.current !== undefined && !connection.current.complete ? connection.current : undefined;
     /**
-     * What waits here waits in the kernel: a paced body, a body nobody reads yet (a request about to be
-     * refused on its headers), the requests past the pipelining bound. The socket stops reading from the
-     * kernel (as `pause` does for a socket reading into a buffer of its own); paused alone, it goes on reading
-     * into its stream's buffer: a refused upload cost a few reads more, and bytes held there for the seconds a
-     * share takes to refill outlived the young generation, every paced byte left to a full collection.
+     * A paced body waits in the kernel, not here (nor does anything after a closing answer): what was read is
+     * parsed at once and the socket stops reading from the kernel (as `pause` does for a socket reading into a
+     * buffer of its own). Paused alone, it goes on reading into its stream's buffer, and bytes held there for
+     * the seconds a share takes to refill outlived the young generation.
      */
     let readingHeld = false;
     const stopReading = (): void => {
@@ -200,12 +199,8 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
             return;
           }
           // Node holds the socket (its answers are not read) or the connection has its requests in flight.
-          if (socket._paused === true) {
+          if (socket._paused === true || connection.outstanding >= maxOutstanding || bodyFull()) {
             socket.pause();
-            return;
-          }
-          if (connection.outstanding >= maxOutstanding || bodyFull()) {
-            stopReading();
             return;
           }
           const body = incompleteBody();
@@ -234,7 +229,7 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
         // share refills; else read on, unless Node holds the socket.
         const body = incompleteBody();
         const paceMs = body === undefined || limits.bodyPacer === undefined ? 0 : limits.bodyPacer.waitMs(body);
-        if (connection.outstanding >= maxOutstanding || bodyFull()) stopReading();
+        if (connection.outstanding >= maxOutstanding || bodyFull()) socket.pause();
         else if (paceMs > 0) {
           stopReading();
           retry ??= setTimeout(() => {

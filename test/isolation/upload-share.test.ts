@@ -34,6 +34,7 @@ afterEach(async () => {
 
 interface Served {
   readonly port: number;
+  readonly app: FastifyInstance;
   /** Bytes the server has read from the connection of the client at `localPort` (its `bytesRead`). */
   readBy(localPort: number): number;
 }
@@ -54,7 +55,7 @@ async function listen(mbPerSecond: number, burstMb: number): Promise<Served> {
   const sockets = new Map<number, Socket>();
   app.server.on('connection', (socket: Socket) => sockets.set(socket.remotePort ?? 0, socket));
   await app.listen({ host: '127.0.0.1', port: 0 });
-  return { port: (app.server.address() as AddressInfo).port, readBy: (localPort) => sockets.get(localPort)?.bytesRead ?? 0 };
+  return { port: (app.server.address() as AddressInfo).port, app, readBy: (localPort) => sockets.get(localPort)?.bytesRead ?? 0 };
 }
 
 interface Answer {
@@ -167,6 +168,9 @@ describe("an address's share of upload bytes", () => {
     expect(answer.head).toMatch(new RegExp(`\r\nretry-after: ${retry}\r\n`, 'iu'));
     // The upload in flight is still being read, at the share's pace.
     expect(served.readBy(inFlight.localPort)).toBeLessThan(inFlight.declared);
+    // Counted once, under its own bound, in `studyhelper_refusals_total`.
+    const metrics = (await served.app.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(metrics).toMatch(/^studyhelper_refusals_total\{limit="rate",what="upload_bytes"\} 1$/mu);
   }, 30_000);
 
   it("answers a paced upload whose place another address takes 503 at once, unread, and serves the other's", async () => {
