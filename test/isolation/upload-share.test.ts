@@ -10,6 +10,8 @@
  *   uploads still owe) is refused 429 TOO_MANY_REQUESTS with Retry-After before its body is read;
  * - a paced upload whose place in the PDF queue another address takes is answered 503 at once, its body not
  *   read on, and the other address's upload is served;
+ * - an upload over MAX_UPLOAD_MB is answered 413 on its declared length, or as soon as its file passes the
+ *   limit, never read to its end;
  * - the table of buckets holds at most 10 000 addresses, and keeps an address's bucket while its uploads are
  *   in flight.
  */
@@ -195,6 +197,28 @@ describe("an address's share of upload bytes", () => {
     const victimAnswer = await victim.answer;
     expect(victimAnswer.status).toBe(201);
   }, 60_000);
+});
+
+describe('an upload over MAX_UPLOAD_MB', () => {
+  it('is refused 413 on a declared length past the route\'s largest body, and at once past MAX_UPLOAD_MB while it streams, the rest unread', async () => {
+    // A share far above what the test sends: nothing here is paced.
+    const served = await listen(100, 100);
+    // MAX_UPLOAD_MB 1: a body declared past 1 MiB and the form's 2 MiB is refused on its headers.
+    const declaredOver = await upload(served.port, '127.0.0.7', notPdf(3_500_000));
+    const refused = await declaredOver.answer;
+    expect(refused.status).toBe(413);
+    expect(refused.body.error?.code).toBe('FILE_TOO_LARGE');
+    // What came with its headers, a few socket reads; not the 1 MiB a streamed file would be read to.
+    expect(served.readBy(declaredOver.localPort)).toBeLessThan(512 * 1024);
+    // Declared within the form's room, its file passes 1 MiB while it streams: answered then, with
+    // `Connection: close`, the last 1.4 MB never read (a few socket reads of it at most).
+    const streamedOver = await upload(served.port, '127.0.0.7', notPdf(2_500_000));
+    const cut = await streamedOver.answer;
+    expect(cut.status).toBe(413);
+    expect(cut.body.error?.code).toBe('FILE_TOO_LARGE');
+    expect(cut.head.toLowerCase()).toContain('connection: close');
+    expect(served.readBy(streamedOver.localPort)).toBeLessThan(1_048_576 + 512 * 1024);
+  }, 30_000);
 });
 
 describe('the table of upload buckets', () => {
