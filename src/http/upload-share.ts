@@ -60,8 +60,6 @@ export interface UploadShare {
   admit(request: IncomingMessage, address: string, expectedBytes: number, timeLeftMs: number): () => void;
   /** What the parser's feeding asks before and after each piece of a body (pipelining.ts). */
   readonly pacer: BodyPacer;
-  /** Bytes the bucket of `address` holds now, below 0 in debt (tests, metrics). */
-  tokensOf(address: string): number;
   /** Addresses held now (tests). */
   size(): number;
 }
@@ -134,7 +132,6 @@ export function createUploadShare(options: UploadShareOptions): UploadShare {
         upload.remaining = Math.max(0, upload.remaining - bytes);
       },
     },
-    tokensOf: (address) => buckets.bucketOf(address).tokens,
     size: () => buckets.size(),
   };
 }

@@ -9,7 +9,6 @@ import { createWriteStream, type WriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { once } from 'node:events';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
 
@@ -69,10 +68,11 @@ export async function spoolUpload(fastify: FastifyInstance, request: FastifyRequ
       const head: Buffer[] = [];
       let length = 0;
       out = createWriteStream(path, { flags: 'wx', mode: 0o600 });
-      const failed = once(out, 'error').then(([error]: unknown[]) => {
-        throw error instanceof Error ? error : new Error(String(error));
+      // The disk's refusal, kept until the loop next looks (an 'error' nobody listens to would be thrown).
+      let writeError: unknown;
+      out.on('error', (error) => {
+        writeError = error;
       });
-      failed.catch(() => {});
       // Over MAX_UPLOAD_MB, or the place lost to another address (`signal`): the file stream is failed at
       // once, so the loop below throws and the route answers while the client is still sending. The rest of
       // the body is never read (the answer closes the connection: app.ts, pipelining.ts); read to its end, it
@@ -93,14 +93,16 @@ export async function spoolUpload(fastify: FastifyInstance, request: FastifyRequ
           if (length > options.maxBytes) throw new errors.RequestFileTooLargeError();
           hash.update(chunk);
           // Back-pressure: the socket is read no faster than the disk takes it.
-          if (!out.write(chunk)) await Promise.race([once(out, 'drain'), failed]);
+          if (!out.write(chunk)) await settled(out, 'drain');
+          if (writeError !== undefined) throw writeError;
         }
       } finally {
         file.removeListener('limit', tooLarge);
         options.signal?.removeEventListener('abort', lost);
       }
       out.end();
-      await Promise.race([once(out, 'finish'), failed]);
+      await settled(out, 'finish');
+      if (writeError !== undefined) throw writeError;
       if (file.truncated) throw new errors.RequestFileTooLargeError();
       upload = { path, fileName: cleanFileName(part.filename), sha256: hash.digest('hex'), head: Buffer.concat(head), byteLength: length };
     }
@@ -115,6 +117,23 @@ export async function spoolUpload(fastify: FastifyInstance, request: FastifyRequ
     throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'The file is empty, not a PDF.');
   }
   return upload;
+}
+
+/**
+ * Resolves once `out` emits `event`, or closes (after an error, or destroyed). Not a race against a promise
+ * of the stream's error: each race leaves a reaction on that promise, which never settles while the file is
+ * written, so a long upload kept one per chunk alive (a paced one for minutes: old-generation garbage).
+ */
+function settled(out: WriteStream, event: 'drain' | 'finish'): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      out.removeListener(event, done);
+      out.removeListener('close', done);
+      resolve();
+    };
+    out.once(event, done);
+    out.once('close', done);
+  });
 }
 
 function toApiError(errors: FastifyInstance['multipartErrors'], error: unknown, maxUploadMb: number): unknown {
