@@ -177,6 +177,17 @@ export interface Config {
     /** JSON_BODY_BURST_MB, in bytes (the app raises it to the largest JSON body a route takes). */
     readonly burstBytes: number;
   };
+  /**
+   * Each address's share of the upload body bytes this instance reads (src/http/upload-share.ts): a bucket
+   * of `burstBytes` refilled at `bytesPerSecond`; an upload over it is slowed, not refused; 0 bytes a second
+   * turns it off.
+   */
+  readonly uploadShare: {
+    /** UPLOAD_MB_PER_SECOND, in bytes. */
+    readonly bytesPerSecond: number;
+    /** UPLOAD_BURST_MB, in bytes (the app raises it so that one maximal upload always arrives in time). */
+    readonly burstBytes: number;
+  };
   readonly baseUrls: Readonly<Record<ProviderId, string>>;
   readonly models: Readonly<Record<ProviderId, string>>;
   /** MODEL_PRICES: USD per million tokens by model, added to or over the built-in table (src/cost). */
@@ -415,6 +426,8 @@ const variables = {
   RATE_LIMIT_KEY_STATUS: { schema: integer(0, 1_000_000), fallback: '60' },
   JSON_BODY_MB_PER_SECOND: { schema: z.coerce.number().min(0).max(1024), fallback: '1' },
   JSON_BODY_BURST_MB: { schema: z.coerce.number().positive().max(1024), fallback: '2' },
+  UPLOAD_MB_PER_SECOND: { schema: z.coerce.number().min(0).max(1024), fallback: '4' },
+  UPLOAD_BURST_MB: { schema: z.coerce.number().positive().max(1024), fallback: '8' },
   ANTHROPIC_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.claude },
   OPENAI_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.gpt },
   TIMELYGPT_BASE_URL: { schema: httpUrl, fallback: defaultBaseUrls.timelygpt },
@@ -595,6 +608,10 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     bodyShare: {
       bytesPerSecond: Math.round(read(env, 'JSON_BODY_MB_PER_SECOND') * mebibyte),
       burstBytes: Math.round(read(env, 'JSON_BODY_BURST_MB') * mebibyte),
+    },
+    uploadShare: {
+      bytesPerSecond: Math.round(read(env, 'UPLOAD_MB_PER_SECOND') * mebibyte),
+      burstBytes: Math.round(read(env, 'UPLOAD_BURST_MB') * mebibyte),
     },
     baseUrls: {
       claude: read(env, 'ANTHROPIC_BASE_URL'),

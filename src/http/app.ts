@@ -36,7 +36,8 @@ import { loggerOptions } from './logger.js';
 import { registerRateLimits, type SharedRateLimitStore } from './rate-limit.js';
 import { createStreamAdmission } from './sse.js';
 import type { LogOptions } from './logger.js';
-import { documentsRoutes } from './routes/documents.js';
+import { documentsRoutes, largestUploadBytes } from './routes/documents.js';
+import { createUploadShare, type UploadShare } from './upload-share.js';
 import { createPriceTable } from '../cost/index.js';
 import { generateRoutes } from './routes/generate.js';
 import { jobsRoutes } from './routes/jobs.js';
@@ -124,6 +125,22 @@ function isSmallBody(headers: { readonly 'content-length'?: string | undefined }
   return Number.isFinite(declared) && declared <= smallBodyBytes;
 }
 
+/**
+ * The upload share of `config`, and the time an admitted upload has to arrive: the request deadline less the
+ * headers' (they may have taken that long). The bucket is raised so that one upload of the largest size
+ * the route takes, from an address with nothing in flight, always arrives in time. None when off.
+ */
+function uploadShareOf(config: Config): { share: UploadShare; timeLeftMs: number } | undefined {
+  const { bytesPerSecond, burstBytes } = config.uploadShare;
+  if (bytesPerSecond <= 0) return undefined;
+  const timeLeftMs = Math.max(1, config.server.requestTimeoutMs - config.server.headersTimeoutMs);
+  const largest = largestUploadBytes(config.maxUploadMb);
+  return {
+    share: createUploadShare({ bytesPerSecond, burstBytes: Math.max(burstBytes, Math.ceil(largest - (bytesPerSecond * timeLeftMs) / 1000)) }),
+    timeLeftMs,
+  };
+}
+
 /** What a drain did: jobs that finished within the grace, and jobs left interrupted. */
 export interface DrainOutcome {
   readonly finished: number;
@@ -197,8 +214,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     exempt: trustedPeer(config.server.trustProxy),
     onRefused: (limit) => refusals.count({ limit, what: 'connections' }),
   });
+  // Each address's share of the upload bytes read here (upload-share.ts): its uploads' bodies are fed to the
+  // parser no faster than it (pipelining.ts pauses their sockets meanwhile).
+  const uploads = uploadShareOf(config);
   // A connection's pipelined requests are parsed one after another as they are answered (pipelining.ts).
-  boundPipelining(app.server, { exempt: trustedPeer(config.server.trustProxy) });
+  boundPipelining(app.server, { exempt: trustedPeer(config.server.trustProxy), ...(uploads === undefined ? {} : { bodyPacer: uploads.share.pacer }) });
 
   // Server spans first, so that every hook and route below runs inside its request's span.
   await telemetry?.registerServerSpans(app);
@@ -302,6 +322,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       maxTextBytes: config.pdf.maxTextMb * mebibyte,
     },
     rateLimit: { max: config.rateLimit.uploads, windowSeconds: config.rateLimit.windowSeconds, ...rateSalt },
+    ...(uploads === undefined ? {} : { uploadShare: uploads }),
     extractorOptions: {
       workers: config.pdf.workers,
       queueMax: config.pdf.queueMax,

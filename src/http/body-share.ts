@@ -19,19 +19,17 @@
  * attacker its full rate back each time, and the other clients' slowest requests are made of those
  * moments. The bucket's defaults are far above what one honest client can use (docs/operations.md).
  *
- * Per instance, never shared through Redis: what it protects is this process's event loop. An address's
- * bucket is forgotten once it has refilled (a full bucket and none are the same); at most `maxAddresses`
- * are held, the least recently seen forgotten first.
+ * Per instance, never shared through Redis: what it protects is this process's event loop. The buckets
+ * (address-buckets.ts) are forgotten once refilled; at most 10 000 addresses are held, the least recently
+ * seen forgotten first.
  */
 import { Transform, type TransformCallback } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { createAddressBuckets } from './address-buckets.js';
 import { shareAddress } from './client-address.js';
 import { ApiError } from './errors.js';
 
 const mebibyte = 1024 * 1024;
-
-/** Addresses whose buckets are held at once: about a megabyte of state at most. */
-const maxAddresses = 10_000;
 
 export interface BodyShareOptions {
   /** Bytes an address's bucket refills per second; 0 turns the share off. */
@@ -40,11 +38,6 @@ export interface BodyShareOptions {
   readonly burstBytes: number;
   /** The clock, in milliseconds (tests); `performance.now` when absent. */
   readonly now?: () => number;
-}
-
-interface Bucket {
-  tokens: number;
-  at: number;
 }
 
 /** The buckets of every address, and what they answer. */
@@ -63,31 +56,12 @@ export interface BodyShare {
 /** The buckets (no HTTP here: `registerBodyShare` wires them to the requests). */
 export function createBodyShare(options: BodyShareOptions): BodyShare {
   const { bytesPerSecond, burstBytes } = options;
-  const now = options.now ?? (() => performance.now());
-  // Insertion order is recency: a bucket is moved to the end each time it is touched.
-  const buckets = new Map<string, Bucket>();
-  // An untouched bucket is full again after this long, whatever it held: the longest an entry matters.
-  const refillMs = (burstBytes / bytesPerSecond) * 1000;
-  const forgetRefilled = (at: number): void => {
-    for (const [address, bucket] of buckets) {
-      if (at - bucket.at < refillMs && buckets.size <= maxAddresses) break;
-      buckets.delete(address);
-    }
-  };
-  const bucketOf = (address: string, at: number): Bucket => {
-    const held = buckets.get(address);
-    const bucket = held ?? { tokens: burstBytes, at };
-    bucket.tokens = Math.min(burstBytes, bucket.tokens + ((at - bucket.at) / 1000) * bytesPerSecond);
-    bucket.at = at;
-    if (held !== undefined) buckets.delete(address);
-    buckets.set(address, bucket);
-    forgetRefilled(at);
-    return bucket;
-  };
+  // Never below 0 here: a body the bucket cannot cover is refused, not let into debt.
+  const buckets = createAddressBuckets(options);
   const secondsFor = (bytes: number): number => Math.max(1, Math.ceil(bytes / bytesPerSecond));
   return {
     take(address, bytes) {
-      const bucket = bucketOf(address, now());
+      const bucket = buckets.bucketOf(address);
       if (bytes <= bucket.tokens) {
         bucket.tokens -= bytes;
         return 0;
@@ -95,12 +69,12 @@ export function createBodyShare(options: BodyShareOptions): BodyShare {
       return secondsFor(bytes - bucket.tokens);
     },
     takeStreamed(address, bytes) {
-      const bucket = bucketOf(address, now());
+      const bucket = buckets.bucketOf(address);
       const held = bucket.tokens;
       bucket.tokens = Math.max(0, held - bytes);
       return bytes <= held ? 0 : secondsFor(burstBytes);
     },
-    size: () => buckets.size,
+    size: () => buckets.size(),
   };
 }
 

@@ -37,11 +37,18 @@ interface HttpServerSocket extends Socket {
   parser?: unknown;
   /** Node's own pause: its answers are not being read. */
   _paused?: boolean;
+  /** The socket's libuv stream: `reading` is whether it reads from the kernel (net.js keeps it). */
+  _handle?: { reading?: boolean; readStart(): number; readStop(): number } | null;
 }
 
 interface Connection {
   /** Requests parsed and not yet answered. */
   outstanding: number;
+  /**
+   * A request was answered before its body had arrived, and the answer closes the connection (a refusal on
+   * its headers, or of an upload halfway): nothing more it sent is parsed, Node closes the socket.
+   */
+  closing: boolean;
   /** The request whose body the bytes fed go to (the last one parsed). */
   current: IncomingMessage | undefined;
   /** Feeds what is kept, as far as the bound allows. */
@@ -71,6 +78,20 @@ export interface PipeliningLimits {
   readonly exempt?: (address: string) => boolean;
   /** The clock of the pacing (tests); `performance.now` when absent. */
   readonly now?: () => number;
+  /** Paces the bodies of some requests (uploads: upload-share.ts); none paced when absent. */
+  readonly bodyPacer?: BodyPacer;
+}
+
+/**
+ * Paces a request's body as it is read: `fed` is told of each piece of a body handed to the parser (at most
+ * one socket read), and while `waitMs` answers more than 0 the socket reads nothing more from the kernel (the
+ * client's sending stops once the buffers between are full). A request the pacer does not know answers 0.
+ */
+export interface BodyPacer {
+  /** Milliseconds before more of `request`'s body may be parsed; 0: now. */
+  waitMs(request: IncomingMessage): number;
+  /** `bytes` of `request`'s body were handed to the parser. */
+  fed(request: IncomingMessage, bytes: number): void;
 }
 
 /** Tokens of one address: one a pipelined request, refilled at the rate up to the rate. */
@@ -136,13 +157,45 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
       const request = connection.current;
       return request !== undefined && !request.complete && request.readableLength >= request.readableHighWaterMark;
     };
+    /** The request whose body the next bytes are, while it has not all arrived. */
+    const incompleteBody = (): IncomingMessage | undefined =>
+      connection.current !== undefined && !connection.current.complete ? connection.current : undefined;
+    /**
+     * A paced body waits in the kernel, not here (nor does anything after a closing answer): what was read is
+     * parsed at once and the socket stops reading from the kernel (as `pause` does for a socket reading into a
+     * buffer of its own). Paused alone, it goes on reading into its stream's buffer, and bytes held there for
+     * the seconds a share takes to refill outlived the young generation.
+     */
+    let readingHeld = false;
+    const stopReading = (): void => {
+      readingHeld = true;
+      socket.pause();
+      const handle = (socket as HttpServerSocket)._handle;
+      if (handle?.reading === true && !socket.destroyed) {
+        handle.reading = false;
+        handle.readStop();
+      }
+    };
+    // `resume` starts the handle's reading only when the stream asks for data, which it may not (a read it
+    // asked for before the stop is still pending): started here too.
+    const resumeReading = (): void => {
+      readingHeld = false;
+      socket.resume();
+      const handle = (socket as HttpServerSocket)._handle;
+      if (handle?.reading === false && !socket.destroyed) {
+        handle.reading = true;
+        handle.readStart();
+      }
+    };
     const connection: Connection = {
       outstanding: 0,
+      closing: false,
       current: undefined,
       feed() {
         while (kept !== undefined) {
-          if (socket.destroyed || socket.parser === undefined || socket.parser === null) {
+          if (socket.destroyed || socket.parser === undefined || socket.parser === null || connection.closing) {
             kept = undefined;
+            if (connection.closing) stopReading();
             return;
           }
           // Node holds the socket (its answers are not read) or the connection has its requests in flight.
@@ -150,6 +203,7 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
             socket.pause();
             return;
           }
+          const body = incompleteBody();
           const end = kept.indexOf(headEnd);
           // A request head that is pipelined takes a token of its address; without one it waits.
           if (end >= 0 && !firstHeadFree && address !== undefined) {
@@ -168,11 +222,24 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
           const piece = cut === kept.length ? kept : kept.subarray(0, cut);
           kept = cut === kept.length ? undefined : kept.subarray(cut);
           parse(piece);
+          if (body !== undefined) limits.bodyPacer?.fed(body, piece.length);
         }
         endIfFed();
-        // All fed: no more is read while the connection has its requests in flight; else read on, unless Node holds the socket.
+        // All fed: no more is read while the connection has its requests in flight, nor while a paced body's
+        // share refills; else read on, unless Node holds the socket.
+        const body = incompleteBody();
+        const paceMs = body === undefined || limits.bodyPacer === undefined ? 0 : limits.bodyPacer.waitMs(body);
         if (connection.outstanding >= maxOutstanding || bodyFull()) socket.pause();
-        else if (socket.isPaused() && socket._paused !== true && !socket.destroyed) socket.resume();
+        else if (paceMs > 0) {
+          stopReading();
+          retry ??= setTimeout(() => {
+            retry = undefined;
+            connection.feed();
+          }, paceMs);
+        } else if (socket._paused !== true && !socket.destroyed) {
+          if (readingHeld) resumeReading();
+          else if (socket.isPaused()) socket.resume();
+        }
       },
     };
     connections.set(socket, connection);
@@ -199,6 +266,9 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
     // `close` follows `finish`, and comes too when the connection is lost before the answer ended.
     response.once('close', () => {
       connection.outstanding -= 1;
+      // Node reads an unread body to its end to throw it away (`_dump`), and closes the socket only once its
+      // answer is flushed: what arrives meanwhile would be parsed for nothing.
+      if (!request.complete && !response.shouldKeepAlive) connection.closing = true;
       // The next request is parsed after the event loop has polled for I/O again: an answer can end within
       // the same turn as its request (a cheap GET's write completes at once), and feeding on the next tick
       // chained a connection's 2,000 pipelined requests through one turn, every other client waiting.

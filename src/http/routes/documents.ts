@@ -23,6 +23,7 @@ import { errorBodySchema } from '../schemas.js';
 import { routeRateLimit } from '../rate-limit.js';
 import { safeSegment } from '../../security/safe-url.js';
 import type { RouteRateLimit } from '../rate-limit.js';
+import type { UploadShare } from '../upload-share.js';
 import { createSpoolFolder, removeSpoolFolder, spoolUpload, type SpooledUpload } from './upload-spool.js';
 
 /** Options of the documents plugin. */
@@ -40,6 +41,33 @@ export interface DocumentsRoutesOptions {
   extractor?: PdfExtractor;
   /** Uploads per client (remote address) per window (RATE_LIMIT_UPLOADS); none when absent. */
   rateLimit?: Pick<RouteRateLimit, 'max' | 'windowSeconds' | 'salt'>;
+  /**
+   * Each address's share of upload body bytes (UPLOAD_MB_PER_SECOND: upload-share.ts), and the time an
+   * upload has to arrive once admitted (the request deadline less the headers'); unpaced when absent.
+   */
+  uploadShare?: { readonly share: UploadShare; readonly timeLeftMs: number };
+}
+
+/** The multipart form around the file: the fields and part headers @fastify/multipart lets through (below), rounded up. */
+const formSlackBytes = 2 * 1024 * 1024;
+
+/** The largest body `POST /v1/documents` takes: the file at MAX_UPLOAD_MB and its form. */
+function uploadBodyLimit(maxUploadMb: number): number {
+  return Math.floor(maxUploadMb * 1024 * 1024) + formSlackBytes;
+}
+
+/**
+ * The body of an upload of a file at MAX_UPLOAD_MB as a browser or client library sends it (the file, its
+ * part's headers and a boundary or two): what the upload share counts a body of unknown length at, and
+ * what it always lets one idle address send in time.
+ */
+export function largestUploadBytes(maxUploadMb: number): number {
+  return Math.floor(maxUploadMb * 1024 * 1024) + 64 * 1024;
+}
+
+/** `content-length` as a number; undefined when absent (chunked) or not a plain decimal. */
+function declaredLength(header: string | undefined): number | undefined {
+  return header !== undefined && /^\d+$/u.test(header) ? Number(header) : undefined;
 }
 
 /** The form of `POST /v1/documents`, for the OpenAPI document only: @fastify/multipart reads it, not the validator. */
@@ -68,6 +96,7 @@ const documentUploadResponseSchema = z.object({
  */
 export const documentsRoutes: FastifyPluginAsync<DocumentsRoutesOptions> = async (fastify, options) => {
   const maxBytes = Math.floor(options.maxUploadMb * 1024 * 1024);
+  const bodyLimit = uploadBodyLimit(options.maxUploadMb);
   await fastify.register(multipart, {
     // busboy stops taking file bytes past fileSize: an oversize upload is never held in memory.
     limits: { fileSize: maxBytes, files: 1, fields: 20, fieldSize: 64 * 1024, parts: 40 },
@@ -115,17 +144,28 @@ export const documentsRoutes: FastifyPluginAsync<DocumentsRoutesOptions> = async
     },
     async (request, reply) => {
       const client = addressShareKey(request.ip);
-      // The place in the extractor is held before a byte of the body is read: a full queue, or an
-      // address past its share, is refused while the client is still sending.
-      const reservation = reserveOrThrow(extractor, client);
+      // A body declared larger than any upload the route takes is refused on its headers, unread.
+      const declared = declaredLength(request.headers['content-length']);
+      if (declared !== undefined && declared > bodyLimit) {
+        throw new ApiError('FILE_TOO_LARGE', `The upload is larger than MAX_UPLOAD_MB (${options.maxUploadMb} MB).`, { maxUploadMb: options.maxUploadMb });
+      }
+      // The address's byte share paces the body from here (refused 429 if it could not arrive in time);
+      // then the place in the extractor is held before a byte of the body is read: a full queue, or an
+      // address past its share, is refused while the client is still sending. A paced upload's place can be
+      // taken by another address's upload (the extractor's displacement): it is then answered 503 at once.
+      const released = options.uploadShare?.share.admit(request.raw, client, declared ?? largestUploadBytes(options.maxUploadMb), options.uploadShare.timeLeftMs);
+      let reservation: ExtractReservation | undefined;
       let upload: SpooledUpload | undefined;
       try {
+        reservation = reserveOrThrow(extractor, client);
         upload = await spoolUpload(fastify, request, {
           folder: await spoolFolder,
           maxBytes,
           maxUploadMb: options.maxUploadMb,
           ...(reservation === undefined ? {} : { signal: reservation.signal }),
         });
+        // The body is read: it no longer draws on the address's share (nor does one refused or abandoned, below).
+        released?.();
         if (!looksLikePdf(upload.head)) {
           throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'The file is not a PDF: its first 1024 bytes hold no %PDF- header.');
         }
@@ -148,6 +188,7 @@ export const documentsRoutes: FastifyPluginAsync<DocumentsRoutesOptions> = async
       } catch (error) {
         throw toExtractorApiError(error);
       } finally {
+        released?.();
         reservation?.release();
         if (upload !== undefined) await rm(upload.path, { force: true });
       }

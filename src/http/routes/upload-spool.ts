@@ -9,7 +9,6 @@ import { createWriteStream, type WriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { once } from 'node:events';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
 
@@ -38,7 +37,7 @@ export async function removeSpoolFolder(folder: string): Promise<void> {
   await rm(folder, { recursive: true, force: true });
 }
 
-/** Stops writing once `signal` aborts (the upload lost its place); its reason is then thrown after the body. */
+/** Stops reading once `signal` aborts (the upload lost its place): its reason is thrown at once. */
 export interface SpoolOptions {
   folder: string;
   maxBytes: number;
@@ -48,9 +47,8 @@ export interface SpoolOptions {
 
 /**
  * Reads the multipart body, the field `file` streamed to a new file in `folder`. Throws ApiError for
- * every refusal (413 past `maxBytes`, 400 for a malformed form, 415 for an empty file), after reading
- * the body to its end so the client that sent it whole still gets the answer; the file is removed on
- * every failure.
+ * every refusal (413 past `maxBytes`, 400 for a malformed form, 415 for an empty file): past `maxBytes`, or
+ * once `signal` aborts, at once, without reading the rest of the body; the file is removed on every failure.
  */
 export async function spoolUpload(fastify: FastifyInstance, request: FastifyRequest, options: SpoolOptions): Promise<SpooledUpload> {
   const errors = fastify.multipartErrors;
@@ -69,27 +67,43 @@ export async function spoolUpload(fastify: FastifyInstance, request: FastifyRequ
       const hash = createHash('sha256');
       const head: Buffer[] = [];
       let length = 0;
-      let dropping = false;
       out = createWriteStream(path, { flags: 'wx', mode: 0o600 });
-      const failed = once(out, 'error').then(([error]: unknown[]) => {
-        throw error instanceof Error ? error : new Error(String(error));
+      // The disk's refusal, kept until the loop next looks (an 'error' nobody listens to would be thrown).
+      let writeError: unknown;
+      out.on('error', (error) => {
+        writeError = error;
       });
-      failed.catch(() => {});
-      // Read to its end whatever happens (as the plugin's own toBuffer does): busboy stops feeding a
-      // truncated file, and leaving the loop early would leave its stream to be cleaned up later.
-      for await (const chunk of part.file as AsyncIterable<Buffer>) {
-        if (length < headBytes) head.push(chunk.subarray(0, headBytes - length));
-        length += chunk.byteLength;
-        dropping ||= part.file.truncated || length > options.maxBytes || options.signal?.aborted === true;
-        if (dropping) continue;
-        hash.update(chunk);
-        // Back-pressure: the socket is read no faster than the disk takes it.
-        if (!out.write(chunk)) await Promise.race([once(out, 'drain'), failed]);
+      // Over MAX_UPLOAD_MB, or the place lost to another address (`signal`): the file stream is failed at
+      // once, so the loop below throws and the route answers while the client is still sending. The rest of
+      // the body is never read (the answer closes the connection: app.ts, pipelining.ts); read to its end, it
+      // cost the main thread the whole body of every such upload, throwing it away.
+      const file = part.file;
+      const stop = (error: unknown): void => {
+        file.destroy(error instanceof Error ? error : new Error(String(error)));
+      };
+      const tooLarge = (): void => stop(new errors.RequestFileTooLargeError());
+      const lost = (): void => stop(options.signal?.reason);
+      file.once('limit', tooLarge);
+      options.signal?.addEventListener('abort', lost, { once: true });
+      try {
+        if (options.signal?.aborted === true) lost();
+        for await (const chunk of file as AsyncIterable<Buffer>) {
+          if (length < headBytes) head.push(chunk.subarray(0, headBytes - length));
+          length += chunk.byteLength;
+          if (length > options.maxBytes) throw new errors.RequestFileTooLargeError();
+          hash.update(chunk);
+          // Back-pressure: the socket is read no faster than the disk takes it.
+          if (!out.write(chunk)) await settled(out, 'drain');
+          if (writeError !== undefined) throw writeError;
+        }
+      } finally {
+        file.removeListener('limit', tooLarge);
+        options.signal?.removeEventListener('abort', lost);
       }
       out.end();
-      await Promise.race([once(out, 'finish'), failed]);
-      if (part.file.truncated || length > options.maxBytes) throw new errors.RequestFileTooLargeError();
-      if (options.signal?.aborted === true) throw options.signal.reason;
+      await settled(out, 'finish');
+      if (writeError !== undefined) throw writeError;
+      if (file.truncated) throw new errors.RequestFileTooLargeError();
       upload = { path, fileName: cleanFileName(part.filename), sha256: hash.digest('hex'), head: Buffer.concat(head), byteLength: length };
     }
   } catch (error) {
@@ -103,6 +117,23 @@ export async function spoolUpload(fastify: FastifyInstance, request: FastifyRequ
     throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'The file is empty, not a PDF.');
   }
   return upload;
+}
+
+/**
+ * Resolves once `out` emits `event`, or closes (after an error, or destroyed). Not a race against a promise
+ * of the stream's error: each race leaves a reaction on that promise, which never settles while the file is
+ * written, so a long upload kept one per chunk alive (a paced one for minutes: old-generation garbage).
+ */
+function settled(out: WriteStream, event: 'drain' | 'finish'): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      out.removeListener(event, done);
+      out.removeListener('close', done);
+      resolve();
+    };
+    out.once(event, done);
+    out.once('close', done);
+  });
 }
 
 function toApiError(errors: FastifyInstance['multipartErrors'], error: unknown, maxUploadMb: number): unknown {
