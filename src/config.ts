@@ -12,6 +12,7 @@ import { fallbackPolicies } from './actors/types.js';
 import { parseModelPrices, type ModelPrice } from './cost/index.js';
 import type { FallbackPolicy } from './actors/types.js';
 import { providerIds } from './providers/index.js';
+import { mebibyte } from './units.js';
 import type { ProviderId } from './providers/index.js';
 import { defaultWorkerNice } from './threads/thread-priority.js';
 import { defaultMaxPdfPages } from './documents/index.js';
@@ -231,9 +232,6 @@ const defaultMaxConnections = (() => {
     return 8192;
   }
 })();
-
-/** MB in the variables below are MiB, as MAX_UPLOAD_MB's. */
-const mebibyte = 1024 * 1024;
 
 /**
  * The limits no operator needs to set, each fixed or derived from the variables an operator does set and

@@ -48,6 +48,7 @@ import { metricsRoutes } from './routes/metrics.js';
 import { keyRoutes } from './routes/keys.js';
 import { providersRoutes } from './routes/providers.js';
 import { webRoutes } from './routes/web.js';
+import { mebibyte } from '../units.js';
 
 export interface AppOptions {
   readonly config: Config;
@@ -78,7 +79,6 @@ export interface AppOptions {
   readonly busy?: () => boolean;
 }
 
-const mebibyte = 1024 * 1024;
 
 /**
  * zod's serializer, except that bodies built from already validated values are not encoded a second time

@@ -28,8 +28,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { createAddressBuckets } from './address-buckets.js';
 import { shareAddress } from './client-address.js';
 import { ApiError } from './errors.js';
-
-const mebibyte = 1024 * 1024;
+import { mebibyte } from '../units.js';
 
 export interface BodyShareOptions {
   /** Bytes an address's bucket refills per second; 0 turns the share off. */

@@ -167,24 +167,17 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
      * the seconds a share takes to refill outlived the young generation.
      */
     let readingHeld = false;
-    const stopReading = (): void => {
-      readingHeld = true;
-      socket.pause();
-      const handle = (socket as HttpServerSocket)._handle;
-      if (handle?.reading === true && !socket.destroyed) {
-        handle.reading = false;
-        handle.readStop();
-      }
-    };
     // `resume` starts the handle's reading only when the stream asks for data, which it may not (a read it
-    // asked for before the stop is still pending): started here too.
-    const resumeReading = (): void => {
-      readingHeld = false;
-      socket.resume();
+    // asked for before the stop is still pending): the handle is started here too.
+    const setReading = (reading: boolean): void => {
+      readingHeld = !reading;
+      if (reading) socket.resume();
+      else socket.pause();
       const handle = (socket as HttpServerSocket)._handle;
-      if (handle?.reading === false && !socket.destroyed) {
-        handle.reading = true;
-        handle.readStart();
+      if (handle?.reading === !reading && !socket.destroyed) {
+        handle.reading = reading;
+        if (reading) handle.readStart();
+        else handle.readStop();
       }
     };
     const connection: Connection = {
@@ -195,7 +188,7 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
         while (kept !== undefined) {
           if (socket.destroyed || socket.parser === undefined || socket.parser === null || connection.closing) {
             kept = undefined;
-            if (connection.closing) stopReading();
+            if (connection.closing) setReading(false);
             return;
           }
           // Node holds the socket (its answers are not read) or the connection has its requests in flight.
@@ -231,13 +224,13 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
         const paceMs = body === undefined || limits.bodyPacer === undefined ? 0 : limits.bodyPacer.waitMs(body);
         if (connection.outstanding >= maxOutstanding || bodyFull()) socket.pause();
         else if (paceMs > 0) {
-          stopReading();
+          setReading(false);
           retry ??= setTimeout(() => {
             retry = undefined;
             connection.feed();
           }, paceMs);
         } else if (socket._paused !== true && !socket.destroyed) {
-          if (readingHeld) resumeReading();
+          if (readingHeld) setReading(true);
           else if (socket.isPaused()) socket.resume();
         }
       },

@@ -27,8 +27,7 @@ import type { IncomingMessage } from 'node:http';
 import { createAddressBuckets } from './address-buckets.js';
 import { ApiError } from './errors.js';
 import type { BodyPacer } from './pipelining.js';
-
-const mebibyte = 1024 * 1024;
+import { mebibyte } from '../units.js';
 
 export interface UploadShareOptions {
   /** Bytes an address's bucket refills per second (above 0). */

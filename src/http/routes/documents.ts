@@ -25,6 +25,7 @@ import { safeSegment } from '../../security/safe-url.js';
 import type { RouteRateLimit } from '../rate-limit.js';
 import type { UploadShare } from '../upload-share.js';
 import { createSpoolFolder, removeSpoolFolder, spoolUpload, type SpooledUpload } from './upload-spool.js';
+import { mebibyte } from '../../units.js';
 
 /** Options of the documents plugin. */
 export interface DocumentsRoutesOptions {
@@ -49,11 +50,11 @@ export interface DocumentsRoutesOptions {
 }
 
 /** The multipart form around the file: the fields and part headers @fastify/multipart lets through (below), rounded up. */
-const formSlackBytes = 2 * 1024 * 1024;
+const formSlackBytes = 2 * mebibyte;
 
 /** The largest body `POST /v1/documents` takes: the file at MAX_UPLOAD_MB and its form. */
 function uploadBodyLimit(maxUploadMb: number): number {
-  return Math.floor(maxUploadMb * 1024 * 1024) + formSlackBytes;
+  return Math.floor(maxUploadMb * mebibyte) + formSlackBytes;
 }
 
 /**
@@ -62,7 +63,7 @@ function uploadBodyLimit(maxUploadMb: number): number {
  * what it always lets one idle address send in time.
  */
 export function largestUploadBytes(maxUploadMb: number): number {
-  return Math.floor(maxUploadMb * 1024 * 1024) + 64 * 1024;
+  return Math.floor(maxUploadMb * mebibyte) + 64 * 1024;
 }
 
 /** `content-length` as a number; undefined when absent (chunked) or not a plain decimal. */
@@ -95,7 +96,7 @@ const documentUploadResponseSchema = z.object({
  * it registers @fastify/multipart for itself, so the app only registers this plugin.
  */
 export const documentsRoutes: FastifyPluginAsync<DocumentsRoutesOptions> = async (fastify, options) => {
-  const maxBytes = Math.floor(options.maxUploadMb * 1024 * 1024);
+  const maxBytes = Math.floor(options.maxUploadMb * mebibyte);
   const bodyLimit = uploadBodyLimit(options.maxUploadMb);
   await fastify.register(multipart, {
     // busboy stops taking file bytes past fileSize: an oversize upload is never held in memory.
