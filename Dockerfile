@@ -31,4 +31,6 @@ USER node
 EXPOSE 3000
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 3000) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-CMD ["node", "dist/src/main.js"]
+# Node's young generation bounded as on Node 20: Node 24 grows it to two 64 MiB semi-spaces under load and keeps
+# the pages (docs/operations.md "Memory"); package.json's start and demo scripts pass the same flag.
+CMD ["node", "--max-semi-space-size=16", "dist/src/main.js"]

@@ -34,6 +34,14 @@ export function serviceEnv(emulator: Child, extra: Record<string, string> = {}):
   };
 }
 
+/**
+ * The Node flags the service ships with (package.json's start script, the Dockerfile's CMD): the benches
+ * measure the service as it runs in production. test/packaging/node-flags.test.ts holds the places together.
+ */
+export const serviceNodeFlags: readonly string[] = ['--max-semi-space-size=16'];
+/** BENCH_SERVICE_FLAGS: more Node flags for the service's process, space-separated (`--trace-gc` to read its collections). */
+const extraServiceFlags = (process.env.BENCH_SERVICE_FLAGS ?? '').split(' ').filter((flag) => flag !== '');
+
 export async function startServiceChild(
   emulator: Child,
   extra: Record<string, string> = {},
@@ -42,7 +50,7 @@ export async function startServiceChild(
   const child = await startChild('service', {
     entry: 'service.child.ts',
     env: serviceEnv(emulator, extra),
-    execArgv: ['--expose-gc', ...execArgv],
+    execArgv: ['--expose-gc', ...serviceNodeFlags, ...extraServiceFlags, ...execArgv],
   });
   return Object.assign(child, { url: String(child.info['url']) });
 }

@@ -3,16 +3,18 @@
  * answering /healthz once it listens, refusing a bad configuration by name, and exiting cleanly on SIGTERM.
  */
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const main = `${root}dist/src/main.js`;
-const demo = `${root}dist/src/demo.js`;
+const scripts = (JSON.parse(readFileSync(`${root}package.json`, 'utf8')) as { scripts: Record<string, string> }).scripts;
 
-function run(env: NodeJS.ProcessEnv, script = main) {
-  const child = spawn(process.execPath, [script], { cwd: root, env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+/** The npm script's command line (`node <flags> <entry>`), run with this Node so no npm sits in between. */
+function run(env: NodeJS.ProcessEnv, script: 'start' | 'demo' = 'start') {
+  const [, ...args] = (scripts[script] ?? '').split(' ');
+  const child = spawn(process.execPath, args, { cwd: root, env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -53,7 +55,7 @@ describe('npm start (node dist/src/main.js)', () => {
 describe('npm run demo (node dist/src/demo.js)', () => {
   // The README's promise: with the page's one set of keys, a provider's breaker opens after 3 failures.
   it('opens a provider breaker after 3 failures of the one demo key, as the README says', { timeout: 60_000 }, async () => {
-    const service = run({ PORT: '0', HOST: '127.0.0.1' }, demo);
+    const service = run({ PORT: '0', HOST: '127.0.0.1' }, 'demo');
     try {
       const printed = (pattern: RegExp) => pattern.exec(service.out())?.[1];
       await expect.poll(() => printed(/Providers emulated at (http:\/\/[\d.:]+)/), { timeout: 45_000, interval: 20 }).toBeDefined();
