@@ -56,12 +56,13 @@ const windowSeconds = Number(process.env.BENCH_SECONDS ?? 8);
  */
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
 /**
- * Peak RSS ≤ 400 MB: on Node 24 the service starts at ~115 MiB, and the victim's traffic alone takes it to
- * 195–260 MiB within four windows, though its heap after a full collection stays 32–35 MiB. V8 grows the
- * young generation with the allocation rate up to two 64 MiB semi-spaces (its maximum for the 4 GiB heap
- * limit of this machine; 16 MiB on Node 20) and keeps the pages it has touched; a window of large request
- * bodies adds malloc'd buffers that glibc keeps until it trims. Neither is held by the service, and both
- * carry over from window to window of the one service every attack shares.
+ * Peak RSS ≤ 400 MB: the service runs as it ships, with `--max-semi-space-size=16` (topology.ts), starts at
+ * ~115 MiB and stays at 230–280 MiB through windows of the victim's traffic and cheap attacks, though its heap
+ * after a full collection is 32–46 MiB. Without the flag V8 grows the young generation with the allocation
+ * rate up to two 64 MiB semi-spaces (its maximum for the 4 GiB heap limit of this machine) and keeps the pages
+ * it touched: three attacks then peaked at 428–437 MB. A window of large request bodies adds malloc'd buffers
+ * that glibc keeps until it trims. Neither is held by the service, and both carry over from window to window of
+ * the one service every attack shares.
  */
 const goals = { p99RiseMs: 50, errorRate: 0, loopDelayP99Ms: 50, peakRssMb: 400 };
 const hostileKey = 'bench-hostile-gpt-key-0001';
@@ -287,7 +288,7 @@ function report(rows: readonly Row[], loadAtStart: string): string {
   const lines = [
     '## isolation: a steady client while a hostile one attacks',
     `\`npm run bench -- isolation\` (\`BENCH_SECONDS\`=${windowSeconds} per window, \`BENCH_ROUNDS\`=${rounds}; \`BENCH_ATTACKS=unspaced,huge,…\` runs some) · ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC · load ${loadAtStart} → ${loadAverage()} · ${machineInfo()}`,
-    "The service on its defaults, the emulator answering after 50 ms, the victim a steady client (2 connections of `POST /v1/generate`, 127.0.0.1); each attack (from 127.0.0.2 and up for the per-address ones) follows a baseline window of the same length; rise = median over the rounds; victim errors = its failed requests plus its own uploads or job that failed (`victim FAILED`); loop delay = the service's p99; peak RSS = the service's (each round starts from a collected heap; one service runs every window, and on Node 24 its RSS is 195–260 MiB from the victim's traffic alone, V8's young generation keeping the pages it grew to: docs/operations.md \"Memory\"). " +
+    "The service on its defaults (run as it ships, `--max-semi-space-size=16`), the emulator answering after 50 ms, the victim a steady client (2 connections of `POST /v1/generate`, 127.0.0.1); each attack (from 127.0.0.2 and up for the per-address ones) follows a baseline window of the same length; rise = median over the rounds; victim errors = its failed requests plus its own uploads or job that failed (`victim FAILED`); loop delay = the service's p99; peak RSS = the service's (each round starts from a collected heap; one service runs every window, its RSS 230–280 MiB through the victim's traffic and cheap attacks, memory the runtime keeps: docs/operations.md \"Memory\"). " +
       `Goals, each attack: victim p99 rise ≤ ${goals.p99RiseMs} ms, no victim error, loop delay p99 ≤ ${goals.loopDelayP99Ms} ms, peak RSS ≤ ${goals.peakRssMb} MB.`,
     '',
     '| attack | victim p99 ms, baseline → attack | rise ms | victim errors | loop delay p99 ms | peak RSS MB | the hostile client got | goals met |',
