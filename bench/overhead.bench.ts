@@ -503,7 +503,7 @@ function report(
   return `## overhead: \`POST /v1/generate\` against the SDK called by hand
 ${runContext('overhead', `\`BENCH_ROUNDS\`=${rounds}, \`BENCH_SECONDS\`=${seconds}, \`BENCH_STREAM_PIECES\`=${streamLengths.join(',')}, warm-up ${warmUpSeconds} s`, load.atStart)}
 Servers on loopback under autocannon, the emulator's gpt answering the same notes in N stream pieces: floor (Fastify + \`fetch\`), A (Fastify + \`openai\` SDK, whole answer),
-S (the SDK streamed by hand), S′ (S on the service's transport), B (the service, run as it ships: `--max-semi-space-size=16`); B against each baseline per round, medians over rounds; CPU = the serving process's \`process.cpuUsage()\` per request. ${loads}.
+S (the SDK streamed by hand), S′ (S on the service's transport), B (the service, run as it ships: \`--max-semi-space-size=16\`); B against each baseline per round, medians over rounds; CPU = the serving process's \`process.cpuUsage()\` per request. ${loads}.
 
 ${line(header)}
 ${line(header.map((_, index) => (index === 0 ? '---' : '---:')))}
