@@ -150,6 +150,7 @@ async function main(): Promise<void> {
     MAX_INFLIGHT_GENERATIONS: '256',
     MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '256',
     RATE_LIMIT_GENERATIONS: '0',
+    REQUESTS_PER_SECOND_PER_ADDRESS: '0',
   });
   const config = loadConfig(env);
   const service = await startService(config, { log: { level: 'silent' } });

@@ -161,10 +161,12 @@ async function main(): Promise<void> {
     // One client (one key, one address) drives all 50 connections: its shares of the generation slots
     // (admission control, default 8 per client, 32 per address) are raised so the bench measures the
     // hot path, not the refusals; so is its per-address generation rate (3,000 a minute would cap B at
-    // 50 requests a second and charge the refusals' CPU to the served requests).
+    // 50 requests a second and charge the refusals' CPU to the served requests), and its per-address request
+    // pacing (200 a second).
     startServiceChild(emulator, {
       PROVIDERS_DEFAULT_ORDER: 'gpt',
       RATE_LIMIT_GENERATIONS: '0',
+      REQUESTS_PER_SECOND_PER_ADDRESS: '0',
       MAX_INFLIGHT_GENERATIONS: '256',
       MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '256',
     }),

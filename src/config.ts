@@ -136,6 +136,8 @@ export interface Config {
     readonly maxConnections: number;
     /** Connections one address (IPv6: one /64) may hold open at once (MAX_CONNECTIONS_PER_ADDRESS). */
     readonly maxConnectionsPerAddress: number;
+    /** Requests one address may have parsed per second, and at once (REQUESTS_PER_SECOND_PER_ADDRESS; 0: unpaced). */
+    readonly requestsPerSecondPerAddress: number;
   };
   /** Admission of `POST /v1/generate` runs (docs/operations.md). */
   readonly admission: {
@@ -420,6 +422,7 @@ const variables = {
   SSE_MAX_STREAMS_PER_CLIENT: { schema: integer(1, 1_000_000), fallback: '8' },
   MAX_CONNECTIONS: { schema: integer(1, 10_000_000), fallback: String(defaultMaxConnections) },
   MAX_CONNECTIONS_PER_ADDRESS: { schema: integer(1, 10_000_000), fallback: '256' },
+  REQUESTS_PER_SECOND_PER_ADDRESS: { schema: integer(0, 1_000_000), fallback: '200' },
   RATE_LIMIT_GENERATIONS: { schema: integer(0, 1_000_000), fallback: '3000' },
   RATE_LIMIT_KEY_STATUS: { schema: integer(0, 1_000_000), fallback: '60' },
   JSON_BODY_MB_PER_SECOND: { schema: z.coerce.number().min(0).max(1024), fallback: '1' },
@@ -518,6 +521,7 @@ function readServer(env: NodeJS.ProcessEnv, providerTimeoutMs: number, retry: Co
     sseMaxStreamsPerClient: read(env, 'SSE_MAX_STREAMS_PER_CLIENT'),
     maxConnections: read(env, 'MAX_CONNECTIONS'),
     maxConnectionsPerAddress: read(env, 'MAX_CONNECTIONS_PER_ADDRESS'),
+    requestsPerSecondPerAddress: read(env, 'REQUESTS_PER_SECOND_PER_ADDRESS'),
   };
 }
 

@@ -217,8 +217,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // Each address's share of the upload bytes read here (upload-share.ts): its uploads' bodies are fed to the
   // parser no faster than it (pipelining.ts pauses their sockets meanwhile).
   const uploads = uploadShareOf(config);
-  // A connection's pipelined requests are parsed one after another as they are answered (pipelining.ts).
-  boundPipelining(app.server, { exempt: trustedPeer(config.server.trustProxy), ...(uploads === undefined ? {} : { bodyPacer: uploads.share.pacer }) });
+  // A connection's pipelined requests are parsed one after another as they are answered, and an address's
+  // requests no faster than its share (pipelining.ts).
+  boundPipelining(app.server, {
+    exempt: trustedPeer(config.server.trustProxy),
+    requestsPerSecond: config.server.requestsPerSecondPerAddress,
+    ...(uploads === undefined ? {} : { bodyPacer: uploads.share.pacer }),
+  });
 
   // Server spans first, so that every hook and route below runs inside its request's span.
   await telemetry?.registerServerSpans(app);

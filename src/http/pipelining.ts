@@ -21,6 +21,12 @@
  * keep-alive client waits between them: the pipelined requests of one address (share address, as every
  * per-address bound) are paced, `pipelinedPerSecond` a second, a token bucket of as many.
  *
+ * Every request of an address, pipelined or not, is paced too, at a rate no person's use comes near
+ * (`requestsPerSecond`): keep-alive clients each waiting for their answers, 64 connections from one address asking
+ * for a cheap document (`/metrics` from its cache) still made ~5,000 requests a second, and the main thread was
+ * theirs. Past its share an address's next request waits unparsed, its socket read no further, as a pipelined one
+ * does: nothing is answered for it, so the wait costs the process nothing.
+ *
  * A client's FIN can come while what it sent before still waits here; Node's own `end` listener
  * (`socketOnEnd`: answer what was parsed, then close) is taken off the socket too and called once all is fed.
  *
@@ -69,11 +75,16 @@ const maxPipelinedRequests = 2;
  */
 const pipelinedPerSecond = 100;
 
+/** Requests one address may have parsed per second, and at most at once (REQUESTS_PER_SECOND_PER_ADDRESS). */
+const requestsPerSecond = 200;
+
 export interface PipeliningLimits {
   /** Requests one connection may have unanswered (default 2). */
   readonly maxOutstanding?: number;
   /** Pipelined requests one address may have parsed per second, and at most at once (default 100). */
   readonly perAddressPerSecond?: number;
+  /** Requests, pipelined or not, one address may have parsed per second, and at most at once (default 200; 0: unpaced). */
+  readonly requestsPerSecond?: number;
   /** A peer whose pipelining is not paced (a trusted proxy: it carries many clients). */
   readonly exempt?: (address: string) => boolean;
   /** The clock of the pacing (tests); `performance.now` when absent. */
@@ -94,21 +105,19 @@ export interface BodyPacer {
   fed(request: IncomingMessage, bytes: number): void;
 }
 
-/** Tokens of one address: one a pipelined request, refilled at the rate up to the rate. */
+/** Tokens of one address: one a request, refilled at the rate up to the rate. */
 interface Bucket {
   tokens: number;
   at: number;
 }
 
-/** Puts the bound on `server`; call before it listens, after the framework made it (its listeners come first). */
-export function boundPipelining(server: Server, limits: PipeliningLimits = {}): void {
-  const maxOutstanding = limits.maxOutstanding ?? maxPipelinedRequests;
-  const rate = limits.perAddressPerSecond ?? pipelinedPerSecond;
-  const now = limits.now ?? ((): number => performance.now());
-  const connections = new WeakMap<Socket, Connection>();
+/** Takes a token of `address`, or says how many milliseconds until there is one. */
+type TakeToken = (address: string) => number;
+
+/** Token buckets by address at `rate` a second, holding as many; full ones forgotten once many addresses were seen. */
+function tokenBuckets(rate: number, now: () => number): TakeToken {
   const buckets = new Map<string, Bucket>();
-  /** Takes a token of `address`, or says how many milliseconds until there is one. */
-  const take = (address: string): number => {
+  return (address) => {
     const at = now();
     const bucket = buckets.get(address) ?? { tokens: rate, at };
     bucket.tokens = Math.min(rate, bucket.tokens + ((at - bucket.at) * rate) / 1000);
@@ -122,6 +131,16 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
     }
     return Math.ceil(((1 - bucket.tokens) * 1000) / rate);
   };
+}
+
+/** Puts the bound on `server`; call before it listens, after the framework made it (its listeners come first). */
+export function boundPipelining(server: Server, limits: PipeliningLimits = {}): void {
+  const maxOutstanding = limits.maxOutstanding ?? maxPipelinedRequests;
+  const now = limits.now ?? ((): number => performance.now());
+  const connections = new WeakMap<Socket, Connection>();
+  const takePipelined = tokenBuckets(limits.perAddressPerSecond ?? pipelinedPerSecond, now);
+  const requestRate = limits.requestsPerSecond ?? requestsPerSecond;
+  const takeRequest = requestRate > 0 ? tokenBuckets(requestRate, now) : undefined;
   server.on('connection', (socket: HttpServerSocket) => {
     if (socket.destroyed || socket.parser === undefined || socket.parser === null) return;
     const listeners = socket.listeners('data');
@@ -136,10 +155,21 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
     let kept: Buffer | undefined;
     // The first request head of bytes that came while the connection had none in flight is not pipelined.
     let firstHeadFree = false;
+    // The next request head has its token of the address's requests (it may still wait for a pipelined one).
+    let headPaid = false;
     let retry: NodeJS.Timeout | undefined;
     const address = limits.exempt?.(socket.remoteAddress ?? '') === true ? undefined : shareAddress(socket.remoteAddress);
     socket.once('close', () => clearTimeout(retry));
     if (onEnd !== undefined) socket.removeListener('end', onEnd);
+    /** Milliseconds before the next request head may be parsed; its tokens are taken once it may. */
+    const headWaitMs = (from: string): number => {
+      if (!headPaid && takeRequest !== undefined) {
+        const waitMs = takeRequest(from);
+        if (waitMs > 0) return waitMs;
+        headPaid = true;
+      }
+      return firstHeadFree ? 0 : takePipelined(from);
+    };
     const endIfFed = (): void => {
       if (ended && kept === undefined && onEnd !== undefined) {
         ended = false;
@@ -198,9 +228,10 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
           }
           const body = incompleteBody();
           const end = kept.indexOf(headEnd);
-          // A request head that is pipelined takes a token of its address; without one it waits.
-          if (end >= 0 && !firstHeadFree && address !== undefined) {
-            const waitMs = take(address);
+          // A request head takes a token of its address's requests and, if pipelined, one of its pipelined
+          // requests; without them it waits.
+          if (end >= 0 && address !== undefined) {
+            const waitMs = headWaitMs(address);
             if (waitMs > 0) {
               socket.pause();
               retry ??= setTimeout(() => {
@@ -210,7 +241,10 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
               return;
             }
           }
-          if (end >= 0) firstHeadFree = false;
+          if (end >= 0) {
+            firstHeadFree = false;
+            headPaid = false;
+          }
           const cut = end < 0 ? kept.length : end + headEnd.length;
           const piece = cut === kept.length ? kept : kept.subarray(0, cut);
           kept = cut === kept.length ? undefined : kept.subarray(cut);

@@ -169,3 +169,105 @@ describe("one address's pipelined requests", () => {
     await new Promise((resolve) => server.close(resolve));
   }, 60_000);
 });
+
+describe("one address's requests, pipelined or not", () => {
+  it('are parsed a token each across its keep-alive connections, while another address is served; then as the clock refills them', async () => {
+    // A plain Node server with the bound, a clock the test moves: 10 requests a second, as many at once.
+    let clock = 0;
+    const handled = new Map<string, number>();
+    const server = createServer((request, response) => {
+      const from = request.socket.remoteAddress ?? '';
+      handled.set(from, (handled.get(from) ?? 0) + 1);
+      response.end('ok');
+    });
+    boundPipelining(server, { requestsPerSecond: 10, now: () => clock });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const address = server.address();
+    const serverPort = typeof address === 'object' && address !== null ? address.port : 0;
+    // Keep-alive clients, never pipelining: each sends its next request once the answer to the last came.
+    const answered = new Map<string, number>();
+    const sockets: net.Socket[] = [];
+    const client = (localAddress: string, requests: number): void => {
+      const socket = net.connect({ port: serverPort, host: '127.0.0.1', localAddress });
+      sockets.push(socket);
+      let sent = 0;
+      const send = (): void => {
+        sent += 1;
+        socket.write('GET / HTTP/1.1\r\nHost: test\r\n\r\n');
+      };
+      socket.on('connect', send);
+      socket.on('data', (data: Buffer) => {
+        const answers = (data.toString('latin1').match(/HTTP\/1\.1 200/g) ?? []).length;
+        answered.set(localAddress, (answered.get(localAddress) ?? 0) + answers);
+        if (answers > 0 && sent < requests) send();
+      });
+    };
+    const settle = async (from: string, count: number): Promise<void> => {
+      for (let tries = 0; tries < 250 && (answered.get(from) ?? 0) < count; tries += 1) await new Promise((resolve) => setTimeout(resolve, 20));
+      // Then a while more, in which nothing more may come (a waiting request is retried every 100 ms).
+      await new Promise((resolve) => setTimeout(resolve, 300));
+    };
+    for (let connection = 0; connection < 4; connection += 1) client('127.0.0.2', 20);
+    // The burst, 10 requests of the 80, and nothing more while the clock stands.
+    await settle('127.0.0.2', 10);
+    expect([answered.get('127.0.0.2'), handled.get('127.0.0.2')]).toEqual([10, 10]);
+    // Another address has its own share: served while the first waits.
+    client('127.0.0.3', 5);
+    await settle('127.0.0.3', 5);
+    expect(answered.get('127.0.0.3')).toBe(5);
+    expect(answered.get('127.0.0.2')).toBe(10);
+    // Half a second: 5 requests more for the first address.
+    clock += 500;
+    await settle('127.0.0.2', 15);
+    expect([answered.get('127.0.0.2'), handled.get('127.0.0.2')]).toEqual([15, 15]);
+    for (const socket of sockets) socket.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it("a request head waiting for a pipelined token has paid its address's request token once, however often it is retried", async () => {
+    // 100 requests a second and as many at once; 20 pipelined a second (a waiting head is retried every 50 ms).
+    const clock = 0;
+    const server = createServer((_request, response) => response.end('ok'));
+    boundPipelining(server, { requestsPerSecond: 100, perAddressPerSecond: 20, now: () => clock });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const address = server.address();
+    const serverPort = typeof address === 'object' && address !== null ? address.port : 0;
+    const count = (socket: net.Socket): (() => number) => {
+      let answers = 0;
+      socket.on('data', (data: Buffer) => {
+        answers += (data.toString('latin1').match(/HTTP\/1\.1 200/g) ?? []).length;
+      });
+      return () => answers;
+    };
+    const until = async (done: () => boolean): Promise<void> => {
+      for (let tries = 0; tries < 250 && !done(); tries += 1) await new Promise((resolve) => setTimeout(resolve, 20));
+    };
+    // 50 pipelined requests: the first is not pipelined, 20 take the pipelined tokens, the 22nd takes its request
+    // token and waits on the pipelined bucket (22 request tokens in all), retried ~20 times over the next second
+    // while the clock stands.
+    const pipeliner = net.connect({ port: serverPort, host: '127.0.0.1', localAddress: '127.0.0.4' });
+    const pipelined = count(pipeliner);
+    pipeliner.write('GET / HTTP/1.1\r\nHost: test\r\n\r\n'.repeat(50));
+    await until(() => pipelined() >= 21);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect(pipelined()).toBe(21);
+    // The same address, keep-alive, one request after another: the 78 request tokens left, then nothing.
+    const keepAlive = net.connect({ port: serverPort, host: '127.0.0.1', localAddress: '127.0.0.4' });
+    const answered = count(keepAlive);
+    let sent = 0;
+    const send = (): void => {
+      sent += 1;
+      keepAlive.write('GET / HTTP/1.1\r\nHost: test\r\n\r\n');
+    };
+    keepAlive.on('connect', send);
+    keepAlive.on('data', () => {
+      if (sent < 100 && answered() === sent) send();
+    });
+    await until(() => answered() >= 78);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(answered()).toBe(78);
+    pipeliner.destroy();
+    keepAlive.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  });
+});
