@@ -2,7 +2,8 @@
  * Token buckets of bytes, one per address (a share address: IPv6 by /64, client-address.ts), the state under
  * the per-address byte shares: the JSON body share (body-share.ts), which refuses a body its bucket cannot
  * cover, and the upload share (upload-share.ts), which lets its bucket run into debt and holds the upload's
- * socket until it has refilled.
+ * socket until it has refilled. The request pacing (pipelining.ts) keeps its buckets here too, a token (a
+ * "byte") a request.
  *
  * Per instance, never shared through Redis: what the shares protect is this process's event loop. A bucket
  * is forgotten once it has refilled and no body draws on it any more (a full bucket and none are the same);

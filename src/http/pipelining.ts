@@ -35,6 +35,7 @@
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { createAddressBuckets } from './address-buckets.js';
 import { shareAddress } from './client-address.js';
 
 /** What Node keeps on an HTTP server's socket that the feeding must respect (`_http_server.js`). */
@@ -105,26 +106,14 @@ export interface BodyPacer {
   fed(request: IncomingMessage, bytes: number): void;
 }
 
-/** Tokens of one address: one a request, refilled at the rate up to the rate. */
-interface Bucket {
-  tokens: number;
-  at: number;
-}
-
 /** Takes a token of `address`, or says how many milliseconds until there is one. */
 type TakeToken = (address: string) => number;
 
-/** Token buckets by address at `rate` a second, holding as many; full ones forgotten once many addresses were seen. */
+/** An address's requests at `rate` a second, as many at once: the shares' buckets, a token a request. */
 function tokenBuckets(rate: number, now: () => number): TakeToken {
-  const buckets = new Map<string, Bucket>();
+  const buckets = createAddressBuckets({ bytesPerSecond: rate, burstBytes: rate, now });
   return (address) => {
-    const at = now();
-    const bucket = buckets.get(address) ?? { tokens: rate, at };
-    bucket.tokens = Math.min(rate, bucket.tokens + ((at - bucket.at) * rate) / 1000);
-    bucket.at = at;
-    buckets.set(address, bucket);
-    // Full buckets say nothing: forgotten once many addresses were seen.
-    if (buckets.size > 10_000) for (const [seen, { tokens }] of buckets) if (tokens >= rate && seen !== address) buckets.delete(seen);
+    const bucket = buckets.bucketOf(address);
     if (bucket.tokens >= 1) {
       bucket.tokens -= 1;
       return 0;
