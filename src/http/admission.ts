@@ -56,9 +56,9 @@ export interface AdmissionOptions {
   readonly labels?: AdmissionLabels;
   /**
    * Whether the instance is busy now (its event loop or CPU time: load-gauge.ts). While it is, the addresses
-   * that held slots lately share them equally: an address past an equal share of what is in flight (and past
-   * 2 slots) is refused (429), so
-   * one address's runs cannot take the CPU another's wait for. Never busy when absent.
+   * that held slots lately share them equally: an address holding slots that would pass an equal share of what
+   * is in flight, rounded down (and 2 slots), is refused (429), so one address's runs cannot take the CPU
+   * another's wait for. Never busy when absent.
    */
   readonly busy?: () => boolean;
 }
@@ -141,10 +141,14 @@ export function createAdmission(options: AdmissionOptions): Admission {
         refusedBy('address_share'),
       );
     }
-    if (address !== undefined && options.busy?.() === true) {
-      // Every address that held slots lately, this one included, gets an equal share of the slots in flight.
+    if (address !== undefined && fromAddress > 0 && options.busy?.() === true) {
+      // Every address that held slots lately, this one included, gets an equal share of the slots in flight,
+      // rounded down: rounded up, the address asking got the odd slot, and an address with many connections
+      // is always the one asking (against one that holds 2, it held 3 and made half as many runs again).
+      // An address holding nothing is never refused here: one request at a time, however many slots its text
+      // needs, is what every address gets.
       const addresses = recent.count(address);
-      const equalShare = Math.max(busyShareFloor, Math.ceil((total + slots) / addresses));
+      const equalShare = Math.max(busyShareFloor, Math.floor((total + slots) / addresses));
       if (addresses > 1 && fromAddress + slots > equalShare) {
         throw new ApiError(
           'TOO_MANY_REQUESTS',

@@ -27,7 +27,7 @@ import { registerBodyShare } from './body-share.js';
 import { fastifyTrustProxy, trustedPeer } from './trust-proxy.js';
 import { limitConnections } from './connection-limits.js';
 import { boundPipelining } from './pipelining.js';
-import { createRefusalCounter } from './refusal-metrics.js';
+import { createPaceCounter, createRefusalCounter } from './refusal-metrics.js';
 import { closingSweep } from './closing-sweep.js';
 import { createOriginOf } from './client-address.js';
 import { openApiOptions } from './openapi.js';
@@ -208,6 +208,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // address cannot exhaust the process's file descriptors.
   // Every refusal by a bound is counted (`studyhelper_refusals_total`, registered with the other metrics below).
   const refusals = createRefusalCounter();
+  // Every request an address's share made wait (paces refuse nothing, so the refusals never show them).
+  const paces = createPaceCounter();
   limitConnections(app.server, {
     maxConnections: config.server.maxConnections,
     maxPerAddress: config.server.maxConnectionsPerAddress,
@@ -223,6 +225,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     exempt: trustedPeer(config.server.trustProxy),
     requestsPerSecond: config.server.requestsPerSecondPerAddress,
     ...(uploads === undefined ? {} : { bodyPacer: uploads.share.pacer }),
+    onPaced: paces.count,
   });
 
   // Server spans first, so that every hook and route below runs inside its request's span.
@@ -297,6 +300,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const metrics = createProviderMetrics(gateway, { processMetrics: options.processMetrics ?? true });
   options.registerMetrics?.(metrics.registry);
   refusals.register(metrics.registry);
+  paces.register(metrics.registry);
   const storageHealth = options.storageHealth ?? createStorageHealth();
   storageHealth.register(metrics.registry);
   storageHealth.attachLog(app.log);

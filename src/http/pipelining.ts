@@ -37,6 +37,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { createAddressBuckets } from './address-buckets.js';
 import { shareAddress } from './client-address.js';
+import type { Pace } from './refusal-metrics.js';
 
 /** What Node keeps on an HTTP server's socket that the feeding must respect (`_http_server.js`). */
 interface HttpServerSocket extends Socket {
@@ -92,6 +93,8 @@ export interface PipeliningLimits {
   readonly now?: () => number;
   /** Paces the bodies of some requests (uploads: upload-share.ts); none paced when absent. */
   readonly bodyPacer?: BodyPacer;
+  /** Told once per request its address's share made wait: its head (`requests`, `pipelined`) or its body. */
+  readonly onPaced?: (pace: Pace) => void;
 }
 
 /**
@@ -146,18 +149,29 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
     let firstHeadFree = false;
     // The next request head has its token of the address's requests (it may still wait for a pipelined one).
     let headPaid = false;
+    // The next request head was made to wait, and that was told (`onPaced`): a wait is told once per head.
+    let headPaced = false;
+    // The body whose wait for its share was told.
+    let pacedBody: IncomingMessage | undefined;
     let retry: NodeJS.Timeout | undefined;
     const address = limits.exempt?.(socket.remoteAddress ?? '') === true ? undefined : shareAddress(socket.remoteAddress);
     socket.once('close', () => clearTimeout(retry));
     if (onEnd !== undefined) socket.removeListener('end', onEnd);
+    const paced = (waitMs: number, pace: Pace): number => {
+      if (waitMs > 0 && !headPaced) {
+        headPaced = true;
+        limits.onPaced?.(pace);
+      }
+      return waitMs;
+    };
     /** Milliseconds before the next request head may be parsed; its tokens are taken once it may. */
     const headWaitMs = (from: string): number => {
       if (!headPaid && takeRequest !== undefined) {
         const waitMs = takeRequest(from);
-        if (waitMs > 0) return waitMs;
+        if (waitMs > 0) return paced(waitMs, 'requests');
         headPaid = true;
       }
-      return firstHeadFree ? 0 : takePipelined(from);
+      return firstHeadFree ? 0 : paced(takePipelined(from), 'pipelined');
     };
     const endIfFed = (): void => {
       if (ended && kept === undefined && onEnd !== undefined) {
@@ -233,6 +247,7 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
           if (end >= 0) {
             firstHeadFree = false;
             headPaid = false;
+            headPaced = false;
           }
           const cut = end < 0 ? kept.length : end + headEnd.length;
           const piece = cut === kept.length ? kept : kept.subarray(0, cut);
@@ -247,6 +262,10 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
         const paceMs = body === undefined || limits.bodyPacer === undefined ? 0 : limits.bodyPacer.waitMs(body);
         if (connection.outstanding >= maxOutstanding || bodyFull()) socket.pause();
         else if (paceMs > 0) {
+          if (pacedBody !== body) {
+            pacedBody = body;
+            limits.onPaced?.('upload_bytes');
+          }
           setReading(false);
           retry ??= setTimeout(() => {
             retry = undefined;

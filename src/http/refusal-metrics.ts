@@ -24,3 +24,29 @@ export function createRefusalCounter(): RefusalCounter {
     register: (registry) => registry.registerMetric(counter),
   };
 }
+
+/** What an address's share held back: a request head (every request, or a pipelined one), or an upload's body. */
+export type Pace = 'requests' | 'pipelined' | 'upload_bytes';
+
+export interface PaceCounter {
+  count(pace: Pace): void;
+  register(registry: Registry): void;
+}
+
+/**
+ * `studyhelper_paced_total{pace}`: requests an address's share made wait, each counted once however long it
+ * waited. A pace refuses nothing, so `studyhelper_refusals_total` never shows it: this is how an operator tells
+ * an address held at its share (a flood, or a classroom behind one NAT address) from a quiet one.
+ */
+export function createPaceCounter(): PaceCounter {
+  const counter = new Counter({
+    name: 'studyhelper_paced_total',
+    help: 'Requests an address share made wait, once each: pace (requests, pipelined, upload_bytes).',
+    labelNames: ['pace'] as const,
+    registers: [],
+  });
+  return {
+    count: (pace) => counter.inc({ pace }),
+    register: (registry) => registry.registerMetric(counter),
+  };
+}

@@ -128,6 +128,48 @@ describe('equal shares while the instance is busy', () => {
     void held;
   });
 
+  it('rounds the equal share down: against an address holding 2, another holds 2, never a third', async () => {
+    const { app, gateway } = await start({ RATE_LIMIT_GENERATIONS: '0' }, () => true);
+    const generate = generateOn(app);
+    const held: Promise<unknown>[] = [];
+    held.push(generate('198.51.100.9', 'victim-gpt-key-000001'), generate('198.51.100.9', 'victim-gpt-key-000001'));
+    await until(() => gateway.generateCalls.length === 2);
+    held.push(generate('203.0.113.7', 'hostile-gpt-key-000001'), generate('203.0.113.7', 'hostile-gpt-key-000001'));
+    await until(() => gateway.generateCalls.length === 4);
+    // 2 and 2 in flight from 2 addresses: a third for either is 5 / 2 = 2.5 each, rounded down to 2.
+    const third = await generate('203.0.113.7', 'hostile-gpt-key-000001');
+    expect(third.statusCode).toBe(429);
+    expect(third.json().error.message).toContain('busy');
+    expect((await generate('198.51.100.9', 'victim-gpt-key-000001')).statusCode).toBe(429);
+    expect(gateway.generateCalls).toHaveLength(4);
+    void held;
+  });
+
+  it('never refuses an address holding nothing, however many slots its text needs', async () => {
+    const { app, gateway } = await start({ RATE_LIMIT_GENERATIONS: '0' }, () => true);
+    const generate = generateOn(app);
+    const held: Promise<unknown>[] = [];
+    held.push(generate('198.51.100.9', 'victim-gpt-key-000001'), generate('198.51.100.9', 'victim-gpt-key-000001'));
+    await until(() => gateway.generateCalls.length === 2);
+    // 60,000 characters take 3 slots (one per 25,000): past an equal share of 2 + 3 from 2 addresses (2, rounded down).
+    const long = { task: 'notes', text: 'Photosynthesis turns light into energy. '.repeat(1_500) };
+    let longStatus: number | undefined;
+    held.push(
+      app
+        .inject({ method: 'POST', url: '/v1/generate', remoteAddress: '203.0.113.7', headers: { 'content-type': 'application/json', 'x-gpt-key': 'newcomer-gpt-key-000001' }, payload: long })
+        .then((answer) => (longStatus = answer.statusCode)),
+    );
+    // Admitted, its parts reach the gateway (after their tokens are counted, off the event loop); refused, it is answered.
+    for (let tries = 0; tries < 500 && gateway.generateCalls.length === 2 && longStatus === undefined; tries += 1)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(longStatus).toBeUndefined();
+    expect(gateway.generateCalls.length).toBeGreaterThan(2);
+    // It holds 3 now: its next, one slot, would be 4 of 6 against an equal share of 3.
+    const next = await generate('203.0.113.7', 'newcomer-gpt-key-000001');
+    expect(next.statusCode).toBe(429);
+    void held;
+  });
+
   it("shows the instance's own load and whether it is busy in /metrics", async () => {
     const { app } = await start({});
     const body = (await app.inject({ method: 'GET', url: '/metrics' })).body;

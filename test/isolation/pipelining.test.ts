@@ -98,7 +98,8 @@ describe("one address's pipelined requests", () => {
       handled += 1;
       response.end('ok');
     });
-    boundPipelining(server, { perAddressPerSecond: 10, now: () => clock });
+    const paced: string[] = [];
+    boundPipelining(server, { perAddressPerSecond: 10, now: () => clock, onPaced: (pace) => paced.push(pace) });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const address = server.address();
     const serverPort = typeof address === 'object' && address !== null ? address.port : 0;
@@ -116,11 +117,15 @@ describe("one address's pipelined requests", () => {
     // The first request is not pipelined; the next 10 take the 10 tokens; then nothing while the clock stands.
     await settle(11);
     expect([answers, handled]).toEqual([11, 11]);
+    // The 12th waits, retried every 100 ms the clock stands: one wait, told once.
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    expect(paced).toEqual(['pipelined']);
     // Half a second: 5 tokens more (the waiting request is retried within the 100 ms one token takes).
     clock += 500;
     for (let tries = 0; tries < 100 && answers < 16; tries += 1) await new Promise((resolve) => setTimeout(resolve, 20));
     await settle(16);
     expect(answers).toBe(16);
+    expect(paced).toEqual(['pipelined', 'pipelined']);
     socket.destroy();
     await new Promise((resolve) => server.close(resolve));
   });
@@ -180,7 +185,8 @@ describe("one address's requests, pipelined or not", () => {
       handled.set(from, (handled.get(from) ?? 0) + 1);
       response.end('ok');
     });
-    boundPipelining(server, { requestsPerSecond: 10, now: () => clock });
+    const paced: string[] = [];
+    boundPipelining(server, { requestsPerSecond: 10, now: () => clock, onPaced: (pace) => paced.push(pace) });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const address = server.address();
     const serverPort = typeof address === 'object' && address !== null ? address.port : 0;
@@ -211,11 +217,14 @@ describe("one address's requests, pipelined or not", () => {
     // The burst, 10 requests of the 80, and nothing more while the clock stands.
     await settle('127.0.0.2', 10);
     expect([answered.get('127.0.0.2'), handled.get('127.0.0.2')]).toEqual([10, 10]);
+    // Each of its 4 connections has a request waiting, retried while the clock stands: 4 waits, each told once.
+    expect(paced).toEqual(['requests', 'requests', 'requests', 'requests']);
     // Another address has its own share: served while the first waits.
     client('127.0.0.3', 5);
     await settle('127.0.0.3', 5);
     expect(answered.get('127.0.0.3')).toBe(5);
     expect(answered.get('127.0.0.2')).toBe(10);
+    expect(paced).toHaveLength(4);
     // Half a second: 5 requests more for the first address.
     clock += 500;
     await settle('127.0.0.2', 15);

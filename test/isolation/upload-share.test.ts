@@ -143,6 +143,10 @@ describe("an address's share of upload bytes", () => {
     const allowed = burst + rate * elapsedSeconds + 3 * 64 * 1024;
     expect(served.readBy(first.localPort) + served.readBy(held.localPort)).toBeLessThanOrEqual(allowed);
     expect(served.readBy(held.localPort)).toBeLessThan(held.declared);
+    // The held upload was made to wait once, the others never: no refusal counts it, the pace counter does.
+    const metrics = (await served.app.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(metrics).toMatch(/^studyhelper_paced_total\{pace="upload_bytes"\} 1$/mu);
+    expect(metrics).not.toMatch(/^studyhelper_refusals_total\{[^}]*what="upload_bytes"/mu);
   }, 30_000);
 
   it('refuses 429 with Retry-After, unread, an upload that would make the address\'s uploads miss their deadline', async () => {
