@@ -128,12 +128,17 @@ describe('equal shares while the instance is busy', () => {
     void held;
   });
 
-  it('rounds the equal share down: against an address holding 2, another holds 2, never a third', async () => {
+  /** A busy instance where 198.51.100.9 holds 2 generations, held by the gateway. */
+  const busyWithTwoHeld = async () => {
     const { app, gateway } = await start({ RATE_LIMIT_GENERATIONS: '0' }, () => true);
     const generate = generateOn(app);
-    const held: Promise<unknown>[] = [];
-    held.push(generate('198.51.100.9', 'victim-gpt-key-000001'), generate('198.51.100.9', 'victim-gpt-key-000001'));
+    const held: Promise<unknown>[] = [generate('198.51.100.9', 'victim-gpt-key-000001'), generate('198.51.100.9', 'victim-gpt-key-000001')];
     await until(() => gateway.generateCalls.length === 2);
+    return { app, gateway, generate, held };
+  };
+
+  it('rounds the equal share down: against an address holding 2, another holds 2, never a third', async () => {
+    const { gateway, generate, held } = await busyWithTwoHeld();
     held.push(generate('203.0.113.7', 'hostile-gpt-key-000001'), generate('203.0.113.7', 'hostile-gpt-key-000001'));
     await until(() => gateway.generateCalls.length === 4);
     // 2 and 2 in flight from 2 addresses: a third for either is 5 / 2 = 2.5 each, rounded down to 2.
@@ -146,11 +151,7 @@ describe('equal shares while the instance is busy', () => {
   });
 
   it('never refuses an address holding nothing, however many slots its text needs', async () => {
-    const { app, gateway } = await start({ RATE_LIMIT_GENERATIONS: '0' }, () => true);
-    const generate = generateOn(app);
-    const held: Promise<unknown>[] = [];
-    held.push(generate('198.51.100.9', 'victim-gpt-key-000001'), generate('198.51.100.9', 'victim-gpt-key-000001'));
-    await until(() => gateway.generateCalls.length === 2);
+    const { app, gateway, generate, held } = await busyWithTwoHeld();
     // 60,000 characters take 3 slots (one per 25,000): past an equal share of 2 + 3 from 2 addresses (2, rounded down).
     const long = { task: 'notes', text: 'Photosynthesis turns light into energy. '.repeat(1_500) };
     let longStatus: number | undefined;
