@@ -89,6 +89,10 @@ interface Window {
   readonly steady: LoadResult;
   readonly loopDelayP99Ms: number;
   readonly loopDelayMaxMs: number;
+  /** The emulator's event-loop delay at its worst: the victim's provider waits on it too. */
+  readonly emulatorLoopDelayMaxMs: number;
+  /** The victim's provider calls (GPT) as the service timed them: all, and those over 250 ms. */
+  readonly slowUpstream: { readonly calls: number; readonly over250Ms: number };
   /** The service's garbage collection in the window: main-thread pauses, full and young collections. */
   readonly gc: { readonly pauseMs: number; readonly majors: number; readonly minors: number };
   readonly peakRssMb: number;
@@ -185,8 +189,18 @@ async function main(): Promise<void> {
   ];
   const only = process.env.BENCH_ATTACKS?.split(',');
 
+  /** The service's GPT calls so far (the victim's provider), and those of them that took more than 250 ms. */
+  const gptCalls = async (): Promise<{ all: number; over250Ms: number }> => {
+    const text = await (await fetch(`${url}/metrics`)).text();
+    const value = (pattern: RegExp): number => Number(pattern.exec(text)?.[1] ?? 0);
+    const all = value(/^studyhelper_attempt_duration_seconds_count\{provider="gpt"\} (\d+)$/mu);
+    return { all, over250Ms: all - value(/^studyhelper_attempt_duration_seconds_bucket\{le="0\.25",provider="gpt"\} (\d+)$/mu) };
+  };
+
   const measureWindow = async (seconds: number, attack?: Attack): Promise<Window> => {
     await service.request('loopDelay', { reset: true });
+    await emulator.request('loopDelay', { reset: true });
+    const gptBefore = await gptCalls();
     const serviceBefore = await service.usage(true);
     const cpuBefore = { service: serviceBefore.cpuMicros, emulator: (await emulator.usage()).cpuMicros };
     const profile = attack !== undefined && profileDirectory !== undefined ? join(profileDirectory, `isolation-${attack.key}.cpuprofile`) : undefined;
@@ -197,10 +211,13 @@ async function main(): Promise<void> {
     const [steadyResult, hostileOutcomes] = await Promise.all([steady, hostile]);
     if (profile !== undefined) await service.request('profileStop', { file: profile });
     const delay = await service.request<{ p99Ms: number; maxMs: number }>('loopDelay', { reset: true });
+    const emulatorDelay = await emulator.request<{ p99Ms: number; maxMs: number }>('loopDelay', { reset: true });
+    const gptAfter = await gptCalls();
+    const slowUpstream = { calls: gptAfter.all - gptBefore.all, over250Ms: gptAfter.over250Ms - gptBefore.over250Ms };
     const usage = await service.usage(true);
     const cpuSeconds = { service: (usage.cpuMicros - cpuBefore.service) / 1e6, emulator: ((await emulator.usage()).cpuMicros - cpuBefore.emulator) / 1e6 };
     const gc = { pauseMs: (usage.gcMicros - serviceBefore.gcMicros) / 1000, majors: usage.majorGcs - serviceBefore.majorGcs, minors: usage.minorGcs - serviceBefore.minorGcs };
-    return { steady: steadyResult, loopDelayP99Ms: delay.p99Ms, loopDelayMaxMs: delay.maxMs, peakRssMb: mebibytes(usage.peakRss), hostile: hostileOutcomes, cpuSeconds, gc };
+    return { steady: steadyResult, loopDelayP99Ms: delay.p99Ms, loopDelayMaxMs: delay.maxMs, emulatorLoopDelayMaxMs: emulatorDelay.maxMs, slowUpstream, peakRssMb: mebibytes(usage.peakRss), hostile: hostileOutcomes, cpuSeconds, gc };
   };
 
   const rows: Row[] = [];
@@ -220,7 +237,7 @@ async function main(): Promise<void> {
         attackWindows.push(attacked);
         process.stdout.write(
           `${attack.key} ${index + 1}/${rounds}: p50 ${round(baseline.steady.p50, 1)} → ${round(attacked.steady.p50, 1)} ms, p99 ${round(baseline.steady.p99, 1)} → ${round(attacked.steady.p99, 1)} ms, requests ${baseline.steady.requests} → ${attacked.steady.requests}, errors ${round(errorRate(attacked.steady) * 100, 2)} %, ` +
-            `loop p99 ${round(attacked.loopDelayP99Ms, 1)} ms (max ${round(attacked.loopDelayMaxMs, 0)}), peak RSS ${round(attacked.peakRssMb, 0)} MiB, ` +
+            `loop p99 ${round(attacked.loopDelayP99Ms, 1)} ms (max ${round(attacked.loopDelayMaxMs, 0)}; emulator's max ${round(baseline.emulatorLoopDelayMaxMs, 0)} → ${round(attacked.emulatorLoopDelayMaxMs, 0)}), GPT calls over 250 ms ${attacked.slowUpstream.over250Ms} of ${attacked.slowUpstream.calls}, peak RSS ${round(attacked.peakRssMb, 0)} MiB, ` +
             `GC pauses ms ${round(baseline.gc.pauseMs, 0)} → ${round(attacked.gc.pauseMs, 0)} (full ${baseline.gc.majors} → ${attacked.gc.majors}, young ${baseline.gc.minors} → ${attacked.gc.minors}), CPU s service ${round(baseline.cpuSeconds.service, 1)} → ${round(attacked.cpuSeconds.service, 1)}, emulator ${round(baseline.cpuSeconds.emulator, 1)} → ${round(attacked.cpuSeconds.emulator, 1)}, ` +
             `hostile ${JSON.stringify(attacked.hostile)}\n`,
         );

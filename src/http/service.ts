@@ -13,7 +13,7 @@ import { createFileDocumentStore, createMemoryDocumentStore } from '../documents
 import { claimJobsDirectory, createFileJobStatusStore } from '../jobs/index.js';
 import type { Fleet } from '../fleet/index.js';
 import { createKeyIdentity, randomKeySalt } from '../security/key-id.js';
-import { createAdapters } from '../providers/index.js';
+import { createAdapters, loadProviderSdks } from '../providers/index.js';
 import { buildApp, drainApp, type DrainOutcome } from './app.js';
 import { createStorageHealth, type StorageName } from './storage-health.js';
 import type { LogOptions } from './logger.js';
@@ -164,6 +164,9 @@ export async function startService(config: Config, options: ServiceOptions = {})
     fleet.reportTo(app.log);
     app.addHook('onClose', async () => fleet.close());
   }
+  // The default order's SDKs load before the first request (Claude's is imported on first use otherwise,
+  // claude-sdk.ts): imported on a request, its ~0.2 s of module evaluation stalled every request in flight.
+  await loadProviderSdks(config.providersDefaultOrder.map((provider) => ({ provider })));
   const address = await app.listen({ port: config.port, host: config.host });
   return {
     app,

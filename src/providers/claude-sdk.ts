@@ -1,8 +1,9 @@
 /**
- * `@anthropic-ai/sdk`, imported on first use: its memory (RSS and heap, docs/performance.md) is what a
- * process whose requests never name Claude does not pay for. `loadProviderSdks` is awaited once a
- * request naming Claude has been admitted, before its first call (and so before the provider actor's
- * deadline) starts; the adapter awaits the same import itself if it is called before that.
+ * `@anthropic-ai/sdk`, imported when something names Claude: its memory (RSS and heap, docs/performance.md) is
+ * what a process whose requests never name Claude does not pay for. The service awaits `loadProviderSdks` for
+ * its default order before it listens (src/http/service.ts); otherwise it is awaited once a request naming
+ * Claude has been admitted, before its first call (and so before the provider actor's deadline) starts; the
+ * adapter awaits the same import itself if it is called before that.
  */
 import type { ProviderId } from './types.js';
 

@@ -1,7 +1,9 @@
 /**
- * `@anthropic-ai/sdk` is imported on first use (src/providers/claude-sdk.ts): a service whose
- * requests never name Claude never loads it, and a request naming Claude has it loaded before its
- * first provider call (so the import never runs inside that call's deadline).
+ * `@anthropic-ai/sdk` is imported at start-up when the default provider order names Claude (it does by
+ * default): imported on a request, its module evaluation stalled every other request in flight. Otherwise it
+ * is imported on first use (src/providers/claude-sdk.ts): a service whose requests never name Claude never
+ * loads it, and a request naming Claude has it loaded before its first provider call (so the import never runs
+ * inside that call's deadline).
  */
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -38,7 +40,8 @@ const { startEmulator } = await import('./src/emulator/index.ts');
 const { loadConfig } = await import('./src/config.ts');
 const { startService } = await import('./src/http/service.ts');
 const emulator = await startEmulator({ slowMs: 0 });
-const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent', OPENAI_BASE_URL: emulator.openaiBaseUrl, ANTHROPIC_BASE_URL: emulator.anthropicBaseUrl, TIMELYGPT_BASE_URL: emulator.timelygptBaseUrl });
+const order = process.env.TEST_DEFAULT_ORDER === undefined ? {} : { PROVIDERS_DEFAULT_ORDER: process.env.TEST_DEFAULT_ORDER };
+const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent', OPENAI_BASE_URL: emulator.openaiBaseUrl, ANTHROPIC_BASE_URL: emulator.anthropicBaseUrl, TIMELYGPT_BASE_URL: emulator.timelygptBaseUrl, ...order });
 const service = await startService(config, { log: { level: 'silent' } });
 const counts = {};
 const ask = async (provider, header) => {
@@ -58,18 +61,35 @@ await emulator.close();
 console.log(JSON.stringify(counts));
 `;
 
-describe('the Anthropic SDK is loaded on first use', () => {
+/** Runs the child with `PROVIDERS_DEFAULT_ORDER` set to `order` (unset: the default, which names Claude first). */
+function serveInChild(order: string | undefined): Record<string, number> {
+  const env = { ...process.env };
+  delete env['PROVIDERS_DEFAULT_ORDER'];
+  if (order !== undefined) env['TEST_DEFAULT_ORDER'] = order;
+  const result = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', child], {
+    cwd: root,
+    encoding: 'utf8',
+    timeout: 55_000,
+    env,
+  });
+  expect(result.stderr).toBe('');
+  return JSON.parse(result.stdout.trim().split('\n').at(-1) ?? '{}') as Record<string, number>;
+}
+
+describe('the Anthropic SDK is loaded at start-up when the default order names Claude, else on first use', () => {
+  it('a service on the default order has it loaded before it listens', { timeout: 60_000 }, () => {
+    const counts = serveInChild(undefined);
+    expect(counts['started']).toBeGreaterThan(0);
+    expect(counts).toMatchObject({ gptStatus: 200, claudeStatus: 200 });
+    // Nothing more is loaded on a request.
+    expect(counts['afterClaude']).toBe(counts['started']);
+  });
+
   it(
-    'a service serving gpt-only requests never loads it; the first Claude request does, and succeeds',
+    'a service whose default order leaves Claude out, serving gpt-only requests, never loads it; the first Claude request does, and succeeds',
     { timeout: 60_000 },
     () => {
-      const result = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', child], {
-        cwd: root,
-        encoding: 'utf8',
-        timeout: 55_000,
-      });
-      expect(result.stderr).toBe('');
-      const counts = JSON.parse(result.stdout.trim().split('\n').at(-1) ?? '{}') as Record<string, number>;
+      const counts = serveInChild('gpt,timelygpt');
       expect(counts).toMatchObject({ started: 0, gptStatus: 200, afterGpt: 0, claudeStatus: 200 });
       expect(counts['afterClaude']).toBeGreaterThan(0);
     },
