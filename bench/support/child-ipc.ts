@@ -5,7 +5,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
-import { constants, PerformanceObserver } from 'node:perf_hooks';
+import { constants, monitorEventLoopDelay, PerformanceObserver, type ELDHistogram } from 'node:perf_hooks';
 
 export interface Usage {
   /** process.cpuUsage(): user + system µs since the process started. */
@@ -24,6 +24,8 @@ export interface Usage {
 
 type Handler = (message: Record<string, unknown>) => Promise<unknown>;
 
+/** This process's event-loop delay, measured from the first `loopDelay` request on (none before it: no cost). */
+let loopDelay: ELDHistogram | undefined;
 let profiler: Session | undefined;
 let peakRss = process.memoryUsage.rss();
 const sampler = setInterval(() => {
@@ -66,6 +68,16 @@ export function serveParent(ready: Record<string, unknown>, handlers: Record<str
   if (send === undefined) throw new Error('bench child started without an IPC channel (use startChild)');
   const builtIn: Record<string, Handler> = {
     usage: async (message) => usage(message['resetPeak'] === true),
+    /** The event loop's delay since the last reset, p99 and max, in ms; `reset` starts a new window. */
+    loopDelay: async (message) => {
+      if (loopDelay === undefined) {
+        loopDelay = monitorEventLoopDelay({ resolution: 5 });
+        loopDelay.enable();
+      }
+      const value = { p99Ms: loopDelay.percentile(99) / 1e6, maxMs: loopDelay.max / 1e6 };
+      if (message['reset'] === true) loopDelay.reset();
+      return value;
+    },
     gc: async () => {
       const collect = (globalThis as { gc?: () => void }).gc;
       if (collect === undefined) throw new Error('start the child with --expose-gc');

@@ -10,7 +10,6 @@
  */
 import http from 'node:http';
 import { syncBuiltinESMExports } from 'node:module';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { serveParent } from './child-ipc.js';
 
 const keepAliveMs = Number(process.env.BENCH_EMULATOR_KEEPALIVE_MS ?? 65_000);
@@ -28,10 +27,6 @@ syncBuiltinESMExports();
 
 const { startEmulator } = await import('../../src/emulator/index.js');
 const emulator = await startEmulator({ port: 0, host: '127.0.0.1' });
-// The emulator's own event-loop delay: one process serves every provider, so a window whose victim is slow
-// while the service's loop is not can be told apart from one where the emulator kept it waiting.
-const loopDelay = monitorEventLoopDelay({ resolution: 5 });
-loopDelay.enable();
 serveParent(
   {
     url: emulator.url,
@@ -43,11 +38,6 @@ serveParent(
   {
     /** TCP connections accepted so far (a check that clients reuse their sockets). */
     connections: async () => connections,
-    loopDelay: async (message) => {
-      const value = { p99Ms: loopDelay.percentile(99) / 1e6, maxMs: loopDelay.max / 1e6 };
-      if (message['reset'] === true) loopDelay.reset();
-      return value;
-    },
     close: async () => {
       await emulator.close();
       return {};

@@ -173,6 +173,13 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
       }
       return firstHeadFree ? 0 : paced(takePipelined(from), 'pipelined');
     };
+    /** Feeds again once `ms` have passed (one timer a connection: a wait already set stands). */
+    const feedAfter = (ms: number): void => {
+      retry ??= setTimeout(() => {
+        retry = undefined;
+        connection.feed();
+      }, ms);
+    };
     const endIfFed = (): void => {
       if (ended && kept === undefined && onEnd !== undefined) {
         ended = false;
@@ -237,10 +244,7 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
             const waitMs = headWaitMs(address);
             if (waitMs > 0) {
               socket.pause();
-              retry ??= setTimeout(() => {
-                retry = undefined;
-                connection.feed();
-              }, waitMs);
+              feedAfter(waitMs);
               return;
             }
           }
@@ -267,10 +271,7 @@ export function boundPipelining(server: Server, limits: PipeliningLimits = {}): 
             limits.onPaced?.('upload_bytes');
           }
           setReading(false);
-          retry ??= setTimeout(() => {
-            retry = undefined;
-            connection.feed();
-          }, paceMs);
+          feedAfter(paceMs);
         } else if (socket._paused !== true && !socket.destroyed) {
           if (readingHeld) setReading(true);
           else if (socket.isPaused()) socket.resume();

@@ -6,7 +6,7 @@
  * server's own `request` events and responses' `close` are counted.
  */
 import net from 'node:net';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
@@ -36,6 +36,13 @@ beforeAll(async () => {
 afterAll(async () => {
   await service.close();
 });
+
+/** Starts `server` on a free loopback port and gives the port. */
+async function listenOnLoopback(server: Server): Promise<number> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  return typeof address === 'object' && address !== null ? address.port : 0;
+}
 
 /** Writes `raw` at once (then half-closes when `end`), reads until `answers` status lines came or the socket closed. */
 function pipeline(raw: string, answers: number, end = false): Promise<string[]> {
@@ -100,9 +107,7 @@ describe("one address's pipelined requests", () => {
     });
     const paced: string[] = [];
     boundPipelining(server, { perAddressPerSecond: 10, now: () => clock, onPaced: (pace) => paced.push(pace) });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const address = server.address();
-    const serverPort = typeof address === 'object' && address !== null ? address.port : 0;
+    const serverPort = await listenOnLoopback(server);
     const socket = net.connect(serverPort, '127.0.0.1');
     let answers = 0;
     socket.on('data', (data: Buffer) => {
@@ -137,9 +142,7 @@ describe("one address's pipelined requests", () => {
       held = request;
     });
     boundPipelining(server);
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const address = server.address();
-    const serverPort = typeof address === 'object' && address !== null ? address.port : 0;
+    const serverPort = await listenOnLoopback(server);
     const socket = net.connect(serverPort, '127.0.0.1');
     socket.on('error', () => {});
     const declared = 32 * 1024 * 1024;
@@ -187,9 +190,7 @@ describe("one address's requests, pipelined or not", () => {
     });
     const paced: string[] = [];
     boundPipelining(server, { requestsPerSecond: 10, now: () => clock, onPaced: (pace) => paced.push(pace) });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const address = server.address();
-    const serverPort = typeof address === 'object' && address !== null ? address.port : 0;
+    const serverPort = await listenOnLoopback(server);
     // Keep-alive clients, never pipelining: each sends its next request once the answer to the last came.
     const answered = new Map<string, number>();
     const sockets: net.Socket[] = [];
@@ -238,9 +239,7 @@ describe("one address's requests, pipelined or not", () => {
     const clock = 0;
     const server = createServer((_request, response) => response.end('ok'));
     boundPipelining(server, { requestsPerSecond: 100, perAddressPerSecond: 20, now: () => clock });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const address = server.address();
-    const serverPort = typeof address === 'object' && address !== null ? address.port : 0;
+    const serverPort = await listenOnLoopback(server);
     const count = (socket: net.Socket): (() => number) => {
       let answers = 0;
       socket.on('data', (data: Buffer) => {
