@@ -67,8 +67,8 @@ const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
 const goals = { p99RiseMs: 50, errorRate: 0, loopDelayP99Ms: 50, peakRssMb: 400 };
 const hostileKey = 'bench-hostile-gpt-key-0001';
 /**
- * BENCH_PROFILE=1: the service is CPU-profiled during each attack window, into
- * dist/bench-profiles/isolation-<attack>.cpuprofile (summarise with
+ * BENCH_PROFILE=1: the service and the emulator are CPU-profiled during each attack window, into
+ * dist/bench-profiles/isolation-<attack>-<round>.cpuprofile and isolation-<attack>-<round>-emulator.cpuprofile (summarise with
  * `node --import tsx bench/support/profile-summary.ts <file>`).
  */
 const profileDirectory = process.env.BENCH_PROFILE === '1' ? join(supportDirectory, '..', '..', 'dist', 'bench-profiles') : undefined;
@@ -197,19 +197,22 @@ async function main(): Promise<void> {
     return { all, over250Ms: all - value(/^studyhelper_attempt_duration_seconds_bucket\{le="0\.25",provider="gpt"\} (\d+)$/mu) };
   };
 
-  const measureWindow = async (seconds: number, attack?: Attack): Promise<Window> => {
+  const measureWindow = async (seconds: number, attack?: Attack, round = 1): Promise<Window> => {
     await service.request('loopDelay', { reset: true });
     await emulator.request('loopDelay', { reset: true });
     const gptBefore = await gptCalls();
     const serviceBefore = await service.usage(true);
     const cpuBefore = { service: serviceBefore.cpuMicros, emulator: (await emulator.usage()).cpuMicros };
-    const profile = attack !== undefined && profileDirectory !== undefined ? join(profileDirectory, `isolation-${attack.key}.cpuprofile`) : undefined;
-    if (profile !== undefined) await service.request('profileStart');
+    const profile = attack !== undefined && profileDirectory !== undefined ? join(profileDirectory, `isolation-${attack.key}-${round}.cpuprofile`) : undefined;
+    if (profile !== undefined) await Promise.all([service.request('profileStart'), emulator.request('profileStart')]);
     const deadline = Date.now() + seconds * 1000;
     const steady = load.run({ url: `${url}/v1/generate`, headers: { 'x-gpt-key': gptKey }, body: steadyBody, connections: 2, duration: seconds, timeoutSeconds: 10 });
     const hostile = attack === undefined ? Promise.resolve({}) : attack.run({ url, deadline, hostileKey });
     const [steadyResult, hostileOutcomes] = await Promise.all([steady, hostile]);
-    if (profile !== undefined) await service.request('profileStop', { file: profile });
+    if (profile !== undefined) {
+      await service.request('profileStop', { file: profile });
+      await emulator.request('profileStop', { file: profile.replace(/\.cpuprofile$/u, '-emulator.cpuprofile') });
+    }
     const delay = await service.request<{ p99Ms: number; maxMs: number }>('loopDelay', { reset: true });
     const emulatorDelay = await emulator.request<{ p99Ms: number; maxMs: number }>('loopDelay', { reset: true });
     const gptAfter = await gptCalls();
@@ -232,7 +235,7 @@ async function main(): Promise<void> {
       for (let index = 0; index < rounds; index += 1) {
         const baseline = await measureWindow(seconds);
         await attack.before?.();
-        const attacked = await measureWindow(seconds, attack).finally(() => attack.after?.());
+        const attacked = await measureWindow(seconds, attack, index + 1).finally(() => attack.after?.());
         baselines.push(baseline);
         attackWindows.push(attacked);
         process.stdout.write(

@@ -55,8 +55,8 @@ const tokenChars = 4;
 /** Below this many ms between tokens, several tokens go out per timer tick. */
 const minTickMs = 10;
 /**
- * The most tokens of an unpaced stream in one write (~40 KB of events): each write waits for the socket,
- * so the emulator's one event loop turns between writes and a long answer to one client (a replayed 7 MB
+ * The most tokens of an unpaced stream in one write (~40 KB of events): each write waits for the socket
+ * and the loop's next turn, so a long answer to one client (a replayed 7 MB
  * answer) delays the others' answers by a write's worth, as separate provider APIs would not delay each other at all.
  */
 const maxPiecesPerWrite = 256;
@@ -114,6 +114,16 @@ function pause(response: ServerResponse, pacing: StreamPacing, ms: number): Prom
   });
 }
 
+/**
+ * Resolves on the event loop's next turn. A write the socket takes at once calls back on the same turn (a
+ * `nextTick`), so an unpaced stream that only awaited its writes never gave the loop back until the kernel's
+ * buffer filled: 16 replayed 7 MB answers held it for 120-320 ms at a time, and every other client's call
+ * waited on that (the profile's stretches were all `serveStream` in microtasks).
+ */
+function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
 /** Writes `text` and resolves once it is handed to the socket (so a cut after it cuts after these bytes). */
 function write(response: ServerResponse, text: string): Promise<void> {
   return new Promise((resolve) => {
@@ -166,7 +176,8 @@ export async function serveStream(
   if (active?.fault === 'slowFirstToken') await pause(response, pacing, active.ms ?? 0);
 
   // Unpaced, the tokens go out in writes of `maxPiecesPerWrite`, each waiting for the socket to take the
-  // last: a long answer never sits whole in memory, and a client that stops reading is seen to.
+  // last and for the loop's next turn: a long answer never sits whole in memory, a client that stops reading
+  // is seen to, and other clients' calls are served between the writes.
   const perTick =
     pacing.tokensPerSecond > 0
       ? Math.max(1, Math.round((pacing.tokensPerSecond * minTickMs) / 1000))
@@ -175,7 +186,7 @@ export async function serveStream(
   const stopAt = active && active.fault !== 'slowFirstToken' ? after : pieceCount;
   let sent = 0;
   while (sent < stopAt && !response.destroyed) {
-    if (sent > 0) await pause(response, pacing, tickMs);
+    if (sent > 0) await (tickMs > 0 ? pause(response, pacing, tickMs) : nextTurn());
     const batch = tokenPieces(text, slicing, sent, Math.min(stopAt, sent + perTick));
     await write(response, batch.map((piece) => wire.delta(piece, detail)).join(''));
     sent += batch.length;

@@ -92,6 +92,11 @@ export interface Admission {
   checkRoom(clientId: string, address?: string): void;
   /** The slots a run over `chars` characters takes. */
   slotsFor(chars: number): number;
+  /**
+   * Whether addresses other than `address` hold slots now or took or gave one back lately (the addresses the
+   * equal shares count): the job scheduler holds an address to one running job while they wait on a busy instance.
+   */
+  othersActive(address: string): boolean;
   /** Slots taken now, in all, and the clients holding them (metrics, tests). */
   inFlight(): { readonly total: number; readonly clients: number };
 }
@@ -197,6 +202,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
       check(shareOf(clientId, address), 1, address);
     },
     slotsFor,
+    othersActive: (address) => recent.count(address) > 1,
     inFlight() {
       return { total, clients: byClient.size };
     },

@@ -341,6 +341,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     },
   });
   const prices = createPriceTable(config.modelPrices);
+  const admission = createAdmission({ ...config.admission, busy });
   await app.register(generateRoutes, {
     gateway,
     documentStore,
@@ -350,7 +351,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     maxTextChars: config.maxTextChars,
     maxTextParts: config.maxTextParts,
     prices,
-    admission: createAdmission({ ...config.admission, busy }),
+    admission,
     rateLimit: { max: config.rateLimit.generations, windowSeconds, ...rateSalt },
     originOf,
     sseMaxBufferBytes: config.server.sseMaxBufferBytes,
@@ -379,6 +380,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     originOf,
     sseMaxBufferBytes: config.server.sseMaxBufferBytes,
     streams,
+    // While the instance is busy and other addresses are served, an address runs one job at a time (registry.ts).
+    busy,
+    othersActive: (address) => admission.othersActive(address),
     ...(options.jobStatusStore === undefined ? {} : { statusStore: options.jobStatusStore }),
     ...(options.jobCancelBus === undefined ? {} : { cancelBus: options.jobCancelBus }),
     ...(telemetry === undefined ? {} : { tracer: telemetry.jobs }),

@@ -68,6 +68,16 @@ export interface JobRegistryOptions {
    * invented key sets, each within its own share, took every slot.
    */
   readonly concurrencyPerAddress?: number;
+  /**
+   * Whether the instance is busy now (its event loop or CPU time: src/http/load-gauge.ts). While it is and
+   * other addresses are served too (their jobs, or `othersActive`), an address starts one job at a time and
+   * its others wait queued: a job's provider calls follow one another as fast as the answers come, so one
+   * address's jobs took the CPU every other client's requests wait for (the victim's p99 rose 30-100 ms).
+   * A job running is never stopped for it. Never busy when absent.
+   */
+  readonly busy?: () => boolean;
+  /** Whether addresses other than `address` hold or lately held generation slots (src/http/admission.ts). */
+  readonly othersActive?: (address: string) => boolean;
   /** A finished job is forgotten this long after it ended (JOB_TTL_SECONDS). */
   readonly ttlSeconds: number;
   /** Default: an in-process store bounded by `maxJobs`. */
@@ -336,14 +346,17 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
    * the one whose address runs the fewest jobs goes first, then the client running the fewest (in queue
    * order on a tie), so neither one address's nor one client's backlog starves another's job. A client
    * here is its key set, or its address once that address holds more than a few key sets
-   * (address-clients.ts): inventing keys does not make an address many clients, nor more slots.
+   * (address-clients.ts): inventing keys does not make an address many clients, nor more slots. While the
+   * instance is busy and other addresses are served, an address already running a job starts no other (`busy`).
    */
   function nextQueued(): { job: LiveJob; share: string } | undefined {
     let best: { job: LiveJob; share: string; index: number; running: number; addressRunning: number } | undefined;
+    const busy = options.busy?.() === true;
     for (const [index, job] of queue.entries()) {
       const share = addressClients.shareOf(job.clientId, job.address);
       const addressRunning = runningByAddress.get(job.address) ?? 0;
       if (addressRunning >= concurrencyPerAddress) continue;
+      if (busy && addressRunning >= 1 && othersServed(job.address)) continue;
       // As one client, the address runs every job any of its keys runs.
       const clientRunning = share === job.clientId ? (runningByClient.get(share) ?? 0) : addressRunning;
       if (clientRunning >= concurrencyPerClient) continue;
@@ -353,6 +366,11 @@ export function createJobRegistry(options: JobRegistryOptions): JobRegistry {
     }
     if (best !== undefined) queue.splice(best.index, 1);
     return best;
+  }
+
+  /** Whether addresses other than `address` have jobs here, or generations (`othersActive`). */
+  function othersServed(address: string): boolean {
+    return liveByAddress.size > (liveByAddress.has(address) ? 1 : 0) || options.othersActive?.(address) === true;
   }
 
   function track<T>(promise: Promise<T>): Promise<T> {

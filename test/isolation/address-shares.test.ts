@@ -69,6 +69,51 @@ describe('job scheduling by address', () => {
   });
 });
 
+describe('jobs while the instance is busy', () => {
+  const createOn = (app: FastifyInstance) => (remoteAddress: string, key: string) =>
+    app.inject({ method: 'POST', url: '/v1/jobs', remoteAddress, headers: { 'content-type': 'application/json', 'x-gpt-key': key }, payload: { documentId: 'doc-1' } });
+  const invented = (gateway: StaticGateway): number => calledKeys(gateway).filter((key) => key.startsWith('invented-')).length;
+
+  it('starts one job at a time for an address while another address is served, and two again once the instance is not busy', async () => {
+    let busy = true;
+    const { app, gateway } = await start({ JOB_CONCURRENCY: '4', JOB_CONCURRENCY_PER_CLIENT: '2', RATE_LIMIT_JOBS: '0', RATE_LIMIT_GENERATIONS: '0' }, () => busy);
+    const create = createOn(app);
+    // Another address holds a generation (held by the gateway): it is served now.
+    const held = app.inject({ method: 'POST', url: '/v1/generate', remoteAddress: '198.51.100.9', headers: { 'content-type': 'application/json', 'x-gpt-key': 'victim-gpt-key-000001' }, payload: { task: 'notes', text: 'Photosynthesis.' } });
+    await until(() => gateway.generateCalls.length === 1);
+    for (let n = 1; n <= 3; n += 1) expect((await create('203.0.113.7', keyOf(n))).statusCode).toBe(202);
+    // A job of a third address starts at once: the busy rule holds back only an address already running one.
+    expect((await create('192.0.2.44', 'other-gpt-key-000001')).statusCode).toBe(202);
+    await until(() => calledKeys(gateway).includes('other-gpt-key-000001'));
+    expect(invented(gateway)).toBe(1);
+    // No longer busy: the next pass of the queue starts the address's second job (its share, half of 4).
+    busy = false;
+    expect((await create('203.0.113.7', keyOf(4))).statusCode).toBe(202);
+    await until(() => invented(gateway) === 2);
+    void held;
+  });
+
+  it("counts another address's job as served: busy, the address starts one job beside it", async () => {
+    const { app, gateway } = await start({ JOB_CONCURRENCY: '4', JOB_CONCURRENCY_PER_CLIENT: '2', RATE_LIMIT_JOBS: '0' }, () => true);
+    const create = createOn(app);
+    expect((await create('192.0.2.44', 'other-gpt-key-000001')).statusCode).toBe(202);
+    await until(() => gateway.generateCalls.length === 1);
+    for (let n = 1; n <= 3; n += 1) expect((await create('203.0.113.7', keyOf(n))).statusCode).toBe(202);
+    await until(() => invented(gateway) === 1);
+    // A job of a third address is the sync point: by its call, every pass of the queue has run.
+    expect((await create('198.51.100.9', 'victim-gpt-key-000001')).statusCode).toBe(202);
+    await until(() => calledKeys(gateway).includes('victim-gpt-key-000001'));
+    expect(invented(gateway)).toBe(1);
+  });
+
+  it('never holds back an address that is alone: busy, its two jobs run', async () => {
+    const { app, gateway } = await start({ JOB_CONCURRENCY: '4', JOB_CONCURRENCY_PER_CLIENT: '2', RATE_LIMIT_JOBS: '0' }, () => true);
+    const create = createOn(app);
+    for (let n = 1; n <= 3; n += 1) expect((await create('203.0.113.7', keyOf(n))).statusCode).toBe(202);
+    await until(() => invented(gateway) === 2);
+  });
+});
+
 describe('generation slots by address', () => {
   it('gives an address holding more than 4 key sets one client\'s slots (MAX_INFLIGHT_GENERATIONS_PER_CLIENT)', async () => {
     const { app, gateway } = await start({ MAX_INFLIGHT_GENERATIONS_PER_CLIENT: '2', RATE_LIMIT_GENERATIONS: '0' });

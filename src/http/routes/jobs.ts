@@ -55,6 +55,9 @@ export interface JobsRoutesOptions {
   readonly fallbackMode: FallbackPolicy;
   /** The app's results cache (one per app): a job over a document already done costs no provider call. */
   readonly resultCache?: ResultCache;
+  /** Whether the instance is busy, and whether other addresses hold generation slots: `JobRegistryOptions`. */
+  readonly busy?: () => boolean;
+  readonly othersActive?: (address: string) => boolean;
   readonly jobs: {
     readonly ttlSeconds: number;
     readonly concurrency: number;
@@ -294,6 +297,8 @@ export const jobsRoutes: FastifyPluginAsyncZod<JobsRoutesOptions> = async (app, 
     ...(options.jobs.concurrencyPerClient === undefined ? {} : { concurrencyPerClient: options.jobs.concurrencyPerClient }),
     ...(options.jobs.concurrencyPerAddress === undefined ? {} : { concurrencyPerAddress: options.jobs.concurrencyPerAddress }),
     ttlSeconds: options.jobs.ttlSeconds,
+    ...(options.busy === undefined ? {} : { busy: options.busy }),
+    ...(options.othersActive === undefined ? {} : { othersActive: options.othersActive }),
     ...(options.statusStore === undefined ? {} : { store: options.statusStore }),
     ...(options.cancelBus === undefined ? {} : { cancelBus: options.cancelBus }),
     ...(options.jobs.leaseMs === undefined ? {} : { leaseMs: options.jobs.leaseMs }),
