@@ -99,6 +99,19 @@ interface Window {
   readonly hostile: Outcomes;
   /** CPU time the service (all its threads) and the emulator used in the window. */
   readonly cpuSeconds: { readonly service: number; readonly emulator: number };
+  /**
+   * CPU time each process used while the steady client ran (the window's first `seconds`; an attack may go on
+   * after it): the service, the emulator, the load generator, and this process, the hostile client. The machine's
+   * cores are shared, so a victim's wait may be another process's CPU rather than the service's.
+   */
+  readonly steadyCpuSeconds: CpuByProcess;
+}
+
+interface CpuByProcess {
+  readonly service: number;
+  readonly emulator: number;
+  readonly load: number;
+  readonly hostile: number;
 }
 
 interface Row {
@@ -106,6 +119,10 @@ interface Row {
   /** One baseline and one attack window per round, in order. */
   readonly baselines: readonly Window[];
   readonly attacks: readonly Window[];
+}
+
+function cpuLine(cpu: CpuByProcess): string {
+  return `service ${round(cpu.service, 1)} emulator ${round(cpu.emulator, 1)} load ${round(cpu.load, 1)} hostile ${round(cpu.hostile, 1)}`;
 }
 
 function errorRate(result: LoadResult): number {
@@ -197,16 +214,30 @@ async function main(): Promise<void> {
     return { all, over250Ms: all - value(/^studyhelper_attempt_duration_seconds_bucket\{le="0\.25",provider="gpt"\} (\d+)$/mu) };
   };
 
+  /** Each process's CPU time so far, µs. */
+  const cpuByProcess = async (): Promise<CpuByProcess> => {
+    const [serviceUsage, emulatorUsage, loadUsage] = await Promise.all([service.usage(), emulator.usage(), load.usage()]);
+    const own = process.cpuUsage();
+    return { service: serviceUsage.cpuMicros, emulator: emulatorUsage.cpuMicros, load: loadUsage.cpuMicros, hostile: own.user + own.system };
+  };
+
   const measureWindow = async (seconds: number, attack?: Attack, round = 1): Promise<Window> => {
     await service.request('loopDelay', { reset: true });
     await emulator.request('loopDelay', { reset: true });
     const gptBefore = await gptCalls();
     const serviceBefore = await service.usage(true);
     const cpuBefore = { service: serviceBefore.cpuMicros, emulator: (await emulator.usage()).cpuMicros };
+    const steadyCpuBefore = await cpuByProcess();
     const profile = attack !== undefined && profileDirectory !== undefined ? join(profileDirectory, `isolation-${attack.key}-${round}.cpuprofile`) : undefined;
     if (profile !== undefined) await Promise.all([service.request('profileStart'), emulator.request('profileStart')]);
     const deadline = Date.now() + seconds * 1000;
-    const steady = load.run({ url: `${url}/v1/generate`, headers: { 'x-gpt-key': gptKey }, body: steadyBody, connections: 2, duration: seconds, timeoutSeconds: 10 });
+    let steadyCpuAfter: CpuByProcess | undefined;
+    const steady = load
+      .run({ url: `${url}/v1/generate`, headers: { 'x-gpt-key': gptKey }, body: steadyBody, connections: 2, duration: seconds, timeoutSeconds: 10 })
+      .then(async (result) => {
+        steadyCpuAfter = await cpuByProcess();
+        return result;
+      });
     const hostile = attack === undefined ? Promise.resolve({}) : attack.run({ url, deadline, hostileKey });
     const [steadyResult, hostileOutcomes] = await Promise.all([steady, hostile]);
     if (profile !== undefined) {
@@ -220,7 +251,14 @@ async function main(): Promise<void> {
     const usage = await service.usage(true);
     const cpuSeconds = { service: (usage.cpuMicros - cpuBefore.service) / 1e6, emulator: ((await emulator.usage()).cpuMicros - cpuBefore.emulator) / 1e6 };
     const gc = { pauseMs: (usage.gcMicros - serviceBefore.gcMicros) / 1000, majors: usage.majorGcs - serviceBefore.majorGcs, minors: usage.minorGcs - serviceBefore.minorGcs };
-    return { steady: steadyResult, loopDelayP99Ms: delay.p99Ms, loopDelayMaxMs: delay.maxMs, emulatorLoopDelayMaxMs: emulatorDelay.maxMs, slowUpstream, peakRssMb: mebibytes(usage.peakRss), hostile: hostileOutcomes, cpuSeconds, gc };
+    const after = steadyCpuAfter ?? (await cpuByProcess());
+    const steadyCpuSeconds = {
+      service: (after.service - steadyCpuBefore.service) / 1e6,
+      emulator: (after.emulator - steadyCpuBefore.emulator) / 1e6,
+      load: (after.load - steadyCpuBefore.load) / 1e6,
+      hostile: (after.hostile - steadyCpuBefore.hostile) / 1e6,
+    };
+    return { steadyCpuSeconds, steady: steadyResult, loopDelayP99Ms: delay.p99Ms, loopDelayMaxMs: delay.maxMs, emulatorLoopDelayMaxMs: emulatorDelay.maxMs, slowUpstream, peakRssMb: mebibytes(usage.peakRss), hostile: hostileOutcomes, cpuSeconds, gc };
   };
 
   const rows: Row[] = [];
@@ -242,6 +280,7 @@ async function main(): Promise<void> {
           `${attack.key} ${index + 1}/${rounds}: p50 ${round(baseline.steady.p50, 1)} → ${round(attacked.steady.p50, 1)} ms, p99 ${round(baseline.steady.p99, 1)} → ${round(attacked.steady.p99, 1)} ms, requests ${baseline.steady.requests} → ${attacked.steady.requests}, errors ${round(errorRate(attacked.steady) * 100, 2)} %, ` +
             `loop p99 ${round(attacked.loopDelayP99Ms, 1)} ms (max ${round(attacked.loopDelayMaxMs, 0)}; emulator's max ${round(baseline.emulatorLoopDelayMaxMs, 0)} → ${round(attacked.emulatorLoopDelayMaxMs, 0)}), GPT calls over 250 ms ${attacked.slowUpstream.over250Ms} of ${attacked.slowUpstream.calls}, peak RSS ${round(attacked.peakRssMb, 0)} MiB, ` +
             `GC pauses ms ${round(baseline.gc.pauseMs, 0)} → ${round(attacked.gc.pauseMs, 0)} (full ${baseline.gc.majors} → ${attacked.gc.majors}, young ${baseline.gc.minors} → ${attacked.gc.minors}), CPU s service ${round(baseline.cpuSeconds.service, 1)} → ${round(attacked.cpuSeconds.service, 1)}, emulator ${round(baseline.cpuSeconds.emulator, 1)} → ${round(attacked.cpuSeconds.emulator, 1)}, ` +
+            `CPU s while the victim ran: ${cpuLine(baseline.steadyCpuSeconds)} → ${cpuLine(attacked.steadyCpuSeconds)}, ` +
             `hostile ${JSON.stringify(attacked.hostile)}\n`,
         );
         // Let the hostile client's leftovers (jobs, closing sockets) finish before the next baseline: at

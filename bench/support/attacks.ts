@@ -3,6 +3,7 @@
  * its deadline and reports what the hostile client got back (status or code counts), so the report
  * can show the refusals beside the steady client's figures. PDFs are built here at run time.
  */
+import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import type { Socket } from 'node:net';
 import { createDeflate } from 'node:zlib';
@@ -521,25 +522,55 @@ export function encodeUpload(pdf: Uint8Array, name = 'big.pdf'): Promise<Encoded
  * 20 MB (a run that encoded inside it started 9 of the 30 before the deadline).
  */
 export async function uploadBodyFlood(context: AttackContext, upload: EncodedUpload, uploads = 30, localAddress = '127.0.0.20'): Promise<Outcomes> {
-  const client = fetchFrom(localAddress);
   const outcomes: Outcomes = {};
-  const send = (): Promise<Response> =>
-    client.fetch(`${context.url}/v1/documents`, {
-      method: 'POST',
-      body: upload.body,
-      headers: { 'content-type': upload.contentType },
-      signal: AbortSignal.timeout(120_000),
-    });
   const loop = async (): Promise<void> => {
-    do count(outcomes, await outcomeOf(send()));
+    do count(outcomes, await postBody(new URL('/v1/documents', context.url), localAddress, upload));
     while (Date.now() < context.deadline);
   };
-  try {
-    await Promise.all(Array.from({ length: uploads }, loop));
-  } finally {
-    await client.close();
-  }
+  await Promise.all(Array.from({ length: uploads }, loop));
   return outcomes;
+}
+
+/**
+ * POSTs `upload` through node:http from `localAddress` and returns its outcome label (as `outcomeOf`). Not
+ * through fetch: undici's fetch copies a byte body per request, and re-sending the refused 20 MB uploads took
+ * this process (the hostile client) 8.5-8.8 s of CPU in an 8 s window, a core of the two the service and the
+ * victim share, where a real attacker's CPU is its own. node:http hands the one buffer to the socket as it is.
+ */
+function postBody(url: URL, localAddress: string, upload: EncodedUpload): Promise<string> {
+  return new Promise((resolve) => {
+    let status: number | undefined;
+    let text = '';
+    const label = (): string => {
+      const code = /"code":"([A-Z_]+)"/.exec(text)?.[1];
+      return code === undefined ? String(status) : `${status} ${code}`;
+    };
+    const request = httpRequest(
+      {
+        host: url.hostname,
+        port: Number(url.port),
+        path: url.pathname,
+        method: 'POST',
+        localAddress,
+        agent: false,
+        timeout: 120_000,
+        headers: { 'content-type': upload.contentType, 'content-length': upload.body.byteLength },
+      },
+      (response) => {
+        status = response.statusCode;
+        response.setEncoding('utf8');
+        response.on('data', (chunk: string) => {
+          if (text.length < 4096) text += chunk;
+        });
+        response.on('end', () => resolve(label()));
+        response.on('error', () => resolve(label()));
+      },
+    );
+    request.on('timeout', () => request.destroy(new Error('timeout')));
+    // A refusal closes the connection while the body is still being sent: the answer read is the outcome.
+    request.on('error', (error: NodeJS.ErrnoException) => resolve(status === undefined ? `network ${error.code ?? error.message}` : label()));
+    request.end(upload.body);
+  });
 }
 
 /** A real two-page PDF grown to `bytes` by an unreferenced stream of random bytes (an image-heavy upload's size). */
