@@ -252,12 +252,8 @@ async function main(): Promise<void> {
     const cpuSeconds = { service: (usage.cpuMicros - cpuBefore.service) / 1e6, emulator: ((await emulator.usage()).cpuMicros - cpuBefore.emulator) / 1e6 };
     const gc = { pauseMs: (usage.gcMicros - serviceBefore.gcMicros) / 1000, majors: usage.majorGcs - serviceBefore.majorGcs, minors: usage.minorGcs - serviceBefore.minorGcs };
     const after = steadyCpuAfter ?? (await cpuByProcess());
-    const steadyCpuSeconds = {
-      service: (after.service - steadyCpuBefore.service) / 1e6,
-      emulator: (after.emulator - steadyCpuBefore.emulator) / 1e6,
-      load: (after.load - steadyCpuBefore.load) / 1e6,
-      hostile: (after.hostile - steadyCpuBefore.hostile) / 1e6,
-    };
+    const secondsOf = (name: keyof CpuByProcess): number => (after[name] - steadyCpuBefore[name]) / 1e6;
+    const steadyCpuSeconds = { service: secondsOf('service'), emulator: secondsOf('emulator'), load: secondsOf('load'), hostile: secondsOf('hostile') };
     return { steadyCpuSeconds, steady: steadyResult, loopDelayP99Ms: delay.p99Ms, loopDelayMaxMs: delay.maxMs, emulatorLoopDelayMaxMs: emulatorDelay.maxMs, slowUpstream, peakRssMb: mebibytes(usage.peakRss), hostile: hostileOutcomes, cpuSeconds, gc };
   };
 

@@ -25,13 +25,17 @@ export function count(outcomes: Outcomes, label: string): void {
 async function outcomeOf(request: Promise<Response>): Promise<string> {
   try {
     const response = await request;
-    const text = await response.text();
-    const code = /"code":"([A-Z_]+)"/.exec(text)?.[1];
-    return code === undefined ? String(response.status) : `${response.status} ${code}`;
+    return answerLabel(response.status, await response.text());
   } catch (error) {
     const cause = (error as { cause?: { code?: string } }).cause?.code;
     return `network ${cause ?? (error instanceof Error ? error.name : 'error')}`;
   }
+}
+
+/** An answer's outcome label: its status, and its error code when the body carries one. */
+function answerLabel(status: number | undefined, body: string): string {
+  const code = /"code":"([A-Z_]+)"/.exec(body)?.[1];
+  return code === undefined ? String(status) : `${status} ${code}`;
 }
 
 /** `workers` loops each sending `send()` until the deadline. */
@@ -541,10 +545,7 @@ function postBody(url: URL, localAddress: string, upload: EncodedUpload): Promis
   return new Promise((resolve) => {
     let status: number | undefined;
     let text = '';
-    const label = (): string => {
-      const code = /"code":"([A-Z_]+)"/.exec(text)?.[1];
-      return code === undefined ? String(status) : `${status} ${code}`;
-    };
+    const label = (): string => answerLabel(status, text);
     const request = httpRequest(
       {
         host: url.hostname,

@@ -36,14 +36,21 @@ async function until(check: () => boolean): Promise<void> {
   expect(check()).toBe(true);
 }
 
+/** `POST /v1/jobs` over the test document from `remoteAddress` with `key`. */
+const createOn = (app: FastifyInstance) => (remoteAddress: string, key: string) =>
+  app.inject({ method: 'POST', url: '/v1/jobs', remoteAddress, headers: { 'content-type': 'application/json', 'x-gpt-key': key }, payload: { documentId: 'doc-1' } });
+
+/** `POST /v1/generate` of a short text from `remoteAddress` with `key`. */
+const generateOn = (app: FastifyInstance) => (remoteAddress: string, key: string) =>
+  app.inject({ method: 'POST', url: '/v1/generate', remoteAddress, headers: { 'content-type': 'application/json', 'x-gpt-key': key }, payload: { task: 'notes', text: 'Photosynthesis.' } });
+
 /** The keys the gateway has been called with so far. */
 const calledKeys = (gateway: StaticGateway): string[] => gateway.generateCalls.map((call) => call.chain[0]?.apiKey.reveal() ?? '');
 
 describe('job scheduling by address', () => {
   it("starts a victim's job next, ahead of the backlog of an address that invents a key per job", async () => {
     const { app, gateway } = await start({ JOB_CONCURRENCY: '4', JOB_CONCURRENCY_PER_CLIENT: '2', RATE_LIMIT_JOBS: '0' });
-    const create = (remoteAddress: string, key: string) =>
-      app.inject({ method: 'POST', url: '/v1/jobs', remoteAddress, headers: { 'content-type': 'application/json', 'x-gpt-key': key }, payload: { documentId: 'doc-1' } });
+    const create = createOn(app);
     for (let n = 1; n <= 12; n += 1) expect((await create('203.0.113.7', keyOf(n))).statusCode).toBe(202);
     // Its address runs at most 2 of the 4 slots (half of JOB_CONCURRENCY), whatever keys it holds.
     await until(() => gateway.generateCalls.length === 2);
@@ -58,8 +65,7 @@ describe('job scheduling by address', () => {
 
   it("gives one address at most half of JOB_CONCURRENCY running jobs though each of its jobs has its own key set: another address's job starts at once", async () => {
     const { app, gateway } = await start({ JOB_CONCURRENCY: '4', JOB_CONCURRENCY_PER_CLIENT: '2', RATE_LIMIT_JOBS: '0' });
-    const create = (remoteAddress: string, key: string) =>
-      app.inject({ method: 'POST', url: '/v1/jobs', remoteAddress, headers: { 'content-type': 'application/json', 'x-gpt-key': key }, payload: { documentId: 'doc-1' } });
+    const create = createOn(app);
     // Four key sets: not yet merged into one client (that takes more than 4), each within its own share.
     for (let n = 1; n <= 4; n += 1) expect((await create('203.0.113.7', keyOf(n))).statusCode).toBe(202);
     expect((await create('198.51.100.9', 'victim-gpt-key-000001')).statusCode).toBe(202);
@@ -70,8 +76,6 @@ describe('job scheduling by address', () => {
 });
 
 describe('jobs while the instance is busy', () => {
-  const createOn = (app: FastifyInstance) => (remoteAddress: string, key: string) =>
-    app.inject({ method: 'POST', url: '/v1/jobs', remoteAddress, headers: { 'content-type': 'application/json', 'x-gpt-key': key }, payload: { documentId: 'doc-1' } });
   const invented = (gateway: StaticGateway): number => calledKeys(gateway).filter((key) => key.startsWith('invented-')).length;
 
   it('starts one job at a time for an address while another address is served, and two again once the instance is not busy', async () => {
@@ -79,7 +83,7 @@ describe('jobs while the instance is busy', () => {
     const { app, gateway } = await start({ JOB_CONCURRENCY: '4', JOB_CONCURRENCY_PER_CLIENT: '2', RATE_LIMIT_JOBS: '0', RATE_LIMIT_GENERATIONS: '0' }, () => busy);
     const create = createOn(app);
     // Another address holds a generation (held by the gateway): it is served now.
-    const held = app.inject({ method: 'POST', url: '/v1/generate', remoteAddress: '198.51.100.9', headers: { 'content-type': 'application/json', 'x-gpt-key': 'victim-gpt-key-000001' }, payload: { task: 'notes', text: 'Photosynthesis.' } });
+    const held = generateOn(app)('198.51.100.9', 'victim-gpt-key-000001');
     await until(() => gateway.generateCalls.length === 1);
     for (let n = 1; n <= 3; n += 1) expect((await create('203.0.113.7', keyOf(n))).statusCode).toBe(202);
     // A job of a third address starts at once: the busy rule holds back only an address already running one.
@@ -137,10 +141,6 @@ describe('generation slots by address', () => {
 });
 
 describe('equal shares while the instance is busy', () => {
-  const body = { task: 'notes', text: 'Photosynthesis.' };
-  const generateOn = (app: FastifyInstance) => (remoteAddress: string, key: string) =>
-    app.inject({ method: 'POST', url: '/v1/generate', remoteAddress, headers: { 'content-type': 'application/json', 'x-gpt-key': key }, payload: body });
-
   it('holds an address to an equal share of the slots in flight while busy, never below 2, and lets it use what is idle otherwise', async () => {
     let busy = false;
     const { app, gateway } = await start({ RATE_LIMIT_GENERATIONS: '0' }, () => busy);
